@@ -1,0 +1,196 @@
+package session
+
+import (
+	"encoding/json"
+
+	"github.com/dsh-go/dsh/content"
+)
+
+// The core event types of a session log.
+const (
+	TypeTurnStart        = "turn/start"
+	TypeTurnEnd          = "turn/end"
+	TypeStepStart        = "step/start"
+	TypeStepEnd          = "step/end"
+	TypeUserMessage      = "user/message"
+	TypeAssistantChunk   = "assistant/chunk"
+	TypeAssistantMessage = "assistant/message"
+	TypeToolCall         = "tool/call"
+	TypeToolResult       = "tool/result"
+	TypeRequestHeader    = "request/header"
+	TypeEndSeed          = "session/end-seed"
+	TypeLLMRetry         = "llm/retry"
+	TypeInboxSpliced     = "agent/inbox/spliced"
+)
+
+// TurnStart opens a turn. Turns are numbered from 1.
+type TurnStart struct {
+	Turn int `json:"turn"`
+}
+
+// The turn end kinds.
+const (
+	EndCompleted   = "completed"
+	EndAborted     = "aborted"
+	EndBlocked     = "blocked"
+	EndError       = "error"
+	EndMaxTokens   = "max-tokens"
+	EndInterrupted = "interrupted" // written only by crash repair
+)
+
+// Cause says who cancelled a turn: user, parent, hook or disposed.
+type Cause struct {
+	Kind   string `json:"kind"`
+	Reason string `json:"reason,omitempty"`
+}
+
+// EndReason says why a turn ended. Cause is set for aborted turns, Error for
+// failed ones.
+type EndReason struct {
+	Kind  string           `json:"kind"`
+	Cause *Cause           `json:"reason,omitempty"`
+	Error *content.Failure `json:"error,omitempty"`
+}
+
+// TurnEnd closes a turn.
+type TurnEnd struct {
+	Turn   int       `json:"turn"`
+	Reason EndReason `json:"reason"`
+}
+
+// Step names one step of a turn; it is the payload of step/start and step/end.
+type Step struct {
+	Turn int `json:"turn"`
+	Step int `json:"step"`
+}
+
+// AssistantChunk records one raw chunk of a model stream.
+type AssistantChunk struct {
+	Turn  int           `json:"turn"`
+	Step  int           `json:"step"`
+	Chunk content.Chunk `json:"chunk"`
+}
+
+// AssistantMessage records the assembled answer of one model call.
+type AssistantMessage struct {
+	Turn        int             `json:"turn"`
+	Step        int             `json:"step"`
+	Message     content.Message `json:"message"`
+	Usage       *content.Usage  `json:"usage,omitempty"`
+	Interrupted bool            `json:"interrupted,omitempty"`
+}
+
+// ToolCall records that a tool call started.
+type ToolCall struct {
+	Turn      int    `json:"turn"`
+	Step      int    `json:"step"`
+	CallID    string `json:"callId"`
+	Name      string `json:"name"`
+	Arguments string `json:"arguments"`
+}
+
+// ErrorInfo names a failed tool call's error.
+type ErrorInfo struct {
+	Name string `json:"name"`
+	Code string `json:"code"`
+}
+
+// ToolResult records a tool call's result message.
+type ToolResult struct {
+	Turn    int             `json:"turn"`
+	Step    int             `json:"step"`
+	Message content.Message `json:"message"`
+	Error   *ErrorInfo      `json:"error,omitempty"`
+	Meta    json.RawMessage `json:"meta,omitempty"`
+}
+
+// RequestConfig is the model route and limits of a request.
+type RequestConfig struct {
+	Provider  string `json:"provider"`
+	Model     string `json:"model"`
+	MaxTokens int    `json:"maxTokens,omitempty"`
+}
+
+// RequestHeader records the request shape an agent sends, logged when it
+// first sends one and whenever it changes.
+type RequestHeader struct {
+	Config RequestConfig      `json:"config"`
+	System string             `json:"system,omitempty"`
+	Tools  []content.ToolSpec `json:"tools,omitempty"`
+	Reason string             `json:"reason"` // initial, resume or change
+}
+
+// LLMRetry records a retried model request.
+type LLMRetry struct {
+	Turn     int              `json:"turn"`
+	Step     int              `json:"step"`
+	Provider string           `json:"provider"`
+	Retry    int              `json:"retry"`
+	DelayMs  int64            `json:"delayMs"`
+	Failure  *content.Failure `json:"failure"`
+}
+
+// InboxSpliced records a change of an agent's inbox.
+type InboxSpliced struct {
+	Target   string            `json:"target"` // next-turn or next-step
+	Inserted []content.Message `json:"inserted,omitempty"`
+	Removed  []string          `json:"removed,omitempty"`
+	Outcome  string            `json:"outcome,omitempty"`
+}
+
+// EndSeed marks the end of a seeded prefix.
+type EndSeed struct{}
+
+// isSurface reports whether events of type t produce model messages.
+func isSurface(t string) bool {
+	return t == TypeUserMessage || t == TypeAssistantMessage || t == TypeToolResult
+}
+
+// knownRaw lists event types of the wider vocabulary that this package keeps
+// as raw JSON: a loader accepts them even though it has no struct for them.
+var knownRaw = map[string]bool{
+	"todo/write": true, "request/context": true, "llm/retry-started": true,
+	"subagent/descriptor": true, "session/title": true, "sandbox/mode": true,
+	"approval/policy": true, "approval/asked": true, "approval/decided": true,
+}
+
+// decodeData decodes the payload of an event of type t. Unknown types decode
+// to json.RawMessage with known=false.
+func decodeData(t string, raw json.RawMessage) (data any, known bool, err error) {
+	switch t {
+	case TypeTurnStart:
+		return decodeAs[TurnStart](raw)
+	case TypeTurnEnd:
+		return decodeAs[TurnEnd](raw)
+	case TypeStepStart, TypeStepEnd:
+		return decodeAs[Step](raw)
+	case TypeUserMessage:
+		return decodeAs[content.Message](raw)
+	case TypeAssistantChunk:
+		return decodeAs[AssistantChunk](raw)
+	case TypeAssistantMessage:
+		return decodeAs[AssistantMessage](raw)
+	case TypeToolCall:
+		return decodeAs[ToolCall](raw)
+	case TypeToolResult:
+		return decodeAs[ToolResult](raw)
+	case TypeRequestHeader:
+		return decodeAs[RequestHeader](raw)
+	case TypeLLMRetry:
+		return decodeAs[LLMRetry](raw)
+	case TypeInboxSpliced:
+		return decodeAs[InboxSpliced](raw)
+	case TypeEndSeed:
+		return EndSeed{}, true, nil
+	}
+	return append(json.RawMessage(nil), raw...), knownRaw[t], nil
+}
+
+func decodeAs[T any](raw json.RawMessage) (any, bool, error) {
+	var v T
+	if len(raw) == 0 {
+		return v, true, nil
+	}
+	err := json.Unmarshal(raw, &v)
+	return v, true, err
+}

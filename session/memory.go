@@ -1,0 +1,72 @@
+package session
+
+import (
+	"slices"
+	"sync"
+)
+
+// MemoryBackend keeps sessions in memory; for tests and embedding.
+type MemoryBackend struct {
+	mu       sync.Mutex
+	sessions map[string]*memSession
+}
+
+type memSession struct {
+	header Header
+	events []Event
+}
+
+// NewMemoryBackend returns an empty in-memory backend.
+func NewMemoryBackend() *MemoryBackend { return &MemoryBackend{sessions: map[string]*memSession{}} }
+
+type memPersister struct {
+	b  *MemoryBackend
+	id string
+	h  Header
+}
+
+// Create implements Backend. The session appears at its first Append.
+func (b *MemoryBackend) Create(h Header) (Persister, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if _, ok := b.sessions[h.ID]; ok {
+		return nil, errorf(CodeExists, "session %s is already stored", h.ID)
+	}
+	return &memPersister{b: b, id: h.ID, h: h}, nil
+}
+
+// Load implements Backend.
+func (b *MemoryBackend) Load(id string) (Header, []Event, Persister, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	s, ok := b.sessions[id]
+	if !ok {
+		return Header{}, nil, nil, errorf(CodeNotFound, "no stored session %q", id)
+	}
+	return s.header, slices.Clone(s.events), &memPersister{b: b, id: id, h: s.header}, nil
+}
+
+// List implements Backend.
+func (b *MemoryBackend) List() ([]Header, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	hs := make([]Header, 0, len(b.sessions))
+	for _, s := range b.sessions {
+		hs = append(hs, s.header)
+	}
+	return hs, nil
+}
+
+func (p *memPersister) Append(events []Event) error {
+	p.b.mu.Lock()
+	defer p.b.mu.Unlock()
+	s, ok := p.b.sessions[p.id]
+	if !ok {
+		s = &memSession{header: p.h}
+		p.b.sessions[p.id] = s
+	}
+	s.events = append(s.events, events...)
+	return nil
+}
+
+func (p *memPersister) Close() error { return nil }

@@ -1,0 +1,345 @@
+// Package session keeps conversations as append-only event logs. Model
+// history is never stored: it is derived from the log. A Store holds the live
+// sessions and persists them through a Backend (in memory, or JSONL files in
+// package session/jsonl).
+package session
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/dsh-go/dsh/content"
+)
+
+// FormatVersion is the only session format version this package reads.
+const FormatVersion = 0
+
+// OriginSubagent marks a session created for a delegated child.
+const OriginSubagent = "subagent"
+
+// Header describes a session. It is immutable and kept out of the event log.
+type Header struct {
+	Version         int    `json:"version"`
+	ID              string `json:"id"`
+	CreatedAt       int64  `json:"createdAt"` // Unix ms
+	Cwd             string `json:"cwd,omitempty"`
+	ParentSession   string `json:"parentSession,omitempty"`
+	SeedLength      int    `json:"seedLength,omitempty"`
+	Origin          string `json:"origin,omitempty"`
+	DelegationDepth int    `json:"delegationDepth"`
+}
+
+// Event is one record of a session log. Seq is its position (contiguous from
+// 0), Time the Unix ms at append, Data its typed payload (one of this
+// package's payload structs, content.Message for user/message, or
+// json.RawMessage for types this package does not model).
+type Event struct {
+	Seq             int64
+	Time            int64
+	Type            string
+	Data            any
+	Ignorable       bool
+	SurfaceOp       string  // "append" on surface events, empty elsewhere
+	SourceEventSeqs []int64 // assistant message: its chunks; tool result: its call
+}
+
+type wireEvent struct {
+	Type            string          `json:"type"`
+	Seq             int64           `json:"seq"`
+	Time            int64           `json:"time"`
+	Data            json.RawMessage `json:"data"`
+	Ignorable       bool            `json:"ignorable,omitempty"`
+	SurfaceOp       string          `json:"surfaceOp,omitempty"`
+	SourceEventSeqs []int64         `json:"sourceEventSeqs,omitempty"`
+}
+
+// MarshalJSON writes the event envelope {type, seq, time, data, …}.
+func (e Event) MarshalJSON() ([]byte, error) {
+	data, err := json.Marshal(e.Data)
+	if err != nil {
+		return nil, fmt.Errorf("session: event %d (%s): %w", e.Seq, e.Type, err)
+	}
+	return json.Marshal(wireEvent{Type: e.Type, Seq: e.Seq, Time: e.Time, Data: data, Ignorable: e.Ignorable,
+		SurfaceOp: e.SurfaceOp, SourceEventSeqs: e.SourceEventSeqs})
+}
+
+// UnmarshalJSON reads an event envelope, decoding the payload of known types.
+// An unknown type that is not marked ignorable is refused.
+func (e *Event) UnmarshalJSON(b []byte) error {
+	var w wireEvent
+	if err := json.Unmarshal(b, &w); err != nil {
+		return err
+	}
+	if w.Type == "" {
+		return errors.New("event has no type")
+	}
+	data, known, err := decodeData(w.Type, w.Data)
+	if err != nil {
+		return fmt.Errorf("event %q: %w", w.Type, err)
+	}
+	if !known && !w.Ignorable {
+		return &Error{Code: CodeUnknownEvent, Msg: fmt.Sprintf("unknown required event type %q", w.Type)}
+	}
+	*e = Event{Seq: w.Seq, Time: w.Time, Type: w.Type, Data: data, Ignorable: w.Ignorable,
+		SurfaceOp: w.SurfaceOp, SourceEventSeqs: w.SourceEventSeqs}
+	return nil
+}
+
+// Error codes of this package.
+const (
+	CodeInvalidSeed   = "INVALID_SEED"
+	CodeInvalidHeader = "INVALID_HEADER"
+	CodeExists        = "SESSION_ALREADY_EXISTS"
+	CodeNotFound      = "SESSION_NOT_FOUND"
+	CodeClosed        = "SESSION_CLOSED"
+	CodeUnknownEvent  = "UNKNOWN_EVENT_TYPE"
+	CodeFormat        = "UNSUPPORTED_FORMAT"
+	CodeCorrupt       = "CORRUPT_SESSION"
+)
+
+// Error is a session failure with a stable code.
+type Error struct {
+	Code string
+	Msg  string
+}
+
+func (e *Error) Error() string { return "session: " + e.Msg }
+
+// Is matches another *Error with the same code, so errors.Is(err,
+// &session.Error{Code: session.CodeNotFound}) works.
+func (e *Error) Is(target error) bool {
+	t, ok := target.(*Error)
+	return ok && t.Code == e.Code
+}
+
+func errorf(code, format string, args ...any) error {
+	return &Error{Code: code, Msg: fmt.Sprintf(format, args...)}
+}
+
+// Session is a live event log. It is safe for concurrent use.
+type Session struct {
+	header Header
+
+	mu        sync.Mutex
+	events    []Event
+	messages  []content.Message // derived history, kept in step with events
+	turn      int               // last turn number seen
+	observers []*observer
+	closed    bool
+	pending   []Event // appended, not yet handed to the persister
+	published int64   // seq of the first event observers have not seen
+
+	pubMu sync.Mutex // held while delivering to observers
+
+	ioMu      sync.Mutex // orders persister writes
+	persister Persister
+	writeErr  error
+}
+
+type observer struct{ fn func(Event) }
+
+func newSession(h Header, seed []Event) *Session {
+	s := &Session{header: h, events: make([]Event, 0, max(len(seed)+1, 32))}
+	for _, e := range seed {
+		s.commit(e)
+	}
+	s.published = int64(len(s.events))
+	return s
+}
+
+// ID returns the session id.
+func (s *Session) ID() string { return s.header.ID }
+
+// Header returns the session header.
+func (s *Session) Header() Header { return s.header }
+
+// Len returns the number of events in the log.
+func (s *Session) Len() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.events)
+}
+
+// Events returns a snapshot of the log. The returned slice must not be modified.
+func (s *Session) Events() []Event {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.events[:len(s.events):len(s.events)]
+}
+
+// Messages returns the model history derived from the log: user messages,
+// non-empty assistant messages and tool results, in log order. The returned
+// slice must not be modified.
+func (s *Session) Messages() []content.Message {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.messages[:len(s.messages):len(s.messages)]
+}
+
+// LastTurn returns the number of the last turn started in the log (0: none).
+func (s *Session) LastTurn() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.turn
+}
+
+// Append adds an event of type typ with payload data and returns it. Surface
+// events (user/message, assistant/message, tool/result) are marked as such;
+// sourceSeqs names the events a surface event was built from. Observers are
+// notified after the event is committed, in seq order. Append never blocks on
+// disk I/O except at step and turn ends, where the pending batch is written.
+func (s *Session) Append(typ string, data any, sourceSeqs ...int64) (Event, error) {
+	if typ == "" {
+		return Event{}, errorf(CodeInvalidSeed, "append: empty event type")
+	}
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return Event{}, errorf(CodeClosed, "append %s to closed session %s", typ, s.header.ID)
+	}
+	e := Event{Seq: int64(len(s.events)), Time: time.Now().UnixMilli(), Type: typ, Data: data}
+	if isSurface(typ) {
+		e.SurfaceOp = "append"
+		e.SourceEventSeqs = sourceSeqs
+		if e.SourceEventSeqs == nil && typ == TypeAssistantMessage {
+			e.SourceEventSeqs = []int64{}
+		}
+	}
+	s.commit(e)
+	if s.persister != nil {
+		s.pending = append(s.pending, e)
+	}
+	s.mu.Unlock()
+	s.publish()
+	if typ == TypeTurnEnd || typ == TypeStepEnd {
+		s.Flush()
+	}
+	return e, nil
+}
+
+// commit adds e to the log and the derived history. s.mu must be held.
+func (s *Session) commit(e Event) {
+	s.events = append(s.events, e)
+	switch d := e.Data.(type) {
+	case TurnStart:
+		s.turn = d.Turn
+	case content.Message:
+		if e.Type == TypeUserMessage {
+			s.messages = append(s.messages, d)
+		}
+	case AssistantMessage:
+		if len(d.Message.Content) > 0 {
+			s.messages = append(s.messages, d.Message)
+		}
+	case ToolResult:
+		s.messages = append(s.messages, d.Message)
+	}
+}
+
+// publish delivers unpublished events to observers in seq order. A publisher
+// already at work (another goroutine, or an observer appending re-entrantly)
+// delivers the new events itself.
+func (s *Session) publish() {
+	for {
+		if !s.pubMu.TryLock() {
+			return
+		}
+		s.mu.Lock()
+		batch := s.events[s.published:len(s.events):len(s.events)]
+		s.published = int64(len(s.events))
+		obs := s.observers
+		s.mu.Unlock()
+		for _, e := range batch {
+			for _, o := range obs {
+				deliver(o, e)
+			}
+		}
+		s.pubMu.Unlock()
+		s.mu.Lock()
+		done := s.published == int64(len(s.events))
+		s.mu.Unlock()
+		if done {
+			return
+		}
+	}
+}
+
+func deliver(o *observer, e Event) {
+	defer func() { _ = recover() }() // an observer cannot affect the appender
+	o.fn(e)
+}
+
+// Observe calls fn with every event appended from now on, in seq order, and
+// returns its disposer. fn runs synchronously on the appending goroutine; a
+// panic in fn is contained.
+func (s *Session) Observe(fn func(Event)) (dispose func()) {
+	o := &observer{fn: fn}
+	s.mu.Lock()
+	s.observers = append(slices.Clip(s.observers), o)
+	s.mu.Unlock()
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			s.mu.Lock()
+			s.observers = slices.DeleteFunc(slices.Clone(s.observers), func(x *observer) bool { return x == o })
+			s.mu.Unlock()
+		})
+	}
+}
+
+// Flush hands every pending event to the persister and returns the first
+// write error the session has met (sticky: a session that failed to persist
+// keeps reporting it).
+func (s *Session) Flush() error {
+	s.ioMu.Lock()
+	defer s.ioMu.Unlock()
+	s.mu.Lock()
+	batch := s.pending
+	s.pending = nil
+	p := s.persister
+	s.mu.Unlock()
+	if p != nil && len(batch) > 0 && s.writeErr == nil {
+		if err := p.Append(batch); err != nil {
+			s.writeErr = fmt.Errorf("session %s: persist: %w", s.header.ID, err)
+		}
+	}
+	return s.writeErr
+}
+
+// close flushes, closes the persister and refuses further appends.
+func (s *Session) close() error {
+	err := s.Flush()
+	s.mu.Lock()
+	s.closed = true
+	p := s.persister
+	s.persister = nil
+	s.mu.Unlock()
+	if p != nil {
+		if cerr := p.Close(); err == nil && cerr != nil {
+			err = cerr
+		}
+	}
+	return err
+}
+
+// validateHeader checks the header fields a store relies on.
+func validateHeader(h Header) error {
+	switch {
+	case h.Version != FormatVersion:
+		return errorf(CodeFormat, "session %s: unsupported format version %d", h.ID, h.Version)
+	case h.ID == "":
+		return errorf(CodeInvalidHeader, "header has no id")
+	case h.Cwd != "" && !filepath.IsAbs(h.Cwd):
+		return errorf(CodeInvalidHeader, "session %s: cwd %q is not absolute", h.ID, h.Cwd)
+	case h.DelegationDepth < 0:
+		return errorf(CodeInvalidHeader, "session %s: negative delegation depth", h.ID)
+	case h.CreatedAt < 0:
+		return errorf(CodeInvalidHeader, "session %s: negative createdAt", h.ID)
+	}
+	return nil
+}

@@ -1,0 +1,230 @@
+package session
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/dsh-go/dsh/event"
+)
+
+// Persister writes one session's events durably, in order.
+type Persister interface {
+	// Append writes a batch of events that continues the stored log exactly.
+	Append(events []Event) error
+	// Close releases the persister's resources.
+	Close() error
+}
+
+// Backend stores sessions. New sessions are written lazily: nothing exists
+// on the backend until the first Append.
+type Backend interface {
+	// Create returns a persister for a new session.
+	Create(h Header) (Persister, error)
+	// Load reads a stored session. A torn last record is dropped; the events
+	// are returned as stored, without closing an interrupted turn.
+	Load(id string) (Header, []Event, Persister, error)
+	// List returns the headers of every stored session.
+	List() ([]Header, error)
+}
+
+// CreateOptions describe a new session.
+type CreateOptions struct {
+	ID              string // required: callers mint ids (random UUIDs)
+	Cwd             string // absolute, or empty
+	ParentSession   string
+	Origin          string
+	DelegationDepth int
+	Seed            []Event // completed turns inherited from another log
+}
+
+// Created is emitted on the runtime bus when a session is published.
+type Created struct{ Session *Session }
+
+// EventType implements event.Event.
+func (Created) EventType() string { return "session/created" }
+
+// Disposed is emitted on the runtime bus when a session is detached.
+type Disposed struct{ Session *Session }
+
+// EventType implements event.Event.
+func (Disposed) EventType() string { return "session/disposed" }
+
+// Store holds the live sessions of a runtime and persists them.
+type Store struct {
+	backend Backend
+	bus     *event.Bus
+	mu      sync.Mutex
+	live    map[string]*Session
+}
+
+// NewStore returns a store persisting through backend (NewMemoryBackend()
+// when nil) and announcing sessions on bus (may be nil).
+func NewStore(backend Backend, bus *event.Bus) *Store {
+	if backend == nil {
+		backend = NewMemoryBackend()
+	}
+	return &Store{backend: backend, bus: bus, live: map[string]*Session{}}
+}
+
+// Prepare validates opts and returns an unpublished session: it is not in the
+// store and nothing is written until Enter. A seed must be a balanced log of
+// completed turns; a session/end-seed marker follows it.
+func (st *Store) Prepare(opts CreateOptions) (*Session, error) {
+	h := Header{ID: opts.ID, CreatedAt: time.Now().UnixMilli(), Cwd: opts.Cwd, ParentSession: opts.ParentSession,
+		Origin: opts.Origin, DelegationDepth: opts.DelegationDepth}
+	if err := validateHeader(h); err != nil {
+		return nil, err
+	}
+	seed := opts.Seed
+	if len(seed) > 0 {
+		if err := CheckBalanced(seed); err != nil {
+			return nil, errorf(CodeInvalidSeed, "session %s: invalid seed: %v", opts.ID, err)
+		}
+		h.SeedLength = len(seed)
+		if seed[len(seed)-1].Type != TypeEndSeed {
+			last := seed[len(seed)-1]
+			seed = append(slices.Clip(seed), Event{Seq: last.Seq + 1, Time: last.Time, Type: TypeEndSeed, Data: EndSeed{}})
+		}
+	}
+	return newSession(h, seed), nil
+}
+
+// Enter publishes a prepared session: it becomes live in the store, its
+// persister is attached (seeded events are written with the first batch) and
+// session/created is announced. The returned detach flushes and closes it.
+func (st *Store) Enter(s *Session) (detach func() error, err error) {
+	p, err := st.backend.Create(s.header)
+	if err != nil {
+		return nil, fmt.Errorf("session %s: %w", s.header.ID, err)
+	}
+	if err := st.enter(s, p, s.Events()); err != nil {
+		p.Close()
+		return nil, err
+	}
+	return st.detacher(s), nil
+}
+
+func (st *Store) enter(s *Session, p Persister, unwritten []Event) error {
+	st.mu.Lock()
+	if _, dup := st.live[s.header.ID]; dup {
+		st.mu.Unlock()
+		return errorf(CodeExists, "session %s is already live", s.header.ID)
+	}
+	st.live[s.header.ID] = s
+	st.mu.Unlock()
+	s.mu.Lock()
+	s.persister = p
+	s.pending = append(slices.Clip(unwritten), s.pending...)
+	s.mu.Unlock()
+	if st.bus != nil {
+		st.bus.Emit(Created{Session: s})
+	}
+	return nil
+}
+
+func (st *Store) detacher(s *Session) func() error {
+	var once sync.Once
+	var err error
+	return func() error {
+		once.Do(func() {
+			err = s.close()
+			st.mu.Lock()
+			delete(st.live, s.header.ID)
+			st.mu.Unlock()
+			if st.bus != nil {
+				st.bus.Emit(Disposed{Session: s})
+			}
+		})
+		return err
+	}
+}
+
+// Create prepares and enters a session in one step.
+func (st *Store) Create(opts CreateOptions) (*Session, func() error, error) {
+	s, err := st.Prepare(opts)
+	if err != nil {
+		return nil, nil, err
+	}
+	detach, err := st.Enter(s)
+	if err != nil {
+		return nil, nil, err
+	}
+	return s, detach, nil
+}
+
+// Load reads a stored session, closes an interrupted last turn (the closers
+// are persisted), and makes it live.
+func (st *Store) Load(ctx context.Context, id string) (*Session, func() error, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, nil, err
+	}
+	h, events, p, err := st.backend.Load(id)
+	if err != nil {
+		return nil, nil, err
+	}
+	extra, err := closers(events)
+	if err != nil {
+		p.Close()
+		return nil, nil, errorf(CodeCorrupt, "session %s: %v", id, err)
+	}
+	s := newSession(h, append(events, extra...))
+	if err := st.enter(s, p, extra); err != nil {
+		p.Close()
+		return nil, nil, err
+	}
+	if err := s.Flush(); err != nil {
+		return nil, nil, err
+	}
+	return s, st.detacher(s), nil
+}
+
+// Read returns a stored session's header and events, repaired in memory
+// only; it does not make the session live.
+func (st *Store) Read(id string) (Header, []Event, error) {
+	if s, ok := st.Get(id); ok {
+		return s.Header(), s.Events(), nil
+	}
+	h, events, p, err := st.backend.Load(id)
+	if err != nil {
+		return Header{}, nil, err
+	}
+	p.Close()
+	events, err = Repair(events)
+	if err != nil {
+		return Header{}, nil, errorf(CodeCorrupt, "session %s: %v", id, err)
+	}
+	return h, events, nil
+}
+
+// Get returns a live session.
+func (st *Store) Get(id string) (*Session, bool) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	s, ok := st.live[id]
+	return s, ok
+}
+
+// Live returns the ids of the live sessions.
+func (st *Store) Live() []string {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	ids := make([]string, 0, len(st.live))
+	for id := range st.live {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	return ids
+}
+
+// List returns the headers of the stored sessions, newest first.
+func (st *Store) List() ([]Header, error) {
+	hs, err := st.backend.List()
+	if err != nil {
+		return nil, err
+	}
+	slices.SortFunc(hs, func(a, b Header) int { return int(b.CreatedAt - a.CreatedAt) })
+	return hs, nil
+}

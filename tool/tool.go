@@ -1,0 +1,360 @@
+// Package tool defines the tools an agent can call, a registry of them with
+// per-agent scopes and restrictions, and argument validation against each
+// tool's JSON Schema.
+package tool
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"sync"
+
+	"github.com/google/jsonschema-go/jsonschema"
+
+	"github.com/dsh-go/dsh/content"
+)
+
+// Definition is a tool.
+type Definition struct {
+	Name        string
+	Description string
+	// Parameters is the JSON Schema of the arguments; it must describe an
+	// object. Nil means an object with any properties.
+	Parameters *jsonschema.Schema
+	// ConcurrencySafe marks a tool whose calls may run in parallel with
+	// other concurrency-safe calls of the same step.
+	ConcurrencySafe bool
+	// Execute runs the tool. It must honour ctx and return only after its
+	// work has stopped. A returned error becomes an error result the model
+	// reads; an *Error's code is kept.
+	Execute func(ctx context.Context, call Call) (Result, error)
+}
+
+// Call is one invocation of a tool.
+type Call struct {
+	ID        string
+	Name      string
+	Arguments json.RawMessage // validated against the tool's Parameters
+	Cwd       string          // the calling session's working directory
+	// Caller is the calling agent (an *agent.Agent) for tools that act on
+	// its behalf; nil outside an agent.
+	Caller any
+}
+
+// Result is what a tool call produced.
+type Result struct {
+	Content       []content.Block
+	IsError       bool
+	Code          string // stable error code when IsError
+	ConcludesTurn bool   // a successful result ends the turn after this step
+	Meta          json.RawMessage
+}
+
+// TextResult returns a successful result holding one text block.
+func TextResult(s string) Result { return Result{Content: []content.Block{content.Text(s)}} }
+
+// ErrorResult returns an error result "Error: msg" with code.
+func ErrorResult(code, msg string) Result {
+	return Result{Content: []content.Block{content.Text("Error: " + msg)}, IsError: true, Code: code}
+}
+
+// Error codes of tool execution.
+const (
+	CodeUnknownTool           = "UNKNOWN_TOOL"
+	CodeInvalidArgs           = "INVALID_ARGS"
+	CodeAbortedBeforeDispatch = "ABORTED_BEFORE_DISPATCH"
+	CodeAborted               = "ABORTED"
+	CodeFailed                = "TOOL_FAILED"
+	CodeDuplicate             = "DUPLICATE_TOOL"
+	CodeInvalidDefinition     = "INVALID_TOOL"
+	CodeInvalidRestriction    = "INVALID_RESTRICTION"
+)
+
+// Error is a tool failure with a stable code.
+type Error struct {
+	Code string
+	Msg  string
+}
+
+func (e *Error) Error() string { return e.Msg }
+
+// Is matches another *Error with the same code.
+func (e *Error) Is(target error) bool {
+	t, ok := target.(*Error)
+	return ok && t.Code == e.Code
+}
+
+// Errorf returns an *Error with code and a formatted message.
+func Errorf(code, format string, args ...any) error {
+	return &Error{Code: code, Msg: fmt.Sprintf(format, args...)}
+}
+
+// Func builds a Definition whose arguments decode into Args; the schema is
+// inferred from Args (see jsonschema.For).
+func Func[Args any](name, description string, safe bool, fn func(ctx context.Context, call Call, args Args) (Result, error)) Definition {
+	schema, err := jsonschema.For[Args](nil)
+	if err != nil {
+		panic(fmt.Sprintf("tool %s: cannot infer schema: %v", name, err)) // programmer error
+	}
+	return Definition{Name: name, Description: description, Parameters: schema, ConcurrencySafe: safe,
+		Execute: func(ctx context.Context, call Call) (Result, error) {
+			var args Args
+			if err := json.Unmarshal(call.Arguments, &args); err != nil {
+				return Result{}, Errorf(CodeInvalidArgs, "invalid arguments: %v", err)
+			}
+			return fn(ctx, call, args)
+		}}
+}
+
+// entry is a registered tool with its resolved schema.
+type entry struct {
+	def      Definition
+	spec     content.ToolSpec
+	resolved *jsonschema.Resolved
+}
+
+func newEntry(def Definition) (*entry, error) {
+	if def.Name == "" || def.Execute == nil {
+		return nil, Errorf(CodeInvalidDefinition, "tool definition needs a name and an Execute function")
+	}
+	schema := def.Parameters
+	if schema == nil {
+		schema = &jsonschema.Schema{Type: "object"}
+	}
+	if schema.Type != "object" {
+		return nil, Errorf(CodeInvalidDefinition, "tool %s: parameters must be an object schema, got type %q", def.Name, schema.Type)
+	}
+	resolved, err := schema.Resolve(nil)
+	if err != nil {
+		return nil, Errorf(CodeInvalidDefinition, "tool %s: invalid parameters schema: %v", def.Name, err)
+	}
+	raw, err := json.Marshal(schema)
+	if err != nil {
+		return nil, Errorf(CodeInvalidDefinition, "tool %s: %v", def.Name, err)
+	}
+	return &entry{def: def, resolved: resolved,
+		spec: content.ToolSpec{Name: def.Name, Description: def.Description, Parameters: raw}}, nil
+}
+
+// table is one layer of tools.
+type table struct {
+	mu    sync.RWMutex
+	tools map[string]*entry
+}
+
+func (t *table) register(def Definition, layer string) (func(), error) {
+	e, err := newEntry(def)
+	if err != nil {
+		return nil, err
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.tools == nil {
+		t.tools = map[string]*entry{}
+	}
+	if _, dup := t.tools[def.Name]; dup {
+		return nil, Errorf(CodeDuplicate, "tool %q is already registered in the %s layer", def.Name, layer)
+	}
+	t.tools[def.Name] = e
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			t.mu.Lock()
+			defer t.mu.Unlock()
+			if t.tools[def.Name] == e {
+				delete(t.tools, def.Name)
+			}
+		})
+	}, nil
+}
+
+func (t *table) get(name string) *entry {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	return t.tools[name]
+}
+
+func (t *table) names() []string {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	return slices.Sorted(maps.Keys(t.tools))
+}
+
+// Registry holds the global tools of a runtime.
+type Registry struct{ global table }
+
+// NewRegistry returns an empty registry.
+func NewRegistry() *Registry { return &Registry{} }
+
+// Register adds a global tool and returns its disposer. A duplicate name is
+// refused; register through an agent's Scope to shadow a global tool.
+func (r *Registry) Register(def Definition) (dispose func(), err error) {
+	return r.global.register(def, "global")
+}
+
+// Names returns the global tool names, sorted.
+func (r *Registry) Names() []string { return r.global.names() }
+
+// NewScope returns an empty per-agent scope over the registry.
+func (r *Registry) NewScope() *Scope { return &Scope{reg: r} }
+
+// Restriction masks global tools for one agent. Allow (when non-nil) keeps
+// only the named tools; Deny then hides the named ones.
+type Restriction struct {
+	Allow []string `json:"allow,omitempty" yaml:"allow,omitempty"`
+	Deny  []string `json:"deny,omitempty" yaml:"deny,omitempty"`
+}
+
+// Scope is one agent's view of the tools: the global tools, masked by its
+// restrictions, plus its own scoped tools, which shadow global ones and are
+// never masked. Hidden tools vanish from Specs and cannot be executed.
+type Scope struct {
+	reg    *Registry
+	local  table
+	mu     sync.RWMutex
+	masks  []*mask
+}
+
+type mask struct {
+	allow map[string]bool // nil: no allow list
+	deny  map[string]bool
+}
+
+// Register adds a tool visible to this scope only.
+func (s *Scope) Register(def Definition) (dispose func(), err error) {
+	return s.local.register(def, "agent")
+}
+
+// Restrict adds a mask over the global tools and returns its disposer. Every
+// named tool must be a known global tool; an empty restriction is refused.
+func (s *Scope) Restrict(r Restriction) (dispose func(), err error) {
+	if len(r.Allow) == 0 && len(r.Deny) == 0 && r.Allow == nil {
+		return nil, Errorf(CodeInvalidRestriction, "tool restriction names no tool")
+	}
+	known := s.reg.global.names()
+	m := &mask{deny: map[string]bool{}}
+	if r.Allow != nil {
+		m.allow = map[string]bool{}
+	}
+	var unknown []string
+	for _, list := range []struct {
+		names []string
+		into  map[string]bool
+	}{{r.Allow, m.allow}, {r.Deny, m.deny}} {
+		for _, n := range list.names {
+			if _, ok := slices.BinarySearch(known, n); !ok {
+				unknown = append(unknown, n)
+				continue
+			}
+			list.into[n] = true
+		}
+	}
+	if len(unknown) > 0 {
+		return nil, Errorf(CodeInvalidRestriction, "tool restriction names unknown tools %q (known: %q)", unknown, known)
+	}
+	s.mu.Lock()
+	s.masks = append(s.masks, m)
+	s.mu.Unlock()
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			s.mu.Lock()
+			s.masks = slices.DeleteFunc(slices.Clone(s.masks), func(x *mask) bool { return x == m })
+			s.mu.Unlock()
+		})
+	}, nil
+}
+
+func (s *Scope) visibleGlobal(name string) bool {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	for _, m := range s.masks {
+		if (m.allow != nil && !m.allow[name]) || m.deny[name] {
+			return false
+		}
+	}
+	return true
+}
+
+func (s *Scope) lookup(name string) *entry {
+	if e := s.local.get(name); e != nil {
+		return e
+	}
+	if e := s.reg.global.get(name); e != nil && s.visibleGlobal(name) {
+		return e
+	}
+	return nil
+}
+
+// Has reports whether name is visible in this scope.
+func (s *Scope) Has(name string) bool { return s.lookup(name) != nil }
+
+// ConcurrencySafe reports whether calls of name may run in parallel.
+func (s *Scope) ConcurrencySafe(name string) bool {
+	e := s.lookup(name)
+	return e != nil && e.def.ConcurrencySafe
+}
+
+// Specs returns the visible tools as the model sees them, sorted by name.
+func (s *Scope) Specs() []content.ToolSpec {
+	names := s.reg.global.names()
+	for _, n := range s.local.names() {
+		if _, ok := slices.BinarySearch(names, n); !ok {
+			names = append(names, n)
+		}
+	}
+	slices.Sort(names)
+	specs := make([]content.ToolSpec, 0, len(names))
+	for _, n := range names {
+		if e := s.lookup(n); e != nil {
+			specs = append(specs, e.spec)
+		}
+	}
+	return specs
+}
+
+// Execute runs a call in this scope. It never fails: an unknown or hidden
+// tool, invalid arguments, a cancelled ctx, an error or a panic in the tool
+// all become error results the model can read.
+func (s *Scope) Execute(ctx context.Context, call Call) (res Result) {
+	if ctx.Err() != nil {
+		return ErrorResult(CodeAbortedBeforeDispatch, "tool call aborted before dispatch")
+	}
+	e := s.lookup(call.Name)
+	if e == nil {
+		return ErrorResult(CodeUnknownTool, fmt.Sprintf("unknown tool %q", call.Name))
+	}
+	args := call.Arguments
+	if len(args) == 0 {
+		args = json.RawMessage("{}")
+	}
+	var instance any
+	if err := json.Unmarshal(args, &instance); err != nil {
+		return ErrorResult(CodeInvalidArgs, fmt.Sprintf("invalid arguments: not JSON: %v", err))
+	}
+	if err := e.resolved.Validate(instance); err != nil {
+		return ErrorResult(CodeInvalidArgs, fmt.Sprintf("invalid arguments: %v", err))
+	}
+	call.Arguments = args
+	defer func() {
+		if r := recover(); r != nil {
+			res = ErrorResult(CodeFailed, fmt.Sprintf("tool %s panicked: %v", call.Name, r))
+		}
+	}()
+	res, err := e.def.Execute(ctx, call)
+	if err != nil {
+		var te *Error
+		code := CodeFailed
+		if errors.As(err, &te) {
+			code = te.Code
+		}
+		return ErrorResult(code, err.Error())
+	}
+	if ctx.Err() != nil && !res.IsError {
+		return ErrorResult(CodeAborted, "tool call aborted")
+	}
+	return res
+}
