@@ -1,0 +1,575 @@
+// Package agent runs agents: each owns a session, an inbox of pending user
+// messages, its own tool and prompt scopes, and a driver goroutine that runs
+// the turn/step loop against a model while there is input.
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sync"
+
+	"github.com/google/uuid"
+
+	"github.com/dsh-go/dsh/content"
+	"github.com/dsh-go/dsh/event"
+	"github.com/dsh-go/dsh/llm"
+	"github.com/dsh-go/dsh/prompt"
+	"github.com/dsh-go/dsh/session"
+	"github.com/dsh-go/dsh/tool"
+)
+
+// Options configure an agent's model calls.
+type Options struct {
+	Provider  string `json:"provider,omitempty" yaml:"provider,omitempty"`
+	Model     string `json:"model,omitempty" yaml:"model,omitempty"`
+	MaxTokens int    `json:"maxTokens,omitempty" yaml:"maxTokens,omitempty"` // 0: the adapter's default
+	// SubagentDepth is the runtime delegation depth; the session header's
+	// depth is its floor.
+	SubagentDepth int `json:"subagentDepth,omitempty" yaml:"subagentDepth,omitempty"`
+	// MaxParallelToolCalls caps concurrency-safe calls run at once
+	// (default 10; 1 runs every call in order).
+	MaxParallelToolCalls int `json:"maxParallelToolCalls,omitempty" yaml:"maxParallelToolCalls,omitempty"`
+}
+
+// Status is whether an agent's driver is running.
+type Status string
+
+// The agent statuses.
+const (
+	StatusIdle    Status = "idle"
+	StatusRunning Status = "running"
+)
+
+// Cancel cause kinds.
+const (
+	CauseUser     = "user"
+	CauseParent   = "parent"
+	CauseHook     = "hook"
+	CauseDisposed = "disposed"
+)
+
+// CancelError is the context cause of a cancelled turn.
+type CancelError struct{ Cause session.Cause }
+
+func (e *CancelError) Error() string { return "agent cancelled: " + e.Cause.Kind }
+
+// Error codes of this package.
+const (
+	CodeInvalidOptions = "INVALID_OPTIONS"
+	CodeDisposed       = "AGENT_DISPOSED"
+	CodeExists         = "AGENT_EXISTS"
+	CodeSetup          = "SETUP_FAILED"
+)
+
+// Error is an agent failure with a stable code.
+type Error struct {
+	Code string
+	Msg  string
+	Err  error
+}
+
+func (e *Error) Error() string {
+	if e.Err != nil {
+		return "agent: " + e.Msg + ": " + e.Err.Error()
+	}
+	return "agent: " + e.Msg
+}
+
+// Unwrap returns the underlying error.
+func (e *Error) Unwrap() error { return e.Err }
+
+// Is matches another *Error with the same code.
+func (e *Error) Is(target error) bool {
+	t, ok := target.(*Error)
+	return ok && t.Code == e.Code
+}
+
+// Deps are the runtime services agents use.
+type Deps struct {
+	Sessions *session.Store
+	LLM      *llm.Registry
+	Tools    *tool.Registry
+	Prompt   *prompt.Registry
+	Events   *event.Bus
+	Log      *slog.Logger
+}
+
+// Registry creates agents and holds the live ones.
+type Registry struct {
+	deps   Deps
+	mu     sync.Mutex
+	agents map[string]*Agent
+	order  []string
+}
+
+// NewRegistry returns an empty registry over deps.
+func NewRegistry(deps Deps) *Registry {
+	if deps.Log == nil {
+		deps.Log = slog.Default()
+	}
+	if deps.Events == nil {
+		deps.Events = event.New(deps.Log)
+	}
+	return &Registry{deps: deps, agents: map[string]*Agent{}}
+}
+
+// CreateOptions describe a new agent.
+type CreateOptions struct {
+	SessionID       string // default: a random UUID
+	Cwd             string // absolute; default: none
+	ParentSession   string
+	Origin          string
+	DelegationDepth int
+	Seed            []session.Event // completed turns to start from
+	Options         Options
+	Owner           *Agent // disposed agents dispose what they own
+	// Setup runs before the agent and its session are published; it may
+	// register scoped tools, prompt sections and restrictions. An error
+	// rolls everything back.
+	Setup func(a *Agent) error
+}
+
+// Create builds an agent and publishes it. ctx governs creation only: if it
+// is cancelled before publication nothing is left behind.
+func (r *Registry) Create(ctx context.Context, opts CreateOptions) (*Agent, error) {
+	if opts.Options.MaxTokens < 0 || opts.Options.SubagentDepth < 0 || opts.Options.MaxParallelToolCalls < 0 {
+		return nil, &Error{Code: CodeInvalidOptions, Msg: "maxTokens, subagentDepth and maxParallelToolCalls must not be negative"}
+	}
+	if opts.Options.Provider == "" {
+		return nil, &Error{Code: CodeInvalidOptions, Msg: "options need a model provider"}
+	}
+	if opts.Owner != nil && opts.Owner.isDisposed() {
+		return nil, &Error{Code: CodeDisposed, Msg: "owner agent " + opts.Owner.ID() + " is disposed"}
+	}
+	if opts.SessionID == "" {
+		opts.SessionID = uuid.NewString()
+	}
+	s, err := r.deps.Sessions.Prepare(session.CreateOptions{ID: opts.SessionID, Cwd: opts.Cwd,
+		ParentSession: opts.ParentSession, Origin: opts.Origin, DelegationDepth: opts.DelegationDepth, Seed: opts.Seed})
+	if err != nil {
+		return nil, err
+	}
+	a := newAgent(r, s, opts)
+	if opts.Setup != nil {
+		if err := opts.Setup(a); err != nil {
+			a.unwind()
+			return nil, &Error{Code: CodeSetup, Msg: "setup of agent " + a.id, Err: err}
+		}
+	}
+	if err := ctx.Err(); err != nil {
+		a.unwind()
+		return nil, context.Cause(ctx)
+	}
+	detach, err := r.deps.Sessions.Enter(s)
+	if err != nil {
+		a.unwind()
+		return nil, err
+	}
+	a.detach = detach
+	r.mu.Lock()
+	if _, dup := r.agents[a.id]; dup {
+		r.mu.Unlock()
+		detach()
+		a.unwind()
+		return nil, &Error{Code: CodeExists, Msg: "agent " + a.id + " exists"}
+	}
+	r.agents[a.id] = a
+	r.order = append(r.order, a.id)
+	r.mu.Unlock()
+	if opts.Owner != nil && !opts.Owner.own(a) {
+		a.Dispose(context.Background())
+		return nil, &Error{Code: CodeDisposed, Msg: "owner agent " + opts.Owner.ID() + " was disposed during creation"}
+	}
+	r.deps.Events.Emit(Created{Agent: a})
+	return a, nil
+}
+
+// Get returns a live agent.
+func (r *Registry) Get(id string) (*Agent, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	a, ok := r.agents[id]
+	return a, ok
+}
+
+// List returns the live agents in creation order.
+func (r *Registry) List() []*Agent {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := make([]*Agent, 0, len(r.order))
+	for _, id := range r.order {
+		out = append(out, r.agents[id])
+	}
+	return out
+}
+
+// DisposeAll disposes every live agent.
+func (r *Registry) DisposeAll(ctx context.Context) error {
+	var errs []error
+	for _, a := range slices.Backward(r.List()) {
+		errs = append(errs, a.Dispose(ctx))
+	}
+	return errors.Join(errs...)
+}
+
+func (r *Registry) remove(a *Agent) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	delete(r.agents, a.id)
+	r.order = slices.DeleteFunc(r.order, func(id string) bool { return id == a.id })
+}
+
+// Created is emitted when an agent is published.
+type Created struct{ Agent *Agent }
+
+// Disposed is emitted when an agent is gone, before its session detaches.
+type Disposed struct{ Agent *Agent }
+
+// StatusChanged is emitted when an agent starts or stops running.
+type StatusChanged struct {
+	Agent  *Agent
+	Status Status
+}
+
+// TurnEnded is emitted after a turn's turn/end is logged.
+type TurnEnded struct {
+	Agent *Agent
+	End   session.TurnEnd
+	Usage content.Usage
+}
+
+// EventType implements event.Event.
+func (Created) EventType() string { return "agent/created" }
+
+// EventType implements event.Event.
+func (Disposed) EventType() string { return "agent/disposed" }
+
+// EventType implements event.Event.
+func (StatusChanged) EventType() string { return "agent/status" }
+
+// EventType implements event.Event.
+func (TurnEnded) EventType() string { return "agent/turn-end" }
+
+// Agent is a live agent. Its methods are safe for concurrent use.
+type Agent struct {
+	reg     *Registry
+	id      string
+	session *session.Session
+	opts    Options
+	tools   *tool.Scope
+	prompt  *prompt.Scope
+	owner   *Agent
+
+	mu         sync.Mutex
+	inbox      inbox
+	running    bool
+	idle       chan struct{} // closed while idle
+	cancelTurn context.CancelCauseFunc
+	turnMsgID  string // the next-turn message the running turn claimed
+	disposed   bool
+	owned      []*Agent
+	disposers  []func()
+	lastHeader *session.RequestHeader
+	usage      content.Usage
+	detach     func() error
+
+	wg          sync.WaitGroup
+	disposeOnce sync.Once
+	disposeErr  error
+	disposeDone chan struct{}
+}
+
+func newAgent(r *Registry, s *session.Session, opts CreateOptions) *Agent {
+	o := opts.Options
+	if o.MaxParallelToolCalls == 0 {
+		o.MaxParallelToolCalls = 10
+	}
+	idle := make(chan struct{})
+	close(idle)
+	a := &Agent{reg: r, id: s.ID(), session: s, opts: o, owner: opts.Owner,
+		tools: r.deps.Tools.NewScope(), prompt: r.deps.Prompt.NewScope(), idle: idle, disposeDone: make(chan struct{})}
+	for name, fn := range map[string]prompt.VariableFunc{
+		"provider": func() (string, bool) { return a.opts.Provider, true },
+		"model":    func() (string, bool) { return a.opts.Model, a.opts.Model != "" },
+		"cwd":      func() (string, bool) { return s.Header().Cwd, s.Header().Cwd != "" },
+	} {
+		a.prompt.Variable(name, fn)
+	}
+	if s.Header().Cwd != "" {
+		a.prompt.Section(prompt.Section{Name: "harness:environment", Order: prompt.IdentityOrder + 1, Text: "Working directory: {{cwd}}"})
+	}
+	return a
+}
+
+// ID returns the agent id, which is also its session id.
+func (a *Agent) ID() string { return a.id }
+
+// Session returns the agent's session.
+func (a *Agent) Session() *session.Session { return a.session }
+
+// Options returns the agent's options.
+func (a *Agent) Options() Options { return a.opts }
+
+// Tools returns the agent's tool scope.
+func (a *Agent) Tools() *tool.Scope { return a.tools }
+
+// Prompt returns the agent's prompt scope.
+func (a *Agent) Prompt() *prompt.Scope { return a.prompt }
+
+// Owner returns the agent that created this one, or nil.
+func (a *Agent) Owner() *Agent { return a.owner }
+
+// Cwd returns the session's working directory.
+func (a *Agent) Cwd() string { return a.session.Header().Cwd }
+
+// Depth returns the effective delegation depth: the larger of the session
+// header's durable depth and the runtime depth of the options.
+func (a *Agent) Depth() int { return max(a.session.Header().DelegationDepth, a.opts.SubagentDepth) }
+
+// Usage returns the tokens the agent's model calls have used so far.
+func (a *Agent) Usage() content.Usage {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.usage
+}
+
+// Status reports whether the agent is running.
+func (a *Agent) Status() Status {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.running {
+		return StatusRunning
+	}
+	return StatusIdle
+}
+
+// OnDispose registers fn to run when the agent is disposed, after its driver
+// stopped and before its session detaches.
+func (a *Agent) OnDispose(fn func()) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.disposers = append(a.disposers, fn)
+}
+
+func (a *Agent) isDisposed() bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.disposed
+}
+
+func (a *Agent) own(child *Agent) bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.disposed {
+		return false
+	}
+	a.owned = append(a.owned, child)
+	return true
+}
+
+func (a *Agent) disown(child *Agent) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.owned = slices.DeleteFunc(a.owned, func(x *Agent) bool { return x == child })
+}
+
+// unwind runs the scoped disposers registered so far.
+func (a *Agent) unwind() {
+	a.mu.Lock()
+	ds := a.disposers
+	a.disposers = nil
+	a.mu.Unlock()
+	for _, d := range slices.Backward(ds) {
+		d()
+	}
+}
+
+// Followup queues msg as the prompt of a future turn and wakes the agent.
+func (a *Agent) Followup(msg content.Message) error { return a.send(msg, nextTurn, true, nil) }
+
+// Steer queues msg for the next step of the running turn (or a new turn
+// when idle) and wakes the agent.
+func (a *Agent) Steer(msg content.Message) error { return a.send(msg, nextStep, true, nil) }
+
+// Inject queues msg for the next step without waking an idle agent.
+func (a *Agent) Inject(msg content.Message) error { return a.send(msg, nextStep, false, nil) }
+
+// Run queues msg as a new turn's prompt and waits for that turn to end.
+// Cancelling ctx cancels the turn; Run then returns its aborted end. The
+// error is only for a message that could not be queued.
+func (a *Agent) Run(ctx context.Context, msg content.Message) (session.TurnEnd, error) {
+	done := make(chan session.TurnEnd, 1)
+	if err := a.send(msg, nextTurn, true, done); err != nil {
+		return session.TurnEnd{}, err
+	}
+	select {
+	case end := <-done:
+		return end, nil
+	case <-ctx.Done():
+		select {
+		case end := <-done:
+			return end, nil
+		default:
+		}
+		a.cancelItem(msg.ID, session.Cause{Kind: CauseUser})
+		return <-done, nil
+	}
+}
+
+// Cancel aborts the running turn with cause and clears the inbox (unless
+// keepInbox). It is a no-op when the agent is idle.
+func (a *Agent) Cancel(cause session.Cause, keepInbox bool) {
+	a.mu.Lock()
+	if !a.running {
+		a.mu.Unlock()
+		return
+	}
+	var dropped []item
+	if !keepInbox {
+		dropped = a.inbox.clear()
+	}
+	cancel := a.cancelTurn
+	a.mu.Unlock()
+	a.discard(dropped)
+	if cancel != nil {
+		cancel(&CancelError{Cause: cause})
+	}
+}
+
+// cancelItem cancels the turn running msgID, or drops it while queued.
+func (a *Agent) cancelItem(msgID string, cause session.Cause) {
+	a.mu.Lock()
+	if it, ok := a.inbox.remove(msgID); ok {
+		a.mu.Unlock()
+		a.discard([]item{it})
+		return
+	}
+	var cancel context.CancelCauseFunc
+	if a.turnMsgID == msgID {
+		cancel = a.cancelTurn
+	}
+	a.mu.Unlock()
+	if cancel != nil {
+		cancel(&CancelError{Cause: cause})
+	}
+}
+
+// discard records dropped inbox items and answers their waiters.
+func (a *Agent) discard(items []item) {
+	if len(items) == 0 {
+		return
+	}
+	byTarget := map[string][]string{}
+	for _, it := range items {
+		byTarget[it.target] = append(byTarget[it.target], it.msg.ID)
+		if it.done != nil {
+			it.done <- session.TurnEnd{Reason: session.EndReason{Kind: session.EndAborted, Cause: &session.Cause{Kind: CauseUser}}}
+		}
+	}
+	for target, ids := range byTarget {
+		a.session.Append(session.TypeInboxSpliced, session.InboxSpliced{Target: target, Removed: ids, Outcome: "canceled"})
+	}
+}
+
+// WaitIdle returns when the agent is idle or ctx is done.
+func (a *Agent) WaitIdle(ctx context.Context) error {
+	for {
+		a.mu.Lock()
+		idle, running := a.idle, a.running
+		a.mu.Unlock()
+		if !running {
+			return nil
+		}
+		select {
+		case <-idle:
+		case <-ctx.Done():
+			return context.Cause(ctx)
+		}
+	}
+}
+
+// Dispose stops the agent: it refuses new input, cancels the running turn,
+// waits for the driver to stop, disposes the agents it owns, runs its scoped
+// disposers, leaves the registry and detaches its session. It is idempotent;
+// a ctx that ends first makes this call return early while teardown goes on.
+func (a *Agent) Dispose(ctx context.Context) error {
+	a.disposeOnce.Do(func() { go a.dispose() })
+	select {
+	case <-a.disposeDone:
+		return a.disposeErr
+	case <-ctx.Done():
+		return context.Cause(ctx)
+	}
+}
+
+func (a *Agent) dispose() {
+	defer close(a.disposeDone)
+	a.mu.Lock()
+	a.disposed = true
+	dropped := a.inbox.clear()
+	cancel := a.cancelTurn
+	owned := slices.Clone(a.owned)
+	a.mu.Unlock()
+	for _, it := range dropped {
+		if it.done != nil {
+			it.done <- session.TurnEnd{Reason: session.EndReason{Kind: session.EndAborted, Cause: &session.Cause{Kind: CauseDisposed}}}
+		}
+	}
+	if cancel != nil {
+		cancel(&CancelError{Cause: session.Cause{Kind: CauseDisposed}})
+	}
+	a.wg.Wait()
+	var errs []error
+	for _, c := range slices.Backward(owned) {
+		errs = append(errs, c.Dispose(context.Background()))
+	}
+	a.unwind()
+	if a.owner != nil {
+		a.owner.disown(a)
+	}
+	a.reg.remove(a)
+	a.reg.deps.Events.Emit(Disposed{Agent: a})
+	if a.detach != nil {
+		errs = append(errs, a.detach())
+	}
+	a.disposeErr = errors.Join(errs...)
+}
+
+func (a *Agent) send(msg content.Message, target string, wake bool, done chan session.TurnEnd) error {
+	if msg.ID == "" {
+		return &Error{Code: CodeInvalidOptions, Msg: "message has no id"}
+	}
+	a.mu.Lock()
+	if a.disposed {
+		a.mu.Unlock()
+		return &Error{Code: CodeDisposed, Msg: fmt.Sprintf("agent %s is disposed", a.id)}
+	}
+	if a.inbox.has(msg.ID) {
+		a.mu.Unlock()
+		return &Error{Code: CodeInvalidOptions, Msg: "message " + msg.ID + " is already queued"}
+	}
+	// Record the splice before the item becomes claimable, so the log shows
+	// the insertion before the turn that consumes it.
+	a.session.Append(session.TypeInboxSpliced, session.InboxSpliced{Target: target, Inserted: []content.Message{msg}})
+	a.inbox.push(item{msg: msg, target: target, done: done})
+	start := wake && !a.running
+	if start {
+		a.startDriver()
+	}
+	a.mu.Unlock()
+	if start {
+		a.reg.deps.Events.Emit(StatusChanged{Agent: a, Status: StatusRunning})
+	}
+	return nil
+}
+
+// startDriver starts the driver goroutine. a.mu must be held.
+func (a *Agent) startDriver() {
+	a.running = true
+	a.idle = make(chan struct{})
+	a.wg.Add(1)
+	go a.drive()
+}

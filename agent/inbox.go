@@ -1,0 +1,76 @@
+package agent
+
+import (
+	"slices"
+
+	"github.com/dsh-go/dsh/content"
+	"github.com/dsh-go/dsh/session"
+)
+
+// Inbox targets.
+const (
+	nextTurn = "next-turn" // each item is one future turn's prompt
+	nextStep = "next-step" // steering and injected context, all claimed at the next step
+)
+
+type item struct {
+	msg    content.Message
+	target string
+	done   chan session.TurnEnd // answered when the item's turn ends, or when it is dropped
+}
+
+// inbox holds pending messages; the agent's mutex guards it.
+type inbox struct {
+	turn []item
+	step []item
+}
+
+func (b *inbox) push(it item) {
+	if it.target == nextTurn {
+		b.turn = append(b.turn, it)
+	} else {
+		b.step = append(b.step, it)
+	}
+}
+
+func (b *inbox) empty() bool { return len(b.turn) == 0 && len(b.step) == 0 }
+
+func (b *inbox) has(id string) bool {
+	match := func(it item) bool { return it.msg.ID == id }
+	return slices.ContainsFunc(b.turn, match) || slices.ContainsFunc(b.step, match)
+}
+
+// claimTurn takes what a new turn starts with: every next-step item and the
+// first next-turn item.
+func (b *inbox) claimTurn() (msgs []item) {
+	msgs = b.claimStep()
+	if len(b.turn) > 0 {
+		msgs = append(msgs, b.turn[0])
+		b.turn = slices.Delete(b.turn, 0, 1)
+	}
+	return msgs
+}
+
+// claimStep takes every next-step item.
+func (b *inbox) claimStep() []item {
+	msgs := b.step
+	b.step = nil
+	return msgs
+}
+
+func (b *inbox) remove(id string) (item, bool) {
+	for _, list := range []*[]item{&b.turn, &b.step} {
+		if i := slices.IndexFunc(*list, func(it item) bool { return it.msg.ID == id }); i >= 0 {
+			it := (*list)[i]
+			*list = slices.Delete(*list, i, i+1)
+			return it, true
+		}
+	}
+	return item{}, false
+}
+
+func (b *inbox) clear() []item {
+	out := append(b.step, b.turn...)
+	b.step, b.turn = nil, nil
+	return out
+}

@@ -1,0 +1,319 @@
+package agent
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"slices"
+	"sync"
+
+	"github.com/dsh-go/dsh/content"
+	"github.com/dsh-go/dsh/llm"
+	"github.com/dsh-go/dsh/session"
+	"github.com/dsh-go/dsh/tool"
+)
+
+// drive runs turns while the inbox has input, then goes idle.
+func (a *Agent) drive() {
+	defer a.wg.Done()
+	for {
+		a.mu.Lock()
+		if a.inbox.empty() || a.disposed {
+			a.running = false
+			a.cancelTurn = nil
+			close(a.idle)
+			a.mu.Unlock()
+			a.reg.deps.Events.Emit(StatusChanged{Agent: a, Status: StatusIdle})
+			return
+		}
+		ctx, cancel := context.WithCancelCause(context.Background())
+		a.cancelTurn = cancel
+		claimed := a.inbox.claimTurn()
+		a.turnMsgID = ""
+		if n := len(claimed); n > 0 && claimed[n-1].target == nextTurn {
+			a.turnMsgID = claimed[n-1].msg.ID
+		}
+		a.mu.Unlock()
+		a.turn(ctx, claimed)
+		cancel(nil)
+	}
+}
+
+// stepOutcome is how a step ended.
+type stepOutcome int
+
+const (
+	stepCompleted stepOutcome = iota
+	stepMaxTokens
+	stepContinue // tool calls ran; the model must see their results
+)
+
+// turn runs one turn over the claimed input and logs its end.
+func (a *Agent) turn(ctx context.Context, claimed []item) {
+	s := a.session
+	n := s.LastTurn() + 1
+	s.Append(session.TypeTurnStart, session.TurnStart{Turn: n})
+	var usage content.Usage
+	reason, err := a.steps(ctx, n, claimed, &usage)
+	switch {
+	case ctx.Err() != nil && (err != nil || reason.Kind != session.EndCompleted):
+		reason = session.EndReason{Kind: session.EndAborted, Cause: causeOf(ctx)}
+	case err != nil:
+		reason = session.EndReason{Kind: session.EndError, Error: failureOf(err)}
+		a.reg.deps.Log.Warn("turn failed", "agent", a.id, "turn", n, "err", err)
+	}
+	end := session.TurnEnd{Turn: n, Reason: reason}
+	s.Append(session.TypeTurnEnd, end)
+	if err := s.Flush(); err != nil {
+		a.reg.deps.Log.Error("session write failed", "agent", a.id, "err", err)
+		if end.Reason.Kind == session.EndCompleted {
+			end.Reason = session.EndReason{Kind: session.EndError, Error: failureOf(err)}
+		}
+	}
+	for _, it := range claimed {
+		if it.done != nil {
+			it.done <- end
+		}
+	}
+	a.reg.deps.Events.Emit(TurnEnded{Agent: a, End: end, Usage: usage})
+}
+
+func causeOf(ctx context.Context) *session.Cause {
+	var ce *CancelError
+	if errors.As(context.Cause(ctx), &ce) {
+		c := ce.Cause
+		return &c
+	}
+	return &session.Cause{Kind: CauseUser}
+}
+
+func failureOf(err error) *content.Failure {
+	var f *content.Failure
+	if errors.As(err, &f) {
+		return f
+	}
+	return &content.Failure{Code: llm.CodeUnknown, Message: err.Error()}
+}
+
+// steps runs the steps of turn n until it concludes.
+func (a *Agent) steps(ctx context.Context, n int, claimed []item, usage *content.Usage) (session.EndReason, error) {
+	maxTokens := false
+	for step := 1; ; step++ {
+		if step > 1 {
+			a.mu.Lock()
+			claimed = a.inbox.claimStep()
+			a.mu.Unlock()
+		}
+		if step == 1 && len(claimed) == 0 {
+			return session.EndReason{Kind: session.EndCompleted}, nil
+		}
+		if err := ctx.Err(); err != nil {
+			return session.EndReason{}, err
+		}
+		a.session.Append(session.TypeStepStart, session.Step{Turn: n, Step: step})
+		for _, it := range claimed {
+			a.session.Append(session.TypeUserMessage, it.msg)
+		}
+		out, err := a.step(ctx, n, step, usage)
+		a.session.Append(session.TypeStepEnd, session.Step{Turn: n, Step: step})
+		if err != nil {
+			return session.EndReason{}, err
+		}
+		maxTokens = maxTokens || out == stepMaxTokens
+		if out == stepContinue {
+			continue
+		}
+		a.mu.Lock()
+		more := len(a.inbox.step) > 0
+		a.mu.Unlock()
+		if !more {
+			if maxTokens {
+				return session.EndReason{Kind: session.EndMaxTokens}, nil
+			}
+			return session.EndReason{Kind: session.EndCompleted}, nil
+		}
+	}
+}
+
+// step makes one model call and runs the tool calls it asked for.
+func (a *Agent) step(ctx context.Context, turn, step int, usage *content.Usage) (stepOutcome, error) {
+	s := a.session
+	system, err := a.prompt.Render()
+	if err != nil {
+		return 0, err
+	}
+	req := &llm.Request{Provider: a.opts.Provider, Model: a.opts.Model, System: system, Tools: a.tools.Specs(),
+		MaxTokens: a.opts.MaxTokens, SessionID: a.id, Messages: s.Messages()}
+	req.OnRetry = func(r llm.Retry) {
+		s.Append(session.TypeLLMRetry, session.LLMRetry{Turn: turn, Step: step, Provider: req.Provider,
+			Retry: r.Attempt, DelayMs: r.Delay.Milliseconds(), Failure: r.Failure})
+	}
+	a.logRequestHeader(req)
+
+	var asm content.Assembler
+	var seqs []int64
+	for c := range a.reg.deps.LLM.Stream(ctx, req) {
+		e, err := s.Append(session.TypeAssistantChunk, session.AssistantChunk{Turn: turn, Step: step, Chunk: c})
+		if err != nil {
+			return 0, err
+		}
+		seqs = append(seqs, e.Seq)
+		asm.Add(c)
+	}
+	fin := asm.Finish()
+	if fin.Kind == content.FinishAborted || ctx.Err() != nil {
+		if blocks := asm.Interrupted(); len(blocks) > 0 {
+			s.Append(session.TypeAssistantMessage, session.AssistantMessage{Turn: turn, Step: step, Interrupted: true,
+				Message: content.AssistantMessage(req.Provider, req.Model, blocks)}, seqs...)
+		}
+		return 0, context.Cause(ctx)
+	}
+	if fin.Kind == content.FinishError {
+		return 0, fin.Failure
+	}
+	blocks := asm.Blocks()
+	if fin.Kind == content.FinishStop && len(blocks) == 0 {
+		return 0, &content.Failure{Code: llm.CodeEmptyResponse, Message: "the model returned an empty response"}
+	}
+	am := session.AssistantMessage{Turn: turn, Step: step, Usage: asm.Usage(),
+		Message: content.AssistantMessage(req.Provider, req.Model, blocks)}
+	s.Append(session.TypeAssistantMessage, am, seqs...)
+	if u := asm.Usage(); u != nil {
+		*usage = usage.Add(*u)
+		a.mu.Lock()
+		a.usage = a.usage.Add(*u)
+		a.mu.Unlock()
+	}
+	if fin.Kind == content.FinishMaxTokens {
+		return stepMaxTokens, nil
+	}
+	calls := content.ToolCalls(blocks)
+	if len(calls) == 0 {
+		return stepCompleted, nil
+	}
+	concluded := a.runTools(ctx, turn, step, calls)
+	if ctx.Err() != nil {
+		return 0, context.Cause(ctx)
+	}
+	if concluded {
+		return stepCompleted, nil
+	}
+	return stepContinue, nil
+}
+
+// logRequestHeader logs request/header when this loop first sends a
+// request or when the request shape changes.
+func (a *Agent) logRequestHeader(req *llm.Request) {
+	h := session.RequestHeader{Config: session.RequestConfig{Provider: req.Provider, Model: req.Model, MaxTokens: req.MaxTokens},
+		System: req.System, Tools: req.Tools}
+	a.mu.Lock()
+	last := a.lastHeader
+	a.mu.Unlock()
+	switch {
+	case last == nil:
+		h.Reason = "initial"
+		if a.session.LastTurn() > 1 || a.session.Header().SeedLength > 0 {
+			h.Reason = "resume"
+		}
+	case sameHeader(*last, h):
+		return
+	default:
+		h.Reason = "change"
+	}
+	a.mu.Lock()
+	a.lastHeader = &h
+	a.mu.Unlock()
+	a.session.Append(session.TypeRequestHeader, h)
+}
+
+func sameHeader(a, b session.RequestHeader) bool {
+	return a.Config == b.Config && a.System == b.System &&
+		slices.EqualFunc(a.Tools, b.Tools, func(x, y content.ToolSpec) bool {
+			return x.Name == y.Name && x.Description == y.Description && string(x.Parameters) == string(y.Parameters)
+		})
+}
+
+// runTools executes the calls of one assistant message and logs their
+// results in the model's order. Consecutive concurrency-safe calls run in a
+// bounded pool; any other call runs alone. Once ctx is cancelled no call
+// starts; each unstarted call gets a synthetic "aborted before dispatch"
+// result so the log stays replayable. It reports whether a successful result
+// concluded the turn.
+func (a *Agent) runTools(ctx context.Context, turn, step int, calls []content.Block) (concluded bool) {
+	type slot struct {
+		call    content.Block
+		callSeq int64
+		started bool
+		done    chan tool.Result
+	}
+	slots := make([]*slot, len(calls))
+	for i, c := range calls {
+		slots[i] = &slot{call: c}
+	}
+	sem := make(chan struct{}, a.opts.MaxParallelToolCalls)
+	var wg sync.WaitGroup
+	start := func(sl *slot) {
+		e, _ := a.session.Append(session.TypeToolCall, session.ToolCall{Turn: turn, Step: step, CallID: sl.call.ID,
+			Name: sl.call.Name, Arguments: sl.call.Arguments})
+		sl.callSeq, sl.started = e.Seq, true
+		sl.done = make(chan tool.Result, 1)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			sl.done <- a.tools.Execute(ctx, tool.Call{ID: sl.call.ID, Name: sl.call.Name,
+				Arguments: json.RawMessage(sl.call.Arguments), Cwd: a.Cwd(), Caller: a})
+		}()
+	}
+	commit := func(sl *slot) {
+		var res tool.Result
+		if sl.started {
+			res = <-sl.done
+		} else {
+			e, _ := a.session.Append(session.TypeToolCall, session.ToolCall{Turn: turn, Step: step, CallID: sl.call.ID,
+				Name: sl.call.Name, Arguments: sl.call.Arguments})
+			sl.callSeq = e.Seq
+			res = tool.ErrorResult(tool.CodeAbortedBeforeDispatch, "tool call aborted before dispatch")
+		}
+		tr := session.ToolResult{Turn: turn, Step: step, Meta: res.Meta,
+			Message: content.ToolResultMessage(sl.call.ID, res.Content, res.IsError)}
+		if res.IsError {
+			tr.Error = &session.ErrorInfo{Name: "ToolError", Code: res.Code}
+		} else if res.ConcludesTurn {
+			concluded = true
+		}
+		a.session.Append(session.TypeToolResult, tr, sl.callSeq)
+	}
+	committed := 0
+	for i, sl := range slots {
+		exclusive := !a.tools.ConcurrencySafe(sl.call.Name)
+		if exclusive {
+			// An exclusive call is a barrier: what ran before it finishes first.
+			for ; committed < i; committed++ {
+				commit(slots[committed])
+			}
+		}
+		acquired := false
+		select {
+		case sem <- struct{}{}:
+			acquired = true
+		case <-ctx.Done():
+		}
+		if ctx.Err() != nil {
+			if acquired {
+				<-sem
+			}
+			break
+		}
+		start(sl)
+		if exclusive {
+			commit(sl)
+			committed = i + 1
+		}
+	}
+	for ; committed < len(slots); committed++ {
+		commit(slots[committed])
+	}
+	wg.Wait()
+	return concluded
+}

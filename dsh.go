@@ -1,0 +1,64 @@
+// Package dsh is an agent harness whose centrepiece is the subagent seam.
+// A Runtime holds every service of one harness instance: the event bus,
+// sessions, model adapters, tools, prompt sections and agents.
+package dsh
+
+import (
+	"context"
+	"log/slog"
+
+	"github.com/dsh-go/dsh/agent"
+	"github.com/dsh-go/dsh/event"
+	"github.com/dsh-go/dsh/llm"
+	"github.com/dsh-go/dsh/prompt"
+	"github.com/dsh-go/dsh/session"
+	"github.com/dsh-go/dsh/tool"
+)
+
+// Identity is the one-line harness identity that opens every system prompt.
+const Identity = "You are dsh, a coding agent. Work in the session's working directory with the tools provided, and answer concisely."
+
+// Runtime is one harness instance. Build it with New; every registration on
+// its services returns a disposer.
+type Runtime struct {
+	Log      *slog.Logger
+	Events   *event.Bus
+	Sessions *session.Store
+	LLM      *llm.Registry
+	Tools    *tool.Registry
+	Prompt   *prompt.Registry
+	Agents   *agent.Registry
+}
+
+// Options configure New.
+type Options struct {
+	Logger  *slog.Logger    // default slog.Default()
+	Backend session.Backend // default in memory
+	// Persona is the deployment:persona prompt section (empty: none).
+	Persona string
+}
+
+// New builds a runtime with the harness identity section registered.
+func New(opts Options) (*Runtime, error) {
+	log := opts.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	bus := event.New(log)
+	rt := &Runtime{Log: log, Events: bus, Sessions: session.NewStore(opts.Backend, bus), LLM: llm.NewRegistry(),
+		Tools: tool.NewRegistry(), Prompt: prompt.NewRegistry()}
+	rt.Agents = agent.NewRegistry(agent.Deps{Sessions: rt.Sessions, LLM: rt.LLM, Tools: rt.Tools, Prompt: rt.Prompt,
+		Events: bus, Log: log})
+	if _, err := rt.Prompt.Section(prompt.Section{Name: prompt.IdentitySection, Order: prompt.IdentityOrder, Text: Identity}); err != nil {
+		return nil, err
+	}
+	if opts.Persona != "" {
+		if _, err := rt.Prompt.Section(prompt.Section{Name: prompt.PersonaSection, Order: prompt.PersonaOrder, Text: opts.Persona}); err != nil {
+			return nil, err
+		}
+	}
+	return rt, nil
+}
+
+// Close disposes every agent, which detaches and flushes their sessions.
+func (rt *Runtime) Close(ctx context.Context) error { return rt.Agents.DisposeAll(ctx) }

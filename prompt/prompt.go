@@ -1,0 +1,215 @@
+// Package prompt assembles system prompts from named, ordered sections with
+// strict {{variable}} interpolation. A Registry holds the global sections and
+// variables; each agent has a Scope whose own sections and variables shadow
+// global ones of the same name.
+package prompt
+
+import (
+	"fmt"
+	"regexp"
+	"slices"
+	"strings"
+	"sync"
+)
+
+// Well-known section names and orders.
+const (
+	IdentitySection = "harness:identity" // order -100
+	PersonaSection  = "deployment:persona"
+	IdentityOrder   = -100
+	PersonaOrder    = 0
+)
+
+// Section is one named part of a system prompt. Sections are ordered by
+// Order, then Name; empty sections are dropped.
+type Section struct {
+	Name  string
+	Order int
+	Text  string
+}
+
+// VariableFunc returns a variable's value, or ok=false when it has none.
+type VariableFunc func() (value string, ok bool)
+
+var variableName = regexp.MustCompile(`^[a-z][a-z0-9_]*$`)
+
+// Error is a prompt failure: a bad registration or a failed render.
+type Error struct{ Msg string }
+
+func (e *Error) Error() string { return "prompt: " + e.Msg }
+
+func errorf(format string, args ...any) error { return &Error{Msg: fmt.Sprintf(format, args...)} }
+
+// layer is one table of sections and variables.
+type layer struct {
+	mu        sync.RWMutex
+	sections  map[string]Section
+	variables map[string]VariableFunc
+}
+
+func (l *layer) addSection(s Section, where string) (func(), error) {
+	if s.Name == "" {
+		return nil, errorf("section needs a name")
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if _, dup := l.sections[s.Name]; dup {
+		return nil, errorf("section %q is already registered in the %s layer", s.Name, where)
+	}
+	if l.sections == nil {
+		l.sections = map[string]Section{}
+	}
+	l.sections[s.Name] = s
+	return l.remover(func() { delete(l.sections, s.Name) }), nil
+}
+
+func (l *layer) addVariable(name string, fn VariableFunc, where string) (func(), error) {
+	if !variableName.MatchString(name) {
+		return nil, errorf("variable name %q must match %s", name, variableName)
+	}
+	if fn == nil {
+		return nil, errorf("variable %q has no provider", name)
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if _, dup := l.variables[name]; dup {
+		return nil, errorf("variable %q is already registered in the %s layer", name, where)
+	}
+	if l.variables == nil {
+		l.variables = map[string]VariableFunc{}
+	}
+	l.variables[name] = fn
+	return l.remover(func() { delete(l.variables, name) }), nil
+}
+
+func (l *layer) remover(del func()) func() {
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			l.mu.Lock()
+			defer l.mu.Unlock()
+			del()
+		})
+	}
+}
+
+// Registry holds the global prompt sections and variables.
+type Registry struct{ global layer }
+
+// NewRegistry returns an empty registry.
+func NewRegistry() *Registry { return &Registry{} }
+
+// Section registers a global section and returns its disposer.
+func (r *Registry) Section(s Section) (dispose func(), err error) { return r.global.addSection(s, "global") }
+
+// Variable registers a global variable and returns its disposer.
+func (r *Registry) Variable(name string, fn VariableFunc) (dispose func(), err error) {
+	return r.global.addVariable(name, fn, "global")
+}
+
+// NewScope returns an empty per-agent scope over the registry.
+func (r *Registry) NewScope() *Scope { return &Scope{reg: r} }
+
+// Scope is one agent's view of the prompt.
+type Scope struct {
+	reg   *Registry
+	local layer
+}
+
+// Section registers a section for this scope only; it shadows a global
+// section of the same name (e.g. a child's deployment:persona).
+func (s *Scope) Section(sec Section) (dispose func(), err error) { return s.local.addSection(sec, "agent") }
+
+// Variable registers a variable for this scope only.
+func (s *Scope) Variable(name string, fn VariableFunc) (dispose func(), err error) {
+	return s.local.addVariable(name, fn, "agent")
+}
+
+func (s *Scope) variable(name string) VariableFunc {
+	s.local.mu.RLock()
+	fn := s.local.variables[name]
+	s.local.mu.RUnlock()
+	if fn != nil {
+		return fn
+	}
+	s.reg.global.mu.RLock()
+	defer s.reg.global.mu.RUnlock()
+	return s.reg.global.variables[name]
+}
+
+// Sections returns the effective sections in order.
+func (s *Scope) Sections() []Section {
+	merged := map[string]Section{}
+	for _, l := range []*layer{&s.reg.global, &s.local} {
+		l.mu.RLock()
+		for n, sec := range l.sections {
+			merged[n] = sec
+		}
+		l.mu.RUnlock()
+	}
+	out := make([]Section, 0, len(merged))
+	for _, sec := range merged {
+		out = append(out, sec)
+	}
+	slices.SortFunc(out, func(a, b Section) int {
+		if a.Order != b.Order {
+			return a.Order - b.Order
+		}
+		return strings.Compare(a.Name, b.Name)
+	})
+	return out
+}
+
+// Render interpolates every effective section and joins the non-empty ones
+// with a blank line.
+func (s *Scope) Render() (string, error) {
+	var parts []string
+	for _, sec := range s.Sections() {
+		text, err := s.Interpolate(sec.Text)
+		if err != nil {
+			return "", fmt.Errorf("section %s: %w", sec.Name, err)
+		}
+		if strings.TrimSpace(text) != "" {
+			parts = append(parts, text)
+		}
+	}
+	return strings.Join(parts, "\n\n"), nil
+}
+
+// Interpolate replaces each {{name}} in text with the variable's value.
+// Strict: a malformed group, an unknown variable or a variable without a
+// value is an error, never an empty string. A lone "{{" with no later "}}"
+// is literal, and substituted values are not rescanned.
+func (s *Scope) Interpolate(text string) (string, error) {
+	if !strings.Contains(text, "{{") {
+		return text, nil
+	}
+	var sb strings.Builder
+	for {
+		open := strings.Index(text, "{{")
+		if open < 0 {
+			break
+		}
+		end := strings.Index(text[open+2:], "}}")
+		if end < 0 {
+			break
+		}
+		name := strings.TrimSpace(text[open+2 : open+2+end])
+		if !variableName.MatchString(name) {
+			return "", errorf("malformed template group %q", text[open:open+4+end])
+		}
+		fn := s.variable(name)
+		if fn == nil {
+			return "", errorf("unknown variable {{%s}}", name)
+		}
+		v, ok := fn()
+		if !ok {
+			return "", errorf("variable {{%s}} has no value", name)
+		}
+		sb.WriteString(text[:open])
+		sb.WriteString(v)
+		text = text[open+4+end:]
+	}
+	sb.WriteString(text)
+	return sb.String(), nil
+}
