@@ -1,0 +1,57 @@
+// Command dsh is an agent harness: it runs an agent on a model with tools,
+// and delegates to child agents.
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/spf13/cobra"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := newRoot(os.Stdout, os.Stderr, os.Getenv).ExecuteContext(ctx)
+	stop()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "dsh:", err)
+		os.Exit(1)
+	}
+}
+
+// cli carries what every subcommand needs.
+type cli struct {
+	stdout, stderr io.Writer
+	getenv         func(string) string
+	configPath     string
+	verbose        bool
+}
+
+func (c *cli) logger() *slog.Logger {
+	level := slog.LevelWarn
+	if c.verbose {
+		level = slog.LevelDebug
+	}
+	return slog.New(slog.NewTextHandler(c.stderr, &slog.HandlerOptions{Level: level}))
+}
+
+func newRoot(stdout, stderr io.Writer, getenv func(string) string) *cobra.Command {
+	c := &cli{stdout: stdout, stderr: stderr, getenv: getenv}
+	root := &cobra.Command{
+		Use:           "dsh",
+		Short:         "dsh is an agent harness that delegates to child agents",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	root.PersistentFlags().StringVar(&c.configPath, "config", "", "configuration file (default $DSH_HOME/config.yaml)")
+	root.PersistentFlags().BoolVarP(&c.verbose, "verbose", "v", false, "log debug information to stderr")
+	root.AddCommand(c.runCmd(), c.demoCmd(), c.sessionsCmd())
+	return root
+}

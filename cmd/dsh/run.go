@@ -1,0 +1,161 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/dsh-go/dsh"
+	"github.com/dsh-go/dsh/agent"
+	"github.com/dsh-go/dsh/config"
+	"github.com/dsh-go/dsh/content"
+	"github.com/dsh-go/dsh/session"
+)
+
+func (c *cli) runCmd() *cobra.Command {
+	var model, provider, cwd string
+	cmd := &cobra.Command{
+		Use:   "run PROMPT",
+		Short: "Run an agent on the configured model and print its answer as it streams",
+		Args:  cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			cfg, err := config.Load(c.configPath, c.getenv)
+			if err != nil {
+				return err
+			}
+			if provider != "" {
+				cfg.Agent.Provider, cfg.Agent.Model = provider, ""
+				for _, p := range cfg.Providers {
+					if p.Name == provider {
+						cfg.Agent.Model = p.Model
+					}
+				}
+			}
+			if model != "" {
+				cfg.Agent.Model = model
+			}
+			rt, err := cfg.Build(cmd.Context(), c.logger(), nil, c.getenv)
+			if err != nil {
+				return err
+			}
+			if err := c.checkKey(cfg); err != nil {
+				return err
+			}
+			return c.runPrompt(cmd.Context(), rt, cfg.Agent, cwd, strings.Join(args, " "))
+		},
+	}
+	cmd.Flags().StringVar(&provider, "provider", "", "model provider (a configured provider name)")
+	cmd.Flags().StringVarP(&model, "model", "m", "", "model id")
+	cmd.Flags().StringVar(&cwd, "cwd", "", "working directory of the agent (default: the current directory)")
+	return cmd
+}
+
+// checkKey fails fast, naming the variable, when the route's key is unset.
+func (c *cli) checkKey(cfg config.Config) error {
+	for _, p := range cfg.Providers {
+		if p.Name == cfg.Agent.Provider && strings.TrimSpace(c.getenv(p.APIKeyEnv)) == "" {
+			return fmt.Errorf("%s is not set: export it to use provider %q, or try the offline `dsh demo`", p.APIKeyEnv, p.Name)
+		}
+	}
+	return nil
+}
+
+// runPrompt runs one turn of a new top-level agent, streaming its text to
+// stdout and its tool activity to stderr.
+func (c *cli) runPrompt(ctx context.Context, rt *dsh.Runtime, opts agent.Options, cwd, text string) error {
+	defer rt.Close(context.Background())
+	if cwd == "" {
+		wd, err := os.Getwd()
+		if err != nil {
+			return err
+		}
+		cwd = wd
+	}
+	a, err := rt.Agents.Create(ctx, agent.CreateOptions{Cwd: cwd, Options: opts})
+	if err != nil {
+		return err
+	}
+	p := &printer{out: c.stdout, info: c.stderr}
+	stopObserving := a.Session().Observe(p.event)
+	end, err := a.Run(ctx, content.UserText(text))
+	stopObserving()
+	p.finish()
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(c.stderr, "[session %s · %s]\n", a.ID(), usageLine(a.Usage()))
+	return endError(end)
+}
+
+// endError turns a turn end other than completed into a one-line error.
+func endError(end session.TurnEnd) error {
+	switch end.Reason.Kind {
+	case session.EndCompleted:
+		return nil
+	case session.EndError:
+		if f := end.Reason.Error; f != nil {
+			return fmt.Errorf("turn failed: %s (%s)", f.Message, f.Code)
+		}
+	case session.EndAborted:
+		return errors.New("turn aborted")
+	case session.EndMaxTokens:
+		return errors.New("the answer hit the max-tokens limit")
+	}
+	return fmt.Errorf("turn ended %s", end.Reason.Kind)
+}
+
+func usageLine(u content.Usage) string {
+	return fmt.Sprintf("tokens in %d (cached %d) out %d", u.Input, u.CacheRead, u.Output)
+}
+
+// printer renders a session's events for a terminal.
+type printer struct {
+	out, info io.Writer
+	midLine   bool
+}
+
+func (p *printer) event(e session.Event) {
+	switch d := e.Data.(type) {
+	case session.AssistantChunk:
+		if d.Chunk.Type == content.ChunkTextDelta && d.Chunk.Text != "" {
+			fmt.Fprint(p.out, d.Chunk.Text)
+			p.midLine = !strings.HasSuffix(d.Chunk.Text, "\n")
+		}
+	case session.ToolCall:
+		p.finish()
+		fmt.Fprintf(p.info, "→ %s %s\n", d.Name, clip(d.Arguments, 200))
+	case session.ToolResult:
+		status := "ok"
+		if d.Error != nil {
+			status = "error " + d.Error.Code
+		}
+		var text string
+		if len(d.Message.Content) == 1 {
+			text = content.JoinText(d.Message.Content[0].Content)
+		}
+		fmt.Fprintf(p.info, "← %s (%d bytes)\n", status, len(text))
+	case session.AssistantMessage:
+		p.finish()
+	}
+}
+
+// finish ends a partial line of streamed text.
+func (p *printer) finish() {
+	if p.midLine {
+		fmt.Fprintln(p.out)
+		p.midLine = false
+	}
+}
+
+func clip(s string, n int) string {
+	s = strings.ReplaceAll(s, "\n", " ")
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "…"
+}
