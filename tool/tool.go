@@ -93,12 +93,13 @@ func Errorf(code, format string, args ...any) error {
 }
 
 // Func builds a Definition whose arguments decode into Args; the schema is
-// inferred from Args (see jsonschema.For).
+// inferred from Args (see jsonschema.For), with the root object left open.
 func Func[Args any](name, description string, safe bool, fn func(ctx context.Context, call Call, args Args) (Result, error)) Definition {
 	schema, err := jsonschema.For[Args](nil)
 	if err != nil {
 		panic(fmt.Sprintf("tool %s: cannot infer schema: %v", name, err)) // programmer error
 	}
+	schema.AdditionalProperties = nil // the root object stays open to extra keys
 	return Definition{Name: name, Description: description, Parameters: schema, ConcurrencySafe: safe,
 		Execute: func(ctx context.Context, call Call) (Result, error) {
 			var args Args

@@ -1,0 +1,161 @@
+// Package builtin provides the built-in tools every agent gets: bash,
+// read_file, write_file, edit_file, glob and grep.
+package builtin
+
+import (
+	"errors"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/dsh-go/dsh/tool"
+)
+
+// Error codes of the built-in tools, besides those of package tool.
+const (
+	CodeExitStatus = "EXIT_STATUS" // bash: the command exited non-zero
+	CodeTimeout    = "TIMEOUT"     // bash: the command ran out of time
+)
+
+// Defaults and limits of Options and of per-call arguments.
+const (
+	DefaultBashTimeout = 2 * time.Minute
+	MaxBashTimeout     = 10 * time.Minute // cap of a per-call timeout_ms
+	DefaultOutputLimit = 30000
+)
+
+// Options configures the built-in tools. Zero values take the defaults.
+type Options struct {
+	BashTimeout time.Duration // default timeout of a bash call
+	OutputLimit int           // cap in bytes of one tool result's text
+}
+
+func (o Options) withDefaults() Options {
+	if o.BashTimeout <= 0 {
+		o.BashTimeout = DefaultBashTimeout
+	}
+	if o.OutputLimit <= 0 {
+		o.OutputLimit = DefaultOutputLimit
+	}
+	return o
+}
+
+// Tools returns the built-in tool definitions.
+func Tools(opts Options) []tool.Definition {
+	opts = opts.withDefaults()
+	return []tool.Definition{
+		bashTool(opts), readFileTool(opts), writeFileTool(), editFileTool(), globTool(opts), grepTool(opts),
+	}
+}
+
+// Register adds every built-in tool to r as a global tool. It is
+// all-or-nothing: on an error the tools it registered are removed again.
+// dispose removes them all.
+func Register(r *tool.Registry, opts Options) (dispose func(), err error) {
+	var disposers []func()
+	dispose = func() {
+		for _, d := range slices.Backward(disposers) {
+			d()
+		}
+	}
+	for _, def := range Tools(opts) {
+		d, err := r.Register(def)
+		if err != nil {
+			dispose()
+			return nil, err
+		}
+		disposers = append(disposers, d)
+	}
+	return dispose, nil
+}
+
+// resolve makes p absolute against cwd, or the process working directory
+// when cwd is empty.
+func resolve(cwd, p string) string {
+	if filepath.IsAbs(p) {
+		return filepath.Clean(p)
+	}
+	if cwd == "" {
+		cwd, _ = os.Getwd()
+	}
+	return filepath.Join(cwd, p)
+}
+
+// statErr turns a failed stat or open of path into a message for the model.
+func statErr(path string, err error) error {
+	if errors.Is(err, fs.ErrNotExist) {
+		return tool.Errorf(tool.CodeFailed, "%s does not exist", path)
+	}
+	return tool.Errorf(tool.CodeFailed, "cannot access %s: %v", path, err)
+}
+
+// writeAtomic replaces path with data through a temporary file in the same
+// directory, keeping the mode of an existing file and writing through a
+// symlink to its target.
+func writeAtomic(path string, data []byte) error {
+	mode := fs.FileMode(0o644)
+	if target, err := filepath.EvalSymlinks(path); err == nil {
+		path = target
+	}
+	if fi, err := os.Stat(path); err == nil {
+		if fi.IsDir() {
+			return tool.Errorf(tool.CodeFailed, "%s is a directory", path)
+		}
+		mode = fi.Mode().Perm()
+	}
+	dir := filepath.Dir(path)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return tool.Errorf(tool.CodeFailed, "cannot create directory %s: %v", dir, err)
+	}
+	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp*")
+	if err != nil {
+		return tool.Errorf(tool.CodeFailed, "cannot write %s: %v", path, err)
+	}
+	_, err = f.Write(data)
+	if err == nil {
+		err = f.Chmod(mode)
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(f.Name(), path)
+	}
+	if err != nil {
+		os.Remove(f.Name())
+		return tool.Errorf(tool.CodeFailed, "cannot write %s: %v", path, err)
+	}
+	return nil
+}
+
+// truncLine cuts s to at most n bytes on a rune boundary, marking the cut.
+func truncLine(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n] + "…"
+}
+
+// lines accumulates output lines up to a byte limit.
+type lines struct {
+	strings.Builder
+	limit int
+}
+
+// add appends line and a newline, or reports false when that would exceed
+// the limit.
+func (b *lines) add(line string) bool {
+	if b.Len()+len(line)+1 > b.limit {
+		return false
+	}
+	b.WriteString(line)
+	b.WriteByte('\n')
+	return true
+}
