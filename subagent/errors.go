@@ -1,0 +1,95 @@
+package subagent
+
+import (
+	"fmt"
+	"strings"
+)
+
+// Code is a stable error code of the seam.
+type Code string
+
+// The seam's error codes.
+const (
+	CodeNoProvider             Code = "NO_PROVIDER"
+	CodeDuplicateProvider      Code = "DUPLICATE_PROVIDER"
+	CodeUnsupportedCapability  Code = "UNSUPPORTED_CAPABILITY"
+	CodeDepthExceeded          Code = "DEPTH_EXCEEDED"
+	CodeUnsupportedSchema      Code = "UNSUPPORTED_SCHEMA"
+	CodeInvalidRequest         Code = "INVALID_REQUEST"
+	CodeAbortedBeforeReadiness Code = "ABORTED_BEFORE_READY"
+)
+
+// Capability names, as UNSUPPORTED_CAPABILITY errors report them.
+const (
+	CapOutputSchema = "outputSchema"
+	CapDepthLimit   = "depthLimit"
+	CapToolFilter   = "toolFilter"
+	CapPersona      = "persona"
+)
+
+// Error is a seam failure. Match it with errors.Is against a sentinel
+// (ErrNoProvider, …) or with errors.As to read its fields.
+type Error struct {
+	Code       Code
+	Provider   string   // the provider involved, when any
+	Capability string   // UNSUPPORTED_CAPABILITY: the missing capability
+	Attempted  int      // DEPTH_EXCEEDED: the child depth
+	Max        int      // DEPTH_EXCEEDED: the cap
+	Violations []string // UNSUPPORTED_SCHEMA: every violation
+	Msg        string
+	Err        error // the cause, when any
+}
+
+func (e *Error) Error() string {
+	msg := "subagent: " + e.Msg
+	if e.Err != nil {
+		msg += ": " + e.Err.Error()
+	}
+	return msg
+}
+
+// Unwrap returns the cause.
+func (e *Error) Unwrap() error { return e.Err }
+
+// Is matches any *Error with the same code.
+func (e *Error) Is(target error) bool {
+	t, ok := target.(*Error)
+	return ok && t.Code == e.Code
+}
+
+// Sentinels for errors.Is.
+var (
+	ErrNoProvider            = &Error{Code: CodeNoProvider}
+	ErrDuplicateProvider     = &Error{Code: CodeDuplicateProvider}
+	ErrUnsupportedCapability = &Error{Code: CodeUnsupportedCapability}
+	ErrDepthExceeded         = &Error{Code: CodeDepthExceeded}
+	ErrUnsupportedSchema     = &Error{Code: CodeUnsupportedSchema}
+	ErrInvalidRequest        = &Error{Code: CodeInvalidRequest}
+	ErrAbortedBeforeReady    = &Error{Code: CodeAbortedBeforeReadiness}
+)
+
+func invalid(format string, args ...any) *Error {
+	return &Error{Code: CodeInvalidRequest, Msg: fmt.Sprintf(format, args...)}
+}
+
+func unsupported(provider, capability string) *Error {
+	return &Error{Code: CodeUnsupportedCapability, Provider: provider, Capability: capability,
+		Msg: fmt.Sprintf("provider %q does not support the %s capability", provider, capability)}
+}
+
+func depthExceeded(attempted, max int) *Error {
+	return &Error{Code: CodeDepthExceeded, Attempted: attempted, Max: max,
+		Msg: fmt.Sprintf("subagent depth %d exceeds maxDepth %d", attempted, max)}
+}
+
+func schemaError(violations []string) *Error {
+	return &Error{Code: CodeUnsupportedSchema, Violations: violations,
+		Msg: "unsupported JSON schema: " + strings.Join(violations, "; ")}
+}
+
+// AbortedBeforeReady returns the error a provider reports when ctx ended
+// before its child was ready; cause is context.Cause(ctx).
+func AbortedBeforeReady(provider string, cause error) error {
+	return &Error{Code: CodeAbortedBeforeReadiness, Provider: provider,
+		Msg: fmt.Sprintf("provider %q: aborted before the child was ready", provider), Err: cause}
+}

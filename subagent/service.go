@@ -1,0 +1,296 @@
+package subagent
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+
+	"github.com/dsh-go/dsh/content"
+	"github.com/dsh-go/dsh/event"
+)
+
+// Service is the registry of providers and the one way to start a child.
+// It is safe for concurrent use.
+type Service struct {
+	bus     *event.Bus
+	log     *slog.Logger
+	mu      sync.Mutex
+	byName  map[string]Provider
+	order   []string
+	lastRun atomic.Uint64
+}
+
+// NewService returns an empty service announcing on bus.
+func NewService(bus *event.Bus, log *slog.Logger) *Service {
+	if log == nil {
+		log = slog.Default()
+	}
+	if bus == nil {
+		bus = event.New(log)
+	}
+	return &Service{bus: bus, log: log, byName: map[string]Provider{}}
+}
+
+// Register adds p under p.Name() and returns its disposer, which removes it
+// (runs already started are unaffected). A name already registered is
+// refused and the first registration stays.
+func (s *Service) Register(p Provider) (unregister func(), err error) {
+	if p == nil || p.Name() == "" {
+		return nil, invalid("register: a provider needs a non-empty name")
+	}
+	name := p.Name()
+	s.mu.Lock()
+	if _, dup := s.byName[name]; dup {
+		s.mu.Unlock()
+		return nil, &Error{Code: CodeDuplicateProvider, Provider: name, Msg: fmt.Sprintf("provider %q is already registered", name)}
+	}
+	s.byName[name] = p
+	s.order = append(s.order, name)
+	s.mu.Unlock()
+	s.bus.Emit(ProviderAdded{Provider: p})
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			s.mu.Lock()
+			if s.byName[name] != p {
+				s.mu.Unlock()
+				return
+			}
+			delete(s.byName, name)
+			s.order = slices.DeleteFunc(s.order, func(n string) bool { return n == name })
+			s.mu.Unlock()
+			s.bus.Emit(ProviderRemoved{Name: name})
+		})
+	}, nil
+}
+
+// Provider returns the provider registered under name.
+func (s *Service) Provider(name string) (Provider, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	p, ok := s.byName[name]
+	return p, ok
+}
+
+// Names returns the registered provider names in registration order.
+func (s *Service) Names() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.order)
+}
+
+// Start validates req against the named provider and starts a child. In
+// order, before any child exists: the request's shape, provider lookup
+// (NO_PROVIDER), each requested capability in the order outputSchema,
+// depthLimit, toolFilter, persona (UNSUPPORTED_CAPABILITY for the first one
+// missing), the MaxDepth domain, the child's depth against MaxDepth
+// (DEPTH_EXCEEDED) and the output schema (UNSUPPORTED_SCHEMA). Only then is
+// the provider called. ctx governs the whole run (see Provider.Start).
+func (s *Service) Start(ctx context.Context, name string, req StartRequest) (Run, error) {
+	if err := s.validate(name, &req); err != nil {
+		return nil, err
+	}
+	p, _ := s.Provider(name)
+	if err := ctx.Err(); err != nil {
+		return nil, AbortedBeforeReady(name, context.Cause(ctx))
+	}
+	t := &tracker{svc: s, info: RunInfo{RunID: fmt.Sprintf("run-%d", s.lastRun.Add(1)), Provider: name,
+		ParentID: req.Parent.ID(), Label: req.Label}, ended: make(chan struct{})}
+	req.Progress = t.progress
+	run, err := p.Start(ctx, req)
+	if err != nil {
+		t.abandon()
+		return nil, err
+	}
+	if run == nil {
+		t.abandon()
+		return nil, &Error{Code: CodeInvalidRequest, Provider: name, Msg: fmt.Sprintf("provider %q returned no run", name)}
+	}
+	return t.announce(run), nil
+}
+
+func (s *Service) validate(name string, req *StartRequest) error {
+	switch {
+	case name == "":
+		return invalid("start: provider name is empty")
+	case req.Parent == nil:
+		return invalid("start: the request has no parent agent")
+	case !hasContent(req.Prompt):
+		return invalid("start: the prompt is empty")
+	}
+	p, ok := s.Provider(name)
+	if !ok {
+		return &Error{Code: CodeNoProvider, Provider: name,
+			Msg: fmt.Sprintf("no provider %q (registered: %s)", name, strings.Join(s.Names(), ", "))}
+	}
+	caps := p.Capabilities()
+	switch {
+	case req.OutputSchema != nil && !caps.OutputSchema:
+		return unsupported(name, CapOutputSchema)
+	case req.MaxDepth != nil && !caps.DepthLimit:
+		return unsupported(name, CapDepthLimit)
+	case req.ToolFilter != nil && !caps.ToolFilter:
+		return unsupported(name, CapToolFilter)
+	case req.Persona != nil && !caps.Persona:
+		return unsupported(name, CapPersona)
+	}
+	req.Depth = req.Parent.Depth() + 1
+	if req.MaxDepth != nil {
+		if *req.MaxDepth < 0 {
+			return invalid("start: maxDepth must be a non-negative integer, got %d", *req.MaxDepth)
+		}
+		if req.Depth > *req.MaxDepth {
+			return depthExceeded(req.Depth, *req.MaxDepth)
+		}
+	}
+	if req.OutputSchema != nil {
+		return CheckSchema(req.OutputSchema)
+	}
+	return nil
+}
+
+func hasContent(blocks []content.Block) bool {
+	for _, b := range blocks {
+		if b.Type != content.TypeText || strings.TrimSpace(b.Text) != "" {
+			return true
+		}
+	}
+	return false
+}
+
+// maxBufferedProgress bounds the progress a run reports before it is
+// announced; later reports are dropped until then.
+const maxBufferedProgress = 256
+
+// tracker announces one run's lifecycle and relays its progress.
+type tracker struct {
+	svc   *Service
+	ended chan struct{} // closed after Ended is emitted
+
+	mu       sync.Mutex
+	info     RunInfo
+	started  bool
+	finished bool
+	buffered []Progress
+}
+
+func (t *tracker) progress(p Progress) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	switch {
+	case t.finished:
+	case !t.started:
+		if len(t.buffered) < maxBufferedProgress {
+			t.buffered = append(t.buffered, p)
+		}
+	case t.svc.bus.HasListeners():
+		t.svc.bus.Emit(ProgressEvent{RunInfo: t.info, Progress: p})
+	}
+}
+
+// abandon drops a run whose provider failed to start it.
+func (t *tracker) abandon() {
+	t.mu.Lock()
+	t.finished, t.buffered = true, nil
+	t.mu.Unlock()
+	close(t.ended)
+}
+
+// announce emits Started, relays buffered progress, arranges for Ended and
+// wraps the run so that Dispose also waits for Ended.
+func (t *tracker) announce(run Run) Run {
+	t.mu.Lock()
+	t.info.ChildID, t.info.Local = run.ID(), run.LocalAgent() != nil
+	t.started = true
+	t.svc.bus.Emit(Started{RunInfo: t.info})
+	for _, p := range t.buffered {
+		t.svc.bus.Emit(ProgressEvent{RunInfo: t.info, Progress: p})
+	}
+	t.buffered = nil
+	t.mu.Unlock()
+	go t.awaitEnd(run)
+	return wrap(&tracked{Run: run, t: t})
+}
+
+func (t *tracker) awaitEnd(run Run) {
+	defer close(t.ended)
+	<-run.Done()
+	res, err := run.Wait(context.Background())
+	end := Ended{RunInfo: t.info, StopReason: res.StopReason, Usage: res.Usage, Diagnostic: res.Diagnostic}
+	if err != nil {
+		end.StopReason, end.Diagnostic = Failed, Diagnostic(err.Error())
+	} else if len(res.Output) > 0 {
+		end.LastAssistantMessage = slices.Clone(res.Output)
+	}
+	t.mu.Lock()
+	t.finished = true
+	t.mu.Unlock()
+	t.svc.bus.Emit(end)
+}
+
+// tracked is an accepted run whose Dispose also waits for its Ended event.
+type tracked struct {
+	Run
+	t *tracker
+}
+
+// Dispose disposes the run and waits until its end has been announced.
+func (r *tracked) Dispose(ctx context.Context) error {
+	err := r.Run.Dispose(ctx)
+	select {
+	case <-r.t.ended:
+	case <-ctx.Done():
+		if err == nil {
+			err = context.Cause(ctx)
+		}
+	}
+	return err
+}
+
+// wrap keeps the optional Steerer and Resumer of the provider's run visible
+// through the tracked wrapper.
+func wrap(r *tracked) Run {
+	steer, canSteer := r.Run.(Steerer)
+	resume, canResume := r.Run.(Resumer)
+	switch {
+	case canSteer && canResume:
+		return struct {
+			*tracked
+			Steerer
+			Resumer
+		}{r, steer, r.resumer(resume)}
+	case canSteer:
+		return struct {
+			*tracked
+			Steerer
+		}{r, steer}
+	case canResume:
+		return struct {
+			*tracked
+			Resumer
+		}{r, r.resumer(resume)}
+	}
+	return r
+}
+
+// resumer announces the runs a resume starts like any other run.
+func (r *tracked) resumer(inner Resumer) Resumer {
+	return resumeFunc(func(ctx context.Context, msg []content.Block) (Run, error) {
+		next, err := inner.Resume(ctx, msg)
+		if err != nil {
+			return nil, err
+		}
+		info := r.t.info
+		info.RunID = fmt.Sprintf("run-%d", r.t.svc.lastRun.Add(1))
+		t := &tracker{svc: r.t.svc, info: info, ended: make(chan struct{})}
+		return t.announce(next), nil
+	})
+}
+
+type resumeFunc func(ctx context.Context, msg []content.Block) (Run, error)
+
+func (f resumeFunc) Resume(ctx context.Context, msg []content.Block) (Run, error) { return f(ctx, msg) }

@@ -1,0 +1,161 @@
+// Package subagent is dsh's subagent seam: an agent delegates a
+// self-contained task to a child agent through a registry of named
+// providers. The package defines the vocabulary (capabilities, start
+// request, result, run, provider), validates every start before a child
+// exists, and announces run lifecycle on the runtime's event bus. It knows no
+// transport: providers live in sibling packages.
+package subagent
+
+import (
+	"context"
+	"unicode/utf8"
+
+	"github.com/google/jsonschema-go/jsonschema"
+
+	"github.com/dsh-go/dsh/agent"
+	"github.com/dsh-go/dsh/content"
+	"github.com/dsh-go/dsh/tool"
+)
+
+// Capabilities are the start-time features a provider honours. The service
+// refuses a request that needs one the provider lacks, before any child
+// exists.
+type Capabilities struct {
+	OutputSchema bool // honours StartRequest.OutputSchema
+	DepthLimit   bool // enforces StartRequest.MaxDepth
+	ToolFilter   bool // applies StartRequest.ToolFilter
+	Persona      bool // applies StartRequest.Persona
+}
+
+// StartRequest is what a caller asks of a child. A nil pointer field means
+// "not requested"; a non-nil one needs the matching capability, even when it
+// points at a zero value.
+type StartRequest struct {
+	// Label is a short human name for the run (optional).
+	Label string
+	// Prompt is the child's task, sent as one user message.
+	Prompt []content.Block
+	// Parent is the delegating agent (required): its session gives the
+	// child's cwd, lineage and depth.
+	Parent *agent.Agent
+	// AgentOptions override the child's model route and limits; unset
+	// fields inherit the parent's.
+	AgentOptions *agent.Options
+	// OutputSchema asks for a structured result matching an object-rooted
+	// schema within the enforced subset (see CheckSchema).
+	OutputSchema *jsonschema.Schema
+	// MaxDepth caps the child's delegation depth.
+	MaxDepth *int
+	// ToolFilter restricts the child's global tools.
+	ToolFilter *tool.Restriction
+	// Persona replaces the deployment persona for this child.
+	Persona *string
+
+	// Depth is the child's delegation depth, computed by the service:
+	// max(parent header depth, parent runtime depth) + 1. Providers read it.
+	Depth int
+	// Progress, set by the service, reports the child's activity; providers
+	// call it (from any goroutine) and may ignore it.
+	Progress func(Progress)
+}
+
+// StopReason says why a run ended. The set is open: consumers treat any
+// value other than the constants below as a failure.
+type StopReason string
+
+// The known stop reasons.
+const (
+	Completed StopReason = "completed"
+	Aborted   StopReason = "aborted"
+	Failed    StopReason = "error"
+	MaxTokens StopReason = "max-tokens"
+	Refusal   StopReason = "refusal"
+)
+
+// Known reports whether r is one of the known stop reasons.
+func (r StopReason) Known() bool {
+	switch r {
+	case Completed, Aborted, Failed, MaxTokens, Refusal:
+		return true
+	}
+	return false
+}
+
+// Result is a run's terminal outcome. A StopReason other than Completed
+// means Output may be partial.
+type Result struct {
+	// Output is the child's final assistant output.
+	Output []content.Block
+	// Structured is the captured value when an OutputSchema was satisfied.
+	Structured any
+	// StopReason says why the run ended.
+	StopReason StopReason
+	// Diagnostic is a provider-authored explanation of a failure, at most
+	// MaxDiagnostic bytes (see Diagnostic).
+	Diagnostic string
+	// Usage counts tokens per model, keyed "provider/model".
+	Usage map[string]content.Usage
+}
+
+// Run is a ready child. Consumers Wait for its result and must always
+// Dispose it.
+type Run interface {
+	// ID is the run's id: the child session id for a local run, an id
+	// unique in the parent's namespace for a remote one.
+	ID() string
+	// LocalAgent is the in-process child, or nil for a remote run.
+	LocalAgent() *agent.Agent
+	// Wait returns the result once the run settles. Child failures are a
+	// StopReason; the error is only for infrastructure faults or a ctx that
+	// ended first.
+	Wait(ctx context.Context) (Result, error)
+	// Done is closed when the run has settled.
+	Done() <-chan struct{}
+	// Dispose cancels remaining work and returns once no goroutine or
+	// process of the run remains. It is idempotent.
+	Dispose(ctx context.Context) error
+}
+
+// Steerer is a run that accepts messages between the child's steps.
+type Steerer interface {
+	SendMessage(ctx context.Context, msg []content.Block) error
+}
+
+// Resumer is a run whose settled child accepts a follow-up task, continuing
+// its session in a new run.
+type Resumer interface {
+	Resume(ctx context.Context, msg []content.Block) (Run, error)
+}
+
+// Provider is one transport for running a child agent.
+type Provider interface {
+	// Name is the provider's registry name.
+	Name() string
+	// Capabilities are the start-time features the provider honours.
+	Capabilities() Capabilities
+	// InheritsParentContext reports whether the child sees the parent's
+	// conversation (descriptive only; consumers derive wording from it).
+	InheritsParentContext() bool
+	// Start returns a ready run. ctx governs the whole run: cancelled
+	// before readiness, Start cleans up and returns an error; cancelled
+	// after, the run settles Aborted.
+	Start(ctx context.Context, req StartRequest) (Run, error)
+}
+
+// MaxDiagnostic bounds Result.Diagnostic, in bytes.
+const MaxDiagnostic = 4096
+
+const truncatedMarker = "…[truncated]"
+
+// Diagnostic returns s cut to at most MaxDiagnostic bytes on a rune
+// boundary, ending with a marker when it was cut.
+func Diagnostic(s string) string {
+	if len(s) <= MaxDiagnostic {
+		return s
+	}
+	cut := MaxDiagnostic - len(truncatedMarker)
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + truncatedMarker
+}

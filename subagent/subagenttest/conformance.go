@@ -1,0 +1,260 @@
+package subagenttest
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/dsh-go/dsh/agent"
+	"github.com/dsh-go/dsh/event"
+	"github.com/dsh-go/dsh/subagent"
+)
+
+// The prompts the conformance suite sends. A provider under test must be
+// set up so that a child given PromptComplete completes with non-empty
+// output, one given PromptHang keeps working until cancelled, and one given
+// PromptFail ends with a stop reason other than completed.
+const (
+	PromptComplete = "conformance: complete"
+	PromptHang     = "conformance: hang"
+	PromptFail     = "conformance: fail"
+)
+
+// Harness sets up a provider for the conformance suite.
+type Harness struct {
+	// New returns the provider under test and the parent agent to
+	// delegate from, fresh for each scenario.
+	New func(t *testing.T) (subagent.Provider, *agent.Agent)
+	// Leftovers, when set, reports anything a scenario left behind after
+	// its runs were disposed (child sessions, agents, processes).
+	Leftovers func() error
+	// Timeout bounds each wait of the suite (default 30s); reaching it is
+	// a failure, never a pass.
+	Timeout time.Duration
+}
+
+// Conformance runs the contract every subagent.Provider must honour:
+// readiness before Start returns, cancellation before readiness leaves
+// nothing behind, cancellation after readiness settles aborted, Dispose is
+// idempotent and quiescent, child failures are stop reasons rather than
+// errors, concurrent runs are independent, lifecycle events pair up, and no
+// goroutine outlives its run.
+func Conformance(t *testing.T, h Harness) {
+	if h.Timeout == 0 {
+		h.Timeout = 30 * time.Second
+	}
+	scenario := func(name string, fn func(t *testing.T, c *conformanceEnv)) {
+		t.Run(name, func(t *testing.T) {
+			ignore := goleak.IgnoreCurrent()
+			p, parent := h.New(t)
+			bus := event.New(nil)
+			svc := subagent.NewService(bus, nil)
+			if _, err := svc.Register(p); err != nil {
+				t.Fatal(err)
+			}
+			c := &conformanceEnv{t: t, h: h, svc: svc, name: p.Name(), parent: parent}
+			bus.Subscribe(c.record)
+			fn(t, c)
+			c.checkEvents()
+			if h.Leftovers != nil {
+				if err := h.Leftovers(); err != nil {
+					t.Errorf("left behind: %v", err)
+				}
+			}
+			goleak.VerifyNone(t, ignore)
+		})
+	}
+
+	scenario("ReadyBeforeReturn", func(t *testing.T, c *conformanceEnv) {
+		run := c.start(context.Background(), PromptComplete)
+		if run.ID() == "" {
+			t.Fatal("run has no id")
+		}
+		if a := run.LocalAgent(); a != nil {
+			if a.ID() != run.ID() {
+				t.Errorf("local run id %q differs from its child's id %q", run.ID(), a.ID())
+			}
+			if h := a.Session().Header(); h.ParentSession != c.parent.ID() || h.DelegationDepth != c.parent.Depth()+1 {
+				t.Errorf("child header %+v: want parent %s, depth %d", h, c.parent.ID(), c.parent.Depth()+1)
+			}
+		}
+		res := c.wait(run)
+		if res.StopReason != subagent.Completed || len(res.Output) == 0 {
+			t.Errorf("result %+v: want completed with output", res)
+		}
+		c.dispose(run)
+		c.dispose(run)
+	})
+
+	scenario("CancelBeforeReady", func(t *testing.T, c *conformanceEnv) {
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel()
+		run, err := c.svc.Start(ctx, c.name, subagent.StartRequest{Prompt: Prompt(PromptComplete), Parent: c.parent})
+		if err == nil {
+			c.dispose(run)
+			t.Fatal("start with a cancelled ctx succeeded")
+		}
+		if !errors.Is(err, subagent.ErrAbortedBeforeReady) && !errors.Is(err, context.Canceled) {
+			t.Errorf("err = %v: want ABORTED_BEFORE_READY or context.Canceled", err)
+		}
+	})
+
+	scenario("CancelAfterReady", func(t *testing.T, c *conformanceEnv) {
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		run := c.start(ctx, PromptHang)
+		cancel()
+		if res := c.wait(run); res.StopReason != subagent.Aborted {
+			t.Errorf("stop reason %q after cancel: want aborted", res.StopReason)
+		}
+		c.dispose(run)
+	})
+
+	scenario("DisposeIsIdempotentAndQuiescent", func(t *testing.T, c *conformanceEnv) {
+		run := c.start(context.Background(), PromptHang)
+		c.dispose(run)
+		select {
+		case <-run.Done():
+		default:
+			t.Fatal("Done is open after Dispose returned")
+		}
+		if res := c.wait(run); res.StopReason != subagent.Aborted {
+			t.Errorf("stop reason %q after dispose: want aborted", res.StopReason)
+		}
+		c.dispose(run)
+	})
+
+	scenario("ChildFailureIsAStopReason", func(t *testing.T, c *conformanceEnv) {
+		run := c.start(context.Background(), PromptFail)
+		if res := c.wait(run); res.StopReason == subagent.Completed {
+			t.Errorf("failing child reported completed")
+		}
+		c.dispose(run)
+	})
+
+	scenario("ConcurrentRunsAreIndependent", func(t *testing.T, c *conformanceEnv) {
+		ctxA, cancelA := context.WithCancel(context.Background())
+		defer cancelA()
+		var runs [3]subagent.Run
+		var wg sync.WaitGroup
+		for i, spec := range []struct {
+			ctx    context.Context
+			prompt string
+		}{{ctxA, PromptHang}, {context.Background(), PromptHang}, {context.Background(), PromptComplete}} {
+			wg.Go(func() { runs[i] = c.start(spec.ctx, spec.prompt) })
+		}
+		wg.Wait()
+		if t.Failed() {
+			return
+		}
+		cancelA()
+		if res := c.wait(runs[0]); res.StopReason != subagent.Aborted {
+			t.Errorf("cancelled run: %q, want aborted", res.StopReason)
+		}
+		if res := c.wait(runs[2]); res.StopReason != subagent.Completed {
+			t.Errorf("sibling run: %q, want completed", res.StopReason)
+		}
+		select {
+		case <-runs[1].Done():
+			t.Error("cancelling one run settled a sibling")
+		default:
+		}
+		for _, r := range runs {
+			c.dispose(r)
+		}
+		if res := c.wait(runs[1]); res.StopReason != subagent.Aborted {
+			t.Errorf("disposed hung run: %q, want aborted", res.StopReason)
+		}
+	})
+}
+
+// conformanceEnv is one scenario's service and recorded events.
+type conformanceEnv struct {
+	t      *testing.T
+	h      Harness
+	svc    *subagent.Service
+	name   string
+	parent *agent.Agent
+	starts []subagent.Started
+
+	mu     sync.Mutex
+	events []event.Event
+	runs   []subagent.Run
+}
+
+func (c *conformanceEnv) record(e event.Event) {
+	switch e.(type) {
+	case subagent.Started, subagent.Ended:
+		c.mu.Lock()
+		c.events = append(c.events, e)
+		c.mu.Unlock()
+	}
+}
+
+func (c *conformanceEnv) start(ctx context.Context, prompt string) subagent.Run {
+	c.t.Helper()
+	run, err := c.svc.Start(ctx, c.name, subagent.StartRequest{Prompt: Prompt(prompt), Parent: c.parent, Label: prompt})
+	if err != nil {
+		c.t.Fatalf("start %q: %v", prompt, err)
+	}
+	c.mu.Lock()
+	c.runs = append(c.runs, run)
+	c.mu.Unlock()
+	return run
+}
+
+func (c *conformanceEnv) wait(run subagent.Run) subagent.Result {
+	c.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), c.h.Timeout)
+	defer cancel()
+	res, err := run.Wait(ctx)
+	if err != nil {
+		c.t.Fatalf("wait %s: %v", run.ID(), err)
+	}
+	return res
+}
+
+func (c *conformanceEnv) dispose(run subagent.Run) {
+	c.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), c.h.Timeout)
+	defer cancel()
+	if err := run.Dispose(ctx); err != nil {
+		c.t.Fatalf("dispose %s: %v", run.ID(), err)
+	}
+}
+
+// checkEvents asserts that every accepted run produced exactly one start and
+// one end, in that order, with the same identity.
+func (c *conformanceEnv) checkEvents() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	started := map[string]subagent.RunInfo{}
+	ended := map[string]bool{}
+	for _, e := range c.events {
+		switch e := e.(type) {
+		case subagent.Started:
+			if _, dup := started[e.RunID]; dup {
+				c.t.Errorf("run %s started twice", e.RunID)
+			}
+			started[e.RunID] = e.RunInfo
+		case subagent.Ended:
+			info, ok := started[e.RunID]
+			switch {
+			case !ok:
+				c.t.Errorf("run %s ended without a start", e.RunID)
+			case ended[e.RunID]:
+				c.t.Errorf("run %s ended twice", e.RunID)
+			case info != e.RunInfo:
+				c.t.Errorf("run %s: end identity %+v differs from start %+v", e.RunID, e.RunInfo, info)
+			}
+			ended[e.RunID] = true
+		}
+	}
+	if len(started) != len(c.runs) || len(ended) != len(c.runs) {
+		c.t.Errorf("%d runs accepted, %d started and %d ended events", len(c.runs), len(started), len(ended))
+	}
+}

@@ -1,0 +1,214 @@
+// Package subagenttest is the test kit of the subagent seam: a scripted
+// provider, a parent-agent fixture, and the conformance suite every
+// Provider implementation must pass.
+package subagenttest
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/dsh-go/dsh/agent"
+	"github.com/dsh-go/dsh/content"
+	"github.com/dsh-go/dsh/event"
+	"github.com/dsh-go/dsh/llm"
+	"github.com/dsh-go/dsh/llm/scripted"
+	"github.com/dsh-go/dsh/prompt"
+	"github.com/dsh-go/dsh/session"
+	"github.com/dsh-go/dsh/subagent"
+	"github.com/dsh-go/dsh/tool"
+)
+
+// Script is how a scripted run behaves.
+type Script struct {
+	// ReadyDelay delays readiness; Gate, when non-nil, delays it until
+	// closed. Cancelling the start ctx meanwhile fails the start.
+	ReadyDelay time.Duration
+	Gate       <-chan struct{}
+	// FailStart fails the start before readiness.
+	FailStart error
+	// Result is what the run settles with (StopReason defaults to completed).
+	Result subagent.Result
+	// Hang keeps the run going until it is cancelled or disposed; it then
+	// settles aborted, keeping Result.Output as the partial output.
+	Hang bool
+}
+
+// Provider is a scripted subagent.Provider: a remote-style child (no local
+// agent) whose behaviour follows a Script chosen by the prompt's text.
+type Provider struct {
+	ProviderName string
+	Caps         subagent.Capabilities
+	Inherits     bool
+	Default      Script
+	ByPrompt     map[string]Script // keyed by the prompt's joined text
+
+	mu       sync.Mutex
+	starts   int
+	requests []subagent.StartRequest
+}
+
+// Name implements subagent.Provider.
+func (p *Provider) Name() string { return p.ProviderName }
+
+// Capabilities implements subagent.Provider.
+func (p *Provider) Capabilities() subagent.Capabilities { return p.Caps }
+
+// InheritsParentContext implements subagent.Provider.
+func (p *Provider) InheritsParentContext() bool { return p.Inherits }
+
+// Starts returns how many times Start was called.
+func (p *Provider) Starts() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.starts
+}
+
+// Requests returns the requests Start received.
+func (p *Provider) Requests() []subagent.StartRequest {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return append([]subagent.StartRequest(nil), p.requests...)
+}
+
+// Start implements subagent.Provider.
+func (p *Provider) Start(ctx context.Context, req subagent.StartRequest) (subagent.Run, error) {
+	p.mu.Lock()
+	p.starts++
+	n := p.starts
+	p.requests = append(p.requests, req)
+	s, ok := p.ByPrompt[content.JoinText(req.Prompt)]
+	if !ok {
+		s = p.Default
+	}
+	p.mu.Unlock()
+	if err := ctx.Err(); err != nil {
+		return nil, subagent.AbortedBeforeReady(p.ProviderName, context.Cause(ctx))
+	}
+	if s.ReadyDelay > 0 || s.Gate != nil {
+		var delay <-chan time.Time
+		if s.ReadyDelay > 0 {
+			timer := time.NewTimer(s.ReadyDelay)
+			defer timer.Stop()
+			delay = timer.C
+		}
+		select {
+		case <-delay:
+		case <-s.Gate:
+		case <-ctx.Done():
+			return nil, subagent.AbortedBeforeReady(p.ProviderName, context.Cause(ctx))
+		}
+	}
+	if s.FailStart != nil {
+		return nil, s.FailStart
+	}
+	r := &run{id: fmt.Sprintf("%s-%d", p.ProviderName, n), done: make(chan struct{}), disposed: make(chan struct{})}
+	go r.play(ctx, s, req.Progress)
+	return r, nil
+}
+
+// run is one scripted run.
+type run struct {
+	id       string
+	done     chan struct{}
+	disposed chan struct{}
+	once     sync.Once
+	result   subagent.Result
+}
+
+func (r *run) play(ctx context.Context, s Script, progress func(subagent.Progress)) {
+	defer close(r.done)
+	report := func(p subagent.Progress) {
+		if progress != nil {
+			progress(p)
+		}
+	}
+	report(subagent.Progress{Kind: subagent.ProgressTurnStart, Turn: 1})
+	if text := content.JoinText(s.Result.Output); text != "" {
+		report(subagent.Progress{Kind: subagent.ProgressText, Turn: 1, Text: text})
+	}
+	res := s.Result
+	if res.StopReason == "" {
+		res.StopReason = subagent.Completed
+	}
+	if s.Hang {
+		select {
+		case <-ctx.Done():
+		case <-r.disposed:
+		}
+		res.StopReason = subagent.Aborted
+	}
+	report(subagent.Progress{Kind: subagent.ProgressTurnEnd, Turn: 1, Text: string(res.StopReason)})
+	r.result = res
+}
+
+func (r *run) ID() string               { return r.id }
+func (r *run) LocalAgent() *agent.Agent { return nil }
+func (r *run) Done() <-chan struct{}    { return r.done }
+func (r *run) Dispose(ctx context.Context) error {
+	r.once.Do(func() { close(r.disposed) })
+	select {
+	case <-r.done:
+		return nil
+	case <-ctx.Done():
+		return context.Cause(ctx)
+	}
+}
+
+func (r *run) Wait(ctx context.Context) (subagent.Result, error) {
+	select {
+	case <-r.done:
+		return r.result, nil
+	case <-ctx.Done():
+		return subagent.Result{}, context.Cause(ctx)
+	}
+}
+
+// Parent is a minimal runtime around one top-level agent, for tests that
+// need a delegating parent.
+type Parent struct {
+	Agent    *agent.Agent
+	Agents   *agent.Registry
+	Sessions *session.Store
+	Tools    *tool.Registry
+	Prompt   *prompt.Registry
+	LLM      *llm.Registry
+	Events   *event.Bus
+}
+
+// NewParent builds a Parent whose agent uses model under provider "test"
+// (a model answering "ok" forever when nil), with the given header depth
+// and runtime options. Everything is disposed when the test ends.
+func NewParent(t testing.TB, model llm.Model, depth int, opts agent.Options) *Parent {
+	t.Helper()
+	if model == nil {
+		model = scripted.Repeat(scripted.Text("ok"))
+	}
+	bus := event.New(nil)
+	p := &Parent{Sessions: session.NewStore(nil, bus), Tools: tool.NewRegistry(), Prompt: prompt.NewRegistry(),
+		LLM: llm.NewRegistry(), Events: bus}
+	if _, err := p.LLM.Register("test", model); err != nil {
+		t.Fatal(err)
+	}
+	p.Agents = agent.NewRegistry(agent.Deps{Sessions: p.Sessions, LLM: p.LLM, Tools: p.Tools, Prompt: p.Prompt, Events: bus})
+	if opts.Provider == "" {
+		opts.Provider = "test"
+	}
+	a, err := p.Agents.Create(context.Background(), agent.CreateOptions{Cwd: t.TempDir(), DelegationDepth: depth, Options: opts})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.Agent = a
+	t.Cleanup(func() {
+		if err := p.Agents.DisposeAll(context.Background()); err != nil {
+			t.Errorf("dispose agents: %v", err)
+		}
+	})
+	return p
+}
+
+// Prompt returns a one-text-block prompt.
+func Prompt(s string) []content.Block { return []content.Block{content.Text(strings.TrimSpace(s))} }
