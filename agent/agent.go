@@ -398,7 +398,8 @@ func (a *Agent) Steer(msg content.Message) error { return a.send(msg, nextStep, 
 func (a *Agent) Inject(msg content.Message) error { return a.send(msg, nextStep, false, nil) }
 
 // Run queues msg as a new turn's prompt and waits for that turn to end.
-// Cancelling ctx cancels the turn; Run then returns its aborted end. The
+// Cancelling ctx cancels the turn (with the *CancelError cause of ctx, if
+// any, else cause user); Run then returns its aborted end. The
 // error is only for a message that could not be queued.
 func (a *Agent) Run(ctx context.Context, msg content.Message) (session.TurnEnd, error) {
 	done := make(chan session.TurnEnd, 1)
@@ -414,7 +415,11 @@ func (a *Agent) Run(ctx context.Context, msg content.Message) (session.TurnEnd, 
 			return end, nil
 		default:
 		}
-		a.cancelItem(msg.ID, session.Cause{Kind: CauseUser})
+		cause := session.Cause{Kind: CauseUser}
+		if ce := (*CancelError)(nil); errors.As(context.Cause(ctx), &ce) {
+			cause = ce.Cause
+		}
+		a.cancelItem(msg.ID, cause)
 		return <-done, nil
 	}
 }

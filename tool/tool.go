@@ -71,6 +71,7 @@ const (
 	CodeDuplicate             = "DUPLICATE_TOOL"
 	CodeInvalidDefinition     = "INVALID_TOOL"
 	CodeInvalidRestriction    = "INVALID_RESTRICTION"
+	CodeDenied                = "DENIED"
 )
 
 // Error is a tool failure with a stable code.
@@ -108,6 +109,16 @@ func Func[Args any](name, description string, safe bool, fn func(ctx context.Con
 			}
 			return fn(ctx, call, args)
 		}}
+}
+
+// errorResult renders err as an error result, keeping an *Error's code and
+// using code otherwise.
+func errorResult(code string, err error) Result {
+	var te *Error
+	if errors.As(err, &te) {
+		code = te.Code
+	}
+	return ErrorResult(code, err.Error())
 }
 
 // entry is a registered tool with its resolved schema.
@@ -217,7 +228,10 @@ type Scope struct {
 	local  table
 	mu     sync.RWMutex
 	masks  []*mask
+	guards []*guard
 }
+
+type guard struct{ check func(Call) error }
 
 type mask struct {
 	allow map[string]bool // nil: no allow list
@@ -267,6 +281,36 @@ func (s *Scope) Restrict(r Restriction) (dispose func(), err error) {
 			s.mu.Unlock()
 		})
 	}, nil
+}
+
+// Guard adds a check that runs before every call in this scope; an error
+// refuses the call (code DENIED unless the error is an *Error) without
+// running it. It returns the guard's disposer.
+func (s *Scope) Guard(check func(call Call) error) (dispose func()) {
+	g := &guard{check: check}
+	s.mu.Lock()
+	s.guards = append(s.guards, g)
+	s.mu.Unlock()
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			s.mu.Lock()
+			s.guards = slices.DeleteFunc(slices.Clone(s.guards), func(x *guard) bool { return x == g })
+			s.mu.Unlock()
+		})
+	}
+}
+
+func (s *Scope) guarded(call Call) error {
+	s.mu.RLock()
+	guards := s.guards
+	s.mu.RUnlock()
+	for _, g := range guards {
+		if err := g.check(call); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func (s *Scope) visibleGlobal(name string) bool {
@@ -324,6 +368,9 @@ func (s *Scope) Execute(ctx context.Context, call Call) (res Result) {
 	if ctx.Err() != nil {
 		return ErrorResult(CodeAbortedBeforeDispatch, "tool call aborted before dispatch")
 	}
+	if err := s.guarded(call); err != nil {
+		return errorResult(CodeDenied, err)
+	}
 	e := s.lookup(call.Name)
 	if e == nil {
 		return ErrorResult(CodeUnknownTool, fmt.Sprintf("unknown tool %q", call.Name))
@@ -347,12 +394,7 @@ func (s *Scope) Execute(ctx context.Context, call Call) (res Result) {
 	}()
 	res, err := e.def.Execute(ctx, call)
 	if err != nil {
-		var te *Error
-		code := CodeFailed
-		if errors.As(err, &te) {
-			code = te.Code
-		}
-		return ErrorResult(code, err.Error())
+		return errorResult(CodeFailed, err)
 	}
 	if ctx.Err() != nil && !res.IsError {
 		return ErrorResult(CodeAborted, "tool call aborted")

@@ -56,10 +56,9 @@ func Conformance(t *testing.T, h Harness) {
 			if _, err := svc.Register(p); err != nil {
 				t.Fatal(err)
 			}
-			c := &conformanceEnv{t: t, h: h, svc: svc, name: p.Name(), parent: parent}
+			c := &conformanceEnv{t: t, h: h, svc: svc, provider: p, parent: parent}
 			bus.Subscribe(c.record)
 			fn(t, c)
-			c.checkEvents()
 			if h.Leftovers != nil {
 				if err := h.Leftovers(); err != nil {
 					t.Errorf("left behind: %v", err)
@@ -93,7 +92,7 @@ func Conformance(t *testing.T, h Harness) {
 	scenario("CancelBeforeReady", func(t *testing.T, c *conformanceEnv) {
 		ctx, cancel := context.WithCancel(context.Background())
 		cancel()
-		run, err := c.svc.Start(ctx, c.name, subagent.StartRequest{Prompt: Prompt(PromptComplete), Parent: c.parent})
+		run, err := c.provider.Start(ctx, c.request(PromptComplete))
 		if err == nil {
 			c.dispose(run)
 			t.Fatal("start with a cancelled ctx succeeded")
@@ -170,20 +169,33 @@ func Conformance(t *testing.T, h Harness) {
 			t.Errorf("disposed hung run: %q, want aborted", res.StopReason)
 		}
 	})
+
+	scenario("LifecycleEventsPairThroughTheService", func(t *testing.T, c *conformanceEnv) {
+		var runs []subagent.Run
+		for _, prompt := range []string{PromptComplete, PromptFail, PromptHang} {
+			run, err := c.svc.Start(context.Background(), c.provider.Name(), c.request(prompt))
+			if err != nil {
+				t.Fatalf("start %q: %v", prompt, err)
+			}
+			runs = append(runs, run)
+		}
+		for _, r := range runs {
+			c.dispose(r)
+		}
+		c.checkEvents(len(runs))
+	})
 }
 
 // conformanceEnv is one scenario's service and recorded events.
 type conformanceEnv struct {
 	t      *testing.T
 	h      Harness
-	svc    *subagent.Service
-	name   string
-	parent *agent.Agent
-	starts []subagent.Started
+	svc      *subagent.Service
+	provider subagent.Provider
+	parent   *agent.Agent
 
 	mu     sync.Mutex
 	events []event.Event
-	runs   []subagent.Run
 }
 
 func (c *conformanceEnv) record(e event.Event) {
@@ -195,15 +207,22 @@ func (c *conformanceEnv) record(e event.Event) {
 	}
 }
 
+// request is what the service would pass the provider for prompt.
+func (c *conformanceEnv) request(prompt string) subagent.StartRequest {
+	return subagent.StartRequest{Prompt: Prompt(prompt), Parent: c.parent, Label: prompt, Depth: c.parent.Depth() + 1}
+}
+
+// start calls the provider directly, so that the service's wrapper cannot
+// hide a provider's faults.
 func (c *conformanceEnv) start(ctx context.Context, prompt string) subagent.Run {
 	c.t.Helper()
-	run, err := c.svc.Start(ctx, c.name, subagent.StartRequest{Prompt: Prompt(prompt), Parent: c.parent, Label: prompt})
+	run, err := c.provider.Start(ctx, c.request(prompt))
 	if err != nil {
 		c.t.Fatalf("start %q: %v", prompt, err)
 	}
-	c.mu.Lock()
-	c.runs = append(c.runs, run)
-	c.mu.Unlock()
+	if run == nil {
+		c.t.Fatalf("start %q returned no run", prompt)
+	}
 	return run
 }
 
@@ -229,7 +248,7 @@ func (c *conformanceEnv) dispose(run subagent.Run) {
 
 // checkEvents asserts that every accepted run produced exactly one start and
 // one end, in that order, with the same identity.
-func (c *conformanceEnv) checkEvents() {
+func (c *conformanceEnv) checkEvents(accepted int) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	started := map[string]subagent.RunInfo{}
@@ -254,7 +273,7 @@ func (c *conformanceEnv) checkEvents() {
 			ended[e.RunID] = true
 		}
 	}
-	if len(started) != len(c.runs) || len(ended) != len(c.runs) {
-		c.t.Errorf("%d runs accepted, %d started and %d ended events", len(c.runs), len(started), len(ended))
+	if len(started) != accepted || len(ended) != accepted {
+		c.t.Errorf("%d runs accepted, %d started and %d ended events", accepted, len(started), len(ended))
 	}
 }

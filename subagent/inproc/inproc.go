@@ -1,0 +1,156 @@
+// Package inproc is the driver shared by the in-process subagent providers
+// (spawn and fork): each child is an ordinary agent with its own session,
+// owned by its parent, composed in its unpublished setup window with the
+// request's tool filter, persona and structured-output capture.
+package inproc
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/google/uuid"
+
+	"github.com/dsh-go/dsh/agent"
+	"github.com/dsh-go/dsh/content"
+	"github.com/dsh-go/dsh/prompt"
+	"github.com/dsh-go/dsh/session"
+	"github.com/dsh-go/dsh/subagent"
+)
+
+// Prompt sections every in-process child gets.
+const (
+	DelegationSection = "subagent:delegation"
+	DelegationOrder   = 120
+	DelegationText    = "You are a subagent: another agent started you to do one self-contained task. " +
+		"Your permission scope is fixed; operations that need approval are refused, so report a limitation " +
+		"instead of retrying. Your final message is returned to the agent that started you: make it a complete answer."
+	StructuredSection = "tool:structured_output"
+	StructuredOrder   = 190
+	StructuredText    = "Finish by calling the structured_output tool exactly once with your final result as its arguments. " +
+		"That call ends your task; no other tool runs after it."
+	StructuredTool = "structured_output"
+)
+
+// Config configures an in-process provider.
+type Config struct {
+	// Name is the registry name ("spawn" or "fork" by convention).
+	Name string
+	// Agents creates the children.
+	Agents *agent.Registry
+	// Fork seeds each child with the parent's completed turns.
+	Fork bool
+}
+
+// Provider runs children in this process.
+type Provider struct{ cfg Config }
+
+// New returns a provider.
+func New(cfg Config) (*Provider, error) {
+	if cfg.Name == "" || cfg.Agents == nil {
+		return nil, errors.New("inproc: a provider needs a name and an agent registry")
+	}
+	return &Provider{cfg: cfg}, nil
+}
+
+// Name implements subagent.Provider.
+func (p *Provider) Name() string { return p.cfg.Name }
+
+// Capabilities implements subagent.Provider: all four.
+func (p *Provider) Capabilities() subagent.Capabilities {
+	return subagent.Capabilities{OutputSchema: true, DepthLimit: true, ToolFilter: true, Persona: true}
+}
+
+// InheritsParentContext implements subagent.Provider: true for fork.
+func (p *Provider) InheritsParentContext() bool { return p.cfg.Fork }
+
+// Start creates and publishes the child, then sends it the prompt. It
+// returns once the child is published; a ctx cancelled before that leaves
+// nothing behind.
+func (p *Provider) Start(ctx context.Context, req subagent.StartRequest) (subagent.Run, error) {
+	parent := req.Parent
+	if parent == nil {
+		return nil, errors.New("inproc: the request has no parent agent")
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, subagent.AbortedBeforeReady(p.cfg.Name, context.Cause(ctx))
+	}
+	depth := req.Depth
+	if depth == 0 {
+		depth = parent.Depth() + 1
+	}
+	var seed []session.Event
+	if p.cfg.Fork {
+		seed = session.CompletedPrefix(parent.Session().Events())
+	}
+	capture := &capture{}
+	child, err := p.cfg.Agents.Create(ctx, agent.CreateOptions{
+		SessionID:       uuid.NewString(),
+		Cwd:             parent.Cwd(),
+		ParentSession:   parent.ID(),
+		Origin:          session.OriginSubagent,
+		DelegationDepth: depth,
+		Seed:            seed,
+		Options:         childOptions(parent.Options(), req.AgentOptions, depth),
+		Owner:           parent,
+		Setup:           func(a *agent.Agent) error { return compose(a, req, capture) },
+	})
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, subagent.AbortedBeforeReady(p.cfg.Name, context.Cause(ctx))
+		}
+		return nil, fmt.Errorf("inproc %s: create child: %w", p.cfg.Name, err)
+	}
+	h := &handle{agent: child}
+	r := newRun(ctx, h, capture, req.OutputSchema != nil, req.Progress)
+	h.owner = r
+	go r.drive(content.UserMessage(req.Prompt...))
+	return r, nil
+}
+
+// childOptions inherits the parent's route and limits unless overridden,
+// and stamps the child's depth.
+func childOptions(parent agent.Options, override *agent.Options, depth int) agent.Options {
+	o := agent.Options{Provider: parent.Provider, Model: parent.Model, MaxTokens: parent.MaxTokens,
+		MaxParallelToolCalls: parent.MaxParallelToolCalls}
+	if override != nil {
+		if override.Provider != "" {
+			o.Provider, o.Model = override.Provider, ""
+		}
+		if override.Model != "" {
+			o.Model = override.Model
+		}
+		if override.MaxTokens != 0 {
+			o.MaxTokens = override.MaxTokens
+		}
+		if override.MaxParallelToolCalls != 0 {
+			o.MaxParallelToolCalls = override.MaxParallelToolCalls
+		}
+	}
+	o.SubagentDepth = depth
+	return o
+}
+
+// compose runs in the child's unpublished setup window.
+func compose(a *agent.Agent, req subagent.StartRequest, c *capture) error {
+	if _, err := a.Prompt().Section(prompt.Section{Name: DelegationSection, Order: DelegationOrder, Text: DelegationText}); err != nil {
+		return err
+	}
+	if req.ToolFilter != nil {
+		if _, err := a.Tools().Restrict(*req.ToolFilter); err != nil {
+			return err
+		}
+	}
+	if req.Persona != nil {
+		if _, err := a.Prompt().Interpolate(*req.Persona); err != nil {
+			return fmt.Errorf("persona: %w", err)
+		}
+		if _, err := a.Prompt().Section(prompt.Section{Name: prompt.PersonaSection, Order: prompt.PersonaOrder, Text: *req.Persona}); err != nil {
+			return err
+		}
+	}
+	if req.OutputSchema != nil {
+		return c.install(a, req)
+	}
+	return nil
+}

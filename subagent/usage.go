@@ -1,0 +1,73 @@
+package subagent
+
+import (
+	"encoding/json"
+
+	"github.com/dsh-go/dsh/content"
+	"github.com/dsh-go/dsh/session"
+)
+
+// UsageMeta is the tool-result meta a delegating tool records, so that the
+// usage of a child's own children rolls up into the child's usage.
+type UsageMeta struct {
+	SubagentUsage map[string]content.Usage `json:"subagentUsage,omitempty"`
+}
+
+// AddUsage adds u to sum under key, allocating sum when nil.
+func AddUsage(sum map[string]content.Usage, key string, u content.Usage) map[string]content.Usage {
+	if u.IsZero() {
+		return sum
+	}
+	if sum == nil {
+		sum = map[string]content.Usage{}
+	}
+	sum[key] = sum[key].Add(u)
+	return sum
+}
+
+// UsageFromEvents sums the token usage recorded in a log, keyed
+// "provider/model": every assistant message's usage plus the usage that
+// delegating tool results carry in their UsageMeta.
+func UsageFromEvents(events []session.Event) map[string]content.Usage {
+	var sum map[string]content.Usage
+	for _, e := range events {
+		switch d := e.Data.(type) {
+		case session.AssistantMessage:
+			if d.Usage != nil {
+				sum = AddUsage(sum, d.Message.Source.Provider+"/"+d.Message.Source.Model, *d.Usage)
+			}
+		case session.ToolResult:
+			if len(d.Meta) == 0 {
+				continue
+			}
+			var m UsageMeta
+			if json.Unmarshal(d.Meta, &m) == nil {
+				for k, u := range m.SubagentUsage {
+					sum = AddUsage(sum, k, u)
+				}
+			}
+		}
+	}
+	return sum
+}
+
+// FinalOutput selects a child's output from its own events (never from a
+// seed): the content of the last assistant message with content; else the
+// text it streamed, as one text block; else nothing.
+func FinalOutput(events []session.Event) []content.Block {
+	for i := len(events) - 1; i >= 0; i-- {
+		if m, ok := events[i].Data.(session.AssistantMessage); ok && len(m.Message.Content) > 0 {
+			return m.Message.Content
+		}
+	}
+	var streamed []byte
+	for _, e := range events {
+		if c, ok := e.Data.(session.AssistantChunk); ok && c.Chunk.Type == content.ChunkTextDelta {
+			streamed = append(streamed, c.Chunk.Text...)
+		}
+	}
+	if len(streamed) > 0 {
+		return []content.Block{content.Text(string(streamed))}
+	}
+	return nil
+}
