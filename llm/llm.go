@@ -49,7 +49,9 @@ type Model interface {
 type ModelFunc func(ctx context.Context, req *Request) iter.Seq[content.Chunk]
 
 // Stream implements Model.
-func (f ModelFunc) Stream(ctx context.Context, req *Request) iter.Seq[content.Chunk] { return f(ctx, req) }
+func (f ModelFunc) Stream(ctx context.Context, req *Request) iter.Seq[content.Chunk] {
+	return f(ctx, req)
+}
 
 // Failure codes shared by adapters.
 const (

@@ -100,7 +100,9 @@ type Registry struct{ global layer }
 func NewRegistry() *Registry { return &Registry{} }
 
 // Section registers a global section and returns its disposer.
-func (r *Registry) Section(s Section) (dispose func(), err error) { return r.global.addSection(s, "global") }
+func (r *Registry) Section(s Section) (dispose func(), err error) {
+	return r.global.addSection(s, "global")
+}
 
 // Variable registers a global variable and returns its disposer.
 func (r *Registry) Variable(name string, fn VariableFunc) (dispose func(), err error) {
@@ -118,7 +120,9 @@ type Scope struct {
 
 // Section registers a section for this scope only; it shadows a global
 // section of the same name (e.g. a child's deployment:persona).
-func (s *Scope) Section(sec Section) (dispose func(), err error) { return s.local.addSection(sec, "agent") }
+func (s *Scope) Section(sec Section) (dispose func(), err error) {
+	return s.local.addSection(sec, "agent")
+}
 
 // Variable registers a variable for this scope only.
 func (s *Scope) Variable(name string, fn VariableFunc) (dispose func(), err error) {

@@ -168,7 +168,7 @@ func delegateTool(svc *subagent.Service, ids *[]string) tool.Definition {
 // working; the fork child sees the completed turn but not the in-flight one.
 func TestParentDelegatesThroughSpawnAndFork(t *testing.T) {
 	w := newWorld(t, nil,
-		scripted.Text("noted: the code word is 'heron'"),                                                             // parent turn 1
+		scripted.Text("noted: the code word is 'heron'"),                                                                 // parent turn 1
 		scripted.ToolCalls("", scripted.Call{Name: "delegate", Arguments: `{"provider":"spawn","prompt":"count to 3"}`}), // parent turn 2, step 1
 		scripted.Text("1 2 3"), // spawn child
 		scripted.ToolCalls("", scripted.Call{Name: "delegate", Arguments: `{"provider":"fork","prompt":"what is the code word?"}`}),

@@ -188,8 +188,8 @@ func Conformance(t *testing.T, h Harness) {
 
 // conformanceEnv is one scenario's service and recorded events.
 type conformanceEnv struct {
-	t      *testing.T
-	h      Harness
+	t        *testing.T
+	h        Harness
 	svc      *subagent.Service
 	provider subagent.Provider
 	parent   *agent.Agent
