@@ -347,12 +347,20 @@ func (a *Agent) Status() Status {
 }
 
 // OnDispose registers fn to run when the agent is disposed, after its driver
-// stopped and before its session detaches.
-func (a *Agent) OnDispose(fn func()) {
+// stopped and before its session detaches. It reports false, and does not
+// register fn, when disposal has already begun.
+func (a *Agent) OnDispose(fn func()) bool {
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	if a.disposed {
+		return false
+	}
 	a.disposers = append(a.disposers, fn)
+	return true
 }
+
+// Disposed reports whether disposal of the agent has begun.
+func (a *Agent) Disposed() bool { return a.isDisposed() }
 
 func (a *Agent) isDisposed() bool {
 	a.mu.Lock()

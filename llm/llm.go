@@ -108,12 +108,16 @@ func FinishAborted(cause error) content.Chunk {
 // Registry maps provider names to models. It is safe for concurrent use.
 type Registry struct {
 	mu     sync.RWMutex
-	models map[string]Model
+	models map[string]*registration
 	order  []string
 }
 
+// registration is one Register call; its address identifies it for the
+// disposer (models themselves may not be comparable).
+type registration struct{ model Model }
+
 // NewRegistry returns an empty registry.
-func NewRegistry() *Registry { return &Registry{models: map[string]Model{}} }
+func NewRegistry() *Registry { return &Registry{models: map[string]*registration{}} }
 
 // Register makes m serve provider and returns its disposer. A provider
 // served already is refused.
@@ -126,14 +130,15 @@ func (r *Registry) Register(provider string, m Model) (dispose func(), err error
 	if _, dup := r.models[provider]; dup {
 		return nil, &Error{Code: CodeDuplicate, Msg: fmt.Sprintf("provider %q is already registered", provider)}
 	}
-	r.models[provider] = m
+	reg := &registration{model: m}
+	r.models[provider] = reg
 	r.order = append(r.order, provider)
 	var once sync.Once
 	return func() {
 		once.Do(func() {
 			r.mu.Lock()
 			defer r.mu.Unlock()
-			if r.models[provider] == m {
+			if r.models[provider] == reg {
 				delete(r.models, provider)
 				r.order = slices.DeleteFunc(r.order, func(p string) bool { return p == provider })
 			}
@@ -151,43 +156,63 @@ func (r *Registry) Providers() []string {
 // Get returns the model serving provider.
 func (r *Registry) Get(provider string) (Model, error) {
 	r.mu.RLock()
-	m, ok := r.models[provider]
+	reg, ok := r.models[provider]
 	r.mu.RUnlock()
 	if !ok {
 		return nil, &Error{Code: CodeNoAdapter, Msg: fmt.Sprintf("no model adapter for provider %q (registered: %v)", provider, r.Providers())}
 	}
-	return m, nil
+	return reg.model, nil
 }
 
 // Stream routes req to its provider's model and guarantees a well-formed
-// stream: exactly one finish chunk, last; an unknown provider or a stream
-// that ends without finish is reported as a finish chunk too; a cancelled
-// ctx turns the finish into aborted.
+// stream: exactly one finish chunk, last. An unknown provider, a stream that
+// ends without finish or a model that panics is reported as a finish chunk
+// too; a cancelled ctx turns the finish into aborted.
 func (r *Registry) Stream(ctx context.Context, req *Request) iter.Seq[content.Chunk] {
 	return func(yield func(content.Chunk) bool) {
+		finished := false
+		finish := func(c content.Chunk) {
+			if c.Finish == nil {
+				c.Finish = &content.Finish{Kind: content.FinishStop}
+			}
+			if ctx.Err() != nil && c.Finish.Kind != content.FinishAborted {
+				c = FinishAborted(context.Cause(ctx))
+			}
+			finished = true
+			yield(c)
+		}
 		m, err := r.Get(req.Provider)
 		if err != nil {
 			var le *Error
 			errors.As(err, &le)
-			yield(FinishError(le.Code, "%s", le.Msg))
+			finish(FinishError(le.Code, "%s", le.Msg))
 			return
 		}
+		inConsumer := false
+		defer func() {
+			if finished {
+				return
+			}
+			if p := recover(); p != nil {
+				if inConsumer {
+					panic(p) // the consumer's own fault propagates
+				}
+				finish(FinishError(CodeUnknown, "model %s panicked: %v", req.Provider, p))
+			}
+		}()
 		for c := range m.Stream(ctx, req) {
 			if c.Type == content.ChunkFinish {
-				if ctx.Err() != nil && c.Finish.Kind != content.FinishAborted {
-					c = FinishAborted(context.Cause(ctx))
-				}
-				yield(c)
+				finish(c)
 				return
 			}
-			if !yield(c) {
+			inConsumer = true
+			ok := yield(c)
+			inConsumer = false
+			if !ok {
+				finished = true
 				return
 			}
 		}
-		if ctx.Err() != nil {
-			yield(FinishAborted(context.Cause(ctx)))
-			return
-		}
-		yield(content.Chunk{Type: content.ChunkFinish, Finish: &content.Finish{Kind: content.FinishStop}})
+		finish(content.Chunk{Type: content.ChunkFinish})
 	}
 }

@@ -5,6 +5,7 @@
 package prompt
 
 import (
+	"cmp"
 	"fmt"
 	"regexp"
 	"slices"
@@ -156,10 +157,7 @@ func (s *Scope) Sections() []Section {
 		out = append(out, sec)
 	}
 	slices.SortFunc(out, func(a, b Section) int {
-		if a.Order != b.Order {
-			return a.Order - b.Order
-		}
-		return strings.Compare(a.Name, b.Name)
+		return cmp.Or(cmp.Compare(a.Order, b.Order), strings.Compare(a.Name, b.Name))
 	})
 	return out
 }

@@ -347,7 +347,7 @@ func (s *Scope) ConcurrencySafe(name string) bool {
 func (s *Scope) Specs() []content.ToolSpec {
 	names := s.reg.global.names()
 	for _, n := range s.local.names() {
-		if _, ok := slices.BinarySearch(names, n); !ok {
+		if !slices.Contains(names, n) {
 			names = append(names, n)
 		}
 	}

@@ -149,6 +149,9 @@ func ToolCalls(text string, calls ...Call) Entry {
 			id = fmt.Sprintf("call_%d_%s", i, c.Name)
 		}
 		half := len(c.Arguments) / 2
+		for half > 0 && half < len(c.Arguments) && !utf8Start(c.Arguments[half]) {
+			half++
+		}
 		b := content.ToolCall(id, c.Name, c.Arguments)
 		cs = append(cs,
 			content.Chunk{Type: content.ChunkBlockStart, Index: idx, BlockType: content.TypeToolCall},

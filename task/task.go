@@ -1,0 +1,356 @@
+// Package task runs background tasks on behalf of agents: a producer (a
+// background subagent, a long command) registers a task, the owning agent
+// reads, waits for or kills it through the task_* tools, and is told when it
+// finishes. Tasks die with their owner.
+package task
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/dsh-go/dsh/agent"
+	"github.com/dsh-go/dsh/event"
+)
+
+// Status is a task's state.
+type Status string
+
+// The task statuses.
+const (
+	Running   Status = "running"
+	Stopping  Status = "stopping"
+	Completed Status = "completed"
+	Killed    Status = "killed"
+	Failed    Status = "failed"
+)
+
+// Terminal reports whether s is a final status.
+func (s Status) Terminal() bool { return s == Completed || s == Killed || s == Failed }
+
+// Outcome is how a producer's work ended.
+type Outcome struct {
+	Status Status // completed, killed or failed
+	Detail string // why it failed or was killed
+	Output string // the final output
+	// Meta travels with the output to the reader's tool result (e.g. the
+	// usage of a background subagent).
+	Meta json.RawMessage
+}
+
+// Spec describes a task to start.
+type Spec struct {
+	Kind  string       // e.g. "subagent"; ids are <kind>-<n>
+	Label string       // one line
+	Owner *agent.Agent // the agent that may read and kill it; nil: unowned
+	// Run starts the producer. It is called once, after admission; ctx is
+	// cancelled (with a *KillError cause) when the task is killed or its
+	// owner disposed. The channel must deliver exactly one Outcome, after
+	// the producer released everything it held.
+	Run func(ctx context.Context) <-chan Outcome
+}
+
+// KillError is the cancellation cause of a killed task.
+type KillError struct{ Reason string }
+
+func (e *KillError) Error() string { return "task killed: " + e.Reason }
+
+// Snapshot is a task's public state.
+type Snapshot struct {
+	ID         string
+	Kind       string
+	Label      string
+	Status     Status
+	Detail     string
+	Owner      string // the owner's id
+	StartedAt  time.Time
+	FinishedAt time.Time
+	Reported   bool // the owner has seen the final outcome
+}
+
+// Done is emitted after a task settles, unless its owner already read its
+// outcome or killed it.
+type Done struct {
+	Task  Snapshot
+	Owner *agent.Agent
+}
+
+// EventType implements event.Event.
+func (Done) EventType() string { return "task/done" }
+
+// Error codes of this package.
+const (
+	CodeUnknown   = "UNKNOWN_TASK"
+	CodeForbidden = "FORBIDDEN"
+	CodeAdmission = "ADMISSION"
+	CodeInvalid   = "INVALID_TASK"
+)
+
+// Error is a task failure with a stable code.
+type Error struct {
+	Code string
+	Msg  string
+}
+
+func (e *Error) Error() string { return e.Msg }
+
+// Is matches another *Error with the same code.
+func (e *Error) Is(target error) bool {
+	t, ok := target.(*Error)
+	return ok && t.Code == e.Code
+}
+
+// DefaultMaxPerOwner is the default cap on an owner's running tasks.
+const DefaultMaxPerOwner = 10
+
+// Runtime holds the tasks of one harness.
+type Runtime struct {
+	bus         *event.Bus
+	log         *slog.Logger
+	maxPerOwner int
+
+	mu       sync.Mutex
+	tasks    map[string]*record
+	order    []string
+	counters map[string]int
+	hooked   map[*agent.Agent]bool
+}
+
+type record struct {
+	snap    Snapshot
+	owner   *agent.Agent
+	cancel  context.CancelCauseFunc
+	done    chan struct{}
+	outcome Outcome
+}
+
+// New returns a runtime announcing on bus, admitting at most maxPerOwner
+// running tasks per owner (DefaultMaxPerOwner when 0).
+func New(bus *event.Bus, log *slog.Logger, maxPerOwner int) *Runtime {
+	if maxPerOwner <= 0 {
+		maxPerOwner = DefaultMaxPerOwner
+	}
+	if log == nil {
+		log = slog.Default()
+	}
+	if bus == nil {
+		bus = event.New(log)
+	}
+	return &Runtime{bus: bus, log: log, maxPerOwner: maxPerOwner, tasks: map[string]*record{},
+		counters: map[string]int{}, hooked: map[*agent.Agent]bool{}}
+}
+
+// Start admits and starts a task and returns its id.
+func (r *Runtime) Start(spec Spec) (string, error) {
+	label := strings.Join(strings.Fields(spec.Label), " ")
+	switch {
+	case spec.Kind == "" || label == "":
+		return "", &Error{Code: CodeInvalid, Msg: "a task needs a kind and a label"}
+	case spec.Run == nil:
+		return "", &Error{Code: CodeInvalid, Msg: "a task needs a producer"}
+	case spec.Owner != nil && spec.Owner.Disposed():
+		return "", &Error{Code: CodeInvalid, Msg: "the task's owner is disposed"}
+	}
+	r.mu.Lock()
+	if n := r.running(spec.Owner); n >= r.maxPerOwner {
+		r.mu.Unlock()
+		return "", &Error{Code: CodeAdmission, Msg: fmt.Sprintf("too many background tasks are running for this agent (limit %d): "+
+			"kill one with task_kill or wait for one with task_output, then retry", r.maxPerOwner)}
+	}
+	if spec.Owner != nil && !r.hooked[spec.Owner] {
+		owner := spec.Owner
+		if !owner.OnDispose(func() { r.teardown(owner) }) {
+			r.mu.Unlock()
+			return "", &Error{Code: CodeInvalid, Msg: "the task's owner is disposed"}
+		}
+		r.hooked[owner] = true
+	}
+	r.counters[spec.Kind]++
+	id := fmt.Sprintf("%s-%d", spec.Kind, r.counters[spec.Kind])
+	ctx, cancel := context.WithCancelCause(context.Background())
+	rec := &record{snap: Snapshot{ID: id, Kind: spec.Kind, Label: label, Status: Running, StartedAt: time.Now()},
+		owner: spec.Owner, cancel: cancel, done: make(chan struct{})}
+	if spec.Owner != nil {
+		rec.snap.Owner = spec.Owner.ID()
+	}
+	r.tasks[id] = rec
+	r.order = append(r.order, id)
+	r.mu.Unlock()
+	go r.settle(rec, spec.Run(ctx))
+	return id, nil
+}
+
+// running counts owner's running and stopping tasks. r.mu must be held.
+func (r *Runtime) running(owner *agent.Agent) int {
+	n := 0
+	for _, rec := range r.tasks {
+		if rec.owner == owner && !rec.snap.Status.Terminal() {
+			n++
+		}
+	}
+	return n
+}
+
+func (r *Runtime) settle(rec *record, done <-chan Outcome) {
+	out, ok := <-done
+	if !ok {
+		out = Outcome{Status: Failed, Detail: "the producer ended without an outcome"}
+	}
+	if !out.Status.Terminal() {
+		out = Outcome{Status: Failed, Detail: fmt.Sprintf("the producer reported status %q", out.Status)}
+	}
+	r.mu.Lock()
+	rec.cancel(nil)
+	rec.outcome = out
+	rec.snap.Status, rec.snap.Detail, rec.snap.FinishedAt = out.Status, out.Detail, time.Now()
+	snap, owner := rec.snap, rec.owner
+	close(rec.done)
+	r.mu.Unlock()
+	if !snap.Reported {
+		r.bus.Emit(Done{Task: snap, Owner: owner})
+	}
+}
+
+// lookup returns id's record if caller may see it.
+func (r *Runtime) lookup(id string, caller *agent.Agent) (*record, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	rec, ok := r.tasks[id]
+	if !ok {
+		return nil, &Error{Code: CodeUnknown, Msg: fmt.Sprintf("unknown task %s", id)}
+	}
+	if rec.owner != nil && rec.owner != caller {
+		return nil, &Error{Code: CodeForbidden, Msg: fmt.Sprintf("task %s belongs to another session", id)}
+	}
+	return rec, nil
+}
+
+// Get returns a task's snapshot.
+func (r *Runtime) Get(id string, caller *agent.Agent) (Snapshot, error) {
+	rec, err := r.lookup(id, caller)
+	if err != nil {
+		return Snapshot{}, err
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return rec.snap, nil
+}
+
+// List returns the tasks caller may see (its own and unowned ones), oldest
+// first.
+func (r *Runtime) List(caller *agent.Agent) []Snapshot {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []Snapshot
+	for _, id := range r.order {
+		if rec := r.tasks[id]; rec.owner == nil || rec.owner == caller {
+			out = append(out, rec.snap)
+		}
+	}
+	return out
+}
+
+// Read returns a task's output: empty while it runs, its final output once
+// it settled (which marks it reported).
+func (r *Runtime) Read(id string, caller *agent.Agent) (Outcome, Snapshot, error) {
+	rec, err := r.lookup(id, caller)
+	if err != nil {
+		return Outcome{}, Snapshot{}, err
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if !rec.snap.Status.Terminal() {
+		return Outcome{}, rec.snap, nil
+	}
+	rec.snap.Reported = true
+	return rec.outcome, rec.snap, nil
+}
+
+// Wait waits up to timeout for a task to settle, without cancelling it, and
+// returns its snapshot.
+func (r *Runtime) Wait(ctx context.Context, id string, caller *agent.Agent, timeout time.Duration) (Snapshot, error) {
+	rec, err := r.lookup(id, caller)
+	if err != nil {
+		return Snapshot{}, err
+	}
+	timer := time.NewTimer(timeout)
+	defer timer.Stop()
+	select {
+	case <-rec.done:
+	case <-timer.C:
+	case <-ctx.Done():
+		return Snapshot{}, context.Cause(ctx)
+	}
+	return r.Get(id, caller)
+}
+
+// Kill asks a task to stop. It reports whether the task had already
+// finished; either way its outcome counts as seen (no completion notice).
+func (r *Runtime) Kill(id string, caller *agent.Agent, reason string) (alreadyFinished bool, snap Snapshot, err error) {
+	rec, err := r.lookup(id, caller)
+	if err != nil {
+		return false, Snapshot{}, err
+	}
+	if reason == "" {
+		reason = "killed by its owner"
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	rec.snap.Reported = true
+	if rec.snap.Status.Terminal() {
+		return true, rec.snap, nil
+	}
+	rec.snap.Status = Stopping
+	rec.cancel(&KillError{Reason: reason})
+	return false, rec.snap, nil
+}
+
+// teardown cancels and awaits owner's tasks and forgets them.
+func (r *Runtime) teardown(owner *agent.Agent) {
+	r.mu.Lock()
+	var recs []*record
+	for _, id := range r.order {
+		if rec := r.tasks[id]; rec.owner == owner {
+			rec.snap.Reported = true
+			rec.cancel(&KillError{Reason: "its owner was disposed"})
+			recs = append(recs, rec)
+		}
+	}
+	delete(r.hooked, owner)
+	r.mu.Unlock()
+	for _, rec := range recs {
+		<-rec.done
+	}
+	r.mu.Lock()
+	for _, rec := range recs {
+		delete(r.tasks, rec.snap.ID)
+	}
+	r.order = slices.DeleteFunc(r.order, func(id string) bool { _, ok := r.tasks[id]; return !ok })
+	r.mu.Unlock()
+}
+
+// Close cancels every task and waits for all of them to settle.
+func (r *Runtime) Close(ctx context.Context) error {
+	r.mu.Lock()
+	var recs []*record
+	for _, rec := range r.tasks {
+		rec.snap.Reported = true
+		rec.cancel(&KillError{Reason: "the runtime is closing"})
+		recs = append(recs, rec)
+	}
+	r.mu.Unlock()
+	for _, rec := range recs {
+		select {
+		case <-rec.done:
+		case <-ctx.Done():
+			return errors.Join(errors.New("task: close: tasks still running"), context.Cause(ctx))
+		}
+	}
+	return nil
+}
