@@ -5,6 +5,7 @@ package dsh
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 
 	"github.com/dsh-go/dsh/agent"
@@ -12,6 +13,8 @@ import (
 	"github.com/dsh-go/dsh/llm"
 	"github.com/dsh-go/dsh/prompt"
 	"github.com/dsh-go/dsh/session"
+	"github.com/dsh-go/dsh/subagent"
+	"github.com/dsh-go/dsh/task"
 	"github.com/dsh-go/dsh/tool"
 )
 
@@ -21,13 +24,15 @@ const Identity = "You are dsh, a coding agent. Work in the session's working dir
 // Runtime is one harness instance. Build it with New; every registration on
 // its services returns a disposer.
 type Runtime struct {
-	Log      *slog.Logger
-	Events   *event.Bus
-	Sessions *session.Store
-	LLM      *llm.Registry
-	Tools    *tool.Registry
-	Prompt   *prompt.Registry
-	Agents   *agent.Registry
+	Log       *slog.Logger
+	Events    *event.Bus
+	Sessions  *session.Store
+	LLM       *llm.Registry
+	Tools     *tool.Registry
+	Prompt    *prompt.Registry
+	Agents    *agent.Registry
+	Subagents *subagent.Service
+	Tasks     *task.Runtime
 }
 
 // Options configure New.
@@ -36,6 +41,9 @@ type Options struct {
 	Backend session.Backend // default in memory
 	// Persona is the deployment:persona prompt section (empty: none).
 	Persona string
+	// MaxTasksPerOwner caps an agent's running background tasks
+	// (default task.DefaultMaxPerOwner).
+	MaxTasksPerOwner int
 }
 
 // New builds a runtime with the harness identity section registered.
@@ -49,6 +57,8 @@ func New(opts Options) (*Runtime, error) {
 		Tools: tool.NewRegistry(), Prompt: prompt.NewRegistry()}
 	rt.Agents = agent.NewRegistry(agent.Deps{Sessions: rt.Sessions, LLM: rt.LLM, Tools: rt.Tools, Prompt: rt.Prompt,
 		Events: bus, Log: log})
+	rt.Subagents = subagent.NewService(bus, log)
+	rt.Tasks = task.New(bus, log, opts.MaxTasksPerOwner)
 	if _, err := rt.Prompt.Section(prompt.Section{Name: prompt.IdentitySection, Order: prompt.IdentityOrder, Text: Identity}); err != nil {
 		return nil, err
 	}
@@ -60,5 +70,8 @@ func New(opts Options) (*Runtime, error) {
 	return rt, nil
 }
 
-// Close disposes every agent, which detaches and flushes their sessions.
-func (rt *Runtime) Close(ctx context.Context) error { return rt.Agents.DisposeAll(ctx) }
+// Close disposes every agent (which cancels their tasks and children and
+// flushes their sessions), then stops any task left.
+func (rt *Runtime) Close(ctx context.Context) error {
+	return errors.Join(rt.Agents.DisposeAll(ctx), rt.Tasks.Close(ctx))
+}

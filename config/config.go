@@ -1,5 +1,6 @@
 // Package config reads dsh's YAML configuration file and turns it into a
-// wired Runtime: model adapters, built-in tools, persona and session store.
+// wired Runtime: model routes, built-in tools, subagent providers and tool
+// instances, task tools, persona and session store.
 package config
 
 import (
@@ -14,12 +15,15 @@ import (
 	"time"
 
 	"github.com/goccy/go-yaml"
+	"github.com/goccy/go-yaml/parser"
 
 	"github.com/dsh-go/dsh"
 	"github.com/dsh-go/dsh/agent"
 	"github.com/dsh-go/dsh/llm/openai"
 	"github.com/dsh-go/dsh/session"
 	"github.com/dsh-go/dsh/session/jsonl"
+	"github.com/dsh-go/dsh/subagent/subagenttool"
+	"github.com/dsh-go/dsh/task"
 	"github.com/dsh-go/dsh/tool/builtin"
 )
 
@@ -27,18 +31,24 @@ import (
 type Config struct {
 	// Agent is the default model route and limits of top-level agents.
 	Agent agent.Options `yaml:"agent"`
-	// Providers are OpenAI-compatible endpoints, keyed by Name. A provider
+	// Models are OpenAI-compatible endpoints, each a model route. A route
 	// named "deepseek" is always present unless redefined.
-	Providers []Provider `yaml:"providers"`
+	Models []Model `yaml:"models"`
 	// Persona is the deployment:persona prompt section.
 	Persona string `yaml:"persona"`
-	Tools   Tools  `yaml:"tools"`
+	// Tools configure the built-in tools.
+	Tools Tools `yaml:"tools"`
+	// Subagents declares the subagent providers and the tool instances
+	// bound to them.
+	Subagents *Subagents `yaml:"subagents"`
+	// Tasks configure background tasks.
+	Tasks Tasks `yaml:"tasks"`
 	// SessionsDir holds the JSONL session files (default $DSH_HOME/sessions).
 	SessionsDir string `yaml:"sessionsDir"`
 }
 
-// Provider is one OpenAI-compatible chat-completions endpoint.
-type Provider struct {
+// Model is one OpenAI-compatible chat-completions endpoint.
+type Model struct {
 	Name        string        `yaml:"name"`
 	BaseURL     string        `yaml:"baseURL"`
 	APIKeyEnv   string        `yaml:"apiKeyEnv"`
@@ -54,14 +64,50 @@ type Tools struct {
 	OutputLimit int           `yaml:"outputLimit"`
 }
 
+// Tasks configure background tasks.
+type Tasks struct {
+	MaxPerOwner int `yaml:"maxPerOwner"`
+	// MaxWakes bounds the consecutive turns completion notices may open.
+	MaxWakes int `yaml:"maxWakes"`
+}
+
+// Subagents declares providers and the model-facing tools bound to them.
+type Subagents struct {
+	Providers []Provider            `yaml:"providers"`
+	Tools     []subagenttool.Config `yaml:"tools"`
+}
+
+// Provider is one subagent provider.
+type Provider struct {
+	Name string `yaml:"name"`
+	// Kind is spawn or fork (default: the name).
+	Kind string `yaml:"kind"`
+}
+
+// Provider kinds.
+const (
+	KindSpawn = "spawn"
+	KindFork  = "fork"
+)
+
+// DefaultSubagents is the composition used when the file declares none:
+// spawn and fork providers, exposed as the tools subagent and subagent_fork.
+func DefaultSubagents() *Subagents {
+	return &Subagents{
+		Providers: []Provider{{Name: KindSpawn, Kind: KindSpawn}, {Name: KindFork, Kind: KindFork}},
+		Tools:     []subagenttool.Config{{Provider: KindSpawn}, {Provider: KindFork, ToolName: "subagent_fork"}},
+	}
+}
+
 // Default returns the configuration used when no file exists: DeepSeek's
-// deepseek-chat through DEEPSEEK_API_KEY.
+// deepseek-chat through DEEPSEEK_API_KEY, and the default subagents.
 func Default(getenv func(string) string) Config {
 	ds := openai.DeepSeek()
 	ds.BaseURL = cmp.Or(getenv("DEEPSEEK_BASE_URL"), ds.BaseURL, "https://api.deepseek.com")
 	return Config{
 		Agent:     agent.Options{Provider: ds.Provider, Model: ds.Model},
-		Providers: []Provider{{Name: ds.Provider, BaseURL: ds.BaseURL, APIKeyEnv: ds.APIKeyEnv, Model: ds.Model}},
+		Models:    []Model{{Name: ds.Provider, BaseURL: ds.BaseURL, APIKeyEnv: ds.APIKeyEnv, Model: ds.Model}},
+		Subagents: DefaultSubagents(),
 	}
 }
 
@@ -77,17 +123,19 @@ func Home(getenv func(string) string) (string, error) {
 	return filepath.Join(home, ".dsh"), nil
 }
 
-// Load reads the file at path over the defaults. An empty path means
-// $DSH_HOME/config.yaml when it exists. Unknown keys are errors.
+// Load reads the configuration file over the defaults. The file is path,
+// else $DSH_CONFIG, else $DSH_HOME/dsh.yaml when it exists. Unknown keys
+// and bad values are errors naming the key and its line.
 func Load(path string, getenv func(string) string) (Config, error) {
 	cfg := Default(getenv)
-	explicit := path != ""
-	if !explicit {
+	explicit := path != "" || getenv("DSH_CONFIG") != ""
+	path = cmp.Or(path, getenv("DSH_CONFIG"))
+	if path == "" {
 		home, err := Home(getenv)
 		if err != nil {
 			return cfg, err
 		}
-		path = filepath.Join(home, "config.yaml")
+		path = filepath.Join(home, "dsh.yaml")
 	}
 	data, err := os.ReadFile(path)
 	if errors.Is(err, os.ErrNotExist) && !explicit {
@@ -96,69 +144,162 @@ func Load(path string, getenv func(string) string) (Config, error) {
 	if err != nil {
 		return cfg, fmt.Errorf("config: %w", err)
 	}
-	var file Config
-	if err := yaml.NewDecoder(bytes.NewReader(data), yaml.Strict()).Decode(&file); err != nil {
-		return cfg, fmt.Errorf("config %s: %s", path, yaml.FormatError(err, false, true))
-	}
-	return cfg.merge(file, path)
+	return Parse(path, data, getenv)
 }
 
-// merge lays file over cfg: providers replace same-named ones, other
-// non-zero fields win.
-func (cfg Config) merge(file Config, path string) (Config, error) {
-	for _, p := range file.Providers {
-		if p.Name == "" || p.BaseURL == "" || p.APIKeyEnv == "" {
-			return cfg, fmt.Errorf("config %s: every provider needs name, baseURL and apiKeyEnv", path)
+// Parse reads a configuration file's content over the defaults; name is
+// used in error messages.
+func Parse(name string, data []byte, getenv func(string) string) (Config, error) {
+	cfg := Default(getenv)
+	var file Config
+	if err := yaml.NewDecoder(bytes.NewReader(data), yaml.Strict()).Decode(&file); err != nil {
+		return cfg, fmt.Errorf("config %s: %s", name, yaml.FormatError(err, false, false))
+	}
+	cfg, verr := cfg.merge(file)
+	if verr != nil {
+		return cfg, fmt.Errorf("config %s: %w", name, locate(data, verr))
+	}
+	return cfg, nil
+}
+
+// fieldError is a bad value at a YAML path.
+type fieldError struct {
+	path string // e.g. $.subagents.tools[0].maxDepth
+	msg  string
+}
+
+func (e *fieldError) Error() string { return e.path + ": " + e.msg }
+
+func bad(path, format string, args ...any) error {
+	return &fieldError{path: path, msg: fmt.Sprintf(format, args...)}
+}
+
+// locate adds the line of a fieldError's key.
+func locate(data []byte, err error) error {
+	var fe *fieldError
+	if !errors.As(err, &fe) {
+		return err
+	}
+	file, perr := parser.ParseBytes(data, 0)
+	p, xerr := yaml.PathString(fe.path)
+	if perr != nil || xerr != nil {
+		return err
+	}
+	if node, ferr := p.FilterFile(file); ferr == nil && node != nil {
+		return fmt.Errorf("line %d: %s: %s", node.GetToken().Position.Line, fe.path[2:], fe.msg)
+	}
+	return err
+}
+
+// merge lays file over cfg: models replace same-named ones, a subagents
+// section replaces the default composition, other non-zero fields win.
+func (cfg Config) merge(file Config) (Config, error) {
+	for i, m := range file.Models {
+		at := fmt.Sprintf("$.models[%d]", i)
+		switch {
+		case m.Name == "":
+			return cfg, bad(at, "name is required")
+		case m.BaseURL == "":
+			return cfg, bad(at, "baseURL is required")
+		case m.APIKeyEnv == "":
+			return cfg, bad(at, "apiKeyEnv is required (the name of the variable holding the key)")
+		case m.MaxTokens < 0:
+			return cfg, bad(at+".maxTokens", "must not be negative")
 		}
 		replaced := false
-		for i := range cfg.Providers {
-			if cfg.Providers[i].Name == p.Name {
-				cfg.Providers[i], replaced = p, true
+		for j := range cfg.Models {
+			if cfg.Models[j].Name == m.Name {
+				cfg.Models[j], replaced = m, true
 			}
 		}
 		if !replaced {
-			cfg.Providers = append(cfg.Providers, p)
+			cfg.Models = append(cfg.Models, m)
 		}
 	}
 	if file.Agent.Provider != "" {
-		cfg.Agent.Provider = file.Agent.Provider
-		cfg.Agent.Model = ""
+		cfg.Agent.Provider, cfg.Agent.Model = file.Agent.Provider, ""
 	}
-	if file.Agent.Model != "" {
-		cfg.Agent.Model = file.Agent.Model
+	cfg.Agent.Model = cmp.Or(file.Agent.Model, cfg.Agent.Model, cfg.ModelOf(cfg.Agent.Provider))
+	if file.Agent.MaxTokens < 0 {
+		return cfg, bad("$.agent.maxTokens", "must not be negative")
 	}
-	if cfg.Agent.Model == "" {
-		for _, p := range cfg.Providers {
-			if p.Name == cfg.Agent.Provider {
-				cfg.Agent.Model = p.Model
-			}
-		}
-	}
-	if file.Agent.MaxTokens != 0 {
-		cfg.Agent.MaxTokens = file.Agent.MaxTokens
-	}
-	if file.Agent.MaxParallelToolCalls != 0 {
-		cfg.Agent.MaxParallelToolCalls = file.Agent.MaxParallelToolCalls
-	}
-	if file.Persona != "" {
-		cfg.Persona = file.Persona
-	}
+	cfg.Agent.MaxTokens = cmp.Or(file.Agent.MaxTokens, cfg.Agent.MaxTokens)
+	cfg.Agent.MaxParallelToolCalls = cmp.Or(file.Agent.MaxParallelToolCalls, cfg.Agent.MaxParallelToolCalls)
+	cfg.Persona = cmp.Or(file.Persona, cfg.Persona)
 	if file.Tools != (Tools{}) {
 		cfg.Tools = file.Tools
 	}
-	if file.SessionsDir != "" {
-		cfg.SessionsDir = file.SessionsDir
+	if file.Tasks != (Tasks{}) {
+		cfg.Tasks = file.Tasks
 	}
-	return cfg, cfg.validate(path)
+	cfg.SessionsDir = cmp.Or(file.SessionsDir, cfg.SessionsDir)
+	if file.Subagents != nil {
+		cfg.Subagents = file.Subagents
+	}
+	return cfg, cfg.validate()
 }
 
-func (cfg Config) validate(path string) error {
-	for _, p := range cfg.Providers {
-		if p.Name == cfg.Agent.Provider {
-			return nil
+// ModelOf returns the default model id of a model route.
+func (cfg Config) ModelOf(route string) string {
+	for _, m := range cfg.Models {
+		if m.Name == route {
+			return m.Model
 		}
 	}
-	return fmt.Errorf("config %s: agent.provider %q is not a configured provider", path, cfg.Agent.Provider)
+	return ""
+}
+
+func (cfg Config) validate() error {
+	known := false
+	for _, m := range cfg.Models {
+		known = known || m.Name == cfg.Agent.Provider
+	}
+	if !known {
+		return bad("$.agent.provider", "%q is not a configured model route", cfg.Agent.Provider)
+	}
+	if cfg.Tools.BashTimeout < 0 || cfg.Tools.OutputLimit < 0 {
+		return bad("$.tools", "bashTimeout and outputLimit must not be negative")
+	}
+	if cfg.Tasks.MaxPerOwner < 0 || cfg.Tasks.MaxWakes < 0 {
+		return bad("$.tasks", "maxPerOwner and maxWakes must not be negative")
+	}
+	if cfg.Subagents == nil {
+		return nil
+	}
+	providers := map[string]bool{}
+	for i, p := range cfg.Subagents.Providers {
+		at := fmt.Sprintf("$.subagents.providers[%d]", i)
+		if p.Name == "" {
+			return bad(at, "name is required")
+		}
+		if providers[p.Name] {
+			return bad(at+".name", "provider %q is declared twice", p.Name)
+		}
+		providers[p.Name] = true
+		if k := cmp.Or(p.Kind, p.Name); k != KindSpawn && k != KindFork {
+			return bad(at, "unknown kind %q (want spawn or fork)", k)
+		}
+	}
+	names := map[string]bool{}
+	for i, t := range cfg.Subagents.Tools {
+		at := fmt.Sprintf("$.subagents.tools[%d]", i)
+		switch {
+		case t.Provider == "":
+			return bad(at, "provider is required")
+		case !providers[t.Provider]:
+			return bad(at+".provider", "%q is not a declared subagent provider", t.Provider)
+		case t.MaxDepth != nil && *t.MaxDepth < 0:
+			return bad(at+".maxDepth", "must be a non-negative integer, got %d", *t.MaxDepth)
+		case t.ToolFilter != nil && t.ToolFilter.Allow == nil && len(t.ToolFilter.Deny) == 0:
+			return bad(at+".toolFilter", "needs allow or deny")
+		}
+		name := cmp.Or(t.ToolName, "subagent")
+		if names[name] {
+			return bad(at, "tool name %q is used twice: give each instance its own toolName", name)
+		}
+		names[name] = true
+	}
+	return nil
 }
 
 // SessionsRoot returns where JSONL sessions are kept.
@@ -169,8 +310,9 @@ func (cfg Config) SessionsRoot(getenv func(string) string) (string, error) {
 	return jsonl.DefaultRoot(getenv)
 }
 
-// Build makes a runtime from cfg: JSONL sessions (or backend, when non-nil),
-// the configured model adapters, the built-in tools and the persona.
+// Build makes a runtime from cfg: JSONL sessions (or backend, when
+// non-nil), the model routes, the built-in and task tools, the subagent
+// providers and tools, and the persona.
 func (cfg Config) Build(ctx context.Context, log *slog.Logger, backend session.Backend, getenv func(string) string) (*dsh.Runtime, error) {
 	if backend == nil {
 		root, err := cfg.SessionsRoot(getenv)
@@ -179,21 +321,27 @@ func (cfg Config) Build(ctx context.Context, log *slog.Logger, backend session.B
 		}
 		backend = jsonl.New(root)
 	}
-	rt, err := dsh.New(dsh.Options{Logger: log, Backend: backend, Persona: cfg.Persona})
+	rt, err := dsh.New(dsh.Options{Logger: log, Backend: backend, Persona: cfg.Persona, MaxTasksPerOwner: cfg.Tasks.MaxPerOwner})
 	if err != nil {
 		return nil, err
 	}
-	for _, p := range cfg.Providers {
-		m, err := openai.New(openai.Config{Provider: p.Name, BaseURL: p.BaseURL, APIKeyEnv: p.APIKeyEnv, Model: p.Model,
-			MaxTokens: p.MaxTokens, IdleTimeout: p.IdleTimeout, MaxRetries: p.MaxRetries, Getenv: getenv, Logger: log})
+	for _, m := range cfg.Models {
+		model, err := openai.New(openai.Config{Provider: m.Name, BaseURL: m.BaseURL, APIKeyEnv: m.APIKeyEnv, Model: m.Model,
+			MaxTokens: m.MaxTokens, IdleTimeout: m.IdleTimeout, MaxRetries: m.MaxRetries, Getenv: getenv, Logger: log})
 		if err != nil {
-			return nil, fmt.Errorf("provider %s: %w", p.Name, err)
+			return nil, fmt.Errorf("model route %s: %w", m.Name, err)
 		}
-		if _, err := rt.LLM.Register(p.Name, m); err != nil {
+		if _, err := rt.LLM.Register(m.Name, model); err != nil {
 			return nil, err
 		}
 	}
 	if _, err := builtin.Register(rt.Tools, builtin.Options{BashTimeout: cfg.Tools.BashTimeout, OutputLimit: cfg.Tools.OutputLimit}); err != nil {
+		return nil, err
+	}
+	if _, err := task.Mount(rt.Tasks, rt.Tools, rt.Prompt, task.ToolOptions{MaxWakes: cfg.Tasks.MaxWakes}); err != nil {
+		return nil, err
+	}
+	if err := cfg.mountSubagents(rt); err != nil {
 		return nil, err
 	}
 	return rt, nil

@@ -50,7 +50,7 @@ func newRoot(stdout, stderr io.Writer, getenv func(string) string) *cobra.Comman
 	}
 	root.SetOut(stdout)
 	root.SetErr(stderr)
-	root.PersistentFlags().StringVar(&c.configPath, "config", "", "configuration file (default $DSH_HOME/config.yaml)")
+	root.PersistentFlags().StringVar(&c.configPath, "config", "", "configuration file (default $DSH_CONFIG, else $DSH_HOME/dsh.yaml)")
 	root.PersistentFlags().BoolVarP(&c.verbose, "verbose", "v", false, "log debug information to stderr")
 	root.AddCommand(c.runCmd(), c.demoCmd(), c.sessionsCmd())
 	return root

@@ -29,12 +29,7 @@ func (c *cli) runCmd() *cobra.Command {
 				return err
 			}
 			if provider != "" {
-				cfg.Agent.Provider, cfg.Agent.Model = provider, ""
-				for _, p := range cfg.Providers {
-					if p.Name == provider {
-						cfg.Agent.Model = p.Model
-					}
-				}
+				cfg.Agent.Provider, cfg.Agent.Model = provider, cfg.ModelOf(provider)
 			}
 			if model != "" {
 				cfg.Agent.Model = model
@@ -49,7 +44,7 @@ func (c *cli) runCmd() *cobra.Command {
 			return c.runPrompt(cmd.Context(), rt, cfg.Agent, cwd, strings.Join(args, " "))
 		},
 	}
-	cmd.Flags().StringVar(&provider, "provider", "", "model provider (a configured provider name)")
+	cmd.Flags().StringVar(&provider, "provider", "", "model route (a configured model name)")
 	cmd.Flags().StringVarP(&model, "model", "m", "", "model id")
 	cmd.Flags().StringVar(&cwd, "cwd", "", "working directory of the agent (default: the current directory)")
 	return cmd
@@ -57,9 +52,9 @@ func (c *cli) runCmd() *cobra.Command {
 
 // checkKey fails fast, naming the variable, when the route's key is unset.
 func (c *cli) checkKey(cfg config.Config) error {
-	for _, p := range cfg.Providers {
-		if p.Name == cfg.Agent.Provider && strings.TrimSpace(c.getenv(p.APIKeyEnv)) == "" {
-			return fmt.Errorf("%s is not set: export it to use provider %q, or try the offline `dsh demo`", p.APIKeyEnv, p.Name)
+	for _, m := range cfg.Models {
+		if m.Name == cfg.Agent.Provider && strings.TrimSpace(c.getenv(m.APIKeyEnv)) == "" {
+			return fmt.Errorf("%s is not set: export it to use model route %q, or try the offline `dsh demo`", m.APIKeyEnv, m.Name)
 		}
 	}
 	return nil

@@ -1,0 +1,245 @@
+package task
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+
+	"github.com/dsh-go/dsh/agent"
+	"github.com/dsh-go/dsh/content"
+	"github.com/dsh-go/dsh/event"
+	"github.com/dsh-go/dsh/prompt"
+	"github.com/dsh-go/dsh/session"
+	"github.com/dsh-go/dsh/tool"
+)
+
+// ToolOptions configure the task tools.
+type ToolOptions struct {
+	WaitTimeout    time.Duration // task_output's default wait (default 30s)
+	MaxWaitTimeout time.Duration // cap on timeout_ms (default 10m)
+	OutputLimit    int           // bytes of output a read returns, tail kept (default 30000)
+	MaxWakes       int           // consecutive turns notices may open (default 3)
+}
+
+func (o *ToolOptions) defaults() {
+	if o.WaitTimeout <= 0 {
+		o.WaitTimeout = 30 * time.Second
+	}
+	if o.MaxWaitTimeout <= 0 {
+		o.MaxWaitTimeout = 10 * time.Minute
+	}
+	if o.OutputLimit <= 0 {
+		o.OutputLimit = 30000
+	}
+	if o.MaxWakes <= 0 {
+		o.MaxWakes = 3
+	}
+}
+
+// GuidanceSection is the prompt section the task tools add.
+const GuidanceSection = "tool:tasks"
+
+// NoticePlugin is the plugin source of completion notices.
+const NoticePlugin = "task"
+
+// Mount registers task_list, task_output and task_kill, their prompt
+// guidance, and the delivery of completion notices to owners. It returns
+// the disposer of all of it.
+func Mount(r *Runtime, tools *tool.Registry, prompts *prompt.Registry, opts ToolOptions) (dispose func(), err error) {
+	opts.defaults()
+	var disposers []func()
+	undo := func() {
+		for i := len(disposers) - 1; i >= 0; i-- {
+			disposers[i]()
+		}
+	}
+	for _, def := range []tool.Definition{listTool(r), outputTool(r, opts), killTool(r)} {
+		d, err := tools.Register(def)
+		if err != nil {
+			undo()
+			return nil, err
+		}
+		disposers = append(disposers, d)
+	}
+	d, err := prompts.Section(prompt.Section{Name: GuidanceSection, Order: 106, Text: "Background tasks: keep track of the ids of " +
+		"tasks you start. Don't poll them in a loop; you are told when one finishes. Collect the output of every task that " +
+		"matters with task_output before your final answer, and stop tasks that no longer matter with task_kill."})
+	if err != nil {
+		undo()
+		return nil, err
+	}
+	disposers = append(disposers, d, event.On(r.bus, func(e Done) { deliver(r.log, e, opts) }))
+	return undo, nil
+}
+
+func caller(call tool.Call) (*agent.Agent, error) {
+	a, ok := call.Caller.(*agent.Agent)
+	if !ok || a == nil {
+		return nil, tool.Errorf(tool.CodeFailed, "task tools require a calling agent")
+	}
+	return a, nil
+}
+
+func status(s Snapshot) string {
+	if s.Detail != "" {
+		return fmt.Sprintf("[status: %s, %s]", s.Status, s.Detail)
+	}
+	return fmt.Sprintf("[status: %s]", s.Status)
+}
+
+func listTool(r *Runtime) tool.Definition {
+	return tool.Func("task_list", "List your background tasks: one line each with id, kind, status and label.", true,
+		func(ctx context.Context, call tool.Call, _ struct{}) (tool.Result, error) {
+			a, err := caller(call)
+			if err != nil {
+				return tool.Result{}, err
+			}
+			var lines []string
+			for _, s := range r.List(a) {
+				lines = append(lines, fmt.Sprintf("%s [%s] %s — %s", s.ID, s.Kind, s.Status, s.Label))
+			}
+			if len(lines) == 0 {
+				return tool.TextResult("(no background tasks)"), nil
+			}
+			return tool.TextResult(strings.Join(lines, "\n")), nil
+		})
+}
+
+type outputArgs struct {
+	TaskID    string `json:"task_id" jsonschema:"the id of the task"`
+	Wait      bool   `json:"wait,omitempty" jsonschema:"wait for the task to finish, up to timeout_ms"`
+	TimeoutMS int    `json:"timeout_ms,omitempty" jsonschema:"how long to wait, in milliseconds"`
+}
+
+func outputTool(r *Runtime, opts ToolOptions) tool.Definition {
+	desc := fmt.Sprintf("Read a background task's output and status. With wait, block until it finishes or timeout_ms "+
+		"passes (default %d, at most %d); a timed-out wait leaves the task running.", opts.WaitTimeout.Milliseconds(), opts.MaxWaitTimeout.Milliseconds())
+	return tool.Func("task_output", desc, true, func(ctx context.Context, call tool.Call, args outputArgs) (tool.Result, error) {
+		a, err := caller(call)
+		if err != nil {
+			return tool.Result{}, err
+		}
+		if args.TimeoutMS < 0 {
+			return tool.Result{}, tool.Errorf(tool.CodeInvalidArgs, "timeout_ms must not be negative")
+		}
+		if args.Wait {
+			timeout := opts.WaitTimeout
+			if args.TimeoutMS > 0 {
+				timeout = min(time.Duration(args.TimeoutMS)*time.Millisecond, opts.MaxWaitTimeout)
+			}
+			if _, err := r.Wait(ctx, args.TaskID, a, timeout); err != nil {
+				return tool.Result{}, err
+			}
+		}
+		out, snap, err := r.Read(args.TaskID, a)
+		if err != nil {
+			return tool.Result{}, err
+		}
+		text := tail(out.Output, opts.OutputLimit)
+		if text == "" {
+			text = "(no new output)"
+		}
+		return tool.Result{Content: []content.Block{content.Text(text + "\n" + status(snap))}, Meta: out.Meta}, nil
+	})
+}
+
+type killArgs struct {
+	TaskID string `json:"task_id" jsonschema:"the id of the task"`
+	Reason string `json:"reason,omitempty" jsonschema:"why it is no longer needed"`
+}
+
+func killTool(r *Runtime) tool.Definition {
+	return tool.Func("task_kill", "Stop a background task that no longer matters.", true,
+		func(ctx context.Context, call tool.Call, args killArgs) (tool.Result, error) {
+			a, err := caller(call)
+			if err != nil {
+				return tool.Result{}, err
+			}
+			finished, snap, err := r.Kill(args.TaskID, a, args.Reason)
+			if err != nil {
+				return tool.Result{}, err
+			}
+			if finished {
+				return tool.TextResult(fmt.Sprintf("task %s had already finished %s", snap.ID, status(snap))), nil
+			}
+			return tool.TextResult("requested cancellation of task " + snap.ID), nil
+		})
+}
+
+// tail keeps the last limit bytes of s, on a rune boundary.
+func tail(s string, limit int) string {
+	if len(s) <= limit {
+		return s
+	}
+	cut := len(s) - limit
+	for cut < len(s) && s[cut]&0xC0 == 0x80 {
+		cut++
+	}
+	return fmt.Sprintf("[… %d bytes omitted …]\n%s", cut, s[cut:])
+}
+
+// Notice returns the completion notice of a task.
+func Notice(s Snapshot) content.Message {
+	text := fmt.Sprintf("background task %s (%s: %s) finished %s. Read its output with task_output.", s.ID, s.Kind, s.Label, status(s))
+	m := content.UserText(text)
+	m.Source = content.Source{Kind: content.SourcePlugin, Plugin: NoticePlugin, Form: "notice"}
+	return m
+}
+
+// deliver tells a task's owner that it finished: an idle owner is woken with
+// a new turn unless it already was woken MaxWakes times since its last user
+// message; otherwise the notice joins its next step.
+func deliver(log *slog.Logger, e Done, opts ToolOptions) {
+	owner := e.Owner
+	if owner == nil || owner.Disposed() {
+		return
+	}
+	msg := Notice(e.Task)
+	var err error
+	if owner.Status() == agent.StatusIdle && wakesSinceUser(owner.Session().Events()) < opts.MaxWakes {
+		err = owner.Followup(msg)
+	} else {
+		err = owner.Inject(msg)
+	}
+	if err != nil && !errors.Is(err, &agent.Error{Code: agent.CodeDisposed}) {
+		log.Warn("task: completion notice not delivered", "task", e.Task.ID, "owner", owner.ID(), "err", err)
+	}
+}
+
+// wakesSinceUser counts the turns that task notices opened since the last
+// turn a user message opened.
+func wakesSinceUser(events []session.Event) int {
+	wakes := 0
+	for i := len(events) - 1; i >= 0; i-- {
+		m, ok := events[i].Data.(content.Message)
+		if !ok || events[i].Type != session.TypeUserMessage {
+			continue
+		}
+		switch {
+		case m.Source.Kind == content.SourceUser:
+			return wakes
+		case m.Source.Plugin == NoticePlugin && i > 0 && opensTurn(events, i):
+			wakes++
+		}
+	}
+	return wakes
+}
+
+// opensTurn reports whether the user message at i is the first input of a turn.
+func opensTurn(events []session.Event, i int) bool {
+	for j := i - 1; j >= 0; j-- {
+		switch events[j].Type {
+		case session.TypeStepStart:
+			s := events[j].Data.(session.Step)
+			return s.Step == 1
+		case session.TypeUserMessage:
+			continue
+		default:
+			return false
+		}
+	}
+	return false
+}
