@@ -40,6 +40,7 @@ func scan(events []Event) (logState, error) {
 					return st, fmt.Errorf("event %d: step/start outside a turn or inside an open step", i)
 				}
 				st.step, st.lastStep = d.Step, d.Step
+				clear(st.started) // call ids may repeat across steps
 			} else {
 				if st.step == 0 {
 					return st, fmt.Errorf("event %d: step/end without an open step", i)
@@ -131,6 +132,10 @@ func closers(events []Event) ([]Event, error) {
 	for i := range out {
 		out[i].Seq = last.Seq + 1 + int64(i)
 		out[i].Time = last.Time
+		if r, ok := out[i].Data.(ToolResult); ok { // deterministic, so every repair agrees
+			r.Message.ID = fmt.Sprintf("repair-%d", out[i].Seq)
+			out[i].Data = r
+		}
 	}
 	return out, nil
 }

@@ -154,6 +154,18 @@ var knownRaw = map[string]bool{
 	"approval/policy": true, "approval/asked": true, "approval/decided": true,
 }
 
+// knownType reports whether t is an event type of the core vocabulary;
+// events of other types are appended as ignorable, so that a reader that
+// does not know them can still load the log.
+func knownType(t string) bool {
+	switch t {
+	case TypeTurnStart, TypeTurnEnd, TypeStepStart, TypeStepEnd, TypeUserMessage, TypeAssistantChunk,
+		TypeAssistantMessage, TypeToolCall, TypeToolResult, TypeRequestHeader, TypeLLMRetry, TypeInboxSpliced, TypeEndSeed:
+		return true
+	}
+	return knownRaw[t]
+}
+
 // decodeData decodes the payload of an event of type t. Unknown types decode
 // to json.RawMessage with known=false.
 func decodeData(t string, raw json.RawMessage) (data any, known bool, err error) {

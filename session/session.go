@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"path/filepath"
 	"slices"
 	"sync"
@@ -55,7 +56,7 @@ type wireEvent struct {
 	Data            json.RawMessage `json:"data"`
 	Ignorable       bool            `json:"ignorable,omitempty"`
 	SurfaceOp       string          `json:"surfaceOp,omitempty"`
-	SourceEventSeqs []int64         `json:"sourceEventSeqs,omitempty"`
+	SourceEventSeqs []int64         `json:"sourceEventSeqs,omitzero"`
 }
 
 // MarshalJSON writes the event envelope {type, seq, time, data, …}.
@@ -202,7 +203,7 @@ func (s *Session) Append(typ string, data any, sourceSeqs ...int64) (Event, erro
 		s.mu.Unlock()
 		return Event{}, errorf(CodeClosed, "append %s to closed session %s", typ, s.header.ID)
 	}
-	e := Event{Seq: int64(len(s.events)), Time: time.Now().UnixMilli(), Type: typ, Data: data}
+	e := Event{Seq: int64(len(s.events)), Time: time.Now().UnixMilli(), Type: typ, Data: data, Ignorable: !knownType(typ)}
 	if isSurface(typ) {
 		e.SurfaceOp = "append"
 		e.SourceEventSeqs = sourceSeqs
@@ -270,7 +271,11 @@ func (s *Session) publish() {
 }
 
 func deliver(o *observer, e Event) {
-	defer func() { _ = recover() }() // an observer cannot affect the appender
+	defer func() {
+		if r := recover(); r != nil { // an observer cannot affect the appender
+			slog.Error("session observer panicked", "event", e.Type, "seq", e.Seq, "panic", r)
+		}
+	}()
 	o.fn(e)
 }
 
@@ -311,11 +316,15 @@ func (s *Session) Flush() error {
 	return s.writeErr
 }
 
-// close flushes, closes the persister and refuses further appends.
+// close refuses further appends, flushes, and closes the persister.
 func (s *Session) close() error {
-	err := s.Flush()
 	s.mu.Lock()
 	s.closed = true
+	s.mu.Unlock()
+	err := s.Flush()
+	s.ioMu.Lock()
+	defer s.ioMu.Unlock()
+	s.mu.Lock()
 	p := s.persister
 	s.persister = nil
 	s.mu.Unlock()

@@ -1,6 +1,7 @@
 package session
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"slices"
@@ -175,10 +176,12 @@ func (st *Store) Load(ctx context.Context, id string) (*Session, func() error, e
 		p.Close()
 		return nil, nil, err
 	}
+	detach := st.detacher(s)
 	if err := s.Flush(); err != nil {
+		detach()
 		return nil, nil, err
 	}
-	return s, st.detacher(s), nil
+	return s, detach, nil
 }
 
 // Read returns a stored session's header and events, repaired in memory
@@ -225,6 +228,6 @@ func (st *Store) List() ([]Header, error) {
 	if err != nil {
 		return nil, err
 	}
-	slices.SortFunc(hs, func(a, b Header) int { return int(b.CreatedAt - a.CreatedAt) })
+	slices.SortFunc(hs, func(a, b Header) int { return cmp.Compare(b.CreatedAt, a.CreatedAt) })
 	return hs, nil
 }

@@ -1,0 +1,412 @@
+// Package jsonl stores sessions as JSON Lines files, one per session, at
+// <root>/<project-key>/<encoded-id>/session.jsonl: the header record on line
+// 1, then one event per line. A file is created at the session's first
+// Append and is only ever appended to. Writes are not fsynced: a log survives
+// a process crash intact, and the torn last line a system crash can leave is
+// dropped on load.
+package jsonl
+
+import (
+	"bufio"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sync"
+
+	"github.com/dsh-go/dsh/session"
+)
+
+// Backend is a session.Backend over a directory tree. It is safe for
+// concurrent use; each persister it returns serves one session.
+type Backend struct {
+	root  string
+	write func(f *os.File, b []byte) (int, error) // test hook; nil means f.Write
+}
+
+var _ session.Backend = (*Backend)(nil)
+
+// New returns a backend storing sessions under root, typically
+// DefaultRoot's result. The directory is created when first needed.
+func New(root string) *Backend { return &Backend{root: root} }
+
+// DefaultRoot returns $DSH_HOME/sessions, where DSH_HOME defaults to ~/.dsh.
+// getenv looks up environment variables (os.Getenv when nil).
+func DefaultRoot(getenv func(string) string) (string, error) {
+	if getenv == nil {
+		getenv = os.Getenv
+	}
+	home := getenv("DSH_HOME")
+	if home == "" {
+		dir, err := os.UserHomeDir()
+		if err != nil {
+			return "", fmt.Errorf("jsonl: default root: %w", err)
+		}
+		home = filepath.Join(dir, ".dsh")
+	}
+	return filepath.Join(home, "sessions"), nil
+}
+
+// Path returns the file a session with header h is written to.
+func (b *Backend) Path(h session.Header) string {
+	return filepath.Join(b.root, ProjectKey(h.Cwd), EncodeID(h.ID), FileName)
+}
+
+// headerRecord is line 1 of a session file.
+type headerRecord struct {
+	Type string `json:"type"` // always recordType
+	session.Header
+}
+
+const recordType = "session"
+
+// Create implements session.Backend. It refuses an id already stored
+// anywhere under the root; the file appears at the first Append.
+func (b *Backend) Create(h session.Header) (session.Persister, error) {
+	if h.ID == "" {
+		return nil, &session.Error{Code: session.CodeInvalidHeader, Msg: "jsonl: header has no id"}
+	}
+	switch path, err := b.find(h.ID); {
+	case err == nil:
+		return nil, &session.Error{Code: session.CodeExists, Msg: fmt.Sprintf("session %s is already stored at %s", h.ID, path)}
+	case !errors.Is(err, &session.Error{Code: session.CodeNotFound}):
+		return nil, err
+	}
+	return &persister{b: b, path: b.Path(h), header: h}, nil
+}
+
+// find returns the file of session id, scanning every project directory.
+func (b *Backend) find(id string) (string, error) {
+	if id != "" {
+		enc := EncodeID(id)
+		dirs, err := os.ReadDir(b.root)
+		if err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return "", fmt.Errorf("jsonl: %w", err)
+		}
+		for _, d := range dirs {
+			path := filepath.Join(b.root, d.Name(), enc, FileName)
+			if _, err := os.Stat(path); err == nil {
+				return path, nil
+			}
+		}
+	}
+	return "", &session.Error{Code: session.CodeNotFound, Msg: fmt.Sprintf("no stored session %q under %s", id, b.root)}
+}
+
+// Load implements session.Backend. A torn last line is dropped and cut from
+// the file; any other unreadable line, an unsupported version, an unknown
+// required event type or a structurally broken log is refused with an error
+// naming the file (and line). The persister appends after the kept content.
+func (b *Backend) Load(id string) (session.Header, []session.Event, session.Persister, error) {
+	path, err := b.find(id)
+	if err != nil {
+		return session.Header{}, nil, nil, err
+	}
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_APPEND, 0)
+	if err != nil {
+		return session.Header{}, nil, nil, fmt.Errorf("jsonl: %w", err)
+	}
+	h, events, size, err := readLog(f, path, id)
+	if err != nil {
+		f.Close()
+		return session.Header{}, nil, nil, err
+	}
+	return h, events, &persister{b: b, path: path, header: h, f: f, size: size, next: int64(len(events))}, nil
+}
+
+// readLog reads a whole session file and repairs its tail: a torn last line
+// is truncated away, and a newline is added after a last line lacking one.
+// It returns the size of the kept content.
+func readLog(f *os.File, path, id string) (h session.Header, events []session.Event, size int64, err error) {
+	lr := lineReader{r: bufio.NewReaderSize(f, 64<<10)}
+	line, err := lr.next()
+	switch {
+	case err == io.EOF:
+		return h, nil, 0, corrupt(path, 1, errors.New("no header record"))
+	case err != nil:
+		return h, nil, 0, fmt.Errorf("jsonl: %w", err)
+	}
+	if h, err = parseHeader(line, path); err != nil {
+		return h, nil, 0, err
+	}
+	if h.ID != id {
+		return h, nil, 0, corrupt(path, 1, fmt.Errorf("header id %q, want %q", h.ID, id))
+	}
+	size = int64(len(line))
+	endsNL := line[len(line)-1] == '\n'
+	torn := false
+	for n := 2; ; n++ {
+		if line, err = lr.next(); err == io.EOF {
+			break
+		} else if err != nil {
+			return h, nil, 0, fmt.Errorf("jsonl: %w", err)
+		}
+		var e session.Event
+		if err := e.UnmarshalJSON(line); err != nil {
+			if !json.Valid(line) && lr.atEOF() {
+				torn = true
+				break
+			}
+			return h, nil, 0, corrupt(path, n, err)
+		}
+		if e.Seq != int64(len(events)) {
+			return h, nil, 0, corrupt(path, n, fmt.Errorf("event has seq %d, want %d", e.Seq, len(events)))
+		}
+		events = append(events, e)
+		size += int64(len(line))
+		endsNL = line[len(line)-1] == '\n'
+	}
+	if _, err := session.Repair(events); err != nil {
+		return h, nil, 0, &session.Error{Code: session.CodeCorrupt, Msg: fmt.Sprintf("%s: %v", path, err)}
+	}
+	if torn {
+		if err := f.Truncate(size); err != nil {
+			return h, nil, 0, fmt.Errorf("jsonl: drop torn last line: %w", err)
+		}
+	} else if !endsNL {
+		if _, err := f.Write([]byte{'\n'}); err != nil {
+			return h, nil, 0, fmt.Errorf("jsonl: end last line: %w", err)
+		}
+		size++
+	}
+	return h, events, size, nil
+}
+
+// parseHeader decodes line 1 of the file at path.
+func parseHeader(line []byte, path string) (session.Header, error) {
+	var rec headerRecord
+	if err := json.Unmarshal(line, &rec); err != nil {
+		return session.Header{}, corrupt(path, 1, err)
+	}
+	if rec.Type != recordType {
+		return session.Header{}, corrupt(path, 1, fmt.Errorf("record type %q, want %q", rec.Type, recordType))
+	}
+	if rec.Version != session.FormatVersion {
+		return session.Header{}, &session.Error{Code: session.CodeFormat,
+			Msg: fmt.Sprintf("%s: unsupported format version %d", path, rec.Version)}
+	}
+	return rec.Header, nil
+}
+
+// corrupt reports an unreadable line. A *session.Error cause keeps its code.
+func corrupt(path string, line int, err error) error {
+	code, msg := session.CodeCorrupt, err.Error()
+	if se := (*session.Error)(nil); errors.As(err, &se) {
+		code, msg = se.Code, se.Msg
+	}
+	return &session.Error{Code: code, Msg: fmt.Sprintf("%s:%d: %s", path, line, msg)}
+}
+
+// lineReader reads lines of any length.
+type lineReader struct {
+	r    *bufio.Reader
+	long []byte // backs lines longer than the reader's buffer
+}
+
+// next returns the next line with its '\n', if any, or io.EOF. The line is
+// valid until the following call.
+func (lr *lineReader) next() ([]byte, error) {
+	line, err := lr.r.ReadSlice('\n')
+	if err == bufio.ErrBufferFull {
+		lr.long = append(lr.long[:0], line...)
+		for err == bufio.ErrBufferFull {
+			line, err = lr.r.ReadSlice('\n')
+			lr.long = append(lr.long, line...)
+		}
+		line = lr.long
+	}
+	if err == io.EOF && len(line) > 0 {
+		err = nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	return line, nil
+}
+
+// atEOF reports whether no line follows. It may invalidate the last line.
+func (lr *lineReader) atEOF() bool {
+	_, err := lr.r.Peek(1)
+	return err == io.EOF
+}
+
+// List implements session.Backend: it reads line 1 of every session file.
+// Unreadable files are skipped with a warning.
+func (b *Backend) List() ([]session.Header, error) {
+	projects, err := os.ReadDir(b.root)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	} else if err != nil {
+		return nil, fmt.Errorf("jsonl: %w", err)
+	}
+	var hs []session.Header
+	for _, p := range projects {
+		if !p.IsDir() {
+			continue
+		}
+		dirs, err := os.ReadDir(filepath.Join(b.root, p.Name()))
+		if err != nil {
+			slog.Warn("jsonl: skipping unreadable project directory", "dir", p.Name(), "err", err)
+			continue
+		}
+		for _, d := range dirs {
+			path := filepath.Join(b.root, p.Name(), d.Name(), FileName)
+			h, err := readHeader(path)
+			if errors.Is(err, fs.ErrNotExist) {
+				continue
+			}
+			if err == nil && EncodeID(h.ID) != d.Name() {
+				err = fmt.Errorf("header id %q does not match its directory", h.ID)
+			}
+			if err != nil {
+				slog.Warn("jsonl: skipping unreadable session", "path", path, "err", err)
+				continue
+			}
+			hs = append(hs, h)
+		}
+	}
+	return hs, nil
+}
+
+func readHeader(path string) (session.Header, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return session.Header{}, err
+	}
+	defer f.Close()
+	lr := lineReader{r: bufio.NewReader(f)}
+	line, err := lr.next()
+	if err == io.EOF {
+		return session.Header{}, corrupt(path, 1, errors.New("no header record"))
+	} else if err != nil {
+		return session.Header{}, err
+	}
+	return parseHeader(line, path)
+}
+
+// persister appends one session's events to its file.
+type persister struct {
+	b      *Backend
+	path   string
+	header session.Header
+
+	mu     sync.Mutex
+	f      *os.File // nil until the first Append creates the file
+	size   int64    // bytes of intact content
+	next   int64    // seq the next event must carry
+	buf    []byte
+	closed bool
+	broken error // sticky: a failed write could not be rolled back
+}
+
+// Append writes events as one write call, creating the file (header first)
+// on first use. A failed write is rolled back, so the file keeps only whole
+// lines and a later Append may succeed.
+func (p *persister) Append(events []session.Event) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	switch {
+	case p.closed:
+		return &session.Error{Code: session.CodeClosed, Msg: "jsonl: append to closed " + p.path}
+	case p.broken != nil:
+		return p.broken
+	case len(events) == 0:
+		return nil
+	}
+	buf := p.buf[:0]
+	if p.f == nil {
+		b, err := json.Marshal(headerRecord{Type: recordType, Header: p.header})
+		if err != nil {
+			return fmt.Errorf("jsonl: %s: %w", p.path, err)
+		}
+		buf = append(append(buf, b...), '\n')
+	}
+	for i, e := range events {
+		if want := p.next + int64(i); e.Seq != want {
+			return fmt.Errorf("jsonl: %s: event has seq %d, want %d", p.path, e.Seq, want)
+		}
+		b, err := e.MarshalJSON()
+		if err != nil {
+			return fmt.Errorf("jsonl: %s: %w", p.path, err)
+		}
+		buf = append(append(buf, b...), '\n')
+	}
+	if cap(buf) <= 1<<20 {
+		p.buf = buf[:0]
+	}
+	created := p.f == nil
+	if created {
+		if err := p.create(); err != nil {
+			return err
+		}
+	}
+	if err := p.write(buf); err != nil {
+		return p.rollback(created, err)
+	}
+	p.size += int64(len(buf))
+	p.next += int64(len(events))
+	return nil
+}
+
+func (p *persister) create() error {
+	if err := os.MkdirAll(filepath.Dir(p.path), 0o700); err != nil {
+		return fmt.Errorf("jsonl: %w", err)
+	}
+	f, err := os.OpenFile(p.path, os.O_WRONLY|os.O_CREATE|os.O_EXCL|os.O_APPEND, 0o600)
+	if errors.Is(err, fs.ErrExist) {
+		return &session.Error{Code: session.CodeExists, Msg: fmt.Sprintf("session %s is already stored at %s", p.header.ID, p.path)}
+	} else if err != nil {
+		return fmt.Errorf("jsonl: %w", err)
+	}
+	p.f = f
+	return nil
+}
+
+func (p *persister) write(b []byte) error {
+	write := p.b.write
+	if write == nil {
+		write = (*os.File).Write
+	}
+	n, err := write(p.f, b)
+	if err == nil && n < len(b) {
+		err = io.ErrShortWrite
+	}
+	return err
+}
+
+// rollback undoes a failed write: a file this write created is removed,
+// otherwise the file is cut back to its intact size.
+func (p *persister) rollback(created bool, err error) error {
+	err = fmt.Errorf("jsonl: write %s: %w", p.path, err)
+	var undo error
+	if created {
+		p.f.Close()
+		p.f = nil
+		undo = os.Remove(p.path)
+	} else {
+		undo = p.f.Truncate(p.size)
+	}
+	if undo != nil {
+		p.broken = fmt.Errorf("%w; rollback failed, file left unusable: %w", err, undo)
+		return p.broken
+	}
+	return err
+}
+
+// Close closes the file. It is idempotent.
+func (p *persister) Close() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		return nil
+	}
+	p.closed = true
+	if p.f == nil {
+		return nil
+	}
+	return p.f.Close()
+}
