@@ -12,6 +12,9 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/goccy/go-yaml"
@@ -153,13 +156,30 @@ func Parse(name string, data []byte, getenv func(string) string) (Config, error)
 	cfg := Default(getenv)
 	var file Config
 	if err := yaml.NewDecoder(bytes.NewReader(data), yaml.Strict()).Decode(&file); err != nil {
-		return cfg, fmt.Errorf("config %s: %s", name, yaml.FormatError(err, false, false))
+		return cfg, fmt.Errorf("config %s: %s", name, withSourceLine(data, yaml.FormatError(err, false, false)))
 	}
 	cfg, verr := cfg.merge(file)
 	if verr != nil {
 		return cfg, fmt.Errorf("config %s: %w", name, locate(data, verr))
 	}
 	return cfg, nil
+}
+
+var position = regexp.MustCompile(`^\[(\d+):\d+\] `)
+
+// withSourceLine appends the offending source line to a decoder message
+// that starts with its [line:column] position, so the key is named.
+func withSourceLine(data []byte, msg string) string {
+	m := position.FindStringSubmatch(msg)
+	if m == nil {
+		return msg
+	}
+	n, _ := strconv.Atoi(m[1])
+	lines := strings.Split(string(data), "\n")
+	if n < 1 || n > len(lines) {
+		return msg
+	}
+	return fmt.Sprintf("%s (at %q)", strings.TrimSpace(msg), strings.TrimSpace(lines[n-1]))
 }
 
 // fieldError is a bad value at a YAML path.

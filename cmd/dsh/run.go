@@ -15,6 +15,7 @@ import (
 	"github.com/dsh-go/dsh/config"
 	"github.com/dsh-go/dsh/content"
 	"github.com/dsh-go/dsh/session"
+	"github.com/dsh-go/dsh/subagent"
 )
 
 func (c *cli) runCmd() *cobra.Command {
@@ -41,7 +42,7 @@ func (c *cli) runCmd() *cobra.Command {
 			if err := c.checkKey(cfg); err != nil {
 				return err
 			}
-			return c.runPrompt(cmd.Context(), rt, cfg.Agent, cwd, strings.Join(args, " "))
+			return c.runTurns(cmd.Context(), rt, cfg.Agent, cwd, strings.Join(args, " "))
 		},
 	}
 	cmd.Flags().StringVar(&provider, "provider", "", "model route (a configured model name)")
@@ -60,9 +61,10 @@ func (c *cli) checkKey(cfg config.Config) error {
 	return nil
 }
 
-// runPrompt runs one turn of a new top-level agent, streaming its text to
-// stdout and its tool activity to stderr.
-func (c *cli) runPrompt(ctx context.Context, rt *dsh.Runtime, opts agent.Options, cwd, text string) error {
+// runTurns runs each text as one turn of a new top-level agent, streaming
+// its text to stdout and its tool and child activity to stderr. It stops at
+// the first turn that does not complete.
+func (c *cli) runTurns(ctx context.Context, rt *dsh.Runtime, opts agent.Options, cwd string, texts ...string) error {
 	defer rt.Close(context.Background())
 	if cwd == "" {
 		wd, err := os.Getwd()
@@ -76,15 +78,27 @@ func (c *cli) runPrompt(ctx context.Context, rt *dsh.Runtime, opts agent.Options
 		return err
 	}
 	p := &printer{out: c.stdout, info: c.stderr}
-	stopObserving := a.Session().Observe(p.event)
-	end, err := a.Run(ctx, content.UserText(text))
-	stopObserving()
-	p.finish()
-	if err != nil {
-		return err
+	defer a.Session().Observe(p.event)()
+	defer watchChildren(rt.Events, c.stderr)()
+	for _, text := range texts {
+		if len(texts) > 1 {
+			fmt.Fprintf(c.stderr, "> %s\n", text)
+		}
+		end, err := a.Run(ctx, content.UserText(text))
+		p.finish()
+		if err != nil {
+			return err
+		}
+		if err := endError(end); err != nil {
+			return err
+		}
 	}
-	fmt.Fprintf(c.stderr, "[session %s · %s]\n", a.ID(), usageLine(a.Usage()))
-	return endError(end)
+	var total content.Usage
+	for _, u := range subagent.UsageFromEvents(a.Session().Events()) {
+		total = total.Add(u)
+	}
+	fmt.Fprintf(c.stderr, "[session %s · %s, children included]\n", a.ID(), usageLine(total))
+	return nil
 }
 
 // endError turns a turn end other than completed into a one-line error.

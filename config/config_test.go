@@ -1,0 +1,126 @@
+package config_test
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/dsh-go/dsh/config"
+	"github.com/dsh-go/dsh/session"
+)
+
+func env(vars map[string]string) func(string) string {
+	return func(k string) string { return vars[k] }
+}
+
+func TestDefaults(t *testing.T) {
+	cfg, err := config.Load("", env(map[string]string{"DSH_HOME": t.TempDir()}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Agent.Provider != "deepseek" || cfg.Agent.Model != "deepseek-chat" || len(cfg.Models) != 1 || cfg.Models[0].APIKeyEnv != "DEEPSEEK_API_KEY" {
+		t.Fatalf("defaults %+v", cfg)
+	}
+	rt, err := cfg.Build(context.Background(), nil, session.NewMemoryBackend(), env(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rt.Close(context.Background())
+	if got := rt.Subagents.Names(); !slices.Equal(got, []string{"spawn", "fork"}) {
+		t.Fatalf("providers %v", got)
+	}
+	for _, name := range []string{"subagent", "subagent_fork", "task_list", "task_output", "task_kill", "bash", "read_file"} {
+		if !slices.Contains(rt.Tools.Names(), name) {
+			t.Errorf("default composition lacks tool %s (has %v)", name, rt.Tools.Names())
+		}
+	}
+}
+
+func TestFileOverDefaults(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "dsh.yaml")
+	os.WriteFile(path, []byte(`
+agent:
+  provider: local
+models:
+  - name: local
+    baseURL: http://127.0.0.1:8080/v1
+    apiKeyEnv: LOCAL_KEY
+    model: qwen
+persona: "Be brief."
+subagents:
+  providers:
+    - name: spawn
+    - name: child
+      kind: fork
+  tools:
+    - provider: spawn
+      maxDepth: 1
+      toolFilter: {deny: [bash]}
+    - provider: child
+      toolName: subagent_fork
+      enableRunInBackground: false
+`), 0o644)
+	cfg, err := config.Load("", env(map[string]string{"DSH_CONFIG": path}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Agent.Provider != "local" || cfg.Agent.Model != "qwen" || len(cfg.Models) != 2 || cfg.Persona != "Be brief." {
+		t.Fatalf("cfg %+v", cfg)
+	}
+	rt, err := cfg.Build(context.Background(), nil, session.NewMemoryBackend(), env(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rt.Close(context.Background())
+	if got := rt.Subagents.Names(); !slices.Equal(got, []string{"spawn", "child"}) {
+		t.Fatalf("providers %v", got)
+	}
+	if p, _ := rt.Subagents.Provider("child"); !p.InheritsParentContext() {
+		t.Fatal("provider child should be a fork")
+	}
+}
+
+// Every invalid key or value is an error naming the key and its line.
+func TestBadConfig(t *testing.T) {
+	for _, tc := range []struct {
+		name, yaml string
+		want       []string
+	}{
+		{"unknown key", "agent:\n  provder: x\n", []string{"provder", "[2:"}},
+		{"unknown top-level key", "modles: []\n", []string{"modles", "[1:"}},
+		{"wrong type", "tools:\n  outputLimit: lots\n", []string{"outputLimit", "[2:"}},
+		{"model without key variable", "models:\n  - name: x\n    baseURL: http://h\n", []string{"line 2", "apiKeyEnv"}},
+		{"unknown route", "agent:\n  provider: nowhere\n", []string{"line 2", "agent.provider", "nowhere"}},
+		{"negative maxDepth", "subagents:\n  providers: [{name: spawn}]\n  tools:\n    - provider: spawn\n      maxDepth: -2\n",
+			[]string{"line 5", "maxDepth", "-2"}},
+		{"tool on undeclared provider", "subagents:\n  providers: [{name: spawn}]\n  tools:\n    - provider: acp\n",
+			[]string{"line 4", "provider", `"acp"`}},
+		{"duplicate tool name", "subagents:\n  providers: [{name: spawn}, {name: fork}]\n  tools:\n    - provider: spawn\n    - provider: fork\n",
+			[]string{"line 5", `"subagent" is used twice`}},
+		{"unknown provider kind", "subagents:\n  providers:\n    - name: x\n      kind: teleport\n", []string{"line 3", "teleport"}},
+		{"empty tool filter", "subagents:\n  providers: [{name: spawn}]\n  tools:\n    - provider: spawn\n      toolFilter: {}\n",
+			[]string{"line 5", "toolFilter", "allow or deny"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := config.Parse("dsh.yaml", []byte(tc.yaml), env(nil))
+			if err == nil {
+				t.Fatal("accepted")
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q lacks %q", err, w)
+				}
+			}
+		})
+	}
+}
+
+func TestExplicitMissingFileIsAnError(t *testing.T) {
+	if _, err := config.Load(filepath.Join(t.TempDir(), "nope.yaml"), env(nil)); err == nil {
+		t.Fatal("a missing explicit config file was ignored")
+	}
+}
