@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"sync"
 	"syscall"
 
 	"github.com/spf13/cobra"
@@ -41,17 +42,30 @@ func (c *cli) logger() *slog.Logger {
 }
 
 func newRoot(stdout, stderr io.Writer, getenv func(string) string) *cobra.Command {
-	c := &cli{stdout: stdout, stderr: stderr, getenv: getenv}
+	c := &cli{stdout: &lockedWriter{w: stdout}, stderr: &lockedWriter{w: stderr}, getenv: getenv}
 	root := &cobra.Command{
 		Use:           "dsh",
 		Short:         "dsh is an agent harness that delegates to child agents",
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.SetOut(stdout)
-	root.SetErr(stderr)
+	root.SetOut(c.stdout)
+	root.SetErr(c.stderr)
 	root.PersistentFlags().StringVar(&c.configPath, "config", "", "configuration file (default $DSH_CONFIG, else $DSH_HOME/dsh.yaml)")
 	root.PersistentFlags().BoolVarP(&c.verbose, "verbose", "v", false, "log debug information to stderr")
 	root.AddCommand(c.runCmd(), c.demoCmd(), c.sessionsCmd())
 	return root
+}
+
+// lockedWriter serializes writes: the agent's stream and its children's
+// activity are printed from different goroutines.
+type lockedWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
 }

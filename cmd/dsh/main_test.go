@@ -1,0 +1,117 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"regexp"
+	"strings"
+	"testing"
+
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// runCLI runs the CLI in-process with env and returns stdout, stderr and the
+// error.
+func runCLI(t *testing.T, env map[string]string, args ...string) (string, string, error) {
+	t.Helper()
+	var out, errOut bytes.Buffer
+	root := newRoot(&out, &errOut, func(k string) string { return env[k] })
+	root.SetArgs(args)
+	err := root.ExecuteContext(context.Background())
+	return out.String(), errOut.String(), err
+}
+
+func TestDemoDelegatesAndPersists(t *testing.T) {
+	env := map[string]string{"DSH_HOME": t.TempDir()}
+	out, errOut, err := runCLI(t, env, "demo")
+	if err != nil {
+		t.Fatalf("demo: %v\n%s", err, errOut)
+	}
+	for _, want := range []string{"measure: notes.txt: 61 notes.txt", `recap: You asked: "Write a short note about dsh to notes.txt."`} {
+		if !strings.Contains(out, want) {
+			t.Errorf("stdout lacks %q:\n%s", want, out)
+		}
+	}
+	for _, want := range []string{"offline demo", "↳ spawn · measure the note · started", "· bash", "↳ fork · recap the request · completed"} {
+		if !strings.Contains(errOut, want) {
+			t.Errorf("stderr lacks %q:\n%s", want, errOut)
+		}
+	}
+	id := regexp.MustCompile(`\[session ([0-9a-f-]{36})`).FindStringSubmatch(errOut)
+	if id == nil {
+		t.Fatalf("no session id in %q", errOut)
+	}
+	list, _, err := runCLI(t, env, "sessions", "list")
+	if err != nil || !strings.Contains(list, id[1]) {
+		t.Fatalf("sessions list: %v\n%s", err, list)
+	}
+	// The parent and its two children are stored; the children name their parent.
+	if n := strings.Count(list, id[1]); n != 3 {
+		t.Fatalf("session %s appears %d times in the list, want itself and two children:\n%s", id[1], n, list)
+	}
+	show, _, err := runCLI(t, env, "sessions", "show", id[1])
+	if err != nil || !strings.Contains(show, "tool subagent_fork") || !strings.Contains(show, "── end: completed") {
+		t.Fatalf("sessions show: %v\n%s", err, show)
+	}
+}
+
+func TestRunWithoutKeyNamesTheVariable(t *testing.T) {
+	_, _, err := runCLI(t, map[string]string{"DSH_HOME": t.TempDir()}, "run", "hi")
+	if err == nil || !strings.Contains(err.Error(), "DEEPSEEK_API_KEY is not set") {
+		t.Fatalf("err = %v", err)
+	}
+}
+
+func TestSessionsShowUnknown(t *testing.T) {
+	_, _, err := runCLI(t, map[string]string{"DSH_HOME": t.TempDir()}, "sessions", "show", "nope")
+	if err == nil || !strings.Contains(err.Error(), "nope") {
+		t.Fatalf("err = %v", err)
+	}
+}
+
+// dsh run against a loopback server speaking the chat-completions SSE
+// format, as DeepSeek does.
+func TestRunStreamsFromAnOpenAICompatibleServer(t *testing.T) {
+	var auth string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		auth = r.Header.Get("Authorization")
+		w.Header().Set("Content-Type", "text/event-stream")
+		for _, frame := range []string{
+			`{"id":"1","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"role":"assistant","content":"Hello"},"finish_reason":null}]}`,
+			`{"id":"1","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"content":" from the loopback"},"finish_reason":null}]}`,
+			`{"id":"1","object":"chat.completion.chunk","choices":[{"index":0,"delta":{},"finish_reason":"stop"}],"usage":{"prompt_tokens":12,"completion_tokens":4,"total_tokens":16}}`,
+		} {
+			fmt.Fprintf(w, "data: %s\n\n", frame)
+		}
+		fmt.Fprint(w, "data: [DONE]\n\n")
+	}))
+	defer srv.Close()
+	env := map[string]string{"DSH_HOME": t.TempDir(), "DEEPSEEK_API_KEY": "sk-test", "DEEPSEEK_BASE_URL": srv.URL}
+	out, errOut, err := runCLI(t, env, "run", "--cwd", t.TempDir(), "say", "hello")
+	if err != nil {
+		t.Fatalf("run: %v\n%s", err, errOut)
+	}
+	if strings.TrimSpace(out) != "Hello from the loopback" || auth != "Bearer sk-test" {
+		t.Fatalf("stdout %q, auth %q", out, auth)
+	}
+	if !strings.Contains(errOut, "tokens in 12 (cached 0) out 4") {
+		t.Fatalf("stderr %q", errOut)
+	}
+}
+
+func TestRunReportsAModelFailure(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Error(w, `{"error":{"message":"bad key"}}`, http.StatusUnauthorized)
+	}))
+	defer srv.Close()
+	env := map[string]string{"DSH_HOME": t.TempDir(), "DEEPSEEK_API_KEY": "sk-test", "DEEPSEEK_BASE_URL": srv.URL}
+	_, _, err := runCLI(t, env, "run", "--cwd", t.TempDir(), "hi")
+	if err == nil || !strings.Contains(err.Error(), "AUTH") {
+		t.Fatalf("err = %v", err)
+	}
+}
