@@ -46,6 +46,8 @@ type Config struct {
 	Subagents *Subagents `yaml:"subagents"`
 	// Tasks configure background tasks.
 	Tasks Tasks `yaml:"tasks"`
+	// ACP configures `dsh acp`.
+	ACP ACP `yaml:"acp"`
 	// SessionsDir holds the JSONL session files (default $DSH_HOME/sessions).
 	SessionsDir string `yaml:"sessionsDir"`
 }
@@ -72,6 +74,13 @@ type Tasks struct {
 	MaxPerOwner int `yaml:"maxPerOwner"`
 	// MaxWakes bounds the consecutive turns completion notices may open.
 	MaxWakes int `yaml:"maxWakes"`
+}
+
+// ACP configures dsh serving the Agent Client Protocol.
+type ACP struct {
+	// AskPermission names the tools whose calls need the client's approval
+	// (default: bash, write_file, edit_file; an empty list asks for none).
+	AskPermission *[]string `yaml:"askPermission"`
 }
 
 // Subagents declares providers and the model-facing tools bound to them.
@@ -255,6 +264,9 @@ func (cfg Config) merge(file Config) (Config, error) {
 	cfg.SessionsDir = cmp.Or(file.SessionsDir, cfg.SessionsDir)
 	if file.Subagents != nil {
 		cfg.Subagents = file.Subagents
+	}
+	if file.ACP.AskPermission != nil {
+		cfg.ACP = file.ACP
 	}
 	return cfg, cfg.validate()
 }

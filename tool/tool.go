@@ -231,7 +231,9 @@ type Scope struct {
 	guards []*guard
 }
 
-type guard struct{ check func(Call) error }
+type guard struct {
+	check func(context.Context, Call) error
+}
 
 type mask struct {
 	allow map[string]bool // nil: no allow list
@@ -283,10 +285,11 @@ func (s *Scope) Restrict(r Restriction) (dispose func(), err error) {
 	}, nil
 }
 
-// Guard adds a check that runs before every call in this scope; an error
-// refuses the call (code DENIED unless the error is an *Error) without
-// running it. It returns the guard's disposer.
-func (s *Scope) Guard(check func(call Call) error) (dispose func()) {
+// Guard adds a check that runs before every call in this scope, in the
+// call's goroutine (it may block, e.g. to ask a person, honouring ctx); an
+// error refuses the call (code DENIED unless the error is an *Error)
+// without running it. It returns the guard's disposer.
+func (s *Scope) Guard(check func(ctx context.Context, call Call) error) (dispose func()) {
 	g := &guard{check: check}
 	s.mu.Lock()
 	s.guards = append(s.guards, g)
@@ -301,12 +304,12 @@ func (s *Scope) Guard(check func(call Call) error) (dispose func()) {
 	}
 }
 
-func (s *Scope) guarded(call Call) error {
+func (s *Scope) guarded(ctx context.Context, call Call) error {
 	s.mu.RLock()
 	guards := s.guards
 	s.mu.RUnlock()
 	for _, g := range guards {
-		if err := g.check(call); err != nil {
+		if err := g.check(ctx, call); err != nil {
 			return err
 		}
 	}
@@ -368,7 +371,7 @@ func (s *Scope) Execute(ctx context.Context, call Call) (res Result) {
 	if ctx.Err() != nil {
 		return ErrorResult(CodeAbortedBeforeDispatch, "tool call aborted before dispatch")
 	}
-	if err := s.guarded(call); err != nil {
+	if err := s.guarded(ctx, call); err != nil {
 		return errorResult(CodeDenied, err)
 	}
 	e := s.lookup(call.Name)

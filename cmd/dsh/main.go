@@ -17,7 +17,7 @@ import (
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	err := newRoot(os.Stdout, os.Stderr, os.Getenv).ExecuteContext(ctx)
+	err := newRoot(os.Stdin, os.Stdout, os.Stderr, os.Getenv).ExecuteContext(ctx)
 	stop()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "dsh:", err)
@@ -27,6 +27,7 @@ func main() {
 
 // cli carries what every subcommand needs.
 type cli struct {
+	stdin          io.Reader
 	stdout, stderr io.Writer
 	getenv         func(string) string
 	configPath     string
@@ -41,8 +42,11 @@ func (c *cli) logger() *slog.Logger {
 	return slog.New(slog.NewTextHandler(c.stderr, &slog.HandlerOptions{Level: level}))
 }
 
-func newRoot(stdout, stderr io.Writer, getenv func(string) string) *cobra.Command {
-	c := &cli{stdout: &lockedWriter{w: stdout}, stderr: &lockedWriter{w: stderr}, getenv: getenv}
+// version is the dsh version reported to peers.
+const version = "0.1.0-dev"
+
+func newRoot(stdin io.Reader, stdout, stderr io.Writer, getenv func(string) string) *cobra.Command {
+	c := &cli{stdin: stdin, stdout: &lockedWriter{w: stdout}, stderr: &lockedWriter{w: stderr}, getenv: getenv}
 	root := &cobra.Command{
 		Use:           "dsh",
 		Short:         "dsh is an agent harness that delegates to child agents",
@@ -53,7 +57,7 @@ func newRoot(stdout, stderr io.Writer, getenv func(string) string) *cobra.Comman
 	root.SetErr(c.stderr)
 	root.PersistentFlags().StringVar(&c.configPath, "config", "", "configuration file (default $DSH_CONFIG, else $DSH_HOME/dsh.yaml)")
 	root.PersistentFlags().BoolVarP(&c.verbose, "verbose", "v", false, "log debug information to stderr")
-	root.AddCommand(c.runCmd(), c.demoCmd(), c.sessionsCmd())
+	root.AddCommand(c.runCmd(), c.demoCmd(), c.sessionsCmd(), c.acpCmd())
 	return root
 }
 

@@ -20,7 +20,7 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 func runCLI(t *testing.T, env map[string]string, args ...string) (string, string, error) {
 	t.Helper()
 	var out, errOut bytes.Buffer
-	root := newRoot(&out, &errOut, func(k string) string { return env[k] })
+	root := newRoot(strings.NewReader(""), &out, &errOut, func(k string) string { return env[k] })
 	root.SetArgs(args)
 	err := root.ExecuteContext(context.Background())
 	return out.String(), errOut.String(), err

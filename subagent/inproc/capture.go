@@ -38,7 +38,7 @@ func (c *capture) install(a *agent.Agent, req subagent.StartRequest) error {
 	if _, err := a.Tools().Register(def); err != nil {
 		return err
 	}
-	a.Tools().Guard(func(call tool.Call) error {
+	a.Tools().Guard(func(_ context.Context, call tool.Call) error {
 		if _, done := c.get(); done {
 			return tool.Errorf(tool.CodeDenied, "structured output already recorded; tool %s was not executed", call.Name)
 		}

@@ -1,0 +1,300 @@
+// Package acp serves dsh as an Agent Client Protocol agent: an editor or
+// another harness drives dsh agents over JSON-RPC on stdio. stdout carries
+// protocol frames only.
+package acp
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+
+	acpsdk "github.com/coder/acp-go-sdk"
+	"github.com/google/uuid"
+
+	"github.com/dsh-go/dsh/agent"
+	"github.com/dsh-go/dsh/content"
+	"github.com/dsh-go/dsh/session"
+	"github.com/dsh-go/dsh/tool"
+)
+
+// Options configure a server.
+type Options struct {
+	// Agents creates one agent per ACP session.
+	Agents *agent.Registry
+	// AgentOptions are the model route and limits of those agents.
+	AgentOptions agent.Options
+	// AskPermission names the tools whose calls need the client's approval
+	// (session/request_permission) before they run.
+	AskPermission []string
+	// Version is reported in agentInfo.
+	Version string
+	Log     *slog.Logger
+}
+
+// DefaultAskPermission returns the tools that need approval by default:
+// those that change the machine.
+func DefaultAskPermission() []string { return []string{"bash", "write_file", "edit_file"} }
+
+// Serve speaks ACP on in/out until the client disconnects or ctx ends, then
+// cancels and disposes every agent it created.
+func Serve(ctx context.Context, opts Options, in io.Reader, out io.Writer) error {
+	if opts.Agents == nil {
+		return errors.New("acp: Serve needs an agent registry")
+	}
+	if opts.Log == nil {
+		opts.Log = slog.Default()
+	}
+	s := &server{opts: opts, sessions: map[acpsdk.SessionId]*acpSession{}}
+	s.conn = acpsdk.NewAgentSideConnection(s, out, in)
+	s.conn.SetLogger(opts.Log)
+	select {
+	case <-s.conn.Done():
+	case <-ctx.Done():
+	}
+	return s.close()
+}
+
+// server implements acpsdk.Agent.
+type server struct {
+	opts Options
+	conn *acpsdk.AgentSideConnection
+
+	mu       sync.Mutex
+	sessions map[acpsdk.SessionId]*acpSession
+	closed   bool
+}
+
+// acpSession is one ACP session: a dsh agent and its prompt in flight.
+type acpSession struct {
+	id       acpsdk.SessionId
+	agent    *agent.Agent
+	mu       sync.Mutex
+	inFlight bool
+}
+
+var _ acpsdk.Agent = (*server)(nil)
+
+func (s *server) close() error {
+	s.mu.Lock()
+	s.closed = true
+	sessions := slices.Collect(func(yield func(*acpSession) bool) {
+		for _, ss := range s.sessions {
+			if !yield(ss) {
+				return
+			}
+		}
+	})
+	s.mu.Unlock()
+	var errs []error
+	for _, ss := range sessions {
+		errs = append(errs, ss.agent.Dispose(context.Background()))
+	}
+	return errors.Join(errs...)
+}
+
+// Initialize implements acpsdk.Agent: protocol version 1, text and
+// resource-link prompts, no optional capability.
+func (s *server) Initialize(ctx context.Context, p acpsdk.InitializeRequest) (acpsdk.InitializeResponse, error) {
+	return acpsdk.InitializeResponse{
+		ProtocolVersion:   acpsdk.ProtocolVersionNumber,
+		AgentCapabilities: acpsdk.AgentCapabilities{LoadSession: false},
+		AgentInfo:         &acpsdk.Implementation{Name: "dsh", Version: cmpOr(s.opts.Version, "dev")},
+		AuthMethods:       []acpsdk.AuthMethod{},
+	}, nil
+}
+
+func cmpOr(a, b string) string {
+	if a != "" {
+		return a
+	}
+	return b
+}
+
+// Authenticate implements acpsdk.Agent: dsh needs no client authentication.
+func (s *server) Authenticate(ctx context.Context, p acpsdk.AuthenticateRequest) (acpsdk.AuthenticateResponse, error) {
+	return acpsdk.AuthenticateResponse{}, nil
+}
+
+// NewSession implements acpsdk.Agent: it creates a dsh agent working in cwd.
+func (s *server) NewSession(ctx context.Context, p acpsdk.NewSessionRequest) (acpsdk.NewSessionResponse, error) {
+	if !filepath.IsAbs(p.Cwd) {
+		return acpsdk.NewSessionResponse{}, acpsdk.NewInvalidParams(fmt.Sprintf("cwd must be an absolute path, got %q", p.Cwd))
+	}
+	if fi, err := os.Stat(p.Cwd); err != nil || !fi.IsDir() {
+		return acpsdk.NewSessionResponse{}, acpsdk.NewInvalidParams(fmt.Sprintf("cwd %q is not an existing directory", p.Cwd))
+	}
+	if len(p.McpServers) > 0 || len(p.AdditionalDirectories) > 0 {
+		return acpsdk.NewSessionResponse{}, acpsdk.NewInvalidParams("MCP servers and additional directories are not supported")
+	}
+	id := acpsdk.SessionId(uuid.NewString())
+	a, err := s.opts.Agents.Create(ctx, agent.CreateOptions{SessionID: string(id), Cwd: p.Cwd, Options: s.opts.AgentOptions,
+		Setup: func(a *agent.Agent) error {
+			a.Tools().Guard(s.permission(id))
+			return nil
+		}})
+	if err != nil {
+		return acpsdk.NewSessionResponse{}, acpsdk.NewInternalError(err.Error())
+	}
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		a.Dispose(context.Background())
+		return acpsdk.NewSessionResponse{}, acpsdk.NewInternalError("the server is shutting down")
+	}
+	s.sessions[id] = &acpSession{id: id, agent: a}
+	s.mu.Unlock()
+	return acpsdk.NewSessionResponse{SessionId: id}, nil
+}
+
+// permission asks the client before a tool of AskPermission runs.
+func (s *server) permission(id acpsdk.SessionId) func(ctx context.Context, call tool.Call) error {
+	return func(ctx context.Context, call tool.Call) error {
+		if !slices.Contains(s.opts.AskPermission, call.Name) {
+			return nil
+		}
+		title := call.Name + " " + clip(string(call.Arguments), 200)
+		resp, err := s.conn.RequestPermission(ctx, acpsdk.RequestPermissionRequest{SessionId: id,
+			ToolCall: acpsdk.ToolCallUpdate{ToolCallId: acpsdk.ToolCallId(call.ID), Title: &title},
+			Options: []acpsdk.PermissionOption{
+				{OptionId: "allow-once", Name: "Allow", Kind: acpsdk.PermissionOptionKindAllowOnce},
+				{OptionId: "reject-once", Name: "Reject", Kind: acpsdk.PermissionOptionKindRejectOnce},
+			}})
+		switch {
+		case err != nil:
+			return tool.Errorf(tool.CodeDenied, "permission request failed: %v", err)
+		case resp.Outcome.Selected != nil && resp.Outcome.Selected.OptionId == "allow-once":
+			return nil
+		case resp.Outcome.Cancelled != nil:
+			return tool.Errorf(tool.CodeDenied, "the client cancelled the permission request for %s", call.Name)
+		}
+		return tool.Errorf(tool.CodeDenied, "the client rejected %s", call.Name)
+	}
+}
+
+func clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "…"
+}
+
+func (s *server) session(id acpsdk.SessionId) (*acpSession, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	ss, ok := s.sessions[id]
+	if !ok {
+		return nil, acpsdk.NewInvalidParams(fmt.Sprintf("unknown session %q", id))
+	}
+	return ss, nil
+}
+
+// Prompt implements acpsdk.Agent: it runs one turn and streams its
+// activity as session/update notifications.
+func (s *server) Prompt(ctx context.Context, p acpsdk.PromptRequest) (acpsdk.PromptResponse, error) {
+	ss, err := s.session(p.SessionId)
+	if err != nil {
+		return acpsdk.PromptResponse{}, err
+	}
+	msg, err := userMessage(p.Prompt)
+	if err != nil {
+		return acpsdk.PromptResponse{}, err
+	}
+	ss.mu.Lock()
+	if ss.inFlight {
+		ss.mu.Unlock()
+		return acpsdk.PromptResponse{}, acpsdk.NewInvalidParams("a prompt is already in flight for this session")
+	}
+	ss.inFlight = true
+	ss.mu.Unlock()
+	defer func() {
+		ss.mu.Lock()
+		ss.inFlight = false
+		ss.mu.Unlock()
+	}()
+	u := &updater{conn: s.conn, id: p.SessionId, log: s.opts.Log, messages: map[[2]int]string{}}
+	stop := ss.agent.Session().Observe(u.event)
+	end, err := ss.agent.Run(ctx, msg)
+	stop()
+	if err != nil {
+		return acpsdk.PromptResponse{}, acpsdk.NewInternalError(err.Error())
+	}
+	return stopReason(end)
+}
+
+// stopReason maps a turn end to the prompt's answer.
+func stopReason(end session.TurnEnd) (acpsdk.PromptResponse, error) {
+	switch end.Reason.Kind {
+	case session.EndCompleted:
+		return acpsdk.PromptResponse{StopReason: acpsdk.StopReasonEndTurn}, nil
+	case session.EndMaxTokens:
+		return acpsdk.PromptResponse{StopReason: acpsdk.StopReasonMaxTokens}, nil
+	case session.EndBlocked:
+		return acpsdk.PromptResponse{StopReason: acpsdk.StopReasonRefusal}, nil
+	case session.EndAborted, session.EndInterrupted:
+		return acpsdk.PromptResponse{StopReason: acpsdk.StopReasonCancelled}, nil
+	}
+	msg := "turn failed"
+	if f := end.Reason.Error; f != nil {
+		msg = fmt.Sprintf("turn failed: %s (%s)", f.Message, f.Code)
+	}
+	return acpsdk.PromptResponse{}, acpsdk.NewInternalError(msg)
+}
+
+// userMessage turns prompt blocks into one user message: text and resource
+// links are accepted, anything else is invalid.
+func userMessage(blocks []acpsdk.ContentBlock) (content.Message, error) {
+	var parts []string
+	for _, b := range blocks {
+		switch {
+		case b.Text != nil:
+			parts = append(parts, b.Text.Text)
+		case b.ResourceLink != nil:
+			parts = append(parts, fmt.Sprintf("[%s](%s)", b.ResourceLink.Name, b.ResourceLink.Uri))
+		default:
+			return content.Message{}, acpsdk.NewInvalidParams("only text and resource_link prompt blocks are supported")
+		}
+	}
+	text := strings.Join(parts, "\n")
+	if strings.TrimSpace(text) == "" {
+		return content.Message{}, acpsdk.NewInvalidParams("the prompt is empty")
+	}
+	return content.UserText(text), nil
+}
+
+// Cancel implements acpsdk.Agent. The SDK cancels the prompt's context;
+// the running turn is cancelled too in case the prompt already returned.
+func (s *server) Cancel(ctx context.Context, p acpsdk.CancelNotification) error {
+	if ss, err := s.session(p.SessionId); err == nil {
+		ss.agent.Cancel(session.Cause{Kind: agent.CauseUser}, false)
+	}
+	return nil
+}
+
+// The remaining methods are optional and unsupported.
+
+func (s *server) CloseSession(context.Context, acpsdk.CloseSessionRequest) (acpsdk.CloseSessionResponse, error) {
+	return acpsdk.CloseSessionResponse{}, acpsdk.NewMethodNotFound("session/close")
+}
+
+func (s *server) ListSessions(context.Context, acpsdk.ListSessionsRequest) (acpsdk.ListSessionsResponse, error) {
+	return acpsdk.ListSessionsResponse{}, acpsdk.NewMethodNotFound("session/list")
+}
+
+func (s *server) ResumeSession(context.Context, acpsdk.ResumeSessionRequest) (acpsdk.ResumeSessionResponse, error) {
+	return acpsdk.ResumeSessionResponse{}, acpsdk.NewMethodNotFound("session/resume")
+}
+
+func (s *server) SetSessionConfigOption(context.Context, acpsdk.SetSessionConfigOptionRequest) (acpsdk.SetSessionConfigOptionResponse, error) {
+	return acpsdk.SetSessionConfigOptionResponse{}, acpsdk.NewMethodNotFound("session/set_config_option")
+}
+
+func (s *server) SetSessionMode(context.Context, acpsdk.SetSessionModeRequest) (acpsdk.SetSessionModeResponse, error) {
+	return acpsdk.SetSessionModeResponse{}, acpsdk.NewMethodNotFound("session/set_mode")
+}

@@ -1,0 +1,252 @@
+package acp_test
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	acpsdk "github.com/coder/acp-go-sdk"
+	"go.uber.org/goleak"
+
+	"github.com/dsh-go/dsh"
+	"github.com/dsh-go/dsh/acp"
+	"github.com/dsh-go/dsh/agent"
+	"github.com/dsh-go/dsh/llm/scripted"
+	"github.com/dsh-go/dsh/tool"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// recorder is an ACP client that records updates and answers permission
+// requests with a fixed option.
+type recorder struct {
+	mu      sync.Mutex
+	updates []acpsdk.SessionUpdate
+	answer  string // option id to select; "" cancels
+	asked   int
+}
+
+func (r *recorder) SessionUpdate(_ context.Context, n acpsdk.SessionNotification) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.updates = append(r.updates, n.Update)
+	return nil
+}
+
+func (r *recorder) RequestPermission(_ context.Context, p acpsdk.RequestPermissionRequest) (acpsdk.RequestPermissionResponse, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.asked++
+	if r.answer == "" {
+		return acpsdk.RequestPermissionResponse{Outcome: acpsdk.NewRequestPermissionOutcomeCancelled()}, nil
+	}
+	return acpsdk.RequestPermissionResponse{Outcome: acpsdk.NewRequestPermissionOutcomeSelected(acpsdk.PermissionOptionId(r.answer))}, nil
+}
+
+func (r *recorder) ReadTextFile(context.Context, acpsdk.ReadTextFileRequest) (acpsdk.ReadTextFileResponse, error) {
+	return acpsdk.ReadTextFileResponse{}, errors.New("no")
+}
+func (r *recorder) WriteTextFile(context.Context, acpsdk.WriteTextFileRequest) (acpsdk.WriteTextFileResponse, error) {
+	return acpsdk.WriteTextFileResponse{}, errors.New("no")
+}
+func (r *recorder) CreateTerminal(context.Context, acpsdk.CreateTerminalRequest) (acpsdk.CreateTerminalResponse, error) {
+	return acpsdk.CreateTerminalResponse{}, errors.New("no")
+}
+func (r *recorder) KillTerminal(context.Context, acpsdk.KillTerminalRequest) (acpsdk.KillTerminalResponse, error) {
+	return acpsdk.KillTerminalResponse{}, errors.New("no")
+}
+func (r *recorder) TerminalOutput(context.Context, acpsdk.TerminalOutputRequest) (acpsdk.TerminalOutputResponse, error) {
+	return acpsdk.TerminalOutputResponse{}, errors.New("no")
+}
+func (r *recorder) ReleaseTerminal(context.Context, acpsdk.ReleaseTerminalRequest) (acpsdk.ReleaseTerminalResponse, error) {
+	return acpsdk.ReleaseTerminalResponse{}, errors.New("no")
+}
+func (r *recorder) WaitForTerminalExit(context.Context, acpsdk.WaitForTerminalExitRequest) (acpsdk.WaitForTerminalExitResponse, error) {
+	return acpsdk.WaitForTerminalExitResponse{}, errors.New("no")
+}
+
+func (r *recorder) texts() (message, thought string, tools []string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, u := range r.updates {
+		switch {
+		case u.AgentMessageChunk != nil && u.AgentMessageChunk.Content.Text != nil:
+			message += u.AgentMessageChunk.Content.Text.Text
+		case u.AgentThoughtChunk != nil && u.AgentThoughtChunk.Content.Text != nil:
+			thought += u.AgentThoughtChunk.Content.Text.Text
+		case u.ToolCall != nil:
+			tools = append(tools, "call "+u.ToolCall.Title)
+		case u.ToolCallUpdate != nil && u.ToolCallUpdate.Status != nil:
+			tools = append(tools, "update "+string(*u.ToolCallUpdate.Status))
+		}
+	}
+	return
+}
+
+// serve runs dsh's ACP server on a scripted model, connected by pipes to an
+// SDK client.
+func serve(t *testing.T, rec *recorder, entries ...scripted.Entry) (*acpsdk.ClientSideConnection, *dsh.Runtime) {
+	t.Helper()
+	rt, err := dsh.New(dsh.Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rt.LLM.Register("test", scripted.New(entries...))
+	rt.Tools.Register(tool.Definition{Name: "bash", Execute: func(context.Context, tool.Call) (tool.Result, error) {
+		return tool.TextResult("ran"), nil
+	}})
+	clientIn, serverOut := io.Pipe()
+	serverIn, clientOut := io.Pipe()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- acp.Serve(ctx, acp.Options{Agents: rt.Agents, AgentOptions: agent.Options{Provider: "test"},
+			AskPermission: acp.DefaultAskPermission()}, serverIn, serverOut)
+	}()
+	conn := acpsdk.NewClientSideConnection(rec, clientOut, clientIn)
+	t.Cleanup(func() {
+		cancel()
+		clientOut.Close()
+		serverOut.Close()
+		if err := <-done; err != nil {
+			t.Errorf("serve: %v", err)
+		}
+		<-conn.Done()
+		if n := len(rt.Agents.List()); n != 0 {
+			t.Errorf("%d agents left after the connection closed", n)
+		}
+		rt.Close(context.Background())
+	})
+	if _, err := conn.Initialize(context.Background(), acpsdk.InitializeRequest{ProtocolVersion: acpsdk.ProtocolVersionNumber}); err != nil {
+		t.Fatal(err)
+	}
+	return conn, rt
+}
+
+func newSession(t *testing.T, conn *acpsdk.ClientSideConnection) acpsdk.SessionId {
+	t.Helper()
+	resp, err := conn.NewSession(context.Background(), acpsdk.NewSessionRequest{Cwd: t.TempDir(), McpServers: []acpsdk.McpServer{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp.SessionId
+}
+
+func prompt(conn *acpsdk.ClientSideConnection, id acpsdk.SessionId, text string) (acpsdk.PromptResponse, error) {
+	return conn.Prompt(context.Background(), acpsdk.PromptRequest{SessionId: id, Prompt: []acpsdk.ContentBlock{acpsdk.TextBlock(text)}})
+}
+
+func TestInitializeIsHonest(t *testing.T) {
+	rec := &recorder{}
+	conn, _ := serve(t, rec)
+	resp, err := conn.Initialize(context.Background(), acpsdk.InitializeRequest{ProtocolVersion: acpsdk.ProtocolVersionNumber})
+	if err != nil || resp.ProtocolVersion != 1 || resp.AgentCapabilities.LoadSession || resp.AgentCapabilities.PromptCapabilities.Image ||
+		resp.AgentInfo == nil || resp.AgentInfo.Name != "dsh" {
+		t.Fatalf("initialize = %+v, %v", resp, err)
+	}
+}
+
+func TestPromptStreamsTextToolsAndEnds(t *testing.T) {
+	rec := &recorder{answer: "allow-once"}
+	conn, _ := serve(t, rec,
+		scripted.ToolCalls("Let me run it.", scripted.Call{ID: "c1", Name: "bash", Arguments: `{"command":"ls"}`}),
+		scripted.Text("All done."))
+	id := newSession(t, conn)
+	resp, err := prompt(conn, id, "go")
+	if err != nil || resp.StopReason != acpsdk.StopReasonEndTurn {
+		t.Fatalf("prompt = %+v, %v", resp, err)
+	}
+	msg, _, tools := rec.texts()
+	if msg != "Let me run it.All done." || strings.Join(tools, ",") != "call bash,update completed" || rec.asked != 1 {
+		t.Fatalf("message %q, tools %v, asked %d", msg, tools, rec.asked)
+	}
+}
+
+func TestRejectedPermissionRefusesTheTool(t *testing.T) {
+	rec := &recorder{answer: "reject-once"}
+	conn, _ := serve(t, rec,
+		scripted.ToolCalls("", scripted.Call{ID: "c1", Name: "bash", Arguments: `{"command":"rm -rf /"}`}),
+		scripted.Text("I was not allowed."))
+	id := newSession(t, conn)
+	if resp, err := prompt(conn, id, "go"); err != nil || resp.StopReason != acpsdk.StopReasonEndTurn {
+		t.Fatalf("prompt = %+v, %v", resp, err)
+	}
+	if _, _, tools := rec.texts(); strings.Join(tools, ",") != "call bash,update failed" {
+		t.Fatalf("tools %v", tools)
+	}
+}
+
+func TestCancelResolvesCancelled(t *testing.T) {
+	rec := &recorder{}
+	conn, _ := serve(t, rec, scripted.Hang("thinking"))
+	id := newSession(t, conn)
+	go func() {
+		for {
+			if m, _, _ := rec.texts(); m != "" {
+				conn.Cancel(context.Background(), acpsdk.CancelNotification{SessionId: id})
+				return
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}()
+	resp, err := prompt(conn, id, "go")
+	if err != nil || resp.StopReason != acpsdk.StopReasonCancelled {
+		t.Fatalf("prompt = %+v, %v", resp, err)
+	}
+}
+
+func TestBadRequests(t *testing.T) {
+	rec := &recorder{}
+	conn, _ := serve(t, rec, scripted.Fail("MISSING_CREDENTIAL", "DEEPSEEK_API_KEY is not set"))
+	for _, tc := range []struct {
+		name string
+		req  acpsdk.NewSessionRequest
+	}{
+		{"relative cwd", acpsdk.NewSessionRequest{Cwd: "rel", McpServers: []acpsdk.McpServer{}}},
+		{"missing cwd", acpsdk.NewSessionRequest{Cwd: "/no/such/dir", McpServers: []acpsdk.McpServer{}}},
+	} {
+		_, err := conn.NewSession(context.Background(), tc.req)
+		var re *acpsdk.RequestError
+		if !errors.As(err, &re) || re.Code != -32602 {
+			t.Errorf("%s: err = %v", tc.name, err)
+		}
+	}
+	if _, err := prompt(conn, "nope", "hi"); err == nil {
+		t.Error("prompt to an unknown session succeeded")
+	}
+	id := newSession(t, conn)
+	_, err := conn.Prompt(context.Background(), acpsdk.PromptRequest{SessionId: id,
+		Prompt: []acpsdk.ContentBlock{{Image: &acpsdk.ContentBlockImage{Data: "x", MimeType: "image/png"}}}})
+	if err == nil {
+		t.Error("an image prompt was accepted without the capability")
+	}
+	// No model key: the prompt fails with a clear error instead of hanging.
+	_, err = prompt(conn, id, "hi")
+	if err == nil || !strings.Contains(err.Error(), "DEEPSEEK_API_KEY is not set") {
+		t.Fatalf("err = %v", err)
+	}
+}
+
+func TestOnePromptInFlightPerSession(t *testing.T) {
+	rec := &recorder{}
+	conn, _ := serve(t, rec, scripted.Hang("working"))
+	id := newSession(t, conn)
+	first := make(chan acpsdk.PromptResponse, 1)
+	go func() { r, _ := prompt(conn, id, "one"); first <- r }()
+	for m, _, _ := rec.texts(); m == ""; m, _, _ = rec.texts() {
+		time.Sleep(time.Millisecond)
+	}
+	_, err := prompt(conn, id, "two")
+	if err == nil || !strings.Contains(err.Error(), "already in flight") {
+		t.Fatalf("second prompt: %v", err)
+	}
+	conn.Cancel(context.Background(), acpsdk.CancelNotification{SessionId: id})
+	if r := <-first; r.StopReason != acpsdk.StopReasonCancelled {
+		t.Fatalf("first = %+v", r)
+	}
+}

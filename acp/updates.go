@@ -1,0 +1,91 @@
+package acp
+
+import (
+	"context"
+	"encoding/json"
+	"log/slog"
+
+	acpsdk "github.com/coder/acp-go-sdk"
+	"github.com/google/uuid"
+
+	"github.com/dsh-go/dsh/content"
+	"github.com/dsh-go/dsh/session"
+)
+
+// updater turns an agent's session events into session/update
+// notifications: streamed text and reasoning as message and thought chunks
+// (one message id per model call), and tool calls with their results.
+type updater struct {
+	conn     *acpsdk.AgentSideConnection
+	id       acpsdk.SessionId
+	log      *slog.Logger
+	messages map[[2]int]string // (turn, step) → message id
+}
+
+func (u *updater) event(e session.Event) {
+	switch d := e.Data.(type) {
+	case session.AssistantChunk:
+		if d.Chunk.Text == "" {
+			return
+		}
+		block := acpsdk.TextBlock(d.Chunk.Text)
+		mid := u.messageID(d.Turn, d.Step)
+		switch d.Chunk.Type {
+		case content.ChunkTextDelta:
+			u.send(acpsdk.SessionUpdate{AgentMessageChunk: &acpsdk.SessionUpdateAgentMessageChunk{
+				SessionUpdate: "agent_message_chunk", Content: block, MessageId: &mid}})
+		case content.ChunkReasoningDelta:
+			u.send(acpsdk.SessionUpdate{AgentThoughtChunk: &acpsdk.SessionUpdateAgentThoughtChunk{
+				SessionUpdate: "agent_thought_chunk", Content: block, MessageId: &mid}})
+		}
+	case session.ToolCall:
+		var input any
+		if json.Unmarshal([]byte(d.Arguments), &input) != nil {
+			input = d.Arguments
+		}
+		u.send(acpsdk.StartToolCall(acpsdk.ToolCallId(d.CallID), d.Name, acpsdk.WithStartKind(kindOf(d.Name)),
+			acpsdk.WithStartStatus(acpsdk.ToolCallStatusInProgress), acpsdk.WithStartRawInput(input)))
+	case session.ToolResult:
+		status := acpsdk.ToolCallStatusCompleted
+		if d.Error != nil {
+			status = acpsdk.ToolCallStatusFailed
+		}
+		var text string
+		if len(d.Message.Content) == 1 {
+			text = content.JoinText(d.Message.Content[0].Content)
+		}
+		u.send(acpsdk.UpdateToolCall(acpsdk.ToolCallId(d.Message.Source.CallID), acpsdk.WithUpdateStatus(status),
+			acpsdk.WithUpdateContent([]acpsdk.ToolCallContent{acpsdk.ToolContent(acpsdk.TextBlock(clip(text, 4000)))})))
+	}
+}
+
+func (u *updater) messageID(turn, step int) string {
+	k := [2]int{turn, step}
+	if id, ok := u.messages[k]; ok {
+		return id
+	}
+	id := uuid.NewString()
+	u.messages[k] = id
+	return id
+}
+
+func (u *updater) send(up acpsdk.SessionUpdate) {
+	if err := u.conn.SessionUpdate(context.Background(), acpsdk.SessionNotification{SessionId: u.id, Update: up}); err != nil {
+		u.log.Debug("acp: session/update not delivered", "session", u.id, "err", err)
+	}
+}
+
+// kindOf classifies a tool for the client's display.
+func kindOf(name string) acpsdk.ToolKind {
+	switch name {
+	case "read_file":
+		return acpsdk.ToolKindRead
+	case "write_file", "edit_file":
+		return acpsdk.ToolKindEdit
+	case "glob", "grep":
+		return acpsdk.ToolKindSearch
+	case "bash":
+		return acpsdk.ToolKindExecute
+	}
+	return acpsdk.ToolKindOther
+}

@@ -1,0 +1,35 @@
+package main
+
+import (
+	"errors"
+
+	"github.com/spf13/cobra"
+
+	"github.com/dsh-go/dsh/acp"
+	"github.com/dsh-go/dsh/config"
+)
+
+func (c *cli) acpCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "acp",
+		Short: "Serve the Agent Client Protocol on stdin/stdout (logs go to stderr)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			cfg, err := config.Load(c.configPath, c.getenv)
+			if err != nil {
+				return err
+			}
+			rt, err := cfg.Build(cmd.Context(), c.logger(), nil, c.getenv)
+			if err != nil {
+				return err
+			}
+			ask := acp.DefaultAskPermission()
+			if cfg.ACP.AskPermission != nil {
+				ask = *cfg.ACP.AskPermission
+			}
+			err = acp.Serve(cmd.Context(), acp.Options{Agents: rt.Agents, AgentOptions: cfg.Agent, AskPermission: ask,
+				Version: version, Log: rt.Log}, c.stdin, c.stdout)
+			return errors.Join(err, rt.Close(cmd.Context()))
+		},
+	}
+}
