@@ -100,6 +100,9 @@ type Error struct {
 
 func (e *Error) Error() string { return e.Msg }
 
+// ErrorCode returns the stable code; tool results keep it.
+func (e *Error) ErrorCode() string { return e.Code }
+
 // Is matches another *Error with the same code.
 func (e *Error) Is(target error) bool {
 	t, ok := target.(*Error)
@@ -182,8 +185,31 @@ func (r *Runtime) Start(spec Spec) (string, error) {
 	r.tasks[id] = rec
 	r.order = append(r.order, id)
 	r.mu.Unlock()
-	go r.settle(rec, spec.Run(ctx))
+	done, err := run(ctx, spec.Run)
+	if err != nil {
+		cancel(err)
+		r.mu.Lock()
+		delete(r.tasks, id)
+		r.order = slices.DeleteFunc(r.order, func(x string) bool { return x == id })
+		r.mu.Unlock()
+		close(rec.done)
+		return "", err
+	}
+	go r.settle(rec, done)
 	return id, nil
+}
+
+// run calls a producer, turning a panic or a nil channel into an error.
+func run(ctx context.Context, produce func(context.Context) <-chan Outcome) (done <-chan Outcome, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = &Error{Code: CodeInvalid, Msg: fmt.Sprintf("the task's producer panicked: %v", p)}
+		}
+	}()
+	if done = produce(ctx); done == nil {
+		return nil, &Error{Code: CodeInvalid, Msg: "the task's producer returned no outcome channel"}
+	}
+	return done, nil
 }
 
 // running counts owner's running and stopping tasks. r.mu must be held.

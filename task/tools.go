@@ -128,7 +128,10 @@ func outputTool(r *Runtime, opts ToolOptions) tool.Definition {
 		if args.Wait {
 			timeout := opts.WaitTimeout
 			if args.TimeoutMS > 0 {
-				timeout = min(time.Duration(args.TimeoutMS)*time.Millisecond, opts.MaxWaitTimeout)
+				timeout = opts.MaxWaitTimeout
+				if int64(args.TimeoutMS) < opts.MaxWaitTimeout.Milliseconds() {
+					timeout = time.Duration(args.TimeoutMS) * time.Millisecond
+				}
 			}
 			if _, err := r.Wait(ctx, args.TaskID, a, timeout); err != nil {
 				return tool.Result{}, err
@@ -189,9 +192,10 @@ func Notice(s Snapshot) content.Message {
 	return m
 }
 
-// deliver tells a task's owner that it finished: an idle owner is woken with
-// a new turn unless it already was woken MaxWakes times since its last user
-// message; otherwise the notice joins its next step.
+// deliver tells a task's owner that it finished. While the owner has not
+// been woken MaxWakes times in a row by notices, the notice is steered in:
+// it joins the running turn at its next step, or wakes an idle owner with a
+// new turn. Past that budget it waits, without waking, for the next turn.
 func deliver(log *slog.Logger, e Done, opts ToolOptions) {
 	owner := e.Owner
 	if owner == nil || owner.Disposed() {
@@ -199,8 +203,8 @@ func deliver(log *slog.Logger, e Done, opts ToolOptions) {
 	}
 	msg := Notice(e.Task)
 	var err error
-	if owner.Status() == agent.StatusIdle && wakesSinceUser(owner.Session().Events()) < opts.MaxWakes {
-		err = owner.Followup(msg)
+	if wakesSinceUser(owner.Session().Events()) < opts.MaxWakes {
+		err = owner.Steer(msg)
 	} else {
 		err = owner.Inject(msg)
 	}
@@ -209,37 +213,33 @@ func deliver(log *slog.Logger, e Done, opts ToolOptions) {
 	}
 }
 
-// wakesSinceUser counts the turns that task notices opened since the last
-// turn a user message opened.
+// wakesSinceUser counts the turns that notices opened (a notice in their
+// first step) since the owner last claimed a user-sourced message; turns
+// opened by anything else do not count either way.
 func wakesSinceUser(events []session.Event) int {
-	wakes := 0
-	for i := len(events) - 1; i >= 0; i-- {
-		m, ok := events[i].Data.(content.Message)
-		if !ok || events[i].Type != session.TypeUserMessage {
-			continue
+	type opening struct{ user, notice bool }
+	var turns []opening
+	inFirstStep := false
+	for _, e := range events {
+		switch d := e.Data.(type) {
+		case session.TurnStart:
+			turns = append(turns, opening{})
+		case session.Step:
+			inFirstStep = e.Type == session.TypeStepStart && d.Step == 1
+		case content.Message:
+			if len(turns) == 0 || e.Type != session.TypeUserMessage {
+				continue
+			}
+			t := &turns[len(turns)-1]
+			t.user = t.user || d.Source.Kind == content.SourceUser
+			t.notice = t.notice || (inFirstStep && d.Source.Plugin == NoticePlugin)
 		}
-		switch {
-		case m.Source.Kind == content.SourceUser:
-			return wakes
-		case m.Source.Plugin == NoticePlugin && i > 0 && opensTurn(events, i):
+	}
+	wakes := 0
+	for i := len(turns) - 1; i >= 0 && !turns[i].user; i-- {
+		if turns[i].notice {
 			wakes++
 		}
 	}
 	return wakes
-}
-
-// opensTurn reports whether the user message at i is the first input of a turn.
-func opensTurn(events []session.Event, i int) bool {
-	for j := i - 1; j >= 0; j-- {
-		switch events[j].Type {
-		case session.TypeStepStart:
-			s := events[j].Data.(session.Step)
-			return s.Step == 1
-		case session.TypeUserMessage:
-			continue
-		default:
-			return false
-		}
-	}
-	return false
 }

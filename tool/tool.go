@@ -111,12 +111,19 @@ func Func[Args any](name, description string, safe bool, fn func(ctx context.Con
 		}}
 }
 
-// errorResult renders err as an error result, keeping an *Error's code and
-// using code otherwise.
+// coded is an error carrying a stable code, like *Error or the errors of
+// other packages that tools return.
+type coded interface{ ErrorCode() string }
+
+// ErrorCode returns the stable code.
+func (e *Error) ErrorCode() string { return e.Code }
+
+// errorResult renders err as an error result, keeping the code of an error
+// that has one and using code otherwise.
 func errorResult(code string, err error) Result {
-	var te *Error
-	if errors.As(err, &te) {
-		code = te.Code
+	var c coded
+	if errors.As(err, &c) {
+		code = c.ErrorCode()
 	}
 	return ErrorResult(code, err.Error())
 }

@@ -426,13 +426,19 @@ func TestAdmissionLimitHitAndRecovered(t *testing.T) {
 		scripted.Text("ok"),
 	)
 	e.run("go")
-	rs := results(e.agent)
-	if !strings.Contains(resultText(rs[2]), "too many background tasks") || !strings.Contains(resultText(rs[2]), "task_kill") {
-		t.Fatalf("third start %q", resultText(rs[2]))
+	// The three calls run in parallel: whichever comes third is refused.
+	refused := 0
+	for _, r := range results(e.agent)[:3] {
+		if text := resultText(r); strings.Contains(text, "too many background tasks") && strings.Contains(text, "task_kill") {
+			refused++
+		}
+	}
+	if refused != 1 {
+		t.Fatalf("%d of three starts refused at a limit of two", refused)
 	}
 	close(release)
 	e.run("collect and start another")
-	rs = results(e.agent)
+	rs := results(e.agent)
 	if got := resultText(rs[len(rs)-1]); got != "started background subagent task subagent-3" {
 		t.Fatalf("after recovery %q", got)
 	}
