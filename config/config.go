@@ -92,15 +92,31 @@ type Subagents struct {
 // Provider is one subagent provider.
 type Provider struct {
 	Name string `yaml:"name"`
-	// Kind is spawn or fork (default: the name).
+	// Kind is spawn, fork or acp (default: the name).
 	Kind string `yaml:"kind"`
+
+	// For kind acp: the agent program ("self" runs this dsh in acp mode),
+	// its arguments, working directory override, explicit environment,
+	// parent variables passed despite scrubbing, and permission policy
+	// (reject or allow).
+	Command    string            `yaml:"command"`
+	Args       []string          `yaml:"args"`
+	Cwd        string            `yaml:"cwd"`
+	Env        map[string]string `yaml:"env"`
+	PassEnv    []string          `yaml:"passEnv"`
+	Permission string            `yaml:"permission"`
+	MaxDepth   int               `yaml:"maxDepth"`
 }
 
 // Provider kinds.
 const (
 	KindSpawn = "spawn"
 	KindFork  = "fork"
+	KindACP   = "acp"
 )
+
+// SelfCommand as an acp provider's command runs this dsh binary in acp mode.
+const SelfCommand = "self"
 
 // DefaultSubagents is the composition used when the file declares none:
 // spawn and fork providers, exposed as the tools subagent and subagent_fork.
@@ -308,8 +324,14 @@ func (cfg Config) validate() error {
 			return bad(at+".name", "provider %q is declared twice", p.Name)
 		}
 		providers[p.Name] = true
-		if k := cmp.Or(p.Kind, p.Name); k != KindSpawn && k != KindFork {
-			return bad(at, "unknown kind %q (want spawn or fork)", k)
+		switch k := cmp.Or(p.Kind, p.Name); k {
+		case KindSpawn, KindFork:
+		case KindACP:
+			if p.Command == "" {
+				return bad(at, "an acp provider needs a command (%q runs this dsh)", SelfCommand)
+			}
+		default:
+			return bad(at, "unknown kind %q (want spawn, fork or acp)", k)
 		}
 	}
 	names := map[string]bool{}
@@ -373,7 +395,7 @@ func (cfg Config) Build(ctx context.Context, log *slog.Logger, backend session.B
 	if _, err := task.Mount(rt.Tasks, rt.Tools, rt.Prompt, task.ToolOptions{MaxWakes: cfg.Tasks.MaxWakes}); err != nil {
 		return nil, err
 	}
-	if err := cfg.mountSubagents(rt); err != nil {
+	if err := cfg.mountSubagents(rt, getenv); err != nil {
 		return nil, err
 	}
 	return rt, nil

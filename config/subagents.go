@@ -3,21 +3,28 @@ package config
 import (
 	"cmp"
 	"fmt"
+	"os"
+	"strconv"
 
 	"github.com/dsh-go/dsh"
+	"github.com/dsh-go/dsh/subagent"
+	"github.com/dsh-go/dsh/subagent/acpchild"
 	"github.com/dsh-go/dsh/subagent/inproc"
 	"github.com/dsh-go/dsh/subagent/subagenttool"
 )
 
+// DepthEnv tells a dsh started as an ACP child its delegation depth.
+const DepthEnv = "DSH_DEPTH"
+
 // mountSubagents registers the declared providers and mounts their tools.
-func (cfg Config) mountSubagents(rt *dsh.Runtime) error {
+func (cfg Config) mountSubagents(rt *dsh.Runtime, getenv func(string) string) error {
 	if cfg.Subagents == nil {
 		return nil
 	}
 	for _, p := range cfg.Subagents.Providers {
-		prov, err := inproc.New(inproc.Config{Name: p.Name, Agents: rt.Agents, Fork: cmp.Or(p.Kind, p.Name) == KindFork})
+		prov, err := cfg.provider(rt, p, getenv)
 		if err != nil {
-			return err
+			return fmt.Errorf("subagent provider %s: %w", p.Name, err)
 		}
 		if _, err := rt.Subagents.Register(prov); err != nil {
 			return fmt.Errorf("subagent provider %s: %w", p.Name, err)
@@ -30,4 +37,59 @@ func (cfg Config) mountSubagents(rt *dsh.Runtime) error {
 		}
 	}
 	return nil
+}
+
+func (cfg Config) provider(rt *dsh.Runtime, p Provider, getenv func(string) string) (subagent.Provider, error) {
+	switch cmp.Or(p.Kind, p.Name) {
+	case KindSpawn:
+		return inproc.New(inproc.Config{Name: p.Name, Agents: rt.Agents})
+	case KindFork:
+		return inproc.New(inproc.Config{Name: p.Name, Agents: rt.Agents, Fork: true})
+	}
+	ac := acpchild.Config{Name: p.Name, Command: p.Command, Args: p.Args, Cwd: p.Cwd, Env: map[string]string{},
+		PassEnv: p.PassEnv, Permission: p.Permission, MaxDepth: p.MaxDepth}
+	for k, v := range p.Env {
+		ac.Env[k] = v
+	}
+	if p.Command == SelfCommand {
+		if err := cfg.selfHost(&ac, getenv); err != nil {
+			return nil, err
+		}
+	}
+	return acpchild.New(ac)
+}
+
+// selfHost runs this dsh binary in acp mode with the parent's home,
+// configuration and model keys, and tells it its depth.
+func (cfg Config) selfHost(ac *acpchild.Config, getenv func(string) string) error {
+	exe, err := os.Executable()
+	if err != nil {
+		return fmt.Errorf("cannot find the dsh binary: %w", err)
+	}
+	ac.Command = exe
+	if len(ac.Args) == 0 {
+		ac.Args = []string{"acp"}
+	}
+	home, err := Home(getenv)
+	if err != nil {
+		return err
+	}
+	ac.Env["DSH_HOME"] = cmp.Or(ac.Env["DSH_HOME"], home)
+	if c := getenv("DSH_CONFIG"); c != "" {
+		ac.Env["DSH_CONFIG"] = cmp.Or(ac.Env["DSH_CONFIG"], c)
+	}
+	for _, m := range cfg.Models {
+		ac.PassEnv = append(ac.PassEnv, m.APIKeyEnv)
+	}
+	ac.DepthEnv = DepthEnv
+	return nil
+}
+
+// DepthFrom reads the delegation depth a parent gave this process.
+func DepthFrom(getenv func(string) string) int {
+	d, err := strconv.Atoi(getenv(DepthEnv))
+	if err != nil || d < 0 {
+		return 0
+	}
+	return d
 }

@@ -23,6 +23,7 @@ func (c *cli) acpCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
+			cfg.Agent.SubagentDepth = config.DepthFrom(c.getenv)
 			ask := acp.DefaultAskPermission()
 			if cfg.ACP.AskPermission != nil {
 				ask = *cfg.ACP.AskPermission

@@ -1,0 +1,348 @@
+// Package acpchild is the subagent provider that runs any Agent Client
+// Protocol agent as a child process — including another dsh (`dsh acp`):
+// it spawns the configured command, performs the ACP handshake, sends the
+// task as one prompt and collects the agent's message text as the output.
+package acpchild
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	acpsdk "github.com/coder/acp-go-sdk"
+	"github.com/google/uuid"
+
+	"github.com/dsh-go/dsh/agent"
+	"github.com/dsh-go/dsh/content"
+	"github.com/dsh-go/dsh/internal/proc"
+	"github.com/dsh-go/dsh/subagent"
+)
+
+// Permission policies for the child's permission requests.
+const (
+	PermissionReject = "reject" // select the offered reject option (default)
+	PermissionAllow  = "allow"  // select the first offered allow option
+)
+
+// Config configures an ACP provider.
+type Config struct {
+	Name    string            `yaml:"name"`    // registry name (default "acp")
+	Command string            `yaml:"command"` // the agent program (required)
+	Args    []string          `yaml:"args"`
+	Cwd     string            `yaml:"cwd"`     // working directory override (default: the parent's)
+	Env     map[string]string `yaml:"env"`     // explicit variables, layered on the scrubbed environment
+	PassEnv []string          `yaml:"passEnv"` // parent variables kept despite scrubbing (e.g. a model key)
+	// Permission is reject (default) or allow.
+	Permission string `yaml:"permission"`
+	// MaxDepth is the deepest delegation depth this provider starts a
+	// child at (default 4): ACP cannot carry a depth cap to the child, so
+	// the provider enforces one itself against runaway recursion.
+	MaxDepth int `yaml:"maxDepth"`
+	// DepthEnv, when set, names a variable that tells the child its depth
+	// (dsh children read DSH_DEPTH).
+	DepthEnv string `yaml:"depthEnv"`
+	// ReadyTimeout bounds the handshake (default 30s).
+	ReadyTimeout time.Duration `yaml:"readyTimeout"`
+	// CancelGrace is how long a cancelled prompt may take to answer before
+	// the process is stopped (default 5s).
+	CancelGrace time.Duration `yaml:"cancelGrace"`
+	// EOFGrace and TermGrace are the teardown ladder's waits after closing
+	// stdin and after SIGTERM (defaults 2s and 3s).
+	EOFGrace  time.Duration `yaml:"eofGrace"`
+	TermGrace time.Duration `yaml:"termGrace"`
+}
+
+// Provider runs ACP agents as children.
+type Provider struct{ cfg Config }
+
+// New validates cfg and returns a provider.
+func New(cfg Config) (*Provider, error) {
+	cfg.Name = cmp.Or(cfg.Name, "acp")
+	cfg.Permission = cmp.Or(cfg.Permission, PermissionReject)
+	cfg.ReadyTimeout = cmp.Or(cfg.ReadyTimeout, 30*time.Second)
+	cfg.CancelGrace = cmp.Or(cfg.CancelGrace, 5*time.Second)
+	cfg.EOFGrace = cmp.Or(cfg.EOFGrace, 2*time.Second)
+	cfg.TermGrace = cmp.Or(cfg.TermGrace, 3*time.Second)
+	cfg.MaxDepth = cmp.Or(cfg.MaxDepth, 4)
+	switch {
+	case cfg.Command == "":
+		return nil, fmt.Errorf("acp provider %s: command is required", cfg.Name)
+	case cfg.Permission != PermissionReject && cfg.Permission != PermissionAllow:
+		return nil, fmt.Errorf("acp provider %s: permission must be %q or %q, got %q", cfg.Name, PermissionReject, PermissionAllow, cfg.Permission)
+	case cfg.ReadyTimeout < 0 || cfg.CancelGrace < 0 || cfg.EOFGrace < 0 || cfg.TermGrace < 0:
+		return nil, fmt.Errorf("acp provider %s: timeouts must be positive", cfg.Name)
+	case cfg.MaxDepth < 0:
+		return nil, fmt.Errorf("acp provider %s: maxDepth must not be negative", cfg.Name)
+	}
+	if cfg.Cwd != "" {
+		abs, err := filepath.Abs(cfg.Cwd)
+		if err != nil {
+			return nil, fmt.Errorf("acp provider %s: cwd: %w", cfg.Name, err)
+		}
+		if err := checkDir(abs); err != nil {
+			return nil, fmt.Errorf("acp provider %s: %w", cfg.Name, err)
+		}
+		cfg.Cwd = abs
+	}
+	return &Provider{cfg: cfg}, nil
+}
+
+func checkDir(dir string) error {
+	if !filepath.IsAbs(dir) {
+		return fmt.Errorf("working directory %q is not absolute", dir)
+	}
+	fi, err := os.Stat(dir)
+	if err != nil || !fi.IsDir() {
+		return fmt.Errorf("working directory %q is not an existing directory", dir)
+	}
+	return nil
+}
+
+// Name implements subagent.Provider.
+func (p *Provider) Name() string { return p.cfg.Name }
+
+// Capabilities implements subagent.Provider: none — a remote process cannot
+// be made to honour them.
+func (p *Provider) Capabilities() subagent.Capabilities { return subagent.Capabilities{} }
+
+// InheritsParentContext implements subagent.Provider: false.
+func (p *Provider) InheritsParentContext() bool { return false }
+
+// Start spawns the agent, performs initialize and session/new, and only then
+// returns the run; the prompt is sent once it is ready.
+func (p *Provider) Start(ctx context.Context, req subagent.StartRequest) (subagent.Run, error) {
+	if req.Parent == nil {
+		return nil, errors.New("acp: the request has no parent agent")
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, subagent.AbortedBeforeReady(p.cfg.Name, context.Cause(ctx))
+	}
+	depth := cmp.Or(req.Depth, req.Parent.Depth()+1)
+	if depth > p.cfg.MaxDepth {
+		return nil, &subagent.Error{Code: subagent.CodeDepthExceeded, Provider: p.cfg.Name, Attempted: depth, Max: p.cfg.MaxDepth,
+			Msg: fmt.Sprintf("provider %q: subagent depth %d exceeds its maxDepth %d", p.cfg.Name, depth, p.cfg.MaxDepth)}
+	}
+	cwd := cmp.Or(p.cfg.Cwd, req.Parent.Cwd())
+	if err := checkDir(cwd); err != nil {
+		return nil, fmt.Errorf("acp provider %s: %w", p.cfg.Name, err)
+	}
+	env := make([]string, 0, len(p.cfg.Env))
+	for k, v := range p.cfg.Env {
+		env = append(env, k+"="+v)
+	}
+	if p.cfg.DepthEnv != "" {
+		env = append(env, fmt.Sprintf("%s=%d", p.cfg.DepthEnv, depth))
+	}
+	child, err := proc.Start(proc.Spec{Path: p.cfg.Command, Args: p.cfg.Args, Dir: cwd, PassEnv: p.cfg.PassEnv, Env: env})
+	if err != nil {
+		return nil, fmt.Errorf("acp provider %s: %w", p.cfg.Name, err)
+	}
+	r := &run{cfg: p.cfg, id: "acp-" + uuid.NewString(), proc: child, progress: req.Progress, done: make(chan struct{})}
+	r.client = &client{run: r}
+	r.conn = acpsdk.NewClientSideConnection(r.client, child.Stdin(), child.Stdout())
+	r.conn.SetLogger(discardLogger())
+	if err := r.handshake(ctx, cwd); err != nil {
+		child.Stop(0, p.cfg.TermGrace)
+		if ctx.Err() != nil {
+			return nil, subagent.AbortedBeforeReady(p.cfg.Name, context.Cause(ctx))
+		}
+		return nil, fmt.Errorf("acp provider %s: %w", p.cfg.Name, err)
+	}
+	r.start(ctx, req.Prompt)
+	return r, nil
+}
+
+// handshake performs initialize and session/new within ReadyTimeout.
+func (r *run) handshake(ctx context.Context, cwd string) error {
+	hctx, cancel := context.WithTimeoutCause(ctx, r.cfg.ReadyTimeout, fmt.Errorf("no answer to the handshake within %s", r.cfg.ReadyTimeout))
+	defer cancel()
+	errc := make(chan error, 1)
+	go func() {
+		if _, err := r.conn.Initialize(hctx, acpsdk.InitializeRequest{ProtocolVersion: acpsdk.ProtocolVersionNumber,
+			ClientCapabilities: acpsdk.ClientCapabilities{}, ClientInfo: &acpsdk.Implementation{Name: "dsh", Version: "0"}}); err != nil {
+			errc <- fmt.Errorf("initialize: %w", err)
+			return
+		}
+		resp, err := r.conn.NewSession(hctx, acpsdk.NewSessionRequest{Cwd: cwd, McpServers: []acpsdk.McpServer{}})
+		if err != nil {
+			errc <- fmt.Errorf("session/new: %w", err)
+			return
+		}
+		r.session = resp.SessionId
+		errc <- nil
+	}()
+	select {
+	case err := <-errc:
+		return err
+	case <-hctx.Done():
+		return context.Cause(hctx)
+	case <-r.proc.Done():
+		return fmt.Errorf("the agent exited during the handshake: %s", r.proc.Diagnostic())
+	}
+}
+
+// run is one ACP child.
+type run struct {
+	cfg      Config
+	id       string
+	proc     *proc.Process
+	conn     *acpsdk.ClientSideConnection
+	client   *client
+	session  acpsdk.SessionId
+	progress func(subagent.Progress)
+
+	done        chan struct{}
+	result      subagent.Result
+	cancelled   chan struct{} // closed when the run is cancelled
+	cancelOnce  sync.Once
+	stopParent  func() bool
+	disposeOnce sync.Once
+	disposeErr  error
+}
+
+// start sends the prompt and settles the run when it is answered, the
+// agent dies, or a cancellation is not answered in time.
+func (r *run) start(ctx context.Context, prompt []content.Block) {
+	r.cancelled = make(chan struct{})
+	r.stopParent = context.AfterFunc(ctx, r.cancel)
+	go r.drive(prompt)
+}
+
+func (r *run) cancel() {
+	r.cancelOnce.Do(func() {
+		close(r.cancelled)
+		r.client.markCancelled()
+		r.conn.Cancel(context.Background(), acpsdk.CancelNotification{SessionId: r.session})
+	})
+}
+
+func (r *run) isCancelled() bool {
+	select {
+	case <-r.cancelled:
+		return true
+	default:
+		return false
+	}
+}
+
+type promptResult struct {
+	resp acpsdk.PromptResponse
+	err  error
+}
+
+func (r *run) drive(prompt []content.Block) {
+	defer close(r.done)
+	defer r.stopParent()
+	var blocks []acpsdk.ContentBlock
+	for _, b := range prompt {
+		if b.Type == content.TypeText {
+			blocks = append(blocks, acpsdk.TextBlock(b.Text))
+		}
+	}
+	pctx, stopPrompt := context.WithCancel(context.Background())
+	defer stopPrompt()
+	answered := make(chan promptResult, 1)
+	go func() {
+		resp, err := r.conn.Prompt(pctx, acpsdk.PromptRequest{SessionId: r.session, Prompt: blocks})
+		answered <- promptResult{resp, err}
+	}()
+	var res promptResult
+	select {
+	case res = <-answered:
+	case <-r.proc.Done():
+		select { // the answer may have arrived just before the exit
+		case res = <-answered:
+		case <-time.After(100 * time.Millisecond):
+			stopPrompt()
+			res = <-answered
+			res.err = fmt.Errorf("the agent exited during the turn: %s", r.proc.Diagnostic())
+		}
+	case <-r.cancelled:
+		timer := time.NewTimer(r.cfg.CancelGrace)
+		select {
+		case res = <-answered:
+		case <-timer.C:
+			stopPrompt()
+			<-answered
+			res = promptResult{resp: acpsdk.PromptResponse{StopReason: acpsdk.StopReasonCancelled}}
+		case <-r.proc.Done():
+			stopPrompt()
+			<-answered
+			res = promptResult{resp: acpsdk.PromptResponse{StopReason: acpsdk.StopReasonCancelled}}
+		}
+		timer.Stop()
+	}
+	r.result = r.settle(res)
+}
+
+func (r *run) settle(res promptResult) subagent.Result {
+	out := subagent.Result{Output: r.client.output()}
+	switch {
+	case r.isCancelled():
+		out.StopReason = subagent.Aborted
+	case res.err != nil:
+		// A lost connection usually means the agent died: give its exit a
+		// moment to be reaped so the diagnostic names it.
+		select {
+		case <-r.proc.Done():
+		case <-time.After(time.Second):
+		}
+		out.StopReason = subagent.Failed
+		out.Diagnostic = subagent.Diagnostic(fmt.Sprintf("%v; %s", res.err, r.proc.Diagnostic()))
+	default:
+		switch res.resp.StopReason {
+		case acpsdk.StopReasonEndTurn:
+			out.StopReason = subagent.Completed
+		case acpsdk.StopReasonMaxTokens:
+			out.StopReason = subagent.MaxTokens
+		case acpsdk.StopReasonRefusal:
+			out.StopReason = subagent.Refusal
+		case acpsdk.StopReasonCancelled:
+			out.StopReason = subagent.Aborted
+		default:
+			out.StopReason = subagent.Failed
+			out.Diagnostic = subagent.Diagnostic(fmt.Sprintf("the agent stopped with %q", res.resp.StopReason))
+		}
+	}
+	return out
+}
+
+// ID implements subagent.Run: minted in the parent's namespace.
+func (r *run) ID() string { return r.id }
+
+// LocalAgent implements subagent.Run: nil, the child is remote.
+func (r *run) LocalAgent() *agent.Agent { return nil }
+
+// Done implements subagent.Run.
+func (r *run) Done() <-chan struct{} { return r.done }
+
+// Wait implements subagent.Run.
+func (r *run) Wait(ctx context.Context) (subagent.Result, error) {
+	select {
+	case <-r.done:
+		return r.result, nil
+	case <-ctx.Done():
+		return subagent.Result{}, context.Cause(ctx)
+	}
+}
+
+// Dispose implements subagent.Run: it cancels the prompt, waits for the run
+// to settle, and stops the process (stdin EOF, SIGTERM, SIGKILL to its whole
+// process group), returning once it is reaped.
+func (r *run) Dispose(ctx context.Context) error {
+	r.disposeOnce.Do(func() {
+		select {
+		case <-r.done:
+		default:
+			r.cancel()
+			<-r.done
+		}
+		r.disposeErr = r.proc.Stop(r.cfg.EOFGrace, r.cfg.TermGrace)
+	})
+	return r.disposeErr
+}

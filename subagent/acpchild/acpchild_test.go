@@ -1,0 +1,344 @@
+package acpchild_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	acpsdk "github.com/coder/acp-go-sdk"
+	"go.uber.org/goleak"
+
+	"github.com/dsh-go/dsh/agent"
+	"github.com/dsh-go/dsh/content"
+	"github.com/dsh-go/dsh/internal/llmtest"
+	"github.com/dsh-go/dsh/subagent"
+	"github.com/dsh-go/dsh/subagent/acpchild"
+	"github.com/dsh-go/dsh/subagent/subagenttest"
+)
+
+// dshBinary is the dsh command built for this test run.
+var dshBinary string
+
+func TestMain(m *testing.M) {
+	if mode := os.Getenv("ACPCHILD_FAKE_AGENT"); mode != "" {
+		fakeAgent(mode)
+		os.Exit(0)
+	}
+	dir, err := os.MkdirTemp("", "dsh-bin-")
+	if err != nil {
+		panic(err)
+	}
+	dshBinary = filepath.Join(dir, "dsh")
+	if out, err := exec.Command("go", "build", "-o", dshBinary, "github.com/dsh-go/dsh/cmd/dsh").CombinedOutput(); err != nil {
+		fmt.Fprintf(os.Stderr, "building dsh: %v\n%s", err, out)
+		os.Exit(1)
+	}
+	code := func() int {
+		defer os.RemoveAll(dir)
+		return goleakMain(m)
+	}()
+	os.Exit(code)
+}
+
+func goleakMain(m *testing.M) int {
+	code := m.Run()
+	if code == 0 {
+		if err := goleak.Find(); err != nil {
+			fmt.Fprintln(os.Stderr, "goleak:", err)
+			return 1
+		}
+	}
+	return code
+}
+
+// modelServer behaves by the last user message: hang until the request is
+// cancelled, fail with a 400, or answer "done: <prompt>".
+func modelServer(t *testing.T) *httptest.Server {
+	return llmtest.NewServer(t, func(r llmtest.Request) llmtest.Reply {
+		switch r.LastUser {
+		case subagenttest.PromptFail:
+			return llmtest.Reply{Status: http.StatusBadRequest, Body: `{"error":{"message":"the model refuses this request"}}`}
+		case subagenttest.PromptHang:
+			return llmtest.Reply{Text: "working…", Hang: true}
+		}
+		return llmtest.Reply{Text: "done: " + r.LastUser}
+	})
+}
+
+// selfLoop returns the config of an acp provider running this build of dsh
+// in acp mode against the loopback model server.
+func selfLoop(t *testing.T, srv *httptest.Server) acpchild.Config {
+	return acpchild.Config{Command: dshBinary, Args: []string{"acp"},
+		Env: map[string]string{"DSH_HOME": t.TempDir(), "DEEPSEEK_API_KEY": "sk-test", "DEEPSEEK_BASE_URL": srv.URL},
+		EOFGrace: 500 * time.Millisecond, TermGrace: 500 * time.Millisecond, CancelGrace: 2 * time.Second}
+}
+
+func newProvider(t *testing.T, cfg acpchild.Config) *acpchild.Provider {
+	t.Helper()
+	p, err := acpchild.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func parent(t *testing.T) *agent.Agent {
+	return subagenttest.NewParent(t, nil, 0, agent.Options{}).Agent
+}
+
+// children lists the live (non-zombie) processes whose parent is this test.
+func children() []string {
+	var out []string
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		stat, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
+		if err != nil {
+			continue
+		}
+		s := string(stat)
+		i := strings.LastIndexByte(s, ')')
+		if i < 0 {
+			continue
+		}
+		f := strings.Fields(s[i+1:])
+		if len(f) > 1 && f[0] != "Z" && f[1] == fmt.Sprint(os.Getpid()) {
+			out = append(out, e.Name()+" "+s[:i+1])
+		}
+	}
+	return out
+}
+
+func noChildren() error {
+	if c := children(); len(c) > 0 {
+		return fmt.Errorf("child processes left: %v", c)
+	}
+	return nil
+}
+
+func TestSelfLoopConformance(t *testing.T) {
+	srv := modelServer(t)
+	subagenttest.Conformance(t, subagenttest.Harness{
+		New: func(t *testing.T) (subagent.Provider, *agent.Agent) {
+			return newProvider(t, selfLoop(t, srv)), parent(t)
+		},
+		Leftovers: noChildren,
+	})
+}
+
+func start(t *testing.T, p *acpchild.Provider, ctx context.Context, prompt string) subagent.Run {
+	t.Helper()
+	a := parent(t)
+	run, err := p.Start(ctx, subagent.StartRequest{Prompt: subagenttest.Prompt(prompt), Parent: a, Depth: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return run
+}
+
+func wait(t *testing.T, run subagent.Run) subagent.Result {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	res, err := run.Wait(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res
+}
+
+func TestSelfLoopAnswer(t *testing.T) {
+	p := newProvider(t, selfLoop(t, modelServer(t)))
+	run := start(t, p, context.Background(), "hello child")
+	res := wait(t, run)
+	if err := run.Dispose(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if res.StopReason != subagent.Completed || content.JoinText(res.Output) != "done: hello child" {
+		t.Fatalf("result %+v", res)
+	}
+	if !strings.HasPrefix(run.ID(), "acp-") || run.LocalAgent() != nil {
+		t.Fatalf("run id %q", run.ID())
+	}
+	if err := noChildren(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestChildModelFailureIsAnErrorWithDiagnostic(t *testing.T) {
+	p := newProvider(t, selfLoop(t, modelServer(t)))
+	run := start(t, p, context.Background(), subagenttest.PromptFail)
+	res := wait(t, run)
+	run.Dispose(context.Background())
+	if res.StopReason != subagent.Failed || !strings.Contains(res.Diagnostic, "INVALID_REQUEST") {
+		t.Fatalf("result %+v", res)
+	}
+}
+
+func TestCancelMidTurnIsAborted(t *testing.T) {
+	p := newProvider(t, selfLoop(t, modelServer(t)))
+	ctx, cancel := context.WithCancel(context.Background())
+	run := start(t, p, ctx, subagenttest.PromptHang)
+	time.Sleep(200 * time.Millisecond) // let the turn begin; the result must be aborted either way
+	cancel()
+	res := wait(t, run)
+	run.Dispose(context.Background())
+	if res.StopReason != subagent.Aborted {
+		t.Fatalf("result %+v", res)
+	}
+	if err := noChildren(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestChildKilledMidTurnIsAnError(t *testing.T) {
+	p := newProvider(t, selfLoop(t, modelServer(t)))
+	run := start(t, p, context.Background(), subagenttest.PromptHang)
+	var pids []string
+	for len(pids) == 0 {
+		for _, c := range children() {
+			pids = append(pids, strings.Fields(c)[0])
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	for _, pid := range pids {
+		var n int
+		fmt.Sscan(pid, &n)
+		syscall.Kill(n, syscall.SIGKILL)
+	}
+	res := wait(t, run)
+	run.Dispose(context.Background())
+	if res.StopReason != subagent.Failed || !strings.Contains(res.Diagnostic, "signal") {
+		t.Fatalf("result %+v", res)
+	}
+}
+
+func TestBadConfigAndCwd(t *testing.T) {
+	for _, cfg := range []acpchild.Config{{}, {Command: "x", Permission: "maybe"}, {Command: "x", Cwd: "/no/such/dir"}} {
+		if _, err := acpchild.New(cfg); err == nil {
+			t.Errorf("config %+v accepted", cfg)
+		}
+	}
+	p := newProvider(t, acpchild.Config{Command: "/no/such/agent"})
+	if _, err := p.Start(context.Background(), subagent.StartRequest{Prompt: subagenttest.Prompt("x"), Parent: parent(t)}); err == nil {
+		t.Fatal("a missing command started")
+	}
+	if err := noChildren(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// fakeConfig runs this test binary as a misbehaving ACP agent.
+func fakeConfig(mode string) acpchild.Config {
+	return acpchild.Config{Command: os.Args[0], Args: []string{"-test.run=^$"}, Env: map[string]string{"ACPCHILD_FAKE_AGENT": mode, "GORACE": "atexit_sleep_ms=0"},
+		ReadyTimeout: time.Second, EOFGrace: 200 * time.Millisecond, TermGrace: 200 * time.Millisecond, CancelGrace: 300 * time.Millisecond}
+}
+
+func TestMisbehavingAgents(t *testing.T) {
+	for _, mode := range []string{"silent", "garbage", "exit"} {
+		t.Run(mode, func(t *testing.T) {
+			p := newProvider(t, fakeConfig(mode))
+			_, err := p.Start(context.Background(), subagent.StartRequest{Prompt: subagenttest.Prompt("x"), Parent: parent(t)})
+			if err == nil {
+				t.Fatal("started")
+			}
+			if err := noChildren(); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}
+
+func TestAgentIgnoringEOFAndTermIsKilled(t *testing.T) {
+	p := newProvider(t, fakeConfig("stubborn"))
+	run := start(t, p, context.Background(), "x")
+	if err := run.Dispose(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if res := wait(t, run); res.StopReason != subagent.Aborted {
+		t.Fatalf("result %+v", res)
+	}
+	if err := noChildren(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestCancelBeforeReadySpawnsNothing(t *testing.T) {
+	p := newProvider(t, fakeConfig("silent"))
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() { time.Sleep(100 * time.Millisecond); cancel() }()
+	_, err := p.Start(ctx, subagent.StartRequest{Prompt: subagenttest.Prompt("x"), Parent: parent(t)})
+	if !errors.Is(err, subagent.ErrAbortedBeforeReady) {
+		t.Fatalf("err = %v", err)
+	}
+	if err := noChildren(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// fakeAgent is a misbehaving ACP agent:
+//   - silent: never answers initialize;
+//   - garbage: writes non-JSON to stdout;
+//   - exit: exits at once with an error;
+//   - stubborn: answers the handshake, hangs on prompts, ignores EOF, cancel and SIGTERM.
+func fakeAgent(mode string) {
+	switch mode {
+	case "silent":
+		signal.Ignore(syscall.SIGTERM)
+		select {}
+	case "garbage":
+		fmt.Println("this is not JSON-RPC {{{")
+		select {}
+	case "exit":
+		fmt.Fprintln(os.Stderr, "fatal: cannot start")
+		os.Exit(3)
+	case "stubborn":
+		signal.Ignore(syscall.SIGTERM)
+		a := &stubborn{}
+		conn := acpsdk.NewAgentSideConnection(a, os.Stdout, os.Stdin)
+		conn.SetLogger(slog.New(slog.NewTextHandler(io.Discard, nil)))
+		select {}
+	}
+}
+
+type stubborn struct{}
+
+func (stubborn) Initialize(context.Context, acpsdk.InitializeRequest) (acpsdk.InitializeResponse, error) {
+	return acpsdk.InitializeResponse{ProtocolVersion: acpsdk.ProtocolVersionNumber}, nil
+}
+func (stubborn) Authenticate(context.Context, acpsdk.AuthenticateRequest) (acpsdk.AuthenticateResponse, error) {
+	return acpsdk.AuthenticateResponse{}, nil
+}
+func (stubborn) NewSession(context.Context, acpsdk.NewSessionRequest) (acpsdk.NewSessionResponse, error) {
+	return acpsdk.NewSessionResponse{SessionId: "s"}, nil
+}
+func (stubborn) Prompt(context.Context, acpsdk.PromptRequest) (acpsdk.PromptResponse, error) {
+	select {} // ignores cancellation
+}
+func (stubborn) Cancel(context.Context, acpsdk.CancelNotification) error { return nil }
+func (stubborn) CloseSession(context.Context, acpsdk.CloseSessionRequest) (acpsdk.CloseSessionResponse, error) {
+	return acpsdk.CloseSessionResponse{}, nil
+}
+func (stubborn) ListSessions(context.Context, acpsdk.ListSessionsRequest) (acpsdk.ListSessionsResponse, error) {
+	return acpsdk.ListSessionsResponse{}, nil
+}
+func (stubborn) ResumeSession(context.Context, acpsdk.ResumeSessionRequest) (acpsdk.ResumeSessionResponse, error) {
+	return acpsdk.ResumeSessionResponse{}, nil
+}
+func (stubborn) SetSessionConfigOption(context.Context, acpsdk.SetSessionConfigOptionRequest) (acpsdk.SetSessionConfigOptionResponse, error) {
+	return acpsdk.SetSessionConfigOptionResponse{}, nil
+}
+func (stubborn) SetSessionMode(context.Context, acpsdk.SetSessionModeRequest) (acpsdk.SetSessionModeResponse, error) {
+	return acpsdk.SetSessionModeResponse{}, nil
+}

@@ -1,0 +1,146 @@
+package acpchild
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"strings"
+	"sync"
+
+	acpsdk "github.com/coder/acp-go-sdk"
+
+	"github.com/dsh-go/dsh/content"
+	"github.com/dsh-go/dsh/subagent"
+)
+
+func discardLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
+
+// client answers the child agent: it collects message text, relays
+// progress, and answers permission requests per policy. It advertises no
+// file system or terminal capability, so those requests are refused.
+type client struct {
+	run *run
+
+	mu        sync.Mutex
+	messages  []message // in order of first chunk
+	cancelled bool
+}
+
+type message struct {
+	id   string // "" when the agent sends no message ids
+	text strings.Builder
+}
+
+var _ acpsdk.Client = (*client)(nil)
+
+func (c *client) markCancelled() {
+	c.mu.Lock()
+	c.cancelled = true
+	c.mu.Unlock()
+}
+
+// output is the text of the last message with text, or all text when the
+// agent sends no message ids.
+func (c *client) output() []content.Block {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for i := len(c.messages) - 1; i >= 0; i-- {
+		if t := c.messages[i].text.String(); strings.TrimSpace(t) != "" {
+			return []content.Block{content.Text(t)}
+		}
+	}
+	return nil
+}
+
+func (c *client) report(p subagent.Progress) {
+	if c.run.progress != nil {
+		c.run.progress(p)
+	}
+}
+
+// SessionUpdate implements acpsdk.Client.
+func (c *client) SessionUpdate(ctx context.Context, n acpsdk.SessionNotification) error {
+	u := n.Update
+	switch {
+	case u.AgentMessageChunk != nil:
+		if t := u.AgentMessageChunk.Content.Text; t != nil && t.Text != "" {
+			id := ""
+			if u.AgentMessageChunk.MessageId != nil {
+				id = *u.AgentMessageChunk.MessageId
+			}
+			c.mu.Lock()
+			if n := len(c.messages); n == 0 || c.messages[n-1].id != id {
+				c.messages = append(c.messages, message{id: id})
+			}
+			c.messages[len(c.messages)-1].text.WriteString(t.Text)
+			c.mu.Unlock()
+			c.report(subagent.Progress{Kind: subagent.ProgressText, Turn: 1, Text: t.Text})
+		}
+	case u.ToolCall != nil:
+		c.report(subagent.Progress{Kind: subagent.ProgressToolCall, Turn: 1, Tool: u.ToolCall.Title, CallID: string(u.ToolCall.ToolCallId)})
+	case u.ToolCallUpdate != nil:
+		if s := u.ToolCallUpdate.Status; s != nil && (*s == acpsdk.ToolCallStatusCompleted || *s == acpsdk.ToolCallStatusFailed) {
+			c.report(subagent.Progress{Kind: subagent.ProgressToolResult, Turn: 1, CallID: string(u.ToolCallUpdate.ToolCallId),
+				IsError: *s == acpsdk.ToolCallStatusFailed})
+		}
+	}
+	return nil
+}
+
+// RequestPermission implements acpsdk.Client: reject (select the offered
+// reject option) or allow (select the first allow option) per policy;
+// cancelled after the run was cancelled or when no option fits.
+func (c *client) RequestPermission(ctx context.Context, p acpsdk.RequestPermissionRequest) (acpsdk.RequestPermissionResponse, error) {
+	c.mu.Lock()
+	cancelled := c.cancelled
+	c.mu.Unlock()
+	if !cancelled {
+		want := []acpsdk.PermissionOptionKind{acpsdk.PermissionOptionKindRejectOnce, acpsdk.PermissionOptionKindRejectAlways}
+		if c.run.cfg.Permission == PermissionAllow {
+			want = []acpsdk.PermissionOptionKind{acpsdk.PermissionOptionKindAllowOnce, acpsdk.PermissionOptionKindAllowAlways}
+		}
+		for _, k := range want {
+			for _, o := range p.Options {
+				if o.Kind == k {
+					return acpsdk.RequestPermissionResponse{Outcome: acpsdk.NewRequestPermissionOutcomeSelected(o.OptionId)}, nil
+				}
+			}
+		}
+	}
+	return acpsdk.RequestPermissionResponse{Outcome: acpsdk.NewRequestPermissionOutcomeCancelled()}, nil
+}
+
+// ReadTextFile implements acpsdk.Client: not advertised, refused.
+func (c *client) ReadTextFile(context.Context, acpsdk.ReadTextFileRequest) (acpsdk.ReadTextFileResponse, error) {
+	return acpsdk.ReadTextFileResponse{}, acpsdk.NewMethodNotFound("fs/read_text_file")
+}
+
+// WriteTextFile implements acpsdk.Client: not advertised, refused.
+func (c *client) WriteTextFile(context.Context, acpsdk.WriteTextFileRequest) (acpsdk.WriteTextFileResponse, error) {
+	return acpsdk.WriteTextFileResponse{}, acpsdk.NewMethodNotFound("fs/write_text_file")
+}
+
+// CreateTerminal implements acpsdk.Client: not advertised, refused.
+func (c *client) CreateTerminal(context.Context, acpsdk.CreateTerminalRequest) (acpsdk.CreateTerminalResponse, error) {
+	return acpsdk.CreateTerminalResponse{}, acpsdk.NewMethodNotFound("terminal/create")
+}
+
+// KillTerminal implements acpsdk.Client: not advertised, refused.
+func (c *client) KillTerminal(context.Context, acpsdk.KillTerminalRequest) (acpsdk.KillTerminalResponse, error) {
+	return acpsdk.KillTerminalResponse{}, acpsdk.NewMethodNotFound("terminal/kill")
+}
+
+// TerminalOutput implements acpsdk.Client: not advertised, refused.
+func (c *client) TerminalOutput(context.Context, acpsdk.TerminalOutputRequest) (acpsdk.TerminalOutputResponse, error) {
+	return acpsdk.TerminalOutputResponse{}, acpsdk.NewMethodNotFound("terminal/output")
+}
+
+// ReleaseTerminal implements acpsdk.Client: not advertised, refused.
+func (c *client) ReleaseTerminal(context.Context, acpsdk.ReleaseTerminalRequest) (acpsdk.ReleaseTerminalResponse, error) {
+	return acpsdk.ReleaseTerminalResponse{}, acpsdk.NewMethodNotFound("terminal/release")
+}
+
+// WaitForTerminalExit implements acpsdk.Client: not advertised, refused.
+func (c *client) WaitForTerminalExit(context.Context, acpsdk.WaitForTerminalExitRequest) (acpsdk.WaitForTerminalExitResponse, error) {
+	return acpsdk.WaitForTerminalExitResponse{}, acpsdk.NewMethodNotFound("terminal/wait_for_exit")
+}

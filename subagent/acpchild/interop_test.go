@@ -1,0 +1,64 @@
+package acpchild_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/dsh-go/dsh/content"
+	"github.com/dsh-go/dsh/internal/testpeers"
+	"github.com/dsh-go/dsh/subagent"
+	"github.com/dsh-go/dsh/subagent/acpchild"
+)
+
+// The official TypeScript SDK's example agent as a child: its turn reads a
+// file, then asks permission to edit one; the final words differ for allow
+// and reject. Each turn takes about five seconds, so the cases run in
+// parallel.
+func TestTypeScriptExampleAgent(t *testing.T) {
+	agentJS := testpeers.Path(t, "node_modules/@agentclientprotocol/sdk/dist/examples/agent.js")
+	cfg := func(permission string) acpchild.Config {
+		return acpchild.Config{Command: "node", Args: []string{agentJS}, Permission: permission, PassEnv: nil,
+			EOFGrace: 500 * time.Millisecond, TermGrace: 500 * time.Millisecond, CancelGrace: 3 * time.Second}
+	}
+	for _, tc := range []struct {
+		name, permission, want string
+	}{
+		{"allow", acpchild.PermissionAllow, "Perfect! I've successfully updated the configuration."},
+		{"reject", acpchild.PermissionReject, "I'll skip the configuration update."},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			p := newProvider(t, cfg(tc.permission))
+			run := start(t, p, context.Background(), "improve the project")
+			res := wait(t, run)
+			if err := run.Dispose(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			out := content.JoinText(res.Output)
+			if res.StopReason != subagent.Completed || !strings.Contains(out, tc.want) || !strings.HasPrefix(out, "I'll help you with that.") {
+				t.Fatalf("result %+v", res)
+			}
+		})
+	}
+	t.Run("cancel", func(t *testing.T) {
+		t.Parallel()
+		p := newProvider(t, cfg(acpchild.PermissionAllow))
+		ctx, cancel := context.WithCancel(context.Background())
+		run, err := p.Start(ctx, subagent.StartRequest{Prompt: []content.Block{content.Text("x")}, Parent: parent(t), Depth: 1,
+			Progress: func(pr subagent.Progress) {
+				if pr.Kind == subagent.ProgressToolCall {
+					cancel()
+				}
+			}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		res := wait(t, run)
+		run.Dispose(context.Background())
+		if res.StopReason != subagent.Aborted || !strings.HasPrefix(content.JoinText(res.Output), "I'll help you") {
+			t.Fatalf("result %+v", res)
+		}
+	})
+}
