@@ -109,3 +109,47 @@ func TestACPXDrivesDshACP(t *testing.T) {
 		})
 	}
 }
+
+// A dsh parent delegates to a dsh child running in acp mode as a separate
+// process (command "self"): the full self-hosting loop through the real
+// binary, the real model adapter on both sides, and a loopback model.
+func TestSelfHostedACPChild(t *testing.T) {
+	bin := dshBinary(t)
+	srv := llmtest.NewServer(t, func(r llmtest.Request) llmtest.Reply {
+		switch {
+		case r.LastUser == "what is 6*7?":
+			return llmtest.Reply{Text: "42"}
+		case len(r.ToolResults) == 0:
+			return llmtest.Reply{ToolCall: &llmtest.ToolCall{Name: "subagent_isolated",
+				Arguments: `{"description":"compute","prompt":"what is 6*7?"}`}}
+		}
+		return llmtest.Reply{Text: "the child said " + r.ToolResults[0]}
+	})
+	home := t.TempDir()
+	cfg := filepath.Join(home, "dsh.yaml")
+	os.WriteFile(cfg, []byte(`
+subagents:
+  providers:
+    - name: dsh
+      kind: acp
+      command: self
+  tools:
+    - provider: dsh
+      toolName: subagent_isolated
+`), 0o644)
+	cmd := exec.Command(bin, "run", "--cwd", t.TempDir(), "delegate the sum")
+	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + home, "DSH_HOME=" + home, "DSH_CONFIG=" + cfg,
+		"DEEPSEEK_API_KEY=sk-test", "DEEPSEEK_BASE_URL=" + srv.URL}
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("dsh run: %v\n%s", err, stderr.String())
+	}
+	if strings.TrimSpace(string(out)) != "the child said 42" {
+		t.Fatalf("stdout %q\nstderr %s", out, stderr.String())
+	}
+	if !strings.Contains(stderr.String(), "↳ dsh · compute · completed") {
+		t.Fatalf("stderr lacks the child's run:\n%s", stderr.String())
+	}
+}

@@ -81,7 +81,7 @@ func modelServer(t *testing.T) *httptest.Server {
 // in acp mode against the loopback model server.
 func selfLoop(t *testing.T, srv *httptest.Server) acpchild.Config {
 	return acpchild.Config{Command: dshBinary, Args: []string{"acp"},
-		Env: map[string]string{"DSH_HOME": t.TempDir(), "DEEPSEEK_API_KEY": "sk-test", "DEEPSEEK_BASE_URL": srv.URL},
+		Env:      map[string]string{"DSH_HOME": t.TempDir(), "DEEPSEEK_API_KEY": "sk-test", "DEEPSEEK_BASE_URL": srv.URL},
 		EOFGrace: 500 * time.Millisecond, TermGrace: 500 * time.Millisecond, CancelGrace: 2 * time.Second}
 }
 
