@@ -52,8 +52,9 @@ func Serve(ctx context.Context, opts Options, in io.Reader, out io.Writer) error
 		opts.Log = slog.Default()
 	}
 	s := &server{opts: opts, sessions: map[acpsdk.SessionId]*acpSession{}}
+	// No SetLogger: in acp-go-sdk v0.13.0 it races with the connection's
+	// receive goroutine; the connection logs through slog.Default.
 	s.conn = acpsdk.NewAgentSideConnection(s, out, in)
-	s.conn.SetLogger(opts.Log)
 	select {
 	case <-s.conn.Done():
 	case <-ctx.Done():

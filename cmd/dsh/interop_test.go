@@ -7,45 +7,17 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/dsh-go/dsh/internal/llmtest"
 	"github.com/dsh-go/dsh/internal/testpeers"
 )
 
-var (
-	buildOnce sync.Once
-	binary    string
-	buildErr  error
-)
-
-// dshBinary builds the dsh command once per test run.
-func dshBinary(t *testing.T) string {
-	t.Helper()
-	buildOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "dsh-bin-")
-		if err != nil {
-			buildErr = err
-			return
-		}
-		binary = filepath.Join(dir, "dsh")
-		if out, err := exec.Command("go", "build", "-o", binary, ".").CombinedOutput(); err != nil {
-			buildErr = err
-			t.Logf("%s", out)
-		}
-	})
-	if buildErr != nil {
-		t.Fatalf("building dsh: %v", buildErr)
-	}
-	return binary
-}
-
 // The third-party ACP client acpx drives `dsh acp` for one prompt. The
 // model first asks for bash, which needs the client's permission.
 func TestACPXDrivesDshACP(t *testing.T) {
 	acpx := testpeers.Path(t, "node_modules/.bin/acpx")
-	bin := dshBinary(t)
+	bin := dshBinary
 	srv := llmtest.NewServer(t, func(r llmtest.Request) llmtest.Reply {
 		if len(r.ToolResults) == 0 {
 			return llmtest.Reply{Text: "Checking. ", ToolCall: &llmtest.ToolCall{Name: "bash", Arguments: `{"command":"echo from-bash"}`}}
@@ -114,7 +86,7 @@ func TestACPXDrivesDshACP(t *testing.T) {
 // process (command "self"): the full self-hosting loop through the real
 // binary, the real model adapter on both sides, and a loopback model.
 func TestSelfHostedACPChild(t *testing.T) {
-	bin := dshBinary(t)
+	bin := dshBinary
 	srv := llmtest.NewServer(t, func(r llmtest.Request) llmtest.Reply {
 		switch {
 		case r.LastUser == "what is 6*7?":

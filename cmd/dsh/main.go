@@ -16,6 +16,9 @@ import (
 )
 
 func main() {
+	// Libraries that log through slog.Default (the ACP SDK) stay quiet
+	// unless something is wrong; stdout is never used for logs.
+	slog.SetDefault(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	err := newRoot(os.Stdin, os.Stdout, os.Stderr, os.Getenv).ExecuteContext(ctx)
 	stop()

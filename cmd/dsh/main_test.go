@@ -6,14 +6,38 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"regexp"
 	"strings"
 	"testing"
 
 	"go.uber.org/goleak"
+
+	"github.com/dsh-go/dsh/internal/dshbin"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+// dshBinary is the dsh command built for the tests that run it as a process.
+var dshBinary string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "dsh-bin-")
+	if err == nil {
+		dshBinary, err = dshbin.Build(dir)
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	if code == 0 {
+		if err := goleak.Find(); err != nil {
+			fmt.Fprintln(os.Stderr, "goleak:", err)
+			code = 1
+		}
+	}
+	os.Exit(code)
+}
 
 // runCLI runs the CLI in-process with env and returns stdout, stderr and the
 // error.

@@ -1,5 +1,5 @@
 // Package llmtest runs a loopback OpenAI-compatible chat-completions server
-// for tests: it answers each request, as the real API does, with a stream of
+// for tests and load runs: it answers each request, as the real API does, with a stream of
 // server-sent events, as decided by a function of the request.
 package llmtest
 
@@ -36,7 +36,14 @@ type ToolCall struct {
 // NewServer starts a server answering with reply; it is closed when the test
 // ends.
 func NewServer(t testing.TB, reply func(Request) Reply) *httptest.Server {
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	srv := Start(reply)
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+// Start starts a server answering with reply; the caller closes it.
+func Start(reply func(Request) Reply) *httptest.Server {
+	return httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		var body struct {
 			Messages []struct {
 				Role    string `json:"role"`
@@ -90,6 +97,4 @@ func NewServer(t testing.TB, reply func(Request) Reply) *httptest.Server {
 		send(fmt.Sprintf(`{"choices":[{"index":0,"delta":{},"finish_reason":%q}],"usage":{"prompt_tokens":3,"completion_tokens":2}}`, finish))
 		send("[DONE]")
 	}))
-	t.Cleanup(srv.Close)
-	return srv
 }

@@ -145,7 +145,9 @@ func (p *Provider) Start(ctx context.Context, req subagent.StartRequest) (subage
 	r := &run{cfg: p.cfg, id: "acp-" + uuid.NewString(), proc: child, progress: req.Progress, done: make(chan struct{})}
 	r.client = &client{run: r}
 	r.conn = acpsdk.NewClientSideConnection(r.client, child.Stdin(), child.Stdout())
-	r.conn.SetLogger(discardLogger())
+	// No SetLogger: in acp-go-sdk v0.13.0 it races with the connection's
+	// receive goroutine, which starts in the constructor; the connection
+	// logs through slog.Default.
 	if err := r.handshake(ctx, cwd); err != nil {
 		child.Stop(0, p.cfg.TermGrace)
 		if ctx.Err() != nil {

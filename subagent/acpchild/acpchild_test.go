@@ -9,7 +9,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"os/exec"
 	"os/signal"
 	"path/filepath"
 	"strings"
@@ -22,6 +21,7 @@ import (
 
 	"github.com/dsh-go/dsh/agent"
 	"github.com/dsh-go/dsh/content"
+	"github.com/dsh-go/dsh/internal/dshbin"
 	"github.com/dsh-go/dsh/internal/llmtest"
 	"github.com/dsh-go/dsh/subagent"
 	"github.com/dsh-go/dsh/subagent/acpchild"
@@ -40,9 +40,8 @@ func TestMain(m *testing.M) {
 	if err != nil {
 		panic(err)
 	}
-	dshBinary = filepath.Join(dir, "dsh")
-	if out, err := exec.Command("go", "build", "-o", dshBinary, "github.com/dsh-go/dsh/cmd/dsh").CombinedOutput(); err != nil {
-		fmt.Fprintf(os.Stderr, "building dsh: %v\n%s", err, out)
+	if dshBinary, err = dshbin.Build(dir); err != nil {
+		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
 	code := func() int {

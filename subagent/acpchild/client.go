@@ -2,8 +2,6 @@ package acpchild
 
 import (
 	"context"
-	"io"
-	"log/slog"
 	"strings"
 	"sync"
 
@@ -12,8 +10,6 @@ import (
 	"github.com/dsh-go/dsh/content"
 	"github.com/dsh-go/dsh/subagent"
 )
-
-func discardLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
 
 // client answers the child agent: it collects message text, relays
 // progress, and answers permission requests per policy. It advertises no
