@@ -273,6 +273,23 @@ func TestAgentIgnoringEOFAndTermIsKilled(t *testing.T) {
 	}
 }
 
+// A 100 MB line on stdout ends the run in error, with bounded memory, and
+// the process is gone.
+func TestHugeLineIsAnError(t *testing.T) {
+	p := newProvider(t, fakeConfig("hugeline"))
+	run := start(t, p, context.Background(), "x")
+	res := wait(t, run)
+	if err := run.Dispose(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if res.StopReason != subagent.Failed {
+		t.Fatalf("result %+v", res)
+	}
+	if err := noChildren(); err != nil {
+		t.Fatal(err)
+	}
+}
+
 func TestCancelBeforeReadySpawnsNothing(t *testing.T) {
 	p := newProvider(t, fakeConfig("silent"))
 	ctx, cancel := context.WithCancel(context.Background())
@@ -302,16 +319,18 @@ func fakeAgent(mode string) {
 	case "exit":
 		fmt.Fprintln(os.Stderr, "fatal: cannot start")
 		os.Exit(3)
-	case "stubborn":
-		signal.Ignore(syscall.SIGTERM)
-		a := &stubborn{}
+	case "stubborn", "hugeline":
+		if mode == "stubborn" {
+			signal.Ignore(syscall.SIGTERM)
+		}
+		a := &stubborn{huge: mode == "hugeline"}
 		conn := acpsdk.NewAgentSideConnection(a, os.Stdout, os.Stdin)
 		conn.SetLogger(slog.New(slog.NewTextHandler(io.Discard, nil)))
 		select {}
 	}
 }
 
-type stubborn struct{}
+type stubborn struct{ huge bool }
 
 func (stubborn) Initialize(context.Context, acpsdk.InitializeRequest) (acpsdk.InitializeResponse, error) {
 	return acpsdk.InitializeResponse{ProtocolVersion: acpsdk.ProtocolVersionNumber}, nil
@@ -322,7 +341,17 @@ func (stubborn) Authenticate(context.Context, acpsdk.AuthenticateRequest) (acpsd
 func (stubborn) NewSession(context.Context, acpsdk.NewSessionRequest) (acpsdk.NewSessionResponse, error) {
 	return acpsdk.NewSessionResponse{SessionId: "s"}, nil
 }
-func (stubborn) Prompt(context.Context, acpsdk.PromptRequest) (acpsdk.PromptResponse, error) {
+func (s stubborn) Prompt(context.Context, acpsdk.PromptRequest) (acpsdk.PromptResponse, error) {
+	if s.huge { // a 100 MB line on stdout
+		line := make([]byte, 1<<20)
+		for i := range line {
+			line[i] = 'x'
+		}
+		for range 100 {
+			os.Stdout.Write(line)
+		}
+		os.Stdout.Write([]byte("\n"))
+	}
 	select {} // ignores cancellation
 }
 func (stubborn) Cancel(context.Context, acpsdk.CancelNotification) error { return nil }

@@ -1,0 +1,60 @@
+package acp_test
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/dsh-go/dsh"
+	"github.com/dsh-go/dsh/acp"
+	"github.com/dsh-go/dsh/agent"
+	"github.com/dsh-go/dsh/llm/scripted"
+)
+
+// FuzzServe feeds arbitrary client frames to the ACP server: it must answer
+// or reject them, never panic, and return once the input ends, leaving no
+// agent behind.
+func FuzzServe(f *testing.F) {
+	for _, seed := range []string{
+		`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":1,"clientCapabilities":{}}}`,
+		`{"jsonrpc":"2.0","id":1,"method":"session/new","params":{"cwd":"/tmp","mcpServers":[]}}`,
+		`{"jsonrpc":"2.0","id":2,"method":"session/prompt","params":{"sessionId":"x","prompt":[{"type":"text","text":"hi"}]}}`,
+		`{"jsonrpc":"2.0","method":"session/cancel","params":{"sessionId":"x"}}`,
+		`{"jsonrpc":"2.0","id":"a","method":"nope"}`,
+		`{"id":3,"result":{}}`,
+		"not json\n{}\n[1,2]",
+	} {
+		f.Add([]byte(seed + "\n"))
+	}
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		rt, err := dsh.New(dsh.Options{Logger: quiet})
+		if err != nil {
+			t.Fatal(err)
+		}
+		rt.LLM.Register("test", scripted.Repeat(scripted.Text("ok")))
+		// A prompt naming the session created by a session/new in the input
+		// cannot be known in advance; "cwd" values point at /tmp.
+		input := bytes.ReplaceAll(data, []byte(`"cwd":"`), []byte(`"cwd":"/tmp`))
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		done := make(chan error, 1)
+		go func() {
+			done <- acp.Serve(ctx, acp.Options{Agents: rt.Agents, AgentOptions: agent.Options{Provider: "test"}, Log: quiet},
+				bytes.NewReader(input), io.Discard)
+		}()
+		select {
+		case <-done:
+		case <-ctx.Done():
+			t.Fatalf("Serve did not return after the input ended: %q", strings.TrimSpace(string(data)))
+		}
+		if n := len(rt.Agents.List()); n != 0 {
+			t.Fatalf("%d agents left", n)
+		}
+		rt.Close(context.Background())
+	})
+}

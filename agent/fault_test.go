@@ -1,0 +1,76 @@
+package agent_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/dsh-go/dsh/agent"
+	"github.com/dsh-go/dsh/content"
+	"github.com/dsh-go/dsh/event"
+	"github.com/dsh-go/dsh/llm"
+	"github.com/dsh-go/dsh/llm/scripted"
+	"github.com/dsh-go/dsh/prompt"
+	"github.com/dsh-go/dsh/session"
+	"github.com/dsh-go/dsh/tool"
+)
+
+// fullDisk is a backend whose writes start failing after a number of
+// batches, like a disk that fills up.
+type fullDisk struct {
+	*session.MemoryBackend
+	left int
+}
+
+type fullDiskPersister struct {
+	session.Persister
+	d *fullDisk
+}
+
+func (d *fullDisk) Create(h session.Header) (session.Persister, error) {
+	p, err := d.MemoryBackend.Create(h)
+	return &fullDiskPersister{p, d}, err
+}
+
+func (p *fullDiskPersister) Append(events []session.Event) error {
+	if p.d.left <= 0 {
+		return errors.New("no space left on device")
+	}
+	p.d.left--
+	return p.Persister.Append(events)
+}
+
+// A session that cannot be written ends the turn in error, naming the cause,
+// and what was written stays a loadable log.
+func TestSessionWriteFailureEndsTurnInError(t *testing.T) {
+	backend := &fullDisk{MemoryBackend: session.NewMemoryBackend(), left: 2}
+	bus := event.New(nil)
+	models := llm.NewRegistry()
+	models.Register("test", scripted.New(scripted.Text("first"), scripted.Text("second")))
+	store := session.NewStore(backend, bus)
+	reg := agent.NewRegistry(agent.Deps{Sessions: store, LLM: models, Tools: tool.NewRegistry(), Prompt: prompt.NewRegistry(), Events: bus})
+	a, err := reg.Create(context.Background(), agent.CreateOptions{Options: agent.Options{Provider: "test"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer reg.DisposeAll(context.Background())
+	end, _ := a.Run(context.Background(), content.UserText("one"))
+	if end.Reason.Kind != session.EndCompleted {
+		t.Fatalf("first turn %+v", end)
+	}
+	end, _ = a.Run(context.Background(), content.UserText("two"))
+	if end.Reason.Kind != session.EndError || end.Reason.Error == nil || !strings.Contains(end.Reason.Error.Message, "no space left on device") {
+		t.Fatalf("second turn %+v", end)
+	}
+	if err := a.Dispose(context.Background()); err == nil || !strings.Contains(err.Error(), "no space left") {
+		t.Fatalf("dispose: %v, want the write failure reported", err)
+	}
+	_, events, err := store.Read(a.ID()) // from the backend: the agent is gone
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := session.CheckBalanced(events); err != nil || len(events) == 0 {
+		t.Fatalf("stored log (%d events): %v", len(events), err)
+	}
+}
