@@ -4,6 +4,7 @@ go 1.26.0
 
 require (
 	github.com/coder/acp-go-sdk v0.13.0 // indirect
+	github.com/go-json-experiment/json v1.27.2 // indirect
 	github.com/goccy/go-yaml v1.19.2 // indirect
 	github.com/google/go-cmp v0.7.0 // indirect
 	github.com/google/jsonschema-go v0.4.3 // indirect

@@ -1,7 +1,11 @@
 package session
 
 import (
+	"bytes"
 	"encoding/json"
+
+	jsonv2 "github.com/go-json-experiment/json"
+	"github.com/go-json-experiment/json/jsontext"
 
 	"github.com/dsh-go/dsh/content"
 )
@@ -169,40 +173,47 @@ func knownType(t string) bool {
 // decodeData decodes the payload of an event of type t. Unknown types decode
 // to json.RawMessage with known=false.
 func decodeData(t string, raw json.RawMessage) (data any, known bool, err error) {
-	switch t {
-	case TypeTurnStart:
-		return decodeAs[TurnStart](raw)
-	case TypeTurnEnd:
-		return decodeAs[TurnEnd](raw)
-	case TypeStepStart, TypeStepEnd:
-		return decodeAs[Step](raw)
-	case TypeUserMessage:
-		return decodeAs[content.Message](raw)
-	case TypeAssistantChunk:
-		return decodeAs[AssistantChunk](raw)
-	case TypeAssistantMessage:
-		return decodeAs[AssistantMessage](raw)
-	case TypeToolCall:
-		return decodeAs[ToolCall](raw)
-	case TypeToolResult:
-		return decodeAs[ToolResult](raw)
-	case TypeRequestHeader:
-		return decodeAs[RequestHeader](raw)
-	case TypeLLMRetry:
-		return decodeAs[LLMRetry](raw)
-	case TypeInboxSpliced:
-		return decodeAs[InboxSpliced](raw)
-	case TypeEndSeed:
-		return EndSeed{}, true, nil
+	if len(raw) == 0 {
+		raw = json.RawMessage("null")
 	}
-	return append(json.RawMessage(nil), raw...), knownRaw[t], nil
+	return decodeFrom(t, jsontext.NewDecoder(bytes.NewReader(raw)))
 }
 
-func decodeAs[T any](raw json.RawMessage) (any, bool, error) {
-	var v T
-	if len(raw) == 0 {
-		return v, true, nil
+// decodeFrom decodes the next value of dec as the payload of an event of
+// type t.
+func decodeFrom(t string, dec *jsontext.Decoder) (data any, known bool, err error) {
+	switch t {
+	case TypeTurnStart:
+		return decodeAs[TurnStart](dec)
+	case TypeTurnEnd:
+		return decodeAs[TurnEnd](dec)
+	case TypeStepStart, TypeStepEnd:
+		return decodeAs[Step](dec)
+	case TypeUserMessage:
+		return decodeAs[content.Message](dec)
+	case TypeAssistantChunk:
+		return decodeAs[AssistantChunk](dec)
+	case TypeAssistantMessage:
+		return decodeAs[AssistantMessage](dec)
+	case TypeToolCall:
+		return decodeAs[ToolCall](dec)
+	case TypeToolResult:
+		return decodeAs[ToolResult](dec)
+	case TypeRequestHeader:
+		return decodeAs[RequestHeader](dec)
+	case TypeLLMRetry:
+		return decodeAs[LLMRetry](dec)
+	case TypeInboxSpliced:
+		return decodeAs[InboxSpliced](dec)
+	case TypeEndSeed:
+		return EndSeed{}, true, dec.SkipValue()
 	}
-	err := json.Unmarshal(raw, &v)
+	v, err := dec.ReadValue()
+	return append(json.RawMessage(nil), v...), knownRaw[t], err
+}
+
+func decodeAs[T any](dec *jsontext.Decoder) (any, bool, error) {
+	var v T
+	err := jsonv2.UnmarshalDecode(dec, &v, codec)
 	return v, true, err
 }

@@ -5,8 +5,6 @@
 package session
 
 import (
-	"encoding/json"
-	"errors"
 	"fmt"
 	"log/slog"
 	"path/filepath"
@@ -47,48 +45,6 @@ type Event struct {
 	Ignorable       bool
 	SurfaceOp       string  // "append" on surface events, empty elsewhere
 	SourceEventSeqs []int64 // assistant message: its chunks; tool result: its call
-}
-
-type wireEvent struct {
-	Type            string          `json:"type"`
-	Seq             int64           `json:"seq"`
-	Time            int64           `json:"time"`
-	Data            json.RawMessage `json:"data"`
-	Ignorable       bool            `json:"ignorable,omitempty"`
-	SurfaceOp       string          `json:"surfaceOp,omitempty"`
-	SourceEventSeqs []int64         `json:"sourceEventSeqs,omitzero"`
-}
-
-// MarshalJSON writes the event envelope {type, seq, time, data, …}.
-func (e Event) MarshalJSON() ([]byte, error) {
-	data, err := json.Marshal(e.Data)
-	if err != nil {
-		return nil, fmt.Errorf("session: event %d (%s): %w", e.Seq, e.Type, err)
-	}
-	return json.Marshal(wireEvent{Type: e.Type, Seq: e.Seq, Time: e.Time, Data: data, Ignorable: e.Ignorable,
-		SurfaceOp: e.SurfaceOp, SourceEventSeqs: e.SourceEventSeqs})
-}
-
-// UnmarshalJSON reads an event envelope, decoding the payload of known types.
-// An unknown type that is not marked ignorable is refused.
-func (e *Event) UnmarshalJSON(b []byte) error {
-	var w wireEvent
-	if err := json.Unmarshal(b, &w); err != nil {
-		return err
-	}
-	if w.Type == "" {
-		return errors.New("event has no type")
-	}
-	data, known, err := decodeData(w.Type, w.Data)
-	if err != nil {
-		return fmt.Errorf("event %q: %w", w.Type, err)
-	}
-	if !known && !w.Ignorable {
-		return &Error{Code: CodeUnknownEvent, Msg: fmt.Sprintf("unknown required event type %q", w.Type)}
-	}
-	*e = Event{Seq: w.Seq, Time: w.Time, Type: w.Type, Data: data, Ignorable: w.Ignorable,
-		SurfaceOp: w.SurfaceOp, SourceEventSeqs: w.SourceEventSeqs}
-	return nil
 }
 
 // Error codes of this package.

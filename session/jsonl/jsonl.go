@@ -139,14 +139,15 @@ func readLog(f *os.File, path, id string) (h session.Header, events []session.Ev
 	size = int64(len(line))
 	endsNL := line[len(line)-1] == '\n'
 	torn := false
+	var decoder session.Decoder
 	for n := 2; ; n++ {
 		if line, err = lr.next(); err == io.EOF {
 			break
 		} else if err != nil {
 			return h, nil, 0, fmt.Errorf("jsonl: %w", err)
 		}
-		var e session.Event
-		if err := e.UnmarshalJSON(line); err != nil {
+		e, err := decoder.Decode(line)
+		if err != nil {
 			if !json.Valid(line) && lr.atEOF() {
 				torn = true
 				break
