@@ -290,18 +290,27 @@ func newAgent(r *Registry, s *session.Session, opts CreateOptions) *Agent {
 	idle := make(chan struct{})
 	close(idle)
 	a := &Agent{reg: r, id: s.ID(), session: s, opts: o, owner: opts.Owner,
-		tools: r.deps.Tools.NewScope(), prompt: r.deps.Prompt.NewScope(), idle: idle, disposeDone: make(chan struct{})}
-	for name, fn := range map[string]prompt.VariableFunc{
-		"provider": func() (string, bool) { return a.opts.Provider, true },
-		"model":    func() (string, bool) { return a.opts.Model, a.opts.Model != "" },
-		"cwd":      func() (string, bool) { return s.Header().Cwd, s.Header().Cwd != "" },
-	} {
-		a.prompt.Variable(name, fn)
-	}
+		tools: r.deps.Tools.NewScope(), idle: idle, disposeDone: make(chan struct{})}
+	a.prompt = r.deps.Prompt.NewScopeWith(a.builtin)
 	if s.Header().Cwd != "" {
 		a.prompt.Section(prompt.Section{Name: "harness:environment", Order: prompt.IdentityOrder + 1, Text: "Working directory: {{cwd}}"})
 	}
 	return a
+}
+
+// builtin resolves the prompt variables every agent has: provider, model
+// and cwd.
+func (a *Agent) builtin(name string) (value string, defined, ok bool) {
+	switch name {
+	case "provider":
+		return a.opts.Provider, true, true
+	case "model":
+		return a.opts.Model, true, a.opts.Model != ""
+	case "cwd":
+		cwd := a.session.Header().Cwd
+		return cwd, true, cwd != ""
+	}
+	return "", false, false
 }
 
 // ID returns the agent id, which is also its session id.
@@ -509,6 +518,9 @@ func (a *Agent) WaitIdle(ctx context.Context) error {
 // disposers, leaves the registry and detaches its session. It is idempotent;
 // a ctx that ends first makes this call return early while teardown goes on.
 func (a *Agent) Dispose(ctx context.Context) error {
+	if ctx.Done() == nil { // cannot end early: tear down on this goroutine
+		a.disposeOnce.Do(a.dispose)
+	}
 	a.disposeOnce.Do(func() { go a.dispose() })
 	select {
 	case <-a.disposeDone:

@@ -151,7 +151,7 @@ func (a *Agent) step(ctx context.Context, turn, step int, usage *content.Usage) 
 	a.logRequestHeader(req)
 
 	var asm content.Assembler
-	var seqs []int64
+	seqs := make([]int64, 0, 8)
 	for c := range a.reg.deps.LLM.Stream(ctx, req) {
 		e, err := s.Append(session.TypeAssistantChunk, session.AssistantChunk{Turn: turn, Step: step, Chunk: c})
 		if err != nil {

@@ -113,10 +113,20 @@ func (r *Registry) Variable(name string, fn VariableFunc) (dispose func(), err e
 // NewScope returns an empty per-agent scope over the registry.
 func (r *Registry) NewScope() *Scope { return &Scope{reg: r} }
 
+// Builtins resolves a scope's built-in variables (an agent's provider,
+// model, cwd) without registering each: defined reports whether name is a
+// built-in at all, ok whether it has a value.
+type Builtins func(name string) (value string, defined, ok bool)
+
+// NewScopeWith returns an empty per-agent scope with built-in variables,
+// which shadow global variables and are shadowed by the scope's own.
+func (r *Registry) NewScopeWith(builtins Builtins) *Scope { return &Scope{reg: r, builtins: builtins} }
+
 // Scope is one agent's view of the prompt.
 type Scope struct {
-	reg   *Registry
-	local layer
+	reg      *Registry
+	builtins Builtins
+	local    layer
 }
 
 // Section registers a section for this scope only; it shadows a global
@@ -136,6 +146,11 @@ func (s *Scope) variable(name string) VariableFunc {
 	s.local.mu.RUnlock()
 	if fn != nil {
 		return fn
+	}
+	if s.builtins != nil {
+		if v, defined, ok := s.builtins(name); defined {
+			return func() (string, bool) { return v, ok }
+		}
 	}
 	s.reg.global.mu.RLock()
 	defer s.reg.global.mu.RUnlock()

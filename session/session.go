@@ -88,7 +88,7 @@ type Session struct {
 	turn      int               // last turn number seen
 	observers []*observer
 	closed    bool
-	pending   []Event // appended, not yet handed to the persister
+	persisted int     // events before this index were handed to the persister
 	published int64   // seq of the first event observers have not seen
 
 	pubMu sync.Mutex // held while delivering to observers
@@ -101,7 +101,7 @@ type Session struct {
 type observer struct{ fn func(Event) }
 
 func newSession(h Header, seed []Event) *Session {
-	s := &Session{header: h, events: make([]Event, 0, max(len(seed)+1, 32))}
+	s := &Session{header: h, events: make([]Event, 0, max(len(seed)+1, 16))}
 	for _, e := range seed {
 		s.commit(e)
 	}
@@ -168,9 +168,6 @@ func (s *Session) Append(typ string, data any, sourceSeqs ...int64) (Event, erro
 		}
 	}
 	s.commit(e)
-	if s.persister != nil {
-		s.pending = append(s.pending, e)
-	}
 	s.mu.Unlock()
 	s.publish()
 	if typ == TypeTurnEnd || typ == TypeStepEnd {
@@ -260,9 +257,12 @@ func (s *Session) Flush() error {
 	s.ioMu.Lock()
 	defer s.ioMu.Unlock()
 	s.mu.Lock()
-	batch := s.pending
-	s.pending = nil
 	p := s.persister
+	var batch []Event
+	if p != nil {
+		batch = s.events[s.persisted:len(s.events):len(s.events)]
+		s.persisted = len(s.events)
+	}
 	s.mu.Unlock()
 	if p != nil && len(batch) > 0 && s.writeErr == nil {
 		if err := p.Append(batch); err != nil {

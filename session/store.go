@@ -101,14 +101,16 @@ func (st *Store) Enter(s *Session) (detach func() error, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("session %s: %w", s.header.ID, err)
 	}
-	if err := st.enter(s, p, s.Events()); err != nil {
+	if err := st.enter(s, p, 0); err != nil {
 		p.Close()
 		return nil, err
 	}
 	return st.detacher(s), nil
 }
 
-func (st *Store) enter(s *Session, p Persister, unwritten []Event) error {
+// enter makes s live with persister p, which already holds the events
+// before index stored.
+func (st *Store) enter(s *Session, p Persister, stored int) error {
 	st.mu.Lock()
 	if _, dup := st.live[s.header.ID]; dup {
 		st.mu.Unlock()
@@ -117,8 +119,7 @@ func (st *Store) enter(s *Session, p Persister, unwritten []Event) error {
 	st.live[s.header.ID] = s
 	st.mu.Unlock()
 	s.mu.Lock()
-	s.persister = p
-	s.pending = append(slices.Clip(unwritten), s.pending...)
+	s.persister, s.persisted = p, stored
 	s.mu.Unlock()
 	if st.bus != nil {
 		st.bus.Emit(Created{Session: s})
@@ -172,7 +173,7 @@ func (st *Store) Load(ctx context.Context, id string) (*Session, func() error, e
 		return nil, nil, errorf(CodeCorrupt, "session %s: %v", id, err)
 	}
 	s := newSession(h, append(events, extra...))
-	if err := st.enter(s, p, extra); err != nil {
+	if err := st.enter(s, p, len(events)); err != nil {
 		p.Close()
 		return nil, nil, err
 	}
