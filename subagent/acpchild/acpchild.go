@@ -142,7 +142,7 @@ func (p *Provider) Start(ctx context.Context, req subagent.StartRequest) (subage
 	if err != nil {
 		return nil, fmt.Errorf("acp provider %s: %w", p.cfg.Name, err)
 	}
-	r := &run{cfg: p.cfg, id: "acp-" + uuid.NewString(), proc: child, progress: req.Progress, done: make(chan struct{})}
+	r := &run{cfg: p.cfg, id: "acp-" + uuid.NewString(), proc: child, progress: req.Progress}
 	r.client = &client{run: r}
 	r.conn = acpsdk.NewClientSideConnection(r.client, child.Stdin(), child.Stdout())
 	// No SetLogger: in acp-go-sdk v0.13.0 it races with the connection's
@@ -198,8 +198,7 @@ type run struct {
 	session  acpsdk.SessionId
 	progress func(subagent.Progress)
 
-	done        chan struct{}
-	result      subagent.Result
+	subagent.Settlement
 	cancelled   chan struct{} // closed when the run is cancelled
 	cancelOnce  sync.Once
 	stopParent  func() bool
@@ -238,7 +237,6 @@ type promptResult struct {
 }
 
 func (r *run) drive(prompt []content.Block) {
-	defer close(r.done)
 	defer r.stopParent()
 	var blocks []acpsdk.ContentBlock
 	for _, b := range prompt {
@@ -279,10 +277,10 @@ func (r *run) drive(prompt []content.Block) {
 		}
 		timer.Stop()
 	}
-	r.result = r.settle(res)
+	r.Settle(r.outcome(res))
 }
 
-func (r *run) settle(res promptResult) subagent.Result {
+func (r *run) outcome(res promptResult) subagent.Result {
 	out := subagent.Result{Output: r.client.output()}
 	switch {
 	case r.isCancelled():
@@ -320,29 +318,16 @@ func (r *run) ID() string { return r.id }
 // LocalAgent implements subagent.Run: nil, the child is remote.
 func (r *run) LocalAgent() *agent.Agent { return nil }
 
-// Done implements subagent.Run.
-func (r *run) Done() <-chan struct{} { return r.done }
-
-// Wait implements subagent.Run.
-func (r *run) Wait(ctx context.Context) (subagent.Result, error) {
-	select {
-	case <-r.done:
-		return r.result, nil
-	case <-ctx.Done():
-		return subagent.Result{}, context.Cause(ctx)
-	}
-}
-
 // Dispose implements subagent.Run: it cancels the prompt, waits for the run
 // to settle, and stops the process (stdin EOF, SIGTERM, SIGKILL to its whole
 // process group), returning once it is reaped.
 func (r *run) Dispose(ctx context.Context) error {
 	r.disposeOnce.Do(func() {
 		select {
-		case <-r.done:
+		case <-r.Done():
 		default:
 			r.cancel()
-			<-r.done
+			<-r.Done()
 		}
 		r.disposeErr = r.proc.Stop(r.cfg.EOFGrace, r.cfg.TermGrace)
 	})

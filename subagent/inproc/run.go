@@ -32,8 +32,7 @@ type run struct {
 	stopParent func() bool // stops relaying the start ctx's cancellation
 	fromSeq    int         // the child's events from here on are this run's own
 
-	done        chan struct{}
-	result      subagent.Result
+	subagent.Settlement
 	disposeOnce sync.Once
 	disposeErr  error
 }
@@ -43,7 +42,7 @@ func newRun(ctx context.Context, h *handle, c *capture, structured bool, progres
 	// with cause "parent".
 	rctx, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
 	r := &run{h: h, capture: c, structured: structured, progress: progress, ctx: rctx, cancel: cancel,
-		fromSeq: h.agent.Session().Len(), done: make(chan struct{})}
+		fromSeq: h.agent.Session().Len()}
 	r.stopParent = context.AfterFunc(ctx, func() {
 		cancel(&agent.CancelError{Cause: session.Cause{Kind: agent.CauseParent}})
 	})
@@ -52,7 +51,6 @@ func newRun(ctx context.Context, h *handle, c *capture, structured bool, progres
 
 // drive sends the task, waits for the child's turn and settles the result.
 func (r *run) drive(msg content.Message) {
-	defer close(r.done)
 	defer r.stopParent()
 	stop := subagent.SessionProgress(r.h.agent.Session(), r.progress)
 	defer stop()
@@ -73,7 +71,7 @@ func (r *run) drive(msg content.Message) {
 	if r.ctx.Err() != nil && res.StopReason != subagent.Completed {
 		res.StopReason = subagent.Aborted
 	}
-	r.result = res
+	r.Settle(res)
 }
 
 // stopReason maps a turn end to a stop reason and diagnostic.
@@ -100,25 +98,12 @@ func (r *run) ID() string { return r.h.agent.ID() }
 // LocalAgent implements subagent.Run.
 func (r *run) LocalAgent() *agent.Agent { return r.h.agent }
 
-// Done implements subagent.Run.
-func (r *run) Done() <-chan struct{} { return r.done }
-
-// Wait implements subagent.Run.
-func (r *run) Wait(ctx context.Context) (subagent.Result, error) {
-	select {
-	case <-r.done:
-		return r.result, nil
-	case <-ctx.Done():
-		return subagent.Result{}, context.Cause(ctx)
-	}
-}
-
 // Dispose implements subagent.Run: it cancels the child, waits for the run
 // to settle and, unless a resume took the child over, disposes it.
 func (r *run) Dispose(ctx context.Context) error {
 	r.disposeOnce.Do(func() {
 		r.cancel(&agent.CancelError{Cause: session.Cause{Kind: agent.CauseDisposed}})
-		<-r.done
+		<-r.Done()
 		r.h.mu.Lock()
 		owns := r.h.owner == r
 		if owns {
@@ -136,7 +121,7 @@ func (r *run) Dispose(ctx context.Context) error {
 // its next step boundary.
 func (r *run) SendMessage(ctx context.Context, msg []content.Block) error {
 	select {
-	case <-r.done:
+	case <-r.Done():
 		return errors.New("inproc: the run has settled; use Resume")
 	default:
 	}
@@ -147,7 +132,7 @@ func (r *run) SendMessage(ctx context.Context, msg []content.Block) error {
 // in the same session, as a new run that now owns the child.
 func (r *run) Resume(ctx context.Context, msg []content.Block) (subagent.Run, error) {
 	select {
-	case <-r.done:
+	case <-r.Done():
 	default:
 		return nil, errors.New("inproc: the run has not settled; use SendMessage")
 	}

@@ -105,22 +105,20 @@ func (p *Provider) Start(ctx context.Context, req subagent.StartRequest) (subage
 	if s.FailStart != nil {
 		return nil, s.FailStart
 	}
-	r := &run{id: fmt.Sprintf("%s-%d", p.ProviderName, n), done: make(chan struct{}), disposed: make(chan struct{})}
+	r := &run{id: fmt.Sprintf("%s-%d", p.ProviderName, n), disposed: make(chan struct{})}
 	go r.play(ctx, s, req.Progress)
 	return r, nil
 }
 
 // run is one scripted run.
 type run struct {
+	subagent.Settlement
 	id       string
-	done     chan struct{}
 	disposed chan struct{}
 	once     sync.Once
-	result   subagent.Result
 }
 
 func (r *run) play(ctx context.Context, s Script, progress func(subagent.Progress)) {
-	defer close(r.done)
 	report := func(p subagent.Progress) {
 		if progress != nil {
 			progress(p)
@@ -142,29 +140,20 @@ func (r *run) play(ctx context.Context, s Script, progress func(subagent.Progres
 		res.StopReason = subagent.Aborted
 	}
 	report(subagent.Progress{Kind: subagent.ProgressTurnEnd, Turn: 1, Text: string(res.StopReason)})
-	r.result = res
+	r.Settle(res)
 }
 
-func (r *run) ID() string               { return r.id }
+// ID implements subagent.Run.
+func (r *run) ID() string { return r.id }
+
+// LocalAgent implements subagent.Run: scripted runs are remote-style.
 func (r *run) LocalAgent() *agent.Agent { return nil }
-func (r *run) Done() <-chan struct{}    { return r.done }
+
+// Dispose implements subagent.Run.
 func (r *run) Dispose(ctx context.Context) error {
 	r.once.Do(func() { close(r.disposed) })
-	select {
-	case <-r.done:
-		return nil
-	case <-ctx.Done():
-		return context.Cause(ctx)
-	}
-}
-
-func (r *run) Wait(ctx context.Context) (subagent.Result, error) {
-	select {
-	case <-r.done:
-		return r.result, nil
-	case <-ctx.Done():
-		return subagent.Result{}, context.Cause(ctx)
-	}
+	_, err := r.Wait(ctx)
+	return err
 }
 
 // Parent is a minimal runtime around one top-level agent, for tests that
