@@ -416,11 +416,11 @@ func (a *Agent) Inject(msg content.Message) error { return a.send(msg, nextStep,
 
 // Run queues msg as a new turn's prompt and waits for that turn to end.
 // Cancelling ctx cancels the turn (with the *CancelError cause of ctx, if
-// any, else cause user); Run then returns its aborted end. The
-// error is only for a message that could not be queued.
+// any, else cause user); Run then returns its aborted end. The error is only
+// for a message that could not be queued.
 func (a *Agent) Run(ctx context.Context, msg content.Message) (session.TurnEnd, error) {
 	done := make(chan session.TurnEnd, 1)
-	if err := a.send(msg, nextTurn, true, done); err != nil {
+	if err := a.Submit(msg, func(end session.TurnEnd) { done <- end }); err != nil {
 		return session.TurnEnd{}, err
 	}
 	select {
@@ -436,10 +436,22 @@ func (a *Agent) Run(ctx context.Context, msg content.Message) (session.TurnEnd, 
 		if ce := (*CancelError)(nil); errors.As(context.Cause(ctx), &ce) {
 			cause = ce.Cause
 		}
-		a.cancelItem(msg.ID, cause)
+		a.CancelMessage(msg.ID, cause)
 		return <-done, nil
 	}
 }
+
+// Submit queues msg as a new turn's prompt, like Followup, and calls onEnd
+// exactly once with the end of that turn — or an aborted end if the message
+// is dropped before a turn takes it. onEnd runs on the agent's goroutine and
+// must not block.
+func (a *Agent) Submit(msg content.Message, onEnd func(session.TurnEnd)) error {
+	return a.send(msg, nextTurn, true, onEnd)
+}
+
+// CancelMessage cancels the turn that took msgID as its prompt, or drops
+// the message while it is still queued. Other turns are unaffected.
+func (a *Agent) CancelMessage(msgID string, cause session.Cause) { a.cancelItem(msgID, cause) }
 
 // Cancel aborts the running turn with cause and clears the inbox (unless
 // keepInbox). It is a no-op when the agent is idle.
@@ -487,8 +499,8 @@ func (a *Agent) discard(items []item) {
 	byTarget := map[string][]string{}
 	for _, it := range items {
 		byTarget[it.target] = append(byTarget[it.target], it.msg.ID)
-		if it.done != nil {
-			it.done <- session.TurnEnd{Reason: session.EndReason{Kind: session.EndAborted, Cause: &session.Cause{Kind: CauseUser}}}
+		if it.onEnd != nil {
+			it.onEnd(session.TurnEnd{Reason: session.EndReason{Kind: session.EndAborted, Cause: &session.Cause{Kind: CauseUser}}})
 		}
 	}
 	for target, ids := range byTarget {
@@ -539,8 +551,8 @@ func (a *Agent) dispose() {
 	owned := slices.Clone(a.owned)
 	a.mu.Unlock()
 	for _, it := range dropped {
-		if it.done != nil {
-			it.done <- session.TurnEnd{Reason: session.EndReason{Kind: session.EndAborted, Cause: &session.Cause{Kind: CauseDisposed}}}
+		if it.onEnd != nil {
+			it.onEnd(session.TurnEnd{Reason: session.EndReason{Kind: session.EndAborted, Cause: &session.Cause{Kind: CauseDisposed}}})
 		}
 	}
 	if cancel != nil {
@@ -563,7 +575,7 @@ func (a *Agent) dispose() {
 	a.disposeErr = errors.Join(errs...)
 }
 
-func (a *Agent) send(msg content.Message, target string, wake bool, done chan session.TurnEnd) error {
+func (a *Agent) send(msg content.Message, target string, wake bool, onEnd func(session.TurnEnd)) error {
 	if msg.ID == "" {
 		return &Error{Code: CodeInvalidOptions, Msg: "message has no id"}
 	}
@@ -579,7 +591,7 @@ func (a *Agent) send(msg content.Message, target string, wake bool, done chan se
 	// Record the splice before the item becomes claimable, so the log shows
 	// the insertion before the turn that consumes it.
 	a.session.Append(session.TypeInboxSpliced, session.InboxSpliced{Target: target, Inserted: []content.Message{msg}})
-	a.inbox.push(item{msg: msg, target: target, done: done})
+	a.inbox.push(item{msg: msg, target: target, onEnd: onEnd})
 	start := wake && !a.running
 	if start {
 		a.startDriver()

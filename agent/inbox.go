@@ -16,7 +16,7 @@ const (
 type item struct {
 	msg    content.Message
 	target string
-	done   chan session.TurnEnd // answered when the item's turn ends, or when it is dropped
+	onEnd  func(session.TurnEnd) // called when the item's turn ends, or when it is dropped
 }
 
 // inbox holds pending messages; the agent's mutex guards it.

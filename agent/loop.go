@@ -71,8 +71,8 @@ func (a *Agent) turn(ctx context.Context, claimed []item) {
 		}
 	}
 	for _, it := range claimed {
-		if it.done != nil {
-			it.done <- end
+		if it.onEnd != nil {
+			it.onEnd(end)
 		}
 	}
 	a.reg.deps.Events.Emit(TurnEnded{Agent: a, End: end, Usage: usage})

@@ -212,13 +212,20 @@ func (t *tracker) announce(run Run) Run {
 	}
 	t.buffered = nil
 	t.mu.Unlock()
-	go t.awaitEnd(run)
+	if s, ok := run.(interface{ AfterSettle(func()) }); ok {
+		s.AfterSettle(func() { t.end(run) })
+	} else {
+		go func() {
+			<-run.Done()
+			t.end(run)
+		}()
+	}
 	return wrap(&tracked{Run: run, t: t})
 }
 
-func (t *tracker) awaitEnd(run Run) {
+// end announces a settled run's end.
+func (t *tracker) end(run Run) {
 	defer close(t.ended)
-	<-run.Done()
 	res, err := run.Wait(context.Background())
 	end := Ended{RunInfo: t.info, StopReason: res.StopReason, Usage: res.Usage, Diagnostic: res.Diagnostic}
 	if err != nil {

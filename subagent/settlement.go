@@ -12,6 +12,10 @@ type Settlement struct {
 	settled sync.Once
 	done    chan struct{}
 	result  Result
+
+	mu    sync.Mutex
+	after []func()
+	fired bool
 }
 
 func (s *Settlement) ch() chan struct{} {
@@ -22,12 +26,34 @@ func (s *Settlement) ch() chan struct{} {
 // Settle records r as the run's result; only the first call counts. It
 // reports whether this call settled the run.
 func (s *Settlement) Settle(r Result) (first bool) {
+	var after []func()
 	s.settled.Do(func() {
 		s.result = r
 		close(s.ch())
 		first = true
+		s.mu.Lock()
+		after = s.after
+		s.after, s.fired = nil, true
+		s.mu.Unlock()
 	})
+	for _, fn := range after {
+		fn()
+	}
 	return first
+}
+
+// AfterSettle calls fn once the run has settled: on the settling goroutine,
+// or at once when it already has. It lets the service follow a run without
+// a goroutine of its own.
+func (s *Settlement) AfterSettle(fn func()) {
+	s.mu.Lock()
+	if !s.fired {
+		s.after = append(s.after, fn)
+		s.mu.Unlock()
+		return
+	}
+	s.mu.Unlock()
+	fn()
 }
 
 // Done is closed once the run has settled.
