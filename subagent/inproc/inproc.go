@@ -102,9 +102,9 @@ func (p *Provider) Start(ctx context.Context, req subagent.StartRequest) (subage
 		return nil, fmt.Errorf("inproc %s: create child: %w", p.cfg.Name, err)
 	}
 	h := &handle{agent: child}
-	r := newRun(ctx, h, capture, req.OutputSchema != nil, req.Progress)
+	r := newRun(h, capture, req.OutputSchema != nil, req.Progress)
 	h.owner = r
-	go r.drive(content.UserMessage(req.Prompt...))
+	r.start(ctx, content.UserMessage(req.Prompt...))
 	return r, nil
 }
 

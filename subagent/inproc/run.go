@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 
 	"github.com/dsh-go/dsh/agent"
 	"github.com/dsh-go/dsh/content"
@@ -21,54 +22,77 @@ type handle struct {
 	disposed bool
 }
 
-// run is one delegation to an in-process child.
+// run is one delegation to an in-process child. It holds no goroutine: the
+// child's turn-end callback settles it.
 type run struct {
-	h          *handle
-	capture    *capture
-	structured bool
-	progress   func(subagent.Progress)
-	ctx        context.Context
-	cancel     context.CancelCauseFunc
+	h            *handle
+	capture      *capture
+	structured   bool
+	progress     func(subagent.Progress)
+	msgID        string // the task message; cancelling it cancels the run
+	fromSeq      int    // the child's events from here on are this run's own
+	stopProgress func()
+	cancelled    atomic.Bool
+
+	mu         sync.Mutex
 	stopParent func() bool // stops relaying the start ctx's cancellation
-	fromSeq    int         // the child's events from here on are this run's own
+	finished   bool
 
 	subagent.Settlement
 	disposeOnce sync.Once
 	disposeErr  error
 }
 
-func newRun(ctx context.Context, h *handle, c *capture, structured bool, progress func(subagent.Progress)) *run {
-	// The start ctx governs the run; its cancellation reaches the child
-	// with cause "parent".
-	rctx, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
-	r := &run{h: h, capture: c, structured: structured, progress: progress, ctx: rctx, cancel: cancel,
-		fromSeq: h.agent.Session().Len()}
-	r.stopParent = context.AfterFunc(ctx, func() {
-		cancel(&agent.CancelError{Cause: session.Cause{Kind: agent.CauseParent}})
-	})
-	return r
+func newRun(h *handle, c *capture, structured bool, progress func(subagent.Progress)) *run {
+	return &run{h: h, capture: c, structured: structured, progress: progress, fromSeq: h.agent.Session().Len()}
 }
 
-// drive sends the task, waits for the child's turn and settles the result.
-func (r *run) drive(msg content.Message) {
-	defer r.stopParent()
-	stop := subagent.SessionProgress(r.h.agent.Session(), r.progress)
-	defer stop()
-	end, err := r.h.agent.Run(r.ctx, msg)
+// start sends the task to the child. The start ctx governs the run: its
+// cancellation reaches the child with cause "parent".
+func (r *run) start(ctx context.Context, msg content.Message) {
+	r.msgID = msg.ID
+	r.stopProgress = subagent.SessionProgress(r.h.agent.Session(), r.progress)
+	if err := r.h.agent.Submit(msg, r.finish); err != nil {
+		r.stopProgress()
+		r.Settle(subagent.Result{StopReason: subagent.Failed, Diagnostic: subagent.Diagnostic(err.Error())})
+		return
+	}
+	// Registered after Submit, so that a ctx already cancelled still
+	// reaches the queued message.
+	stop := context.AfterFunc(ctx, func() { r.abort(agent.CauseParent) })
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.finished {
+		stop()
+		return
+	}
+	r.stopParent = stop
+}
+
+// abort cancels the run's turn, or drops its task while queued.
+func (r *run) abort(kind string) {
+	r.cancelled.Store(true)
+	r.h.agent.CancelMessage(r.msgID, session.Cause{Kind: kind})
+}
+
+// finish settles the run from the end of the child's turn.
+func (r *run) finish(end session.TurnEnd) {
+	r.mu.Lock()
+	r.finished = true
+	if r.stopParent != nil {
+		r.stopParent()
+	}
+	r.mu.Unlock()
+	r.stopProgress()
 	own := r.h.agent.Session().Events()[r.fromSeq:]
 	res := subagent.Result{Output: subagent.FinalOutput(own), Usage: subagent.UsageFromEvents(own)}
-	switch {
-	case err != nil:
-		res.StopReason, res.Diagnostic = subagent.Failed, subagent.Diagnostic(err.Error())
-	default:
-		res.StopReason, res.Diagnostic = stopReason(end)
-	}
+	res.StopReason, res.Diagnostic = stopReason(end)
 	if v, ok := r.capture.get(); ok {
 		res.Structured = v
 	} else if r.structured && res.StopReason == subagent.Completed {
 		res.StopReason, res.Diagnostic = subagent.Failed, "the child finished without calling structured_output"
 	}
-	if r.ctx.Err() != nil && res.StopReason != subagent.Completed {
+	if r.cancelled.Load() && res.StopReason != subagent.Completed {
 		res.StopReason = subagent.Aborted
 	}
 	r.Settle(res)
@@ -102,7 +126,7 @@ func (r *run) LocalAgent() *agent.Agent { return r.h.agent }
 // to settle and, unless a resume took the child over, disposes it.
 func (r *run) Dispose(ctx context.Context) error {
 	r.disposeOnce.Do(func() {
-		r.cancel(&agent.CancelError{Cause: session.Cause{Kind: agent.CauseDisposed}})
+		r.abort(agent.CauseDisposed)
 		<-r.Done()
 		r.h.mu.Lock()
 		owns := r.h.owner == r
@@ -147,8 +171,8 @@ func (r *run) Resume(ctx context.Context, msg []content.Block) (subagent.Run, er
 	case r.h.owner != r:
 		return nil, errors.New("inproc: the child was already resumed")
 	}
-	next := newRun(ctx, r.h, &capture{}, false, r.progress)
+	next := newRun(r.h, &capture{}, false, r.progress)
 	r.h.owner = next
-	go next.drive(content.UserMessage(msg...))
+	next.start(ctx, content.UserMessage(msg...))
 	return next, nil
 }
