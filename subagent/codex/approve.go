@@ -1,0 +1,49 @@
+package codex
+
+import (
+	"encoding/json"
+	"fmt"
+)
+
+// JSON-RPC error code for a server request the provider does not serve.
+const codeMethodNotFound = -32601
+
+// request implements handler: it answers Codex's server requests
+// unattended. Approvals are declined in the "never" mode and accepted in
+// the other two ("cancel" once the run is cancelled); questions get empty
+// answers and elicitations are declined. Any other request is refused and
+// fails the run.
+func (s *turnState) request(method string, params json.RawMessage) (any, *wireError) {
+	s.mu.Lock()
+	cancelled := s.cancelled
+	s.mu.Unlock()
+	approve := s.mode != PermissionNever
+	switch method {
+	case "item/commandExecution/requestApproval", "item/fileChange/requestApproval":
+		decision := "decline"
+		switch {
+		case cancelled:
+			decision = "cancel"
+		case approve:
+			decision = "accept"
+		}
+		return map[string]any{"decision": decision}, nil
+	case "item/permissions/requestApproval":
+		granted := json.RawMessage(`{}`)
+		if approve && !cancelled {
+			var p struct {
+				Permissions json.RawMessage `json:"permissions"`
+			}
+			if json.Unmarshal(params, &p) == nil && len(p.Permissions) > 0 && string(p.Permissions) != "null" {
+				granted = p.Permissions
+			}
+		}
+		return map[string]any{"permissions": granted, "scope": "turn"}, nil
+	case "item/tool/requestUserInput":
+		return map[string]any{"answers": map[string]any{}}, nil
+	case "mcpServer/elicitation/request":
+		return map[string]any{"action": "decline", "content": nil, "_meta": nil}, nil
+	}
+	s.fail(fmt.Sprintf("codex sent the unsupported server request %q", method))
+	return nil, &wireError{Code: codeMethodNotFound, Message: "dsh does not serve " + method}
+}

@@ -1,0 +1,205 @@
+package codex
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/dsh-go/dsh/agent"
+	"github.com/dsh-go/dsh/content"
+	"github.com/dsh-go/dsh/internal/proc"
+	"github.com/dsh-go/dsh/subagent"
+)
+
+// run is one Codex child running one turn.
+type run struct {
+	cfg        Config
+	id         string
+	proc       *proc.Process
+	conn       *conn
+	turn       *turnState
+	threadID   string // Codex's, private to the run
+	model      string // as thread/start reported it
+	removeHome func() // removes a temporary CODEX_HOME
+
+	// writers are the goroutines that write to Codex for the run: drive
+	// never waits on a write (a child that stops reading stdin could block
+	// it), teardown waits on them once closing stdin has unblocked them.
+	writers sync.WaitGroup
+
+	cancelled  chan struct{} // closed when the run is cancelled
+	cancelOnce sync.Once
+	stopParent func() bool
+
+	done   chan struct{} // closed when the run has settled
+	result subagent.Result
+
+	disposeOnce sync.Once
+	disposeErr  error
+}
+
+// start ties the run to ctx and sends the turn.
+func (r *run) start(ctx context.Context, input []inputItem) {
+	r.stopParent = context.AfterFunc(ctx, r.cancel)
+	go r.drive(input)
+}
+
+func (r *run) cancel() {
+	r.cancelOnce.Do(func() {
+		r.turn.markCancelled()
+		close(r.cancelled)
+	})
+}
+
+// drive runs the turn and settles the run.
+func (r *run) drive(input []inputItem) {
+	defer close(r.done)
+	defer r.stopParent()
+	res := r.await(input)
+	r.turn.settle()
+	if u := r.turn.totalUsage(); !u.IsZero() {
+		res.Usage = map[string]content.Usage{"codex/" + r.model: u}
+	}
+	r.result = res
+}
+
+// await sends turn/start and waits for the turn to end, Codex to go away,
+// a fault on our side, or a cancellation (which interrupts the turn and,
+// if Codex ignores that for CancelGrace, stops the process).
+func (r *run) await(input []inputItem) subagent.Result {
+	sctx, stop := context.WithCancel(context.Background())
+	defer stop()
+	pending := make(chan error, 1)
+	r.writers.Go(func() {
+		var resp struct {
+			Turn turnInfo `json:"turn"`
+		}
+		err := r.conn.call(sctx, "turn/start", map[string]any{"threadId": r.threadID, "input": input}, &resp)
+		if err == nil {
+			r.turn.setTurn(resp.Turn.ID)
+		}
+		pending <- err
+	})
+
+	cancelled, aborted, interrupted := r.cancelled, false, false
+	interrupt := func() {
+		if id := r.turn.turn(); id != "" && !interrupted {
+			interrupted = true
+			r.writers.Go(func() { r.conn.send("turn/interrupt", map[string]any{"threadId": r.threadID, "turnId": id}) })
+		}
+	}
+	abort := func() subagent.Result { return subagent.Result{StopReason: subagent.Aborted, Output: r.turn.partial()} }
+	var grace <-chan time.Time
+	for {
+		select {
+		case err := <-pending:
+			pending = nil
+			switch {
+			case err == nil:
+				if aborted {
+					interrupt()
+				}
+			case aborted:
+				return abort()
+			case lostConnection(err):
+				return r.lost()
+			default:
+				return subagent.Result{StopReason: subagent.Failed, Diagnostic: subagent.Diagnostic("turn/start: " + err.Error())}
+			}
+		case t := <-r.turn.completed:
+			if aborted {
+				return abort()
+			}
+			return r.turn.outcome(t)
+		case reason := <-r.turn.fault:
+			if aborted {
+				return abort()
+			}
+			interrupt() // stop Codex working until the run is disposed
+			return subagent.Result{StopReason: subagent.Failed, Output: r.turn.partial(), Diagnostic: subagent.Diagnostic(reason)}
+		case <-r.conn.done:
+			select { // the turn may have ended just before the stream
+			case t := <-r.turn.completed:
+				if !aborted {
+					return r.turn.outcome(t)
+				}
+			default:
+			}
+			if aborted {
+				return abort()
+			}
+			return r.lost()
+		case <-cancelled:
+			select { // an already completed turn stays completed
+			case t := <-r.turn.completed:
+				return r.turn.outcome(t)
+			default:
+			}
+			cancelled, aborted = nil, true
+			interrupt()
+			timer := time.NewTimer(r.cfg.CancelGrace)
+			defer timer.Stop()
+			grace = timer.C
+		case <-grace:
+			r.proc.Stop(r.cfg.EOFGrace, r.cfg.TermGrace) // Dispose reports its error
+			return abort()
+		}
+	}
+}
+
+// lost is the result of a run whose connection to Codex ended mid-turn.
+func (r *run) lost() subagent.Result {
+	res := subagent.Result{StopReason: subagent.Failed, Output: r.turn.partial()}
+	if err := r.conn.closed(); !lostConnection(err) { // Codex wrote something we cannot read
+		res.Diagnostic = subagent.Diagnostic(fmt.Sprintf("%v; codex %s", err, r.proc.Diagnostic()))
+		return res
+	}
+	r.exited()
+	res.Diagnostic = subagent.Diagnostic((&ExitError{During: "the turn", Diagnostic: r.proc.Diagnostic()}).Error())
+	return res
+}
+
+// teardown stops the process and waits for the connection and the
+// writers to end.
+func (r *run) teardown(eofGrace time.Duration) error {
+	err := r.proc.Stop(eofGrace, r.cfg.TermGrace)
+	<-r.conn.done
+	r.writers.Wait()
+	r.removeHome()
+	return err
+}
+
+// ID implements subagent.Run: minted in the parent's namespace, never
+// Codex's thread id.
+func (r *run) ID() string { return r.id }
+
+// LocalAgent implements subagent.Run: nil, the child is remote.
+func (r *run) LocalAgent() *agent.Agent { return nil }
+
+// Done implements subagent.Run.
+func (r *run) Done() <-chan struct{} { return r.done }
+
+// Wait implements subagent.Run.
+func (r *run) Wait(ctx context.Context) (subagent.Result, error) {
+	select {
+	case <-r.done:
+		return r.result, nil
+	case <-ctx.Done():
+		return subagent.Result{}, context.Cause(ctx)
+	}
+}
+
+// Dispose implements subagent.Run: it cancels the turn, waits for the run
+// to settle (at most CancelGrace plus the ladder), stops the process (stdin
+// EOF, on which Codex exits, then SIGTERM and SIGKILL to its process group)
+// and removes a temporary CODEX_HOME. Its time is bounded by the config, so
+// ctx is not consulted.
+func (r *run) Dispose(ctx context.Context) error {
+	r.disposeOnce.Do(func() {
+		r.cancel()
+		<-r.done
+		r.disposeErr = r.teardown(r.cfg.EOFGrace)
+	})
+	return r.disposeErr
+}
