@@ -25,6 +25,9 @@ import (
 	"github.com/dsh-go/dsh/llm/openai"
 	"github.com/dsh-go/dsh/session"
 	"github.com/dsh-go/dsh/session/jsonl"
+	"github.com/dsh-go/dsh/subagent/acpchild"
+	"github.com/dsh-go/dsh/subagent/claudecode"
+	"github.com/dsh-go/dsh/subagent/codex"
 	"github.com/dsh-go/dsh/subagent/subagenttool"
 	"github.com/dsh-go/dsh/task"
 	"github.com/dsh-go/dsh/tool/builtin"
@@ -89,30 +92,28 @@ type Subagents struct {
 	Tools     []subagenttool.Config `yaml:"tools"`
 }
 
-// Provider is one subagent provider.
+// Provider is one subagent provider. Its kind's block configures it; the
+// provider's name overrides any name in the block.
 type Provider struct {
 	Name string `yaml:"name"`
-	// Kind is spawn, fork or acp (default: the name).
+	// Kind is spawn, fork, acp, codex or claude-code (default: the name).
 	Kind string `yaml:"kind"`
-
-	// For kind acp: the agent program ("self" runs this dsh in acp mode),
-	// its arguments, working directory override, explicit environment,
-	// parent variables passed despite scrubbing, and permission policy
-	// (reject or allow).
-	Command    string            `yaml:"command"`
-	Args       []string          `yaml:"args"`
-	Cwd        string            `yaml:"cwd"`
-	Env        map[string]string `yaml:"env"`
-	PassEnv    []string          `yaml:"passEnv"`
-	Permission string            `yaml:"permission"`
-	MaxDepth   int               `yaml:"maxDepth"`
+	// ACP configures an acp provider: any ACP agent as a child process;
+	// command "self" runs this dsh in acp mode.
+	ACP *acpchild.Config `yaml:"acp"`
+	// Codex configures a codex provider (`codex app-server`).
+	Codex *codex.Config `yaml:"codex"`
+	// ClaudeCode configures a claude-code provider (`claude -p`).
+	ClaudeCode *claudecode.Config `yaml:"claudeCode"`
 }
 
 // Provider kinds.
 const (
-	KindSpawn = "spawn"
-	KindFork  = "fork"
-	KindACP   = "acp"
+	KindSpawn      = "spawn"
+	KindFork       = "fork"
+	KindACP        = "acp"
+	KindCodex      = "codex"
+	KindClaudeCode = "claude-code"
 )
 
 // SelfCommand as an acp provider's command runs this dsh binary in acp mode.
@@ -324,14 +325,21 @@ func (cfg Config) validate() error {
 			return bad(at+".name", "provider %q is declared twice", p.Name)
 		}
 		providers[p.Name] = true
-		switch k := cmp.Or(p.Kind, p.Name); k {
-		case KindSpawn, KindFork:
+		k := cmp.Or(p.Kind, p.Name)
+		blocks := map[string]bool{KindACP: p.ACP != nil, KindCodex: p.Codex != nil, KindClaudeCode: p.ClaudeCode != nil}
+		switch k {
+		case KindSpawn, KindFork, KindCodex, KindClaudeCode:
 		case KindACP:
-			if p.Command == "" {
-				return bad(at, "an acp provider needs a command (%q runs this dsh)", SelfCommand)
+			if p.ACP == nil || p.ACP.Command == "" {
+				return bad(at, "an acp provider needs acp.command (%q runs this dsh)", SelfCommand)
 			}
 		default:
-			return bad(at, "unknown kind %q (want spawn, fork or acp)", k)
+			return bad(at, "unknown kind %q (want spawn, fork, acp, codex or claude-code)", k)
+		}
+		for block, set := range blocks {
+			if set && block != k {
+				return bad(at, "a %s provider cannot have a %s block", k, map[string]string{KindACP: "acp", KindCodex: "codex", KindClaudeCode: "claudeCode"}[block])
+			}
 		}
 	}
 	names := map[string]bool{}

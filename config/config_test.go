@@ -56,6 +56,15 @@ subagents:
     - name: spawn
     - name: child
       kind: fork
+    - name: cx
+      kind: codex
+      codex: {model: gpt-test, permissionMode: never}
+    - name: cc
+      kind: claude-code
+      claudeCode: {permission: deny}
+    - name: peer
+      kind: acp
+      acp: {command: /bin/true}
   tools:
     - provider: spawn
       maxDepth: 1
@@ -76,7 +85,7 @@ subagents:
 		t.Fatal(err)
 	}
 	defer rt.Close(context.Background())
-	if got := rt.Subagents.Names(); !slices.Equal(got, []string{"spawn", "child"}) {
+	if got := rt.Subagents.Names(); !slices.Equal(got, []string{"spawn", "child", "cx", "cc", "peer"}) {
 		t.Fatalf("providers %v", got)
 	}
 	if p, _ := rt.Subagents.Provider("child"); !p.InheritsParentContext() {
@@ -102,6 +111,9 @@ func TestBadConfig(t *testing.T) {
 		{"duplicate tool name", "subagents:\n  providers: [{name: spawn}, {name: fork}]\n  tools:\n    - provider: spawn\n    - provider: fork\n",
 			[]string{"line 5", `"subagent" is used twice`}},
 		{"unknown provider kind", "subagents:\n  providers:\n    - name: x\n      kind: teleport\n", []string{"line 3", "teleport"}},
+		{"acp without command", "subagents:\n  providers:\n    - name: x\n      kind: acp\n", []string{"line 3", "acp.command"}},
+		{"block of another kind", "subagents:\n  providers:\n    - name: spawn\n      codex: {model: m}\n", []string{"line 3", "codex block"}},
+		{"unknown key in a provider block", "subagents:\n  providers:\n    - name: c\n      kind: codex\n      codex: {modle: m}\n", []string{"modle"}},
 		{"empty tool filter", "subagents:\n  providers: [{name: spawn}]\n  tools:\n    - provider: spawn\n      toolFilter: {}\n",
 			[]string{"line 5", "toolFilter", "allow or deny"}},
 	} {

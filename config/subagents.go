@@ -3,12 +3,15 @@ package config
 import (
 	"cmp"
 	"fmt"
+	"maps"
 	"os"
 	"strconv"
 
 	"github.com/dsh-go/dsh"
 	"github.com/dsh-go/dsh/subagent"
 	"github.com/dsh-go/dsh/subagent/acpchild"
+	"github.com/dsh-go/dsh/subagent/claudecode"
+	"github.com/dsh-go/dsh/subagent/codex"
 	"github.com/dsh-go/dsh/subagent/inproc"
 	"github.com/dsh-go/dsh/subagent/subagenttool"
 )
@@ -45,18 +48,36 @@ func (cfg Config) provider(rt *dsh.Runtime, p Provider, getenv func(string) stri
 		return inproc.New(inproc.Config{Name: p.Name, Agents: rt.Agents})
 	case KindFork:
 		return inproc.New(inproc.Config{Name: p.Name, Agents: rt.Agents, Fork: true})
+	case KindCodex:
+		c := deref(p.Codex)
+		c.Name = p.Name
+		return codex.New(c)
+	case KindClaudeCode:
+		c := deref(p.ClaudeCode)
+		c.Name = p.Name
+		return claudecode.New(c)
 	}
-	ac := acpchild.Config{Name: p.Name, Command: p.Command, Args: p.Args, Cwd: p.Cwd, Env: map[string]string{},
-		PassEnv: p.PassEnv, Permission: p.Permission, MaxDepth: p.MaxDepth}
-	for k, v := range p.Env {
-		ac.Env[k] = v
+	ac := deref(p.ACP)
+	ac.Name = p.Name
+	ac.Env = maps.Clone(ac.Env)
+	if ac.Env == nil {
+		ac.Env = map[string]string{}
 	}
-	if p.Command == SelfCommand {
+	if ac.Command == SelfCommand {
 		if err := cfg.selfHost(&ac, getenv); err != nil {
 			return nil, err
 		}
 	}
 	return acpchild.New(ac)
+}
+
+// deref returns a copy of *c, or the zero value.
+func deref[T any](c *T) T {
+	if c == nil {
+		var zero T
+		return zero
+	}
+	return *c
 }
 
 // selfHost runs this dsh binary in acp mode with the parent's home,

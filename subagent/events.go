@@ -32,6 +32,7 @@ type Ended struct {
 	// LastAssistantMessage is the run's output, nil when it was empty.
 	LastAssistantMessage []content.Block
 	Usage                map[string]content.Usage
+	CostUSD              float64
 	Diagnostic           string
 }
 

@@ -227,7 +227,7 @@ func (t *tracker) announce(run Run) Run {
 func (t *tracker) end(run Run) {
 	defer close(t.ended)
 	res, err := run.Wait(context.Background())
-	end := Ended{RunInfo: t.info, StopReason: res.StopReason, Usage: res.Usage, Diagnostic: res.Diagnostic}
+	end := Ended{RunInfo: t.info, StopReason: res.StopReason, Usage: res.Usage, CostUSD: res.CostUSD, Diagnostic: res.Diagnostic}
 	if err != nil {
 		end.StopReason, end.Diagnostic = Failed, Diagnostic(err.Error())
 	} else if len(res.Output) > 0 {

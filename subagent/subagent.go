@@ -95,6 +95,9 @@ type Result struct {
 	Diagnostic string
 	// Usage counts tokens per model, keyed "provider/model".
 	Usage map[string]content.Usage
+	// CostUSD is the cost the child's product reported, in US dollars
+	// (0 when unknown).
+	CostUSD float64
 }
 
 // Run is a ready child. Consumers Wait for its result and must always

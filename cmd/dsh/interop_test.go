@@ -104,7 +104,7 @@ subagents:
   providers:
     - name: dsh
       kind: acp
-      command: self
+      acp: {command: self}
   tools:
     - provider: dsh
       toolName: subagent_isolated

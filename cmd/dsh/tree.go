@@ -48,8 +48,12 @@ func (t *childTree) event(e event.Event) {
 		for _, m := range e.Usage {
 			u = u.Add(m)
 		}
-		t.line(t.depth[e.ChildID], "↳ %s · %s · %s in %s · tokens in %d out %d", e.Provider, label(e.RunInfo), e.StopReason,
-			elapsed, u.Input+u.CacheRead, u.Output)
+		cost := ""
+		if e.CostUSD > 0 {
+			cost = fmt.Sprintf(" · $%.4f", e.CostUSD)
+		}
+		t.line(t.depth[e.ChildID], "↳ %s · %s · %s in %s · tokens in %d out %d%s", e.Provider, label(e.RunInfo), e.StopReason,
+			elapsed, u.Input+u.CacheRead, u.Output, cost)
 		delete(t.start, e.RunID)
 	}
 }

@@ -1,0 +1,195 @@
+// Package claudecode is the subagent provider that runs the official Claude
+// Code CLI as a one-shot child:
+//
+//	claude -p --output-format stream-json --input-format stream-json --verbose
+//	  --permission-mode <mode> --permission-prompt-tool stdio
+//	  --no-session-persistence --disallowedTools AskUserQuestion,… [--model m]
+//	  [--allowedTools …] [--max-turns n] [args…]
+//
+// The task goes to stdin as one user message. Claude Code (2.1.332) says
+// nothing before its first user message — not even system/init — so Start
+// sends the prompt at once and treats the system/init message, which
+// precedes the first model request, as readiness. Permission asks arrive as
+// can_use_tool control requests and are answered per Config.Permission;
+// cancellation sends an interrupt control request. The run succeeds only
+// when the result message has subtype "success", is_error false and a
+// non-blank result: an API failure (a 401, say) arrives as subtype
+// "success" with is_error true. Once the result is in, stdin is closed and
+// the CLI exits.
+//
+// Usage comes from the result's modelUsage (else its usage), keyed
+// "claude-code/<model>". The run's cost in US dollars (total_cost_usd) is
+// Result.CostUSD, and is also noted in the diagnostic of a failed run.
+package claudecode
+
+import (
+	"cmp"
+	"fmt"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/dsh-go/dsh/subagent"
+)
+
+// Answers to can_use_tool permission requests (Config.Permission).
+const (
+	PermissionDeny  = "deny"  // deny every request (the default)
+	PermissionAllow = "allow" // allow every request with its input unchanged
+)
+
+// permissionModes lists the values Config.PermissionMode accepts: the
+// CLI's --permission-mode choices ("default" is the SDK's name for
+// "manual").
+func permissionModes() []string {
+	return []string{"acceptEdits", "auto", "bypassPermissions", "default", "dontAsk", "manual", "plan"}
+}
+
+// Config configures a Claude Code provider.
+type Config struct {
+	Name    string `yaml:"name"`    // registry name (default "claude-code")
+	Command string `yaml:"command"` // the claude program (default "claude", looked up in PATH)
+	// Args are extra arguments appended to the provider's own (e.g.
+	// "--bare", "--settings", "--append-system-prompt").
+	Args  []string `yaml:"args"`
+	Cwd   string   `yaml:"cwd"`   // working directory override (default: the parent's)
+	Model string   `yaml:"model"` // --model (default: the CLI's)
+	// PermissionMode is the --permission-mode (default "dontAsk"). In
+	// dontAsk mode the CLI denies what its rules do not allow by itself;
+	// other modes send permission asks to Permission.
+	PermissionMode string `yaml:"permissionMode"`
+	// Permission answers can_use_tool requests: deny (default) or allow.
+	Permission      string   `yaml:"permission"`
+	AllowedTools    []string `yaml:"allowedTools"`    // --allowedTools
+	DisallowedTools []string `yaml:"disallowedTools"` // --disallowedTools, on top of AskUserQuestion (and ExitPlanMode in plan mode)
+	MaxTurns        int      `yaml:"maxTurns"`        // --max-turns (0: the CLI's default)
+	// ConfigDir is the CLAUDE_CONFIG_DIR of every run, used as is. Empty
+	// means a fresh temporary directory per run, removed when the run is
+	// disposed (so authenticate through Env or PassEnv, e.g.
+	// ANTHROPIC_API_KEY).
+	ConfigDir string            `yaml:"configDir"`
+	Env       map[string]string `yaml:"env"`     // explicit variables, layered on the scrubbed environment
+	PassEnv   []string          `yaml:"passEnv"` // parent variables kept despite scrubbing (e.g. ANTHROPIC_API_KEY)
+	// ReadyTimeout bounds the wait for system/init (default 30s).
+	ReadyTimeout time.Duration `yaml:"readyTimeout"`
+	// CancelGrace is how long an interrupted run may take to send its
+	// result before the process is stopped (default 5s).
+	CancelGrace time.Duration `yaml:"cancelGrace"`
+	// EOFGrace and TermGrace are the teardown ladder's waits after closing
+	// stdin and after SIGTERM (defaults 2s and 3s).
+	EOFGrace  time.Duration `yaml:"eofGrace"`
+	TermGrace time.Duration `yaml:"termGrace"`
+}
+
+// Provider runs Claude Code children. It holds no state across runs.
+type Provider struct {
+	cfg     Config
+	maxLine int
+}
+
+var _ subagent.Provider = (*Provider)(nil)
+
+// New validates cfg, applies its defaults and returns a provider.
+func New(cfg Config) (*Provider, error) {
+	cfg.Name = cmp.Or(cfg.Name, "claude-code")
+	cfg.Command = cmp.Or(cfg.Command, "claude")
+	cfg.PermissionMode = cmp.Or(cfg.PermissionMode, "dontAsk")
+	cfg.Permission = cmp.Or(cfg.Permission, PermissionDeny)
+	cfg.ReadyTimeout = cmp.Or(cfg.ReadyTimeout, 30*time.Second)
+	cfg.CancelGrace = cmp.Or(cfg.CancelGrace, 5*time.Second)
+	cfg.EOFGrace = cmp.Or(cfg.EOFGrace, 2*time.Second)
+	cfg.TermGrace = cmp.Or(cfg.TermGrace, 3*time.Second)
+	bad := func(field, format string, args ...any) error {
+		return &ConfigError{Provider: cfg.Name, Field: field, Msg: fmt.Sprintf(format, args...)}
+	}
+	switch {
+	case !slices.Contains(permissionModes(), cfg.PermissionMode):
+		return nil, bad("permissionMode", "must be one of %s, got %q", strings.Join(permissionModes(), ", "), cfg.PermissionMode)
+	case cfg.Permission != PermissionDeny && cfg.Permission != PermissionAllow:
+		return nil, bad("permission", "must be %q or %q, got %q", PermissionDeny, PermissionAllow, cfg.Permission)
+	case cfg.MaxTurns < 0:
+		return nil, bad("maxTurns", "must not be negative, got %d", cfg.MaxTurns)
+	case cfg.ReadyTimeout < 0:
+		return nil, bad("readyTimeout", "must be positive, got %s", cfg.ReadyTimeout)
+	case cfg.CancelGrace < 0:
+		return nil, bad("cancelGrace", "must be positive, got %s", cfg.CancelGrace)
+	case cfg.EOFGrace < 0:
+		return nil, bad("eofGrace", "must be positive, got %s", cfg.EOFGrace)
+	case cfg.TermGrace < 0:
+		return nil, bad("termGrace", "must be positive, got %s", cfg.TermGrace)
+	}
+	for _, tools := range []struct {
+		field string
+		list  []string
+	}{{"allowedTools", cfg.AllowedTools}, {"disallowedTools", cfg.DisallowedTools}} {
+		for _, t := range tools.list {
+			if strings.TrimSpace(t) == "" || strings.Contains(t, ",") {
+				return nil, bad(tools.field, "tool %q is blank or contains a comma", t)
+			}
+		}
+	}
+	for k := range cfg.Env {
+		switch {
+		case k == "" || strings.ContainsAny(k, "=\x00"):
+			return nil, bad("env", "invalid variable name %q", k)
+		case k == "CLAUDE_CONFIG_DIR":
+			return nil, bad("env", "set configDir instead of CLAUDE_CONFIG_DIR")
+		}
+	}
+	if cfg.Cwd != "" {
+		abs, err := filepath.Abs(cfg.Cwd)
+		if err == nil {
+			err = checkDir(abs)
+		}
+		if err != nil {
+			return nil, bad("cwd", "%v", err)
+		}
+		cfg.Cwd = abs
+	}
+	if cfg.ConfigDir != "" {
+		abs, err := filepath.Abs(cfg.ConfigDir)
+		if err != nil {
+			return nil, bad("configDir", "%v", err)
+		}
+		cfg.ConfigDir = abs
+	}
+	return &Provider{cfg: cfg, maxLine: MaxLine}, nil
+}
+
+// Name implements subagent.Provider.
+func (p *Provider) Name() string { return p.cfg.Name }
+
+// Capabilities implements subagent.Provider: none — the CLI cannot be made
+// to honour them.
+func (p *Provider) Capabilities() subagent.Capabilities { return subagent.Capabilities{} }
+
+// InheritsParentContext implements subagent.Provider: false, the child
+// sees only its prompt.
+func (p *Provider) InheritsParentContext() bool { return false }
+
+// args is the command line of a run.
+func (c Config) args() []string {
+	a := []string{"-p", "--output-format", "stream-json", "--input-format", "stream-json", "--verbose",
+		"--permission-mode", c.PermissionMode, "--permission-prompt-tool", "stdio", "--no-session-persistence"}
+	if c.PermissionMode == "bypassPermissions" {
+		a = append(a, "--allow-dangerously-skip-permissions")
+	}
+	if c.Model != "" {
+		a = append(a, "--model", c.Model)
+	}
+	if len(c.AllowedTools) > 0 {
+		a = append(a, "--allowedTools", strings.Join(c.AllowedTools, ","))
+	}
+	// Nobody can answer the user's questions, nor approve a plan.
+	disallowed := append(slices.Clone(c.DisallowedTools), "AskUserQuestion")
+	if c.PermissionMode == "plan" {
+		disallowed = append(disallowed, "ExitPlanMode")
+	}
+	a = append(a, "--disallowedTools", strings.Join(disallowed, ","))
+	if c.MaxTurns > 0 {
+		a = append(a, "--max-turns", strconv.Itoa(c.MaxTurns))
+	}
+	return append(a, c.Args...)
+}
