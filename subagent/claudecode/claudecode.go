@@ -20,6 +20,12 @@
 // Usage comes from the result's modelUsage (else its usage), keyed
 // "claude-code/<model>". The run's cost in US dollars (total_cost_usd) is
 // Result.CostUSD, and is also noted in the diagnostic of a failed run.
+//
+// Credentials: the child authenticates with an API key from its
+// environment (pass ANTHROPIC_API_KEY through PassEnv or Env), as
+// Anthropic's terms require for programmatic use; the provider never uses a
+// consumer subscription login, and each run gets its own empty
+// CLAUDE_CONFIG_DIR unless ConfigDir names one.
 package claudecode
 
 import (
