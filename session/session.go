@@ -88,8 +88,8 @@ type Session struct {
 	turn      int               // last turn number seen
 	observers []*observer
 	closed    bool
-	persisted int     // events before this index were handed to the persister
-	published int64   // seq of the first event observers have not seen
+	persisted int   // events before this index were handed to the persister
+	published int64 // seq of the first event observers have not seen
 
 	pubMu sync.Mutex // held while delivering to observers
 
