@@ -14,6 +14,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/dsh-go/dsh/internal/dshbin"
+	"github.com/dsh-go/dsh/internal/llmtest"
 )
 
 // dshBinary is the dsh command built for the tests that run it as a process.
@@ -137,5 +138,36 @@ func TestRunReportsAModelFailure(t *testing.T) {
 	_, _, err := runCLI(t, env, "run", "--cwd", t.TempDir(), "hi")
 	if err == nil || !strings.Contains(err.Error(), "AUTH") {
 		t.Fatalf("err = %v", err)
+	}
+}
+
+// dsh run stays until background work it started is done: the completion
+// notice wakes the agent, which collects the child's output.
+func TestRunWaitsForBackgroundChildren(t *testing.T) {
+	srv := llmtest.NewServer(t, func(r llmtest.Request) llmtest.Reply {
+		switch {
+		case r.LastUser == "compute in the background":
+			return llmtest.Reply{Text: "forty-two"}
+		case r.LastUser == "start it":
+			if len(r.ToolResults) == 0 {
+				return llmtest.Reply{ToolCall: &llmtest.ToolCall{Name: "subagent",
+					Arguments: `{"description":"bg","prompt":"compute in the background","run_in_background":true}`}}
+			}
+			return llmtest.Reply{Text: "started. "}
+		case strings.HasPrefix(r.LastUser, "background task subagent-1"):
+			if last := r.ToolResults[len(r.ToolResults)-1]; strings.HasPrefix(last, "started background") {
+				return llmtest.Reply{ToolCall: &llmtest.ToolCall{Name: "task_output", Arguments: `{"task_id":"subagent-1"}`}}
+			}
+			return llmtest.Reply{Text: "got: " + strings.Fields(r.ToolResults[len(r.ToolResults)-1])[0]}
+		}
+		return llmtest.Reply{Text: "unexpected: " + r.LastUser}
+	})
+	env := map[string]string{"DSH_HOME": t.TempDir(), "DEEPSEEK_API_KEY": "sk-test", "DEEPSEEK_BASE_URL": srv.URL}
+	out, errOut, err := runCLI(t, env, "run", "--cwd", t.TempDir(), "start it")
+	if err != nil {
+		t.Fatalf("run: %v\n%s", err, errOut)
+	}
+	if !strings.Contains(out, "started.") || !strings.Contains(out, "got: forty-two") {
+		t.Fatalf("stdout %q\nstderr %s", out, errOut)
 	}
 }

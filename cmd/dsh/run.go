@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -93,12 +94,37 @@ func (c *cli) runTurns(ctx context.Context, rt *dsh.Runtime, opts agent.Options,
 			return err
 		}
 	}
+	if err := settle(ctx, rt, a); err != nil {
+		return err
+	}
 	var total content.Usage
 	for _, u := range subagent.UsageFromEvents(a.Session().Events()) {
 		total = total.Add(u)
 	}
 	fmt.Fprintf(c.stderr, "[session %s · %s, children included]\n", a.ID(), usageLine(total))
 	return nil
+}
+
+// settle waits while the agent still has background tasks running or turns
+// to take (their completion notices wake it), so that `dsh run` does not
+// exit in the middle of work it started.
+func settle(ctx context.Context, rt *dsh.Runtime, a *agent.Agent) error {
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		busy := a.Status() == agent.StatusRunning
+		for _, t := range rt.Tasks.List(a) {
+			busy = busy || !t.Status.Terminal()
+		}
+		if !busy {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return context.Cause(ctx)
+		case <-tick.C:
+		}
+	}
 }
 
 // endError turns a turn end other than completed into a one-line error.
