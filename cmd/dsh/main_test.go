@@ -167,7 +167,9 @@ func TestRunWaitsForBackgroundChildren(t *testing.T) {
 	if err != nil {
 		t.Fatalf("run: %v\n%s", err, errOut)
 	}
-	if !strings.Contains(out, "started.") || !strings.Contains(out, "got: forty-two") {
+	// The notice either wakes an idle parent or, when the child is quick,
+	// joins the parent's running turn; either way the output is collected.
+	if !strings.Contains(out, "got: forty-two") {
 		t.Fatalf("stdout %q\nstderr %s", out, errOut)
 	}
 }
