@@ -4,10 +4,12 @@
 package agent
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"slices"
 	"sync"
 
@@ -99,10 +101,10 @@ type Deps struct {
 
 // Registry creates agents and holds the live ones.
 type Registry struct {
-	deps   Deps
-	mu     sync.Mutex
-	agents map[string]*Agent
-	order  []string
+	deps    Deps
+	mu      sync.Mutex
+	agents  map[string]*Agent
+	created uint64 // agents created so far: each agent's seq
 }
 
 // NewRegistry returns an empty registry over deps.
@@ -176,8 +178,9 @@ func (r *Registry) Create(ctx context.Context, opts CreateOptions) (*Agent, erro
 		a.unwind()
 		return nil, &Error{Code: CodeExists, Msg: "agent " + a.id + " exists"}
 	}
+	r.created++
+	a.seq = r.created
 	r.agents[a.id] = a
-	r.order = append(r.order, a.id)
 	r.mu.Unlock()
 	if opts.Owner != nil && !opts.Owner.own(a) {
 		a.Dispose(context.Background())
@@ -199,10 +202,11 @@ func (r *Registry) Get(id string) (*Agent, bool) {
 func (r *Registry) List() []*Agent {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	out := make([]*Agent, 0, len(r.order))
-	for _, id := range r.order {
-		out = append(out, r.agents[id])
+	out := make([]*Agent, 0, len(r.agents))
+	for _, a := range r.agents {
+		out = append(out, a)
 	}
+	bySeq(out)
 	return out
 }
 
@@ -219,7 +223,11 @@ func (r *Registry) remove(a *Agent) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	delete(r.agents, a.id)
-	r.order = slices.DeleteFunc(r.order, func(id string) bool { return id == a.id })
+}
+
+// bySeq sorts agents by creation order.
+func bySeq(agents []*Agent) {
+	slices.SortFunc(agents, func(x, y *Agent) int { return cmp.Compare(x.seq, y.seq) })
 }
 
 // Created is emitted when an agent is published.
@@ -270,7 +278,8 @@ type Agent struct {
 	cancelTurn context.CancelCauseFunc
 	turnMsgID  string // the next-turn message the running turn claimed
 	disposed   bool
-	owned      []*Agent
+	seq        uint64              // creation order in the registry
+	owned      map[*Agent]struct{} // live agents this one created
 	disposers  []func()
 	lastHeader *session.RequestHeader
 	usage      content.Usage
@@ -383,14 +392,17 @@ func (a *Agent) own(child *Agent) bool {
 	if a.disposed {
 		return false
 	}
-	a.owned = append(a.owned, child)
+	if a.owned == nil {
+		a.owned = map[*Agent]struct{}{}
+	}
+	a.owned[child] = struct{}{}
 	return true
 }
 
 func (a *Agent) disown(child *Agent) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	a.owned = slices.DeleteFunc(a.owned, func(x *Agent) bool { return x == child })
+	delete(a.owned, child)
 }
 
 // unwind runs the scoped disposers registered so far.
@@ -548,7 +560,8 @@ func (a *Agent) dispose() {
 	a.disposed = true
 	dropped := a.inbox.clear()
 	cancel := a.cancelTurn
-	owned := slices.Clone(a.owned)
+	owned := slices.Collect(maps.Keys(a.owned))
+	bySeq(owned)
 	a.mu.Unlock()
 	for _, it := range dropped {
 		if it.onEnd != nil {

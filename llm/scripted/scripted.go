@@ -39,7 +39,8 @@ type Model struct {
 // finishes with an error.
 func New(entries ...Entry) *Model { return &Model{entries: entries} }
 
-// Repeat returns a model that cycles through entries forever.
+// Repeat returns a model that cycles through entries forever. It records no
+// requests, so that it can serve benchmarks and long runs in constant memory.
 func Repeat(entries ...Entry) *Model { return &Model{entries: entries, loop: true} }
 
 // Requests returns the requests received so far.
@@ -60,7 +61,9 @@ func (m *Model) Remaining() int {
 func (m *Model) Stream(ctx context.Context, req *llm.Request) iter.Seq[content.Chunk] {
 	return func(yield func(content.Chunk) bool) {
 		m.mu.Lock()
-		m.requests = append(m.requests, req)
+		if !m.loop {
+			m.requests = append(m.requests, req)
+		}
 		if m.loop && m.next == len(m.entries) && len(m.entries) > 0 {
 			m.next = 0
 		}

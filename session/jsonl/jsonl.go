@@ -26,6 +26,9 @@ import (
 type Backend struct {
 	root  string
 	write func(f *os.File, b []byte) (int, error) // test hook; nil means f.Write
+
+	mu    sync.Mutex
+	known map[string]string // session id → file, built by one scan on first use
 }
 
 var _ session.Backend = (*Backend)(nil)
@@ -70,13 +73,53 @@ func (b *Backend) Create(h session.Header) (session.Persister, error) {
 	if h.ID == "" {
 		return nil, &session.Error{Code: session.CodeInvalidHeader, Msg: "jsonl: header has no id"}
 	}
-	switch path, err := b.find(h.ID); {
-	case err == nil:
-		return nil, &session.Error{Code: session.CodeExists, Msg: fmt.Sprintf("session %s is already stored at %s", h.ID, path)}
-	case !errors.Is(err, &session.Error{Code: session.CodeNotFound}):
+	path := b.Path(h)
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if err := b.index(); err != nil {
 		return nil, err
 	}
-	return &persister{b: b, path: b.Path(h), header: h}, nil
+	stored, ok := b.known[h.ID]
+	if !ok {
+		if _, err := os.Stat(path); err == nil { // written by another process since the scan
+			stored, ok = path, true
+		}
+	}
+	if ok {
+		return nil, &session.Error{Code: session.CodeExists, Msg: fmt.Sprintf("session %s is already stored at %s", h.ID, stored)}
+	}
+	b.known[h.ID] = path // reserved: a second Create of the id is refused
+	return &persister{b: b, path: path, header: h}, nil
+}
+
+// index scans the stored sessions once, so that Create need not visit
+// every project directory (one per working directory ever used) for each
+// new session. b.mu must be held.
+func (b *Backend) index() error {
+	if b.known != nil {
+		return nil
+	}
+	known := map[string]string{}
+	projects, err := os.ReadDir(b.root)
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("jsonl: %w", err)
+	}
+	for _, p := range projects {
+		sessions, err := os.ReadDir(filepath.Join(b.root, p.Name()))
+		if err != nil {
+			continue
+		}
+		for _, s := range sessions {
+			path := filepath.Join(b.root, p.Name(), s.Name(), FileName)
+			if id, ok := DecodeID(s.Name()); ok {
+				if _, err := os.Stat(path); err == nil {
+					known[id] = path
+				}
+			}
+		}
+	}
+	b.known = known
+	return nil
 }
 
 // find returns the file of session id, scanning every project directory.
@@ -330,11 +373,11 @@ func (p *persister) Append(events []session.Event) error {
 		if want := p.next + int64(i); e.Seq != want {
 			return fmt.Errorf("jsonl: %s: event has seq %d, want %d", p.path, e.Seq, want)
 		}
-		b, err := e.MarshalJSON()
-		if err != nil {
+		var err error
+		if buf, err = e.AppendJSON(buf); err != nil {
 			return fmt.Errorf("jsonl: %s: %w", p.path, err)
 		}
-		buf = append(append(buf, b...), '\n')
+		buf = append(buf, '\n')
 	}
 	if cap(buf) <= 1<<20 {
 		p.buf = buf[:0]
@@ -406,7 +449,12 @@ func (p *persister) Close() error {
 		return nil
 	}
 	p.closed = true
-	if p.f == nil {
+	if p.f == nil { // never written: give the id back
+		p.b.mu.Lock()
+		if p.b.known[p.header.ID] == p.path {
+			delete(p.b.known, p.header.ID)
+		}
+		p.b.mu.Unlock()
 		return nil
 	}
 	return p.f.Close()

@@ -273,14 +273,27 @@ func TestCreateRefusesStoredID(t *testing.T) {
 	_, err = New(root).Create(session.Header{})
 	wantCode(t, err, session.CodeInvalidHeader)
 
-	// Two unmaterialized persisters for one id: the second to write loses.
+	// One backend reserves an id at Create; closing an unwritten persister
+	// gives it back.
 	b := New(root)
-	p1, err1 := b.Create(session.Header{ID: "y", Cwd: "/a"})
-	p2, err2 := b.Create(session.Header{ID: "y", Cwd: "/a"})
-	if err1 != nil || err2 != nil {
-		t.Fatal(err1, err2)
+	p1, err := b.Create(session.Header{ID: "y", Cwd: "/a"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = b.Create(session.Header{ID: "y", Cwd: "/b"})
+	wantCode(t, err, session.CodeExists, "y")
+	p1.Close()
+	p1, err = b.Create(session.Header{ID: "y", Cwd: "/a"})
+	if err != nil {
+		t.Fatal(err)
 	}
 	defer p1.Close()
+
+	// Two backends (two processes) racing on one id: the second to write loses.
+	p2, err := New(root).Create(session.Header{ID: "y", Cwd: "/a"})
+	if err != nil {
+		t.Fatal(err)
+	}
 	defer p2.Close()
 	ev := []session.Event{{Type: "todo/write", Data: json.RawMessage(`{}`)}}
 	if err := p1.Append(ev); err != nil {

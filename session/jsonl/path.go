@@ -1,6 +1,7 @@
 package jsonl
 
 import (
+	"strconv"
 	"strings"
 	"unicode/utf16"
 )
@@ -80,4 +81,29 @@ func writeUnit(sb *strings.Builder, u rune) {
 	for shift := 12; shift >= 0; shift -= 4 {
 		sb.WriteByte(hex[u>>shift&0xF])
 	}
+}
+
+// DecodeID reverses EncodeID; ok is false for a name EncodeID cannot have
+// produced.
+func DecodeID(name string) (id string, ok bool) {
+	var units []uint16
+	for i := 0; i < len(name); {
+		c := name[i]
+		if c != '~' {
+			units = append(units, uint16(c))
+			i++
+			continue
+		}
+		if i+5 > len(name) {
+			return "", false
+		}
+		u, err := strconv.ParseUint(name[i+1:i+5], 16, 16)
+		if err != nil {
+			return "", false
+		}
+		units = append(units, uint16(u))
+		i += 5
+	}
+	id = string(utf16.Decode(units))
+	return id, EncodeID(id) == name
 }

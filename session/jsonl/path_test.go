@@ -80,3 +80,17 @@ func TestDefaultRoot(t *testing.T) {
 		t.Errorf("DefaultRoot without DSH_HOME = %q, %v; want under %s", got, err, home)
 	}
 }
+
+func TestDecodeIDRoundTrip(t *testing.T) {
+	for _, id := range []string{"abc", "a/b", "..", ".", "é😀x", "~002E", "sess 1", "9e1f2c"} {
+		got, ok := DecodeID(EncodeID(id))
+		if !ok || got != id {
+			t.Errorf("DecodeID(EncodeID(%q)) = %q, %v", id, got, ok)
+		}
+	}
+	for _, name := range []string{"~00", "~zzzz", "a~"} {
+		if _, ok := DecodeID(name); ok {
+			t.Errorf("DecodeID(%q) accepted", name)
+		}
+	}
+}
