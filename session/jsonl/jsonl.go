@@ -8,6 +8,7 @@ package jsonl
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -16,6 +17,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"runtime"
 	"sync"
 
 	"github.com/dsh-go/dsh/session"
@@ -163,61 +165,93 @@ func (b *Backend) Load(id string) (session.Header, []session.Event, session.Pers
 
 // readLog reads a whole session file and repairs its tail: a torn last line
 // is truncated away, and a newline is added after a last line lacking one.
-// It returns the size of the kept content.
+// It returns the size of the kept content. Large logs are decoded on every
+// core.
 func readLog(f *os.File, path, id string) (h session.Header, events []session.Event, size int64, err error) {
-	lr := lineReader{r: bufio.NewReaderSize(f, 64<<10)}
-	line, err := lr.next()
-	switch {
-	case err == io.EOF:
-		return h, nil, 0, corrupt(path, 1, errors.New("no header record"))
-	case err != nil:
+	data, err := io.ReadAll(f)
+	if err != nil {
 		return h, nil, 0, fmt.Errorf("jsonl: %w", err)
 	}
-	if h, err = parseHeader(line, path); err != nil {
+	lines := splitLines(data)
+	if len(lines) == 0 {
+		return h, nil, 0, corrupt(path, 1, errors.New("no header record"))
+	}
+	if h, err = parseHeader(lines[0], path); err != nil {
 		return h, nil, 0, err
 	}
 	if h.ID != id {
 		return h, nil, 0, corrupt(path, 1, fmt.Errorf("header id %q, want %q", h.ID, id))
 	}
-	size = int64(len(line))
-	endsNL := line[len(line)-1] == '\n'
+	lines = lines[1:]
+	events = make([]session.Event, len(lines))
+	errs := decodeAll(lines, events)
+	size = int64(len(data))
 	torn := false
-	var decoder session.Decoder
-	for n := 2; ; n++ {
-		if line, err = lr.next(); err == io.EOF {
-			break
-		} else if err != nil {
-			return h, nil, 0, fmt.Errorf("jsonl: %w", err)
-		}
-		e, err := decoder.Decode(line)
-		if err != nil {
-			if !json.Valid(line) && lr.atEOF() {
-				torn = true
+	for i, line := range lines {
+		if errs[i] != nil {
+			if i == len(lines)-1 && !json.Valid(line) {
+				torn, events, size = true, events[:i], size-int64(len(line))
 				break
 			}
-			return h, nil, 0, corrupt(path, n, err)
+			return h, nil, 0, corrupt(path, i+2, errs[i])
 		}
-		if e.Seq != int64(len(events)) {
-			return h, nil, 0, corrupt(path, n, fmt.Errorf("event has seq %d, want %d", e.Seq, len(events)))
+		if events[i].Seq != int64(i) {
+			return h, nil, 0, corrupt(path, i+2, fmt.Errorf("event has seq %d, want %d", events[i].Seq, i))
 		}
-		events = append(events, e)
-		size += int64(len(line))
-		endsNL = line[len(line)-1] == '\n'
 	}
 	if _, err := session.Repair(events); err != nil {
 		return h, nil, 0, &session.Error{Code: session.CodeCorrupt, Msg: fmt.Sprintf("%s: %v", path, err)}
 	}
-	if torn {
+	switch {
+	case torn:
 		if err := f.Truncate(size); err != nil {
 			return h, nil, 0, fmt.Errorf("jsonl: drop torn last line: %w", err)
 		}
-	} else if !endsNL {
+	case data[len(data)-1] != '\n':
 		if _, err := f.Write([]byte{'\n'}); err != nil {
 			return h, nil, 0, fmt.Errorf("jsonl: end last line: %w", err)
 		}
 		size++
 	}
 	return h, events, size, nil
+}
+
+// splitLines cuts data into lines, each with its '\n' except perhaps the last.
+func splitLines(data []byte) [][]byte {
+	lines := make([][]byte, 0, bytes.Count(data, []byte{'\n'})+1)
+	for len(data) > 0 {
+		i := bytes.IndexByte(data, '\n')
+		if i < 0 {
+			lines = append(lines, data)
+			break
+		}
+		lines = append(lines, data[:i+1])
+		data = data[i+1:]
+	}
+	return lines
+}
+
+// decodeAll decodes lines into events, in parallel for large logs, and
+// returns each line's error.
+func decodeAll(lines [][]byte, events []session.Event) []error {
+	errs := make([]error, len(lines))
+	decode := func(from, to int) {
+		var d session.Decoder
+		for i := from; i < to; i++ {
+			events[i], errs[i] = d.Decode(lines[i])
+		}
+	}
+	workers := min(runtime.GOMAXPROCS(0), len(lines)/4096)
+	if workers < 2 {
+		decode(0, len(lines))
+		return errs
+	}
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Go(func() { decode(w*len(lines)/workers, (w+1)*len(lines)/workers) })
+	}
+	wg.Wait()
+	return errs
 }
 
 // parseHeader decodes line 1 of the file at path.
@@ -243,39 +277,6 @@ func corrupt(path string, line int, err error) error {
 		code, msg = se.Code, se.Msg
 	}
 	return &session.Error{Code: code, Msg: fmt.Sprintf("%s:%d: %s", path, line, msg)}
-}
-
-// lineReader reads lines of any length.
-type lineReader struct {
-	r    *bufio.Reader
-	long []byte // backs lines longer than the reader's buffer
-}
-
-// next returns the next line with its '\n', if any, or io.EOF. The line is
-// valid until the following call.
-func (lr *lineReader) next() ([]byte, error) {
-	line, err := lr.r.ReadSlice('\n')
-	if err == bufio.ErrBufferFull {
-		lr.long = append(lr.long[:0], line...)
-		for err == bufio.ErrBufferFull {
-			line, err = lr.r.ReadSlice('\n')
-			lr.long = append(lr.long, line...)
-		}
-		line = lr.long
-	}
-	if err == io.EOF && len(line) > 0 {
-		err = nil
-	}
-	if err != nil {
-		return nil, err
-	}
-	return line, nil
-}
-
-// atEOF reports whether no line follows. It may invalidate the last line.
-func (lr *lineReader) atEOF() bool {
-	_, err := lr.r.Peek(1)
-	return err == io.EOF
 }
 
 // List implements session.Backend: it reads line 1 of every session file.
@@ -322,11 +323,10 @@ func readHeader(path string) (session.Header, error) {
 		return session.Header{}, err
 	}
 	defer f.Close()
-	lr := lineReader{r: bufio.NewReader(f)}
-	line, err := lr.next()
-	if err == io.EOF {
+	line, err := bufio.NewReader(f).ReadBytes('\n') // headers are short
+	if len(line) == 0 && err == io.EOF {
 		return session.Header{}, corrupt(path, 1, errors.New("no header record"))
-	} else if err != nil {
+	} else if err != nil && err != io.EOF {
 		return session.Header{}, err
 	}
 	return parseHeader(line, path)
