@@ -170,6 +170,7 @@ const maxBufferedProgress = 256
 type tracker struct {
 	svc   *Service
 	ended chan struct{} // closed after Ended is emitted
+	after []func()      // run after Ended, see tracked.AfterSettle; guarded by mu
 
 	mu       sync.Mutex
 	info     RunInfo
@@ -223,9 +224,8 @@ func (t *tracker) announce(run Run) Run {
 	return wrap(&tracked{Run: run, t: t})
 }
 
-// end announces a settled run's end.
+// end announces a settled run's end, then runs the AfterSettle callbacks.
 func (t *tracker) end(run Run) {
-	defer close(t.ended)
 	res, err := run.Wait(context.Background())
 	end := Ended{RunInfo: t.info, StopReason: res.StopReason, Usage: res.Usage, CostUSD: res.CostUSD, Diagnostic: res.Diagnostic}
 	if err != nil {
@@ -237,12 +237,35 @@ func (t *tracker) end(run Run) {
 	t.finished = true
 	t.mu.Unlock()
 	t.svc.bus.Emit(end)
+	t.mu.Lock()
+	after := t.after
+	t.after = nil
+	close(t.ended)
+	t.mu.Unlock()
+	for _, fn := range after {
+		fn()
+	}
 }
 
 // tracked is an accepted run whose Dispose also waits for its Ended event.
 type tracked struct {
 	Run
 	t *tracker
+}
+
+// AfterSettle calls fn once the run has settled and its end has been
+// announced — on the settling goroutine, or at once if that is past — so
+// that a consumer can follow a run without a goroutine of its own.
+func (r *tracked) AfterSettle(fn func()) {
+	r.t.mu.Lock()
+	select {
+	case <-r.t.ended:
+		r.t.mu.Unlock()
+		fn()
+	default:
+		r.t.after = append(r.t.after, fn)
+		r.t.mu.Unlock()
+	}
 }
 
 // Dispose disposes the run and waits until its end has been announced.

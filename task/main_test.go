@@ -155,13 +155,12 @@ func newProducer(t *testing.T, holding bool) *producer {
 
 func (p *producer) release() { p.holdOnce.Do(func() { close(p.hold) }) }
 
-func (p *producer) Run(ctx context.Context) <-chan task.Outcome {
+func (p *producer) Run(ctx context.Context, done func(task.Outcome)) {
 	close(p.ran)
-	ch := make(chan task.Outcome, 1)
 	go func() {
 		select {
 		case out := <-p.finish:
-			ch <- out
+			done(out)
 		case <-ctx.Done():
 			p.cause = context.Cause(ctx)
 			close(p.cancelled)
@@ -170,10 +169,9 @@ func (p *producer) Run(ctx context.Context) <-chan task.Outcome {
 			if ke := (*task.KillError)(nil); errors.As(p.cause, &ke) {
 				out.Detail = ke.Reason
 			}
-			ch <- out
+			done(out)
 		}
 	}()
-	return ch
 }
 
 func (p *producer) complete(output string) {

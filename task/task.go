@@ -49,11 +49,12 @@ type Spec struct {
 	Kind  string       // e.g. "subagent"; ids are <kind>-<n>
 	Label string       // one line
 	Owner *agent.Agent // the agent that may read and kill it; nil: unowned
-	// Run starts the producer. It is called once, after admission; ctx is
-	// cancelled (with a *KillError cause) when the task is killed or its
-	// owner disposed. The channel must deliver exactly one Outcome, after
-	// the producer released everything it held.
-	Run func(ctx context.Context) <-chan Outcome
+	// Run starts the producer and returns. It is called once, after
+	// admission; ctx is cancelled (with a *KillError cause) when the task is
+	// killed or its owner disposed. The producer calls done once, from any
+	// goroutine, after it released everything it held; later calls are
+	// ignored. No goroutine of the runtime waits meanwhile.
+	Run func(ctx context.Context, done func(Outcome))
 }
 
 // KillError is the cancellation cause of a killed task.
@@ -126,6 +127,7 @@ type Runtime struct {
 }
 
 type record struct {
+	settled sync.Once
 	snap    Snapshot
 	owner   *agent.Agent
 	cancel  context.CancelCauseFunc
@@ -185,31 +187,29 @@ func (r *Runtime) Start(spec Spec) (string, error) {
 	r.tasks[id] = rec
 	r.order = append(r.order, id)
 	r.mu.Unlock()
-	done, err := run(ctx, spec.Run)
-	if err != nil {
+	if err := run(ctx, spec.Run, func(out Outcome) { r.settle(rec, out) }); err != nil {
 		cancel(err)
-		r.mu.Lock()
-		delete(r.tasks, id)
-		r.order = slices.DeleteFunc(r.order, func(x string) bool { return x == id })
-		r.mu.Unlock()
-		close(rec.done)
+		rec.settled.Do(func() {
+			r.mu.Lock()
+			delete(r.tasks, id)
+			r.order = slices.DeleteFunc(r.order, func(x string) bool { return x == id })
+			r.mu.Unlock()
+			close(rec.done)
+		})
 		return "", err
 	}
-	go r.settle(rec, done)
 	return id, nil
 }
 
-// run calls a producer, turning a panic or a nil channel into an error.
-func run(ctx context.Context, produce func(context.Context) <-chan Outcome) (done <-chan Outcome, err error) {
+// run calls a producer, turning a panic into an error.
+func run(ctx context.Context, produce func(context.Context, func(Outcome)), done func(Outcome)) (err error) {
 	defer func() {
 		if p := recover(); p != nil {
 			err = &Error{Code: CodeInvalid, Msg: fmt.Sprintf("the task's producer panicked: %v", p)}
 		}
 	}()
-	if done = produce(ctx); done == nil {
-		return nil, &Error{Code: CodeInvalid, Msg: "the task's producer returned no outcome channel"}
-	}
-	return done, nil
+	produce(ctx, done)
+	return nil
 }
 
 // running counts owner's running and stopping tasks. r.mu must be held.
@@ -223,24 +223,23 @@ func (r *Runtime) running(owner *agent.Agent) int {
 	return n
 }
 
-func (r *Runtime) settle(rec *record, done <-chan Outcome) {
-	out, ok := <-done
-	if !ok {
-		out = Outcome{Status: Failed, Detail: "the producer ended without an outcome"}
-	}
+// settle records a task's outcome; only the first call counts.
+func (r *Runtime) settle(rec *record, out Outcome) {
 	if !out.Status.Terminal() {
 		out = Outcome{Status: Failed, Detail: fmt.Sprintf("the producer reported status %q", out.Status)}
 	}
-	r.mu.Lock()
-	rec.cancel(nil)
-	rec.outcome = out
-	rec.snap.Status, rec.snap.Detail, rec.snap.FinishedAt = out.Status, out.Detail, time.Now()
-	snap, owner := rec.snap, rec.owner
-	close(rec.done)
-	r.mu.Unlock()
-	if !snap.Reported {
-		r.bus.Emit(Done{Task: snap, Owner: owner})
-	}
+	rec.settled.Do(func() {
+		r.mu.Lock()
+		rec.cancel(nil)
+		rec.outcome = out
+		rec.snap.Status, rec.snap.Detail, rec.snap.FinishedAt = out.Status, out.Detail, time.Now()
+		snap, owner := rec.snap, rec.owner
+		close(rec.done)
+		r.mu.Unlock()
+		if !snap.Reported {
+			r.bus.Emit(Done{Task: snap, Owner: owner})
+		}
+	})
 }
 
 // lookup returns id's record if caller may see it.

@@ -130,7 +130,7 @@ func TestSnapshotWhileRunningAndSettled(t *testing.T) {
 func TestOutcomeStatuses(t *testing.T) {
 	for _, tc := range []struct {
 		name       string
-		run        func(ctx context.Context) <-chan task.Outcome
+		run        func(ctx context.Context, done func(task.Outcome))
 		status     task.Status
 		detail     string
 		wantOutput string
@@ -141,11 +141,10 @@ func TestOutcomeStatuses(t *testing.T) {
 		{"non-terminal running", send(task.Outcome{Status: task.Running, Output: "lost"}), task.Failed, `the producer reported status "running"`, ""},
 		{"non-terminal stopping", send(task.Outcome{Status: task.Stopping}), task.Failed, `the producer reported status "stopping"`, ""},
 		{"empty status", send(task.Outcome{Output: "lost"}), task.Failed, `the producer reported status ""`, ""},
-		{"closed without outcome", func(context.Context) <-chan task.Outcome {
-			ch := make(chan task.Outcome)
-			close(ch)
-			return ch
-		}, task.Failed, "the producer ended without an outcome", ""},
+		{"only the first outcome counts", func(_ context.Context, done func(task.Outcome)) {
+			done(task.Outcome{Status: task.Completed, Output: "first"})
+			done(task.Outcome{Status: task.Failed, Output: "second"})
+		}, task.Completed, "", "first"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := task.New(nil, nil, 0)
@@ -167,12 +166,8 @@ func TestOutcomeStatuses(t *testing.T) {
 }
 
 // send returns a producer that reports out at once.
-func send(out task.Outcome) func(context.Context) <-chan task.Outcome {
-	return func(context.Context) <-chan task.Outcome {
-		ch := make(chan task.Outcome, 1)
-		ch <- out
-		return ch
-	}
+func send(out task.Outcome) func(context.Context, func(task.Outcome)) {
+	return func(_ context.Context, done func(task.Outcome)) { done(out) }
 }
 
 func TestAdmissionPerOwner(t *testing.T) {
@@ -664,7 +659,7 @@ func TestStartRunPanicLeavesNothingRegistered(t *testing.T) {
 	r := task.New(nil, nil, 1)
 	func() {
 		defer func() { recover() }()
-		r.Start(task.Spec{Kind: "bash", Label: "boom", Run: func(context.Context) <-chan task.Outcome { panic("boom") }})
+		r.Start(task.Spec{Kind: "bash", Label: "boom", Run: func(context.Context, func(task.Outcome)) { panic("boom") }})
 	}()
 	if got := r.List(nil); len(got) != 0 {
 		t.Errorf("a panicking producer left %+v", got)
@@ -681,13 +676,3 @@ func TestStartRunPanicLeavesNothingRegistered(t *testing.T) {
 	}
 }
 
-// A producer returning a nil channel could never settle: Start refuses it
-// and leaves nothing registered.
-func TestStartRunNilChannelFails(t *testing.T) {
-	r := task.New(nil, nil, 0)
-	t.Cleanup(func() { r.Close(context.Background()) })
-	_, err := r.Start(task.Spec{Kind: "bash", Label: "nil", Run: func(context.Context) <-chan task.Outcome { return nil }})
-	if !errors.Is(err, &task.Error{Code: task.CodeInvalid}) || len(r.List(nil)) != 0 {
-		t.Fatalf("Start = %v, tasks %v", err, r.List(nil))
-	}
-}

@@ -323,25 +323,38 @@ func (t *instance) startBackground(ctx context.Context, parent *agent.Agent, req
 		return tool.Result{}, tool.Errorf(tool.CodeAborted, "tool call aborted")
 	}
 	id, err := t.deps.Tasks.Start(task.Spec{Kind: TaskKind, Label: req.Label, Owner: parent,
-		Run: func(tctx context.Context) <-chan task.Outcome {
-			out := make(chan task.Outcome, 1)
-			go func() { out <- t.runBackground(tctx, req) }()
-			return out
-		}})
+		Run: func(tctx context.Context, done func(task.Outcome)) { go t.runBackground(tctx, req, done) }})
 	if err != nil {
 		return tool.Result{}, err
 	}
 	return tool.TextResult("started background subagent task " + id), nil
 }
 
-func (t *instance) runBackground(ctx context.Context, req subagent.StartRequest) task.Outcome {
+// runBackground starts the child of a background task. Once it is ready
+// no goroutine waits for it: the run's settlement finishes the task.
+func (t *instance) runBackground(ctx context.Context, req subagent.StartRequest, done func(task.Outcome)) {
 	run, err := t.deps.Subagents.Start(ctx, t.cfg.Provider, req)
 	if err != nil {
 		if ctx.Err() != nil {
-			return task.Outcome{Status: task.Killed, Detail: killReason(ctx)}
+			done(task.Outcome{Status: task.Killed, Detail: killReason(ctx)})
+		} else {
+			done(task.Outcome{Status: task.Failed, Detail: err.Error()})
 		}
-		return task.Outcome{Status: task.Failed, Detail: err.Error()}
+		return
 	}
+	finish := func() { done(t.finishBackground(ctx, run)) }
+	if s, ok := run.(interface{ AfterSettle(func()) }); ok {
+		// The callback runs on the child's goroutine, which Dispose waits
+		// for: dispose from a goroutine of its own.
+		s.AfterSettle(func() { go finish() })
+		return
+	}
+	finish()
+}
+
+// finishBackground collects a settled background run, disposes it and says
+// how the task ended.
+func (t *instance) finishBackground(ctx context.Context, run subagent.Run) task.Outcome {
 	res, werr := run.Wait(context.WithoutCancel(ctx))
 	derr := run.Dispose(context.WithoutCancel(ctx))
 	out := task.Outcome{Meta: usageMeta(res.Usage)}
