@@ -675,4 +675,3 @@ func TestStartRunPanicLeavesNothingRegistered(t *testing.T) {
 		t.Errorf("Close: %v", err)
 	}
 }
-
