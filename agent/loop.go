@@ -252,17 +252,25 @@ func (a *Agent) runTools(ctx context.Context, turn, step int, calls []content.Bl
 	}
 	sem := make(chan struct{}, a.opts.MaxParallelToolCalls)
 	var wg sync.WaitGroup
+	execute := func(sl *slot) tool.Result {
+		return a.tools.Execute(ctx, tool.Call{ID: sl.call.ID, Name: sl.call.Name,
+			Arguments: json.RawMessage(sl.call.Arguments), Cwd: a.Cwd(), Caller: a})
+	}
 	start := func(sl *slot) {
 		e, _ := a.session.Append(session.TypeToolCall, session.ToolCall{Turn: turn, Step: step, CallID: sl.call.ID,
 			Name: sl.call.Name, Arguments: sl.call.Arguments})
 		sl.callSeq, sl.started = e.Seq, true
 		sl.done = make(chan tool.Result, 1)
+		if len(slots) == 1 { // nothing to overlap with: run it on this goroutine
+			sl.done <- execute(sl)
+			<-sem
+			return
+		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			defer func() { <-sem }()
-			sl.done <- a.tools.Execute(ctx, tool.Call{ID: sl.call.ID, Name: sl.call.Name,
-				Arguments: json.RawMessage(sl.call.Arguments), Cwd: a.Cwd(), Caller: a})
+			sl.done <- execute(sl)
 		}()
 	}
 	commit := func(sl *slot) {
