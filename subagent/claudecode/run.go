@@ -45,8 +45,7 @@ type run struct {
 	cancelOnce sync.Once
 	stopParent func() bool
 
-	done        chan struct{} // closed once result is set
-	result      subagent.Result
+	subagent.Settlement
 	disposeOnce sync.Once
 	disposeErr  error
 }
@@ -58,7 +57,7 @@ var (
 func newRun(cfg Config, child *proc.Process, tmpDir string, progress func(subagent.Progress)) *run {
 	return &run{cfg: cfg, id: newRunID(), proc: child, w: newWriter(child.Stdin()), tmpDir: tmpDir, progress: progress,
 		ready: make(chan struct{}), resultc: make(chan struct{}), streamEnd: make(chan struct{}),
-		cancelc: make(chan struct{}), done: make(chan struct{})}
+		cancelc: make(chan struct{})}
 }
 
 // begin starts watching ctx and the child; the run settles on its own.
@@ -85,8 +84,7 @@ func (r *run) drive() {
 		res.CostUSD = usd
 	}
 	r.stopParent()
-	r.result = res
-	close(r.done)
+	r.Settle(res)
 }
 
 // outcome waits for the result message, the end of the stream or a
@@ -262,19 +260,6 @@ func (r *run) ID() string { return r.id }
 // LocalAgent implements subagent.Run: nil, the child is remote.
 func (r *run) LocalAgent() *agent.Agent { return nil }
 
-// Done implements subagent.Run.
-func (r *run) Done() <-chan struct{} { return r.done }
-
-// Wait implements subagent.Run.
-func (r *run) Wait(ctx context.Context) (subagent.Result, error) {
-	select {
-	case <-r.done:
-		return r.result, nil
-	case <-ctx.Done():
-		return subagent.Result{}, context.Cause(ctx)
-	}
-}
-
 // CostUSD is the run's total_cost_usd as Claude Code reported it.
 func (r *run) CostUSD() (float64, bool) {
 	r.mu.Lock()
@@ -292,10 +277,10 @@ func (r *run) CostUSD() (float64, bool) {
 func (r *run) Dispose(ctx context.Context) error {
 	r.disposeOnce.Do(func() {
 		select {
-		case <-r.done:
+		case <-r.Done():
 		default:
 			r.cancel()
-			<-r.done
+			<-r.Done()
 		}
 		err := r.proc.Stop(r.cfg.EOFGrace, r.cfg.TermGrace)
 		<-r.streamEnd

@@ -32,8 +32,7 @@ type run struct {
 	cancelOnce sync.Once
 	stopParent func() bool
 
-	done   chan struct{} // closed when the run has settled
-	result subagent.Result
+	subagent.Settlement
 
 	disposeOnce sync.Once
 	disposeErr  error
@@ -54,14 +53,13 @@ func (r *run) cancel() {
 
 // drive runs the turn and settles the run.
 func (r *run) drive(input []inputItem) {
-	defer close(r.done)
-	defer r.stopParent()
 	res := r.await(input)
+	r.stopParent()
 	r.turn.settle()
 	if u := r.turn.totalUsage(); !u.IsZero() {
 		res.Usage = map[string]content.Usage{"codex/" + r.model: u}
 	}
-	r.result = res
+	r.Settle(res)
 }
 
 // await sends turn/start and waits for the turn to end, Codex to go away,
@@ -177,19 +175,6 @@ func (r *run) ID() string { return r.id }
 // LocalAgent implements subagent.Run: nil, the child is remote.
 func (r *run) LocalAgent() *agent.Agent { return nil }
 
-// Done implements subagent.Run.
-func (r *run) Done() <-chan struct{} { return r.done }
-
-// Wait implements subagent.Run.
-func (r *run) Wait(ctx context.Context) (subagent.Result, error) {
-	select {
-	case <-r.done:
-		return r.result, nil
-	case <-ctx.Done():
-		return subagent.Result{}, context.Cause(ctx)
-	}
-}
-
 // Dispose implements subagent.Run: it cancels the turn, waits for the run
 // to settle (at most CancelGrace plus the ladder), stops the process (stdin
 // EOF, on which Codex exits, then SIGTERM and SIGKILL to its process group)
@@ -198,7 +183,7 @@ func (r *run) Wait(ctx context.Context) (subagent.Result, error) {
 func (r *run) Dispose(ctx context.Context) error {
 	r.disposeOnce.Do(func() {
 		r.cancel()
-		<-r.done
+		<-r.Done()
 		r.disposeErr = r.teardown(r.cfg.EOFGrace)
 	})
 	return r.disposeErr

@@ -76,7 +76,7 @@ func (p *Provider) Start(ctx context.Context, req subagent.StartRequest) (subage
 	state := newTurnState(p.cfg.PermissionMode, req.Progress)
 	r := &run{cfg: p.cfg, id: "codex-" + uuid.NewString(), proc: child, turn: state,
 		conn: newConn(child.Stdin(), child.Stdout(), p.maxLine, state), removeHome: removeHome,
-		cancelled: make(chan struct{}), done: make(chan struct{})}
+		cancelled: make(chan struct{})}
 	go r.conn.serve()
 
 	if err := r.handshake(ctx, cwd); err != nil {
