@@ -162,6 +162,13 @@ func newEntry(def Definition) (*entry, error) {
 type table struct {
 	mu    sync.RWMutex
 	tools map[string]*entry
+	gen   uint64 // changes with every registration and removal
+}
+
+func (t *table) generation() uint64 {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	return t.gen
 }
 
 func (t *table) register(def Definition, layer string) (func(), error) {
@@ -178,6 +185,7 @@ func (t *table) register(def Definition, layer string) (func(), error) {
 		return nil, Errorf(CodeDuplicate, "tool %q is already registered in the %s layer", def.Name, layer)
 	}
 	t.tools[def.Name] = e
+	t.gen++
 	var once sync.Once
 	return func() {
 		once.Do(func() {
@@ -185,6 +193,7 @@ func (t *table) register(def Definition, layer string) (func(), error) {
 			defer t.mu.Unlock()
 			if t.tools[def.Name] == e {
 				delete(t.tools, def.Name)
+				t.gen++
 			}
 		})
 	}, nil
@@ -233,9 +242,18 @@ type Restriction struct {
 type Scope struct {
 	reg    *Registry
 	local  table
-	mu     sync.RWMutex
-	masks  []*mask
-	guards []*guard
+	mu      sync.RWMutex
+	masks   []*mask
+	maskGen uint64
+	guards  []*guard
+	cached  specCache
+}
+
+// specCache is the last Specs result and the generations it was built at.
+type specCache struct {
+	global, local, masks uint64
+	specs                []content.ToolSpec
+	valid                bool
 }
 
 type guard struct {
@@ -281,12 +299,14 @@ func (s *Scope) Restrict(r Restriction) (dispose func(), err error) {
 	}
 	s.mu.Lock()
 	s.masks = append(s.masks, m)
+	s.maskGen++
 	s.mu.Unlock()
 	var once sync.Once
 	return func() {
 		once.Do(func() {
 			s.mu.Lock()
 			s.masks = slices.DeleteFunc(slices.Clone(s.masks), func(x *mask) bool { return x == m })
+			s.maskGen++
 			s.mu.Unlock()
 		})
 	}, nil
@@ -354,7 +374,24 @@ func (s *Scope) ConcurrencySafe(name string) bool {
 }
 
 // Specs returns the visible tools as the model sees them, sorted by name.
+// The result is shared and must not be modified; it is rebuilt only when a
+// registration or restriction changed.
 func (s *Scope) Specs() []content.ToolSpec {
+	g, l := s.reg.global.generation(), s.local.generation()
+	s.mu.RLock()
+	c, m := s.cached, s.maskGen
+	s.mu.RUnlock()
+	if c.valid && c.global == g && c.local == l && c.masks == m {
+		return c.specs
+	}
+	specs := s.buildSpecs()
+	s.mu.Lock()
+	s.cached = specCache{global: g, local: l, masks: m, specs: specs, valid: true}
+	s.mu.Unlock()
+	return specs
+}
+
+func (s *Scope) buildSpecs() []content.ToolSpec {
 	names := s.reg.global.names()
 	for _, n := range s.local.names() {
 		if !slices.Contains(names, n) {
