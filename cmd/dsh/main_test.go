@@ -4,9 +4,11 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io/fs"
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -171,5 +173,48 @@ func TestRunWaitsForBackgroundChildren(t *testing.T) {
 	// joins the parent's running turn; either way the output is collected.
 	if !strings.Contains(out, "got: forty-two") {
 		t.Fatalf("stdout %q\nstderr %s", out, errOut)
+	}
+}
+
+// No API key ever reaches a log line, an error message or a session file.
+func TestAPIKeyNeverLeaks(t *testing.T) {
+	const sentinel = "sk-SENTINEL-7f3a9c"
+	t.Setenv("DEEPSEEK_API_KEY", sentinel) // as a real shell would have it: bash must not pass it on
+	calls := 0
+	srv := llmtest.NewServer(t, func(r llmtest.Request) llmtest.Reply {
+		calls++
+		switch {
+		case r.LastUser == "fail":
+			return llmtest.Reply{Status: http.StatusUnauthorized, Body: `{"error":{"message":"invalid api key"}}`}
+		case len(r.ToolResults) == 0:
+			return llmtest.Reply{ToolCall: &llmtest.ToolCall{Name: "bash", Arguments: `{"command":"env | grep -c SENTINEL || true"}`}}
+		}
+		return llmtest.Reply{Text: "bash saw " + strings.TrimSpace(r.ToolResults[0]) + " matching variables"}
+	})
+	home := t.TempDir()
+	env := map[string]string{"DSH_HOME": home, "DEEPSEEK_API_KEY": sentinel, "DEEPSEEK_BASE_URL": srv.URL}
+	out1, err1, _ := runCLI(t, env, "-v", "run", "--cwd", t.TempDir(), "ok")
+	out2, err2, runErr := runCLI(t, env, "-v", "run", "--cwd", t.TempDir(), "fail")
+	if runErr == nil || calls == 0 {
+		t.Fatalf("the failing run did not fail (%d model calls)", calls)
+	}
+	texts := map[string]string{"stdout": out1 + out2, "stderr": err1 + err2, "error": runErr.Error()}
+	filepath.WalkDir(home, func(path string, d fs.DirEntry, err error) error {
+		if err == nil && !d.IsDir() {
+			b, _ := os.ReadFile(path)
+			texts[path] = string(b)
+		}
+		return nil
+	})
+	for where, text := range texts {
+		if strings.Contains(text, sentinel) {
+			t.Errorf("the API key appears in %s", where)
+		}
+	}
+	if len(texts) < 4 {
+		t.Fatalf("no session files were written under %s", home)
+	}
+	if !strings.Contains(out1, "bash saw 0 matching variables") {
+		t.Fatalf("commands the model runs must not see the key: %q", out1)
 	}
 }

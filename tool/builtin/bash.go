@@ -3,6 +3,7 @@ package builtin
 import (
 	"context"
 	"fmt"
+	"os"
 	"os/exec"
 	"strings"
 	"syscall"
@@ -10,6 +11,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/dsh-go/dsh/content"
+	"github.com/dsh-go/dsh/internal/proc"
 	"github.com/dsh-go/dsh/tool"
 )
 
@@ -46,6 +48,8 @@ func runBash(ctx context.Context, dir, command string, timeout time.Duration, li
 	out := &headTail{limit: limit}
 	cmd := exec.Command("bash", "-c", command)
 	cmd.Dir = dir
+	// Commands the model runs never see the harness's credentials.
+	cmd.Env = proc.ScrubEnv(os.Environ(), nil)
 	cmd.Stdout, cmd.Stderr = out, out
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	cmd.WaitDelay = waitDelay
