@@ -240,8 +240,8 @@ type Restriction struct {
 // restrictions, plus its own scoped tools, which shadow global ones and are
 // never masked. Hidden tools vanish from Specs and cannot be executed.
 type Scope struct {
-	reg    *Registry
-	local  table
+	reg     *Registry
+	local   table
 	mu      sync.RWMutex
 	masks   []*mask
 	maskGen uint64
