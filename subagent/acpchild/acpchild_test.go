@@ -370,3 +370,14 @@ func (stubborn) SetSessionConfigOption(context.Context, acpsdk.SetSessionConfigO
 func (stubborn) SetSessionMode(context.Context, acpsdk.SetSessionModeRequest) (acpsdk.SetSessionModeResponse, error) {
 	return acpsdk.SetSessionModeResponse{}, nil
 }
+
+// ACP cannot carry a depth cap to the child, so the provider enforces its
+// own before spawning anything.
+func TestProviderDepthCap(t *testing.T) {
+	p := newProvider(t, acpchild.Config{Command: "/no/such/agent", MaxDepth: 1})
+	_, err := p.Start(context.Background(), subagent.StartRequest{Prompt: subagenttest.Prompt("x"), Parent: parent(t), Depth: 2})
+	var se *subagent.Error
+	if !errors.As(err, &se) || se.Code != subagent.CodeDepthExceeded || se.Attempted != 2 || se.Max != 1 {
+		t.Fatalf("err = %v", err)
+	}
+}
