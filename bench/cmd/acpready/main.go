@@ -1,0 +1,225 @@
+// Command acpready measures ACP children out of process, through dsh's own
+// ACP provider (subagent/acpchild), for two agents, interleaved:
+//
+//   - dsh: `dsh acp`, built from ../cmd/dsh into a temp dir, on a loopback
+//     OpenAI-compatible model server (in this process) that answers at once,
+//     with a throw-away DSH_HOME and DEEPSEEK_API_KEY=x;
+//   - sdk: the official TypeScript ACP SDK's example agent
+//     (node …/@agentclientprotocol/sdk/dist/examples/agent.js, installed by
+//     ../scripts/peers.sh into ../.cache/peers). Its prompt turn sleeps about
+//     5 s by design, so only its ready latency compares with dsh's.
+//
+// Per child: ready = Provider.Start (spawn + initialize + session/new
+// answered; Start returns then); round trip = Run.Wait (prompt → answer);
+// dispose = Run.Dispose (process gone).
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"iter"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"time"
+
+	"github.com/dsh-go/dsh"
+	"github.com/dsh-go/dsh/agent"
+	"github.com/dsh-go/dsh/bench/internal/dshbin"
+	"github.com/dsh-go/dsh/bench/internal/dshcase"
+	"github.com/dsh-go/dsh/bench/internal/loopllm"
+	"github.com/dsh-go/dsh/bench/internal/measure"
+	"github.com/dsh-go/dsh/bench/internal/stats"
+	"github.com/dsh-go/dsh/content"
+	"github.com/dsh-go/dsh/llm"
+	"github.com/dsh-go/dsh/subagent"
+	"github.com/dsh-go/dsh/subagent/acpchild"
+)
+
+type impl struct {
+	name                   string
+	prov                   *acpchild.Provider
+	ready, rtt, dispose    []float64
+	prompt                 bool
+	wantText, roundTripTag string
+}
+
+func main() {
+	runs := flag.Int("runs", 15, "recorded children per agent (after one warm-up each)")
+	sdkPrompts := flag.Int("sdk-prompts", 3, "how many of the sdk agent's children also run their ~5 s prompt (the rest are disposed once ready)")
+	impls := flag.String("impls", "dsh,sdk", "agents, comma separated: dsh, sdk")
+	node := flag.String("node", "", "node binary for the sdk agent (default: ../.cache/bench-ref/node_modules/.bin/node if present, else node)")
+	flag.Parse()
+	slog.SetDefault(dshcase.Quiet) // the ACP connection logs through slog.Default
+	if err := run(*runs, *sdkPrompts, strings.Split(*impls, ","), *node); err != nil {
+		fmt.Fprintln(os.Stderr, "acpready:", err)
+		os.Exit(1)
+	}
+}
+
+func run(runs, sdkPrompts int, names []string, node string) error {
+	ctx := context.Background()
+	root, err := dshbin.Root()
+	if err != nil {
+		return err
+	}
+	tmp, err := os.MkdirTemp("", "dsh-acpready-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(tmp)
+	srv := loopllm.Start("ok")
+	defer srv.Close()
+
+	var list []*impl
+	for _, n := range names {
+		switch n {
+		case "dsh":
+			bin, err := dshbin.Build(tmp)
+			if err != nil {
+				return err
+			}
+			env, err := dshbin.Env(tmp, srv.URL)
+			if err != nil {
+				return err
+			}
+			p, err := acpchild.New(acpchild.Config{Name: "dsh", Command: bin, Args: []string{"acp"}, Env: env, DepthEnv: "DSH_DEPTH"})
+			if err != nil {
+				return err
+			}
+			list = append(list, &impl{name: "dsh acp", prov: p, prompt: true, wantText: "ok", roundTripTag: "prompt round trip (loopback model answers at once)"})
+		case "sdk":
+			agentJS := filepath.Join(root, ".cache", "peers", "node_modules", "@agentclientprotocol", "sdk", "dist", "examples", "agent.js")
+			if _, err := os.Stat(agentJS); err != nil {
+				return fmt.Errorf("%s missing: run ../scripts/peers.sh first", agentJS)
+			}
+			if node == "" {
+				node = filepath.Join(root, ".cache", "bench-ref", "node_modules", ".bin", "node")
+				if _, err := os.Stat(node); err != nil {
+					if node, err = exec.LookPath("node"); err != nil {
+						return err
+					}
+				}
+			}
+			p, err := acpchild.New(acpchild.Config{Name: "sdk", Command: node, Args: []string{agentJS}, Permission: acpchild.PermissionAllow,
+				// It does not exit on end of input; a short grace keeps the run bounded.
+				EOFGrace: 200 * time.Millisecond, TermGrace: time.Second})
+			if err != nil {
+				return err
+			}
+			list = append(list, &impl{name: "sdk example agent", prov: p, roundTripTag: "prompt round trip (NOT comparable: the example sleeps ~5 s by design)"})
+		default:
+			return fmt.Errorf("unknown agent %q", n)
+		}
+	}
+	nodeV := ""
+	if node != "" {
+		out, _ := exec.Command(node, "--version").Output()
+		nodeV = ", node " + strings.TrimSpace(string(out))
+	}
+	fmt.Printf("ACP children through subagent/acpchild, %s %s/%s GOMAXPROCS=%d%s, %d runs per agent, load average %.2f\n",
+		runtime.Version(), runtime.GOOS, runtime.GOARCH, runtime.GOMAXPROCS(0), nodeV, runs, measure.LoadAvg())
+
+	rt, err := dsh.New(dsh.Options{Logger: dshcase.Quiet})
+	if err != nil {
+		return err
+	}
+	defer rt.Close(ctx)
+	if _, err := rt.LLM.Register("x", llm.ModelFunc(func(context.Context, *llm.Request) iter.Seq[content.Chunk] {
+		return func(yield func(content.Chunk) bool) {
+			for _, c := range dshcase.TextAnswer("unused") {
+				if !yield(c) {
+					return
+				}
+			}
+		}
+	})); err != nil {
+		return err
+	}
+	cwd := filepath.Join(tmp, "work")
+	if err := os.MkdirAll(cwd, 0o700); err != nil {
+		return err
+	}
+	parent, err := rt.Agents.Create(ctx, agent.CreateOptions{Cwd: cwd, Options: agent.Options{Provider: "x", Model: "x"}})
+	if err != nil {
+		return err
+	}
+
+	sdkPrompted := 0
+	one := func(im *impl, record bool) error {
+		prompt := im.prompt
+		if !prompt && record && sdkPrompted < sdkPrompts {
+			prompt = true
+			sdkPrompted++
+		}
+		t0 := time.Now()
+		r, err := im.prov.Start(ctx, subagent.StartRequest{Prompt: []content.Block{content.Text("say ok")}, Parent: parent, Depth: 1})
+		if err != nil {
+			return fmt.Errorf("%s: start: %w", im.name, err)
+		}
+		ready := time.Since(t0)
+		var rtt time.Duration
+		if prompt {
+			t1 := time.Now()
+			res, err := r.Wait(ctx)
+			rtt = time.Since(t1)
+			if err == nil && res.StopReason != subagent.Completed {
+				err = fmt.Errorf("stopped %s (%s)", res.StopReason, res.Diagnostic)
+			}
+			if err == nil && im.wantText != "" && strings.TrimSpace(content.JoinText(res.Output)) != im.wantText {
+				err = fmt.Errorf("answered %q, want %q", content.JoinText(res.Output), im.wantText)
+			}
+			if err != nil {
+				_ = r.Dispose(ctx)
+				return fmt.Errorf("%s: %w", im.name, err)
+			}
+		}
+		t2 := time.Now()
+		if err := r.Dispose(ctx); err != nil {
+			return fmt.Errorf("%s: dispose: %w", im.name, err)
+		}
+		if record {
+			im.ready = append(im.ready, float64(ready.Microseconds())/1e3)
+			im.dispose = append(im.dispose, float64(time.Since(t2).Microseconds())/1e3)
+			if prompt {
+				im.rtt = append(im.rtt, float64(rtt.Microseconds())/1e3)
+			}
+		}
+		return nil
+	}
+	for _, im := range list { // warm-up: file cache, first exec
+		if err := one(im, false); err != nil {
+			return err
+		}
+	}
+	for i := range runs {
+		for j := range list {
+			im := list[(i+j)%len(list)]
+			if err := one(im, true); err != nil {
+				return err
+			}
+		}
+	}
+	fmt.Println()
+	for _, im := range list {
+		r, d := stats.Of(im.ready), stats.Of(im.dispose)
+		fmt.Printf("## %s\n  ready (spawn + initialize + session/new): median %.2f ms, p90 %.2f, min %.2f ms\n", im.name, r.Median, r.P90, r.Min)
+		if len(im.rtt) > 0 {
+			t := stats.Of(im.rtt)
+			fmt.Printf("  %s: median %.2f ms, p90 %.2f ms (%d runs)\n", im.roundTripTag, t.Median, t.P90, t.N)
+		}
+		fmt.Printf("  dispose: median %.2f ms\n", d.Median)
+	}
+	if len(list) == 2 {
+		a, b := stats.Median(list[0].ready), stats.Median(list[1].ready)
+		fmt.Printf("\nready, %s / %s: %.1f× (%s is %.1f× faster)\n", list[1].name, list[0].name, b/a, list[0].name, b/a)
+	}
+	if n := srv.Requests.Load(); n == 0 && len(list) > 0 && list[0].name == "dsh acp" {
+		return fmt.Errorf("the loopback model got no request")
+	}
+	return nil
+}
