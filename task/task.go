@@ -124,6 +124,7 @@ type Runtime struct {
 	order    []string
 	counters map[string]int
 	hooked   map[*agent.Agent]bool
+	live     map[*agent.Agent]int // running and stopping tasks per owner (nil: unowned)
 }
 
 type record struct {
@@ -148,7 +149,7 @@ func New(bus *event.Bus, log *slog.Logger, maxPerOwner int) *Runtime {
 		bus = event.New(log)
 	}
 	return &Runtime{bus: bus, log: log, maxPerOwner: maxPerOwner, tasks: map[string]*record{},
-		counters: map[string]int{}, hooked: map[*agent.Agent]bool{}}
+		counters: map[string]int{}, hooked: map[*agent.Agent]bool{}, live: map[*agent.Agent]int{}}
 }
 
 // Start admits and starts a task and returns its id.
@@ -163,7 +164,7 @@ func (r *Runtime) Start(spec Spec) (string, error) {
 		return "", &Error{Code: CodeInvalid, Msg: "the task's owner is disposed"}
 	}
 	r.mu.Lock()
-	if n := r.running(spec.Owner); n >= r.maxPerOwner {
+	if r.live[spec.Owner] >= r.maxPerOwner {
 		r.mu.Unlock()
 		return "", &Error{Code: CodeAdmission, Msg: fmt.Sprintf("too many background tasks are running for this agent (limit %d): "+
 			"kill one with task_kill or wait for one with task_output, then retry", r.maxPerOwner)}
@@ -186,11 +187,13 @@ func (r *Runtime) Start(spec Spec) (string, error) {
 	}
 	r.tasks[id] = rec
 	r.order = append(r.order, id)
+	r.live[spec.Owner]++
 	r.mu.Unlock()
 	if err := run(ctx, spec.Run, func(out Outcome) { r.settle(rec, out) }); err != nil {
 		cancel(err)
 		rec.settled.Do(func() {
 			r.mu.Lock()
+			r.unlive(rec.owner)
 			delete(r.tasks, id)
 			r.order = slices.DeleteFunc(r.order, func(x string) bool { return x == id })
 			r.mu.Unlock()
@@ -212,15 +215,11 @@ func run(ctx context.Context, produce func(context.Context, func(Outcome)), done
 	return nil
 }
 
-// running counts owner's running and stopping tasks. r.mu must be held.
-func (r *Runtime) running(owner *agent.Agent) int {
-	n := 0
-	for _, rec := range r.tasks {
-		if rec.owner == owner && !rec.snap.Status.Terminal() {
-			n++
-		}
+// unlive counts one task of owner as no longer running. r.mu must be held.
+func (r *Runtime) unlive(owner *agent.Agent) {
+	if r.live[owner]--; r.live[owner] <= 0 {
+		delete(r.live, owner)
 	}
-	return n
 }
 
 // settle records a task's outcome; only the first call counts.
@@ -230,6 +229,7 @@ func (r *Runtime) settle(rec *record, out Outcome) {
 	}
 	rec.settled.Do(func() {
 		r.mu.Lock()
+		r.unlive(rec.owner)
 		rec.cancel(nil)
 		rec.outcome = out
 		rec.snap.Status, rec.snap.Detail, rec.snap.FinishedAt = out.Status, out.Detail, time.Now()
