@@ -101,7 +101,7 @@ type Session struct {
 type observer struct{ fn func(Event) }
 
 func newSession(h Header, seed []Event) *Session {
-	s := &Session{header: h, events: make([]Event, 0, max(len(seed)+1, 16))}
+	s := &Session{header: h, events: make([]Event, 0, max(len(seed)+1, 8))}
 	for _, e := range seed {
 		s.commit(e)
 	}
