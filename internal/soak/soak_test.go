@@ -2,16 +2,14 @@ package soak_test
 
 import (
 	"context"
-	"fmt"
 	"os"
-	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
 	"go.uber.org/goleak"
 
 	"github.com/dsh-go/dsh/internal/dshbin"
+	"github.com/dsh-go/dsh/internal/proc"
 	"github.com/dsh-go/dsh/internal/soak"
 )
 
@@ -45,20 +43,5 @@ func TestSoak(t *testing.T) {
 	goleak.VerifyNone(t, ignore)
 }
 
-// children lists the live processes whose parent is this test binary.
-func children() []string {
-	var out []string
-	entries, _ := os.ReadDir("/proc")
-	for _, e := range entries {
-		stat, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
-		if err != nil {
-			continue
-		}
-		s := string(stat)
-		i := strings.LastIndexByte(s, ')')
-		if f := strings.Fields(s[i+1:]); i > 0 && len(f) > 1 && f[0] != "Z" && f[1] == fmt.Sprint(os.Getpid()) {
-			out = append(out, s[:i+1])
-		}
-	}
-	return out
-}
+// children lists the live child processes of this test.
+func children() []string { return proc.Children(os.Getpid()) }

@@ -10,7 +10,6 @@ import (
 	"net/http/httptest"
 	"os"
 	"os/signal"
-	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -23,6 +22,7 @@ import (
 	"github.com/dsh-go/dsh/content"
 	"github.com/dsh-go/dsh/internal/dshbin"
 	"github.com/dsh-go/dsh/internal/llmtest"
+	"github.com/dsh-go/dsh/internal/proc"
 	"github.com/dsh-go/dsh/subagent"
 	"github.com/dsh-go/dsh/subagent/acpchild"
 	"github.com/dsh-go/dsh/subagent/subagenttest"
@@ -97,34 +97,10 @@ func parent(t *testing.T) *agent.Agent {
 	return subagenttest.NewParent(t, nil, 0, agent.Options{}).Agent
 }
 
-// children lists the live (non-zombie) processes whose parent is this test.
-func children() []string {
-	var out []string
-	entries, _ := os.ReadDir("/proc")
-	for _, e := range entries {
-		stat, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
-		if err != nil {
-			continue
-		}
-		s := string(stat)
-		i := strings.LastIndexByte(s, ')')
-		if i < 0 {
-			continue
-		}
-		f := strings.Fields(s[i+1:])
-		if len(f) > 1 && f[0] != "Z" && f[1] == fmt.Sprint(os.Getpid()) {
-			out = append(out, e.Name()+" "+s[:i+1])
-		}
-	}
-	return out
-}
+// children lists the live child processes of this test.
+func children() []string { return proc.Children(os.Getpid()) }
 
-func noChildren() error {
-	if c := children(); len(c) > 0 {
-		return fmt.Errorf("child processes left: %v", c)
-	}
-	return nil
-}
+func noChildren() error { return proc.NoChildren() }
 
 func TestSelfLoopConformance(t *testing.T) {
 	srv := modelServer(t)

@@ -17,6 +17,7 @@ import (
 
 	"github.com/dsh-go/dsh/agent"
 	"github.com/dsh-go/dsh/content"
+	"github.com/dsh-go/dsh/internal/proc"
 	"github.com/dsh-go/dsh/subagent"
 	"github.com/dsh-go/dsh/subagent/claudecode"
 	"github.com/dsh-go/dsh/subagent/subagenttest"
@@ -55,34 +56,10 @@ func parent(t *testing.T) *agent.Agent {
 	return subagenttest.NewParent(t, nil, 0, agent.Options{}).Agent
 }
 
-// children lists the live (non-zombie) processes whose parent is this test.
-func children() []string {
-	var out []string
-	entries, _ := os.ReadDir("/proc")
-	for _, e := range entries {
-		stat, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
-		if err != nil {
-			continue
-		}
-		s := string(stat)
-		i := strings.LastIndexByte(s, ')')
-		if i < 0 {
-			continue
-		}
-		f := strings.Fields(s[i+1:])
-		if len(f) > 1 && f[0] != "Z" && f[1] == fmt.Sprint(os.Getpid()) {
-			out = append(out, e.Name()+" "+s[:i+1])
-		}
-	}
-	return out
-}
+// children lists the live child processes of this test.
+func children() []string { return proc.Children(os.Getpid()) }
 
-func noChildren() error {
-	if c := children(); len(c) > 0 {
-		return fmt.Errorf("child processes left: %v", c)
-	}
-	return nil
-}
+func noChildren() error { return proc.NoChildren() }
 
 // checkNoChildren fails the test if a child process of the test remains
 // once it has ended.

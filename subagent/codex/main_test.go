@@ -3,11 +3,11 @@ package codex_test
 import (
 	"fmt"
 	"os"
-	"path/filepath"
-	"strings"
 	"testing"
 
 	"go.uber.org/goleak"
+
+	"github.com/dsh-go/dsh/internal/proc"
 )
 
 func TestMain(m *testing.M) {
@@ -26,34 +26,10 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// children lists the live (non-zombie) processes whose parent is this test.
-func children() []string {
-	var out []string
-	entries, _ := os.ReadDir("/proc")
-	for _, e := range entries {
-		stat, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
-		if err != nil {
-			continue
-		}
-		s := string(stat)
-		i := strings.LastIndexByte(s, ')')
-		if i < 0 {
-			continue
-		}
-		f := strings.Fields(s[i+1:])
-		if len(f) > 1 && f[0] != "Z" && f[1] == fmt.Sprint(os.Getpid()) {
-			out = append(out, e.Name()+" "+s[:i+1])
-		}
-	}
-	return out
-}
+// children lists the live child processes of this test.
+func children() []string { return proc.Children(os.Getpid()) }
 
-func noChildren() error {
-	if c := children(); len(c) > 0 {
-		return fmt.Errorf("child processes left: %v", c)
-	}
-	return nil
-}
+func noChildren() error { return proc.NoChildren() }
 
 // checkNoChildren fails t when a child process of the test remains.
 func checkNoChildren(t *testing.T) {
