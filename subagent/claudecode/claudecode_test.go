@@ -56,9 +56,6 @@ func parent(t *testing.T) *agent.Agent {
 	return subagenttest.NewParent(t, nil, 0, agent.Options{}).Agent
 }
 
-// children lists the live child processes of this test.
-func children() []string { return proc.Children(os.Getpid()) }
-
 func noChildren() error { return proc.NoChildren() }
 
 // checkNoChildren fails the test if a child process of the test remains

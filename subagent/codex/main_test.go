@@ -26,9 +26,6 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// children lists the live child processes of this test.
-func children() []string { return proc.Children(os.Getpid()) }
-
 func noChildren() error { return proc.NoChildren() }
 
 // checkNoChildren fails t when a child process of the test remains.
