@@ -427,30 +427,28 @@ func (a *Agent) Steer(msg content.Message) error { return a.send(msg, nextStep, 
 func (a *Agent) Inject(msg content.Message) error { return a.send(msg, nextStep, false, nil) }
 
 // Run queues msg as a new turn's prompt and waits for that turn to end.
+// When the agent is idle, the turn runs on the calling goroutine, and any
+// input queued meanwhile is handed to a driver goroutine once it ends.
 // Cancelling ctx cancels the turn (with the *CancelError cause of ctx, if
 // any, else cause user); Run then returns its aborted end. The error is only
 // for a message that could not be queued.
 func (a *Agent) Run(ctx context.Context, msg content.Message) (session.TurnEnd, error) {
 	done := make(chan session.TurnEnd, 1)
-	if err := a.Submit(msg, func(end session.TurnEnd) { done <- end }); err != nil {
+	if err := a.send(msg, nextTurn, false, func(end session.TurnEnd) { done <- end }); err != nil {
 		return session.TurnEnd{}, err
 	}
-	select {
-	case end := <-done:
-		return end, nil
-	case <-ctx.Done():
-		select {
-		case end := <-done:
-			return end, nil
-		default:
-		}
-		cause := session.Cause{Kind: CauseUser}
-		if ce := (*CancelError)(nil); errors.As(context.Cause(ctx), &ce) {
-			cause = ce.Cause
-		}
-		a.CancelMessage(msg.ID, cause)
-		return <-done, nil
+	if ctx.Done() != nil {
+		stop := context.AfterFunc(ctx, func() {
+			cause := session.Cause{Kind: CauseUser}
+			if ce := (*CancelError)(nil); errors.As(context.Cause(ctx), &ce) {
+				cause = ce.Cause
+			}
+			a.CancelMessage(msg.ID, cause)
+		})
+		defer stop()
 	}
+	a.driveHere(func() bool { return len(done) > 0 })
+	return <-done, nil
 }
 
 // Submit queues msg as a new turn's prompt, like Followup, and calls onEnd
@@ -459,6 +457,46 @@ func (a *Agent) Run(ctx context.Context, msg content.Message) (session.TurnEnd, 
 // must not block.
 func (a *Agent) Submit(msg content.Message, onEnd func(session.TurnEnd)) error {
 	return a.send(msg, nextTurn, true, onEnd)
+}
+
+// Enqueue is Submit without waking an idle agent: the turn starts when
+// something else wakes the agent, or when a goroutine calls Drive.
+func (a *Agent) Enqueue(msg content.Message, onEnd func(session.TurnEnd)) error {
+	return a.send(msg, nextTurn, false, onEnd)
+}
+
+// Drive runs the agent's queued input on the calling goroutine, as its
+// driver goroutine would, and returns once the inbox is empty. It returns at
+// once when a driver is already running or the agent is disposed.
+func (a *Agent) Drive() { a.driveHere(nil) }
+
+// Wake starts a driver goroutine for queued input when the agent is idle.
+func (a *Agent) Wake() {
+	a.mu.Lock()
+	start := !a.running && !a.disposed && !a.inbox.empty()
+	if start {
+		a.startDriver()
+		go a.drive(nil)
+	}
+	a.mu.Unlock()
+	if start {
+		a.reg.deps.Events.Emit(StatusChanged{Agent: a, Status: StatusRunning})
+	}
+}
+
+// driveHere becomes the agent's driver on the calling goroutine when the
+// agent is idle with queued input (see drive).
+func (a *Agent) driveHere(until func() bool) {
+	a.mu.Lock()
+	start := !a.running && !a.disposed && !a.inbox.empty()
+	if start {
+		a.startDriver()
+	}
+	a.mu.Unlock()
+	if start {
+		a.reg.deps.Events.Emit(StatusChanged{Agent: a, Status: StatusRunning})
+		a.drive(until)
+	}
 }
 
 // CancelMessage cancels the turn that took msgID as its prompt, or drops
@@ -608,6 +646,7 @@ func (a *Agent) send(msg content.Message, target string, wake bool, onEnd func(s
 	start := wake && !a.running
 	if start {
 		a.startDriver()
+		go a.drive(nil)
 	}
 	a.mu.Unlock()
 	if start {
@@ -616,10 +655,10 @@ func (a *Agent) send(msg content.Message, target string, wake bool, onEnd func(s
 	return nil
 }
 
-// startDriver starts the driver goroutine. a.mu must be held.
+// startDriver marks the agent running for a driver about to start. a.mu
+// must be held.
 func (a *Agent) startDriver() {
 	a.running = true
 	a.idle = make(chan struct{})
 	a.wg.Add(1)
-	go a.drive()
 }

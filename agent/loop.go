@@ -13,9 +13,11 @@ import (
 	"github.com/dsh-go/dsh/tool"
 )
 
-// drive runs turns while the inbox has input, then goes idle.
-func (a *Agent) drive() {
-	defer a.wg.Done()
+// drive runs turns while the inbox has input, then goes idle. Once until
+// (when set) reports true, it hands remaining input to a new driver
+// goroutine and returns, so that a caller driving on its own goroutine is
+// released after the turn it waits for.
+func (a *Agent) drive(until func() bool) {
 	for {
 		a.mu.Lock()
 		if a.inbox.empty() || a.disposed {
@@ -24,6 +26,12 @@ func (a *Agent) drive() {
 			close(a.idle)
 			a.mu.Unlock()
 			a.reg.deps.Events.Emit(StatusChanged{Agent: a, Status: StatusIdle})
+			a.wg.Done()
+			return
+		}
+		if until != nil && until() {
+			a.mu.Unlock()
+			go a.drive(nil)
 			return
 		}
 		ctx, cancel := context.WithCancelCause(context.Background())

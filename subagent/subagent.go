@@ -50,6 +50,12 @@ type StartRequest struct {
 	ToolFilter *tool.Restriction
 	// Persona replaces the deployment persona for this child.
 	Persona *string
+	// Foreground promises that the caller waits for the run right after
+	// Start, with a Wait whose ctx cannot end (context.WithoutCancel or
+	// Background). An in-process provider may then run the child's turn on
+	// the waiting goroutine instead of a goroutine of its own. Providers may
+	// ignore it.
+	Foreground bool
 
 	// Depth is the child's delegation depth, computed by the service:
 	// max(parent header depth, parent runtime depth) + 1. Providers read it.

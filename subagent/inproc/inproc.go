@@ -104,7 +104,7 @@ func (p *Provider) Start(ctx context.Context, req subagent.StartRequest) (subage
 	h := &handle{agent: child}
 	r := newRun(h, capture, req.OutputSchema != nil, req.Progress)
 	h.owner = r
-	r.start(ctx, content.UserMessage(req.Prompt...))
+	r.start(ctx, content.UserMessage(req.Prompt...), req.Foreground)
 	return r, nil
 }
 

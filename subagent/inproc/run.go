@@ -33,6 +33,8 @@ type run struct {
 	fromSeq      int    // the child's events from here on are this run's own
 	stopProgress func()
 	cancelled    atomic.Bool
+	deferred     atomic.Bool     // the task waits in the inbox for Wait to drive it
+	startCtx     context.Context // governs a deferred task until Wait takes it
 
 	mu         sync.Mutex
 	stopParent func() bool // stops relaying the start ctx's cancellation
@@ -48,11 +50,18 @@ func newRun(h *handle, c *capture, structured bool, progress func(subagent.Progr
 }
 
 // start sends the task to the child. The start ctx governs the run: its
-// cancellation reaches the child with cause "parent".
-func (r *run) start(ctx context.Context, msg content.Message) {
+// cancellation reaches the child with cause "parent". A foreground task is
+// only queued: Wait runs it on the waiting goroutine.
+func (r *run) start(ctx context.Context, msg content.Message, foreground bool) {
 	r.msgID = msg.ID
 	r.stopProgress = subagent.SessionProgress(r.h.agent.Session(), r.progress)
-	if err := r.h.agent.Submit(msg, r.finish); err != nil {
+	send := r.h.agent.Submit
+	if foreground {
+		r.startCtx = ctx
+		r.deferred.Store(true)
+		send = r.h.agent.Enqueue
+	}
+	if err := send(msg, r.finish); err != nil {
 		r.stopProgress()
 		r.Settle(subagent.Result{StopReason: subagent.Failed, Diagnostic: subagent.Diagnostic(err.Error())})
 		return
@@ -67,6 +76,23 @@ func (r *run) start(ctx context.Context, msg content.Message) {
 		return
 	}
 	r.stopParent = stop
+}
+
+// Wait implements subagent.Run. The first Wait of a foreground run drives
+// the child's turn on the calling goroutine when ctx cannot end, and
+// otherwise wakes the child's driver goroutine.
+func (r *run) Wait(ctx context.Context) (subagent.Result, error) {
+	if r.deferred.Swap(false) {
+		if r.startCtx.Err() != nil { // do not race the start ctx's relay
+			r.abort(agent.CauseParent)
+		}
+		if ctx.Done() == nil {
+			r.h.agent.Drive()
+		} else {
+			r.h.agent.Wake()
+		}
+	}
+	return r.Settlement.Wait(ctx)
 }
 
 // abort cancels the run's turn, or drops its task while queued.
@@ -173,6 +199,6 @@ func (r *run) Resume(ctx context.Context, msg []content.Block) (subagent.Run, er
 	}
 	next := newRun(r.h, &capture{}, false, r.progress)
 	r.h.owner = next
-	next.start(ctx, content.UserMessage(msg...))
+	next.start(ctx, content.UserMessage(msg...), false)
 	return next, nil
 }

@@ -256,6 +256,7 @@ func (t *instance) execute(ctx context.Context, call tool.Call) (tool.Result, er
 	if background {
 		return t.startBackground(ctx, parent, req)
 	}
+	req.Foreground = true
 	run, err := t.deps.Subagents.Start(ctx, t.cfg.Provider, req)
 	if err != nil {
 		return tool.Result{}, err
