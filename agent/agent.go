@@ -274,7 +274,7 @@ type Agent struct {
 	mu         sync.Mutex
 	inbox      inbox
 	running    bool
-	idle       chan struct{} // closed while idle
+	idle       chan struct{} // made by a WaitIdle waiter, closed when the driver goes idle
 	cancelTurn context.CancelCauseFunc
 	turnMsgID  string // the next-turn message the running turn claimed
 	disposed   bool
@@ -296,10 +296,8 @@ func newAgent(r *Registry, s *session.Session, opts CreateOptions) *Agent {
 	if o.MaxParallelToolCalls == 0 {
 		o.MaxParallelToolCalls = 10
 	}
-	idle := make(chan struct{})
-	close(idle)
 	a := &Agent{reg: r, id: s.ID(), session: s, opts: o, owner: opts.Owner,
-		tools: r.deps.Tools.NewScope(), idle: idle, disposeDone: make(chan struct{})}
+		tools: r.deps.Tools.NewScope(), disposeDone: make(chan struct{})}
 	a.prompt = r.deps.Prompt.NewScopeWith(a.builtin)
 	if s.Header().Cwd != "" {
 		a.prompt.Section(prompt.Section{Name: "harness:environment", Order: prompt.IdentityOrder + 1, Text: "Working directory: {{cwd}}"})
@@ -562,11 +560,15 @@ func (a *Agent) discard(items []item) {
 func (a *Agent) WaitIdle(ctx context.Context) error {
 	for {
 		a.mu.Lock()
-		idle, running := a.idle, a.running
-		a.mu.Unlock()
-		if !running {
+		if !a.running {
+			a.mu.Unlock()
 			return nil
 		}
+		if a.idle == nil {
+			a.idle = make(chan struct{})
+		}
+		idle := a.idle
+		a.mu.Unlock()
 		select {
 		case <-idle:
 		case <-ctx.Done():
@@ -659,6 +661,5 @@ func (a *Agent) send(msg content.Message, target string, wake bool, onEnd func(s
 // must be held.
 func (a *Agent) startDriver() {
 	a.running = true
-	a.idle = make(chan struct{})
 	a.wg.Add(1)
 }

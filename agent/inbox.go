@@ -44,9 +44,16 @@ func (b *inbox) has(id string) bool {
 // first next-turn item.
 func (b *inbox) claimTurn() (msgs []item) {
 	msgs = b.claimStep()
-	if len(b.turn) > 0 {
+	switch {
+	case len(b.turn) == 0:
+	case len(msgs) == 0: // the common case: take the item without copying it
+		msgs, b.turn = b.turn[:1:1], b.turn[1:]
+	default:
 		msgs = append(msgs, b.turn[0])
-		b.turn = slices.Delete(b.turn, 0, 1)
+		b.turn = b.turn[1:]
+	}
+	if len(b.turn) == 0 {
+		b.turn = nil
 	}
 	return msgs
 }

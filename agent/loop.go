@@ -23,7 +23,10 @@ func (a *Agent) drive(until func() bool) {
 		if a.inbox.empty() || a.disposed {
 			a.running = false
 			a.cancelTurn = nil
-			close(a.idle)
+			if a.idle != nil {
+				close(a.idle)
+				a.idle = nil
+			}
 			a.mu.Unlock()
 			a.reg.deps.Events.Emit(StatusChanged{Agent: a, Status: StatusIdle})
 			a.wg.Done()

@@ -9,17 +9,18 @@ import (
 // message. Blocks keep the order in which their index was first seen;
 // deltas after a block's end are ignored; delta-only streams assemble too.
 type Assembler struct {
-	order  []int
-	blocks map[int]*partial
+	parts  []*partial // in the order their index was first seen; few per message
 	usage  *Usage
 	finish *Finish
 }
 
 type partial struct {
+	index int
 	block Block
 	text  strings.Builder
 	args  strings.Builder
 	ended bool
+	final bool // block holds the authoritative block of its block-end
 }
 
 // Add feeds one chunk.
@@ -49,19 +50,17 @@ func (a *Assembler) Add(c Chunk) {
 		p.args.WriteString(c.ArgumentsDelta)
 	case ChunkBlockEnd:
 		if c.Block != nil {
-			p.block = *c.Block
-			p.text.Reset()
-			p.args.Reset()
-			p.text.WriteString(c.Block.Text)
-			p.args.WriteString(c.Block.Arguments)
+			p.block, p.final = *c.Block, true
 		}
 		p.ended = true
 	}
 }
 
 func (a *Assembler) slot(index int, c Chunk) *partial {
-	if p, ok := a.blocks[index]; ok {
-		return p
+	for _, p := range a.parts {
+		if p.index == index {
+			return p
+		}
 	}
 	var t BlockType
 	switch c.Type {
@@ -81,12 +80,8 @@ func (a *Assembler) slot(index int, c Chunk) *partial {
 	default:
 		return nil
 	}
-	if a.blocks == nil {
-		a.blocks = make(map[int]*partial, 2)
-	}
-	p := &partial{block: Block{Type: t}}
-	a.blocks[index] = p
-	a.order = append(a.order, index)
+	p := &partial{index: index, block: Block{Type: t}}
+	a.parts = append(a.parts, p)
 	return p
 }
 
@@ -106,9 +101,9 @@ func (a *Assembler) Usage() *Usage { return a.usage }
 // an id is named call-<index>.
 func (a *Assembler) Blocks() []Block {
 	dropCalls := a.finish != nil && a.finish.Kind == FinishMaxTokens
-	out := make([]Block, 0, len(a.order))
-	for _, i := range a.order {
-		b := a.built(i)
+	out := make([]Block, 0, len(a.parts))
+	for _, p := range a.parts {
+		b := p.built()
 		if b.Type == TypeToolCall && dropCalls {
 			continue
 		}
@@ -121,8 +116,8 @@ func (a *Assembler) Blocks() []Block {
 // blocks with visible content, without tool calls.
 func (a *Assembler) Interrupted() []Block {
 	var out []Block
-	for _, i := range a.order {
-		b := a.built(i)
+	for _, p := range a.parts {
+		b := p.built()
 		if (b.Type == TypeText || b.Type == TypeReasoning) && strings.TrimSpace(b.Text) != "" {
 			out = append(out, b)
 		}
@@ -130,16 +125,19 @@ func (a *Assembler) Interrupted() []Block {
 	return out
 }
 
-func (a *Assembler) built(i int) Block {
-	p := a.blocks[i]
+func (p *partial) built() Block {
 	b := p.block
 	switch b.Type {
 	case TypeText, TypeReasoning:
-		b.Text = p.text.String()
+		if !p.final {
+			b.Text = p.text.String()
+		}
 	case TypeToolCall:
-		b.Arguments = p.args.String()
+		if !p.final {
+			b.Arguments = p.args.String()
+		}
 		if b.ID == "" {
-			b.ID = fmt.Sprintf("call-%d", i)
+			b.ID = fmt.Sprintf("call-%d", p.index)
 		}
 	}
 	return b

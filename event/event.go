@@ -24,7 +24,8 @@ type Bus struct {
 }
 
 type listener struct {
-	fn func(Event)
+	typ string // the one event type it takes; "" for every event
+	fn  func(Event)
 }
 
 // New returns an empty bus that logs contained listener panics to log
@@ -40,8 +41,10 @@ func New(log *slog.Logger) *Bus {
 
 // Subscribe adds fn as a listener of every event and returns its disposer.
 // The disposer is idempotent.
-func (b *Bus) Subscribe(fn func(Event)) (dispose func()) {
-	l := &listener{fn: fn}
+func (b *Bus) Subscribe(fn func(Event)) (dispose func()) { return b.subscribe("", fn) }
+
+func (b *Bus) subscribe(typ string, fn func(Event)) (dispose func()) {
+	l := &listener{typ: typ, fn: fn}
 	b.mu.Lock()
 	old := *b.listeners.Load()
 	next := make([]*listener, len(old), len(old)+1)
@@ -68,21 +71,55 @@ func (b *Bus) remove(l *listener) {
 
 // On subscribes fn to the events of type T only.
 func On[T Event](b *Bus, fn func(T)) (dispose func()) {
-	return b.Subscribe(func(e Event) {
+	return b.subscribe(typeOf[T](), func(e Event) {
 		if t, ok := e.(T); ok {
 			fn(t)
 		}
 	})
 }
 
+// typeOf returns the event type name of T's values, or "" when T's zero
+// value cannot say (an interface, or a method that needs a receiver).
+func typeOf[T Event]() (typ string) {
+	var zero T
+	if any(zero) == nil {
+		return ""
+	}
+	defer func() {
+		if recover() != nil {
+			typ = ""
+		}
+	}()
+	return zero.EventType()
+}
+
 // HasListeners reports whether anyone listens; emitters may skip building
 // costly events when nobody does.
 func (b *Bus) HasListeners() bool { return len(*b.listeners.Load()) > 0 }
 
-// Emit delivers e to every listener subscribed before the call.
-func (b *Bus) Emit(e Event) {
+// Wants reports whether a listener would receive an event of type typ, so
+// that a frequent emitter can skip building events nobody takes.
+func (b *Bus) Wants(typ string) bool {
 	for _, l := range *b.listeners.Load() {
-		b.deliver(l, e)
+		if l.typ == "" || l.typ == typ {
+			return true
+		}
+	}
+	return false
+}
+
+// Emit delivers e to every listener subscribed before the call that takes
+// its type.
+func (b *Bus) Emit(e Event) {
+	ls := *b.listeners.Load()
+	if len(ls) == 0 {
+		return
+	}
+	typ := e.EventType()
+	for _, l := range ls {
+		if l.typ == "" || l.typ == typ {
+			b.deliver(l, e)
+		}
 	}
 }
 

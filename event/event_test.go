@@ -270,3 +270,52 @@ func (l *lockedWriter) Write(p []byte) (int, error) {
 type discard struct{}
 
 func (discard) Write(p []byte) (int, error) { return len(p), nil }
+
+// named is an event interface: On over it takes every event that has Name.
+type named interface {
+	event.Event
+	Name() string
+}
+
+func (startEvent) Name() string { return "start" }
+
+func TestWantsFollowsTypedListeners(t *testing.T) {
+	b := event.New(nil)
+	if b.Wants("subagent/start") {
+		t.Fatal("empty bus wants an event")
+	}
+	d1 := event.On(b, func(startEvent) {})
+	if !b.Wants("subagent/start") || b.Wants("subagent/end") {
+		t.Fatal("a typed listener must want only its own type")
+	}
+	d2 := event.On(b, func(*endEvent) {}) // pointer receiver: typed by its method
+	if !b.Wants("subagent/end") {
+		t.Fatal("a listener of a pointer event type is not counted")
+	}
+	d3 := event.On(b, func(named) {}) // an interface: may take any type
+	if !b.Wants("agent/anything") {
+		t.Fatal("a listener of an interface type must want every event")
+	}
+	d1()
+	d2()
+	d3()
+	d4 := b.Subscribe(func(event.Event) {})
+	if !b.Wants("agent/anything") {
+		t.Fatal("an untyped listener must want every event")
+	}
+	d4()
+	if b.Wants("subagent/start") {
+		t.Fatal("all disposed: still wants")
+	}
+}
+
+func TestOnOverAnInterfaceGetsMatchingEvents(t *testing.T) {
+	b := event.New(nil)
+	var got []string
+	event.On(b, func(n named) { got = append(got, n.Name()) })
+	b.Emit(startEvent{})
+	b.Emit(&endEvent{})
+	if !slices.Equal(got, []string{"start"}) {
+		t.Fatalf("got %v", got)
+	}
+}

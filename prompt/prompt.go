@@ -44,8 +44,12 @@ func errorf(format string, args ...any) error { return &Error{Msg: fmt.Sprintf(f
 // layer is one table of sections and variables.
 type layer struct {
 	mu        sync.RWMutex
-	sections  map[string]Section
+	sections  []Section // few per layer: a slice beats a map
 	variables map[string]VariableFunc
+}
+
+func (l *layer) section(name string) int {
+	return slices.IndexFunc(l.sections, func(s Section) bool { return s.Name == name })
 }
 
 func (l *layer) addSection(s Section, where string) (func(), error) {
@@ -54,14 +58,15 @@ func (l *layer) addSection(s Section, where string) (func(), error) {
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if _, dup := l.sections[s.Name]; dup {
+	if l.section(s.Name) >= 0 {
 		return nil, errorf("section %q is already registered in the %s layer", s.Name, where)
 	}
-	if l.sections == nil {
-		l.sections = map[string]Section{}
-	}
-	l.sections[s.Name] = s
-	return l.remover(func() { delete(l.sections, s.Name) }), nil
+	l.sections = append(l.sections, s)
+	return l.remover(func() {
+		if i := l.section(s.Name); i >= 0 {
+			l.sections = slices.Delete(l.sections, i, i+1)
+		}
+	}), nil
 }
 
 func (l *layer) addVariable(name string, fn VariableFunc, where string) (func(), error) {
@@ -159,18 +164,18 @@ func (s *Scope) variable(name string) VariableFunc {
 
 // Sections returns the effective sections in order.
 func (s *Scope) Sections() []Section {
-	merged := map[string]Section{}
-	for _, l := range []*layer{&s.reg.global, &s.local} {
-		l.mu.RLock()
-		for n, sec := range l.sections {
-			merged[n] = sec
+	g := &s.reg.global
+	g.mu.RLock()
+	s.local.mu.RLock()
+	out := make([]Section, 0, len(g.sections)+len(s.local.sections))
+	for _, sec := range g.sections {
+		if s.local.section(sec.Name) < 0 { // shadowed by the scope's own
+			out = append(out, sec)
 		}
-		l.mu.RUnlock()
 	}
-	out := make([]Section, 0, len(merged))
-	for _, sec := range merged {
-		out = append(out, sec)
-	}
+	out = append(out, s.local.sections...)
+	s.local.mu.RUnlock()
+	g.mu.RUnlock()
 	slices.SortFunc(out, func(a, b Section) int {
 		return cmp.Or(cmp.Compare(a.Order, b.Order), strings.Compare(a.Name, b.Name))
 	})
@@ -180,7 +185,8 @@ func (s *Scope) Sections() []Section {
 // Render interpolates every effective section and joins the non-empty ones
 // with a blank line.
 func (s *Scope) Render() (string, error) {
-	var parts []string
+	parts := make([]string, 0, 8)
+	n := 0
 	for _, sec := range s.Sections() {
 		text, err := s.Interpolate(sec.Text)
 		if err != nil {
@@ -188,9 +194,18 @@ func (s *Scope) Render() (string, error) {
 		}
 		if strings.TrimSpace(text) != "" {
 			parts = append(parts, text)
+			n += len(text) + 2
 		}
 	}
-	return strings.Join(parts, "\n\n"), nil
+	var sb strings.Builder
+	sb.Grow(n)
+	for i, text := range parts {
+		if i > 0 {
+			sb.WriteString("\n\n")
+		}
+		sb.WriteString(text)
+	}
+	return sb.String(), nil
 }
 
 // Interpolate replaces each {{name}} in text with the variable's value.

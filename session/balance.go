@@ -106,7 +106,7 @@ func closers(events []Event) ([]Event, error) {
 	add := func(typ string, data any, src ...int64) {
 		e := Event{Type: typ, Data: data}
 		if isSurface(typ) {
-			e.SurfaceOp, e.SourceEventSeqs = "append", src
+			e.SourceEventSeqs = src
 		}
 		out = append(out, e)
 	}

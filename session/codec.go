@@ -37,9 +37,8 @@ func (e Event) AppendJSON(buf []byte) ([]byte, error) {
 	if e.Ignorable {
 		buf = append(buf, `,"ignorable":true`...)
 	}
-	if e.SurfaceOp != "" {
-		buf = append(buf, `,"surfaceOp":`...)
-		buf = strconv.AppendQuote(buf, e.SurfaceOp)
+	if isSurface(e.Type) {
+		buf = append(buf, `,"surfaceOp":"append"`...)
 	}
 	if e.SourceEventSeqs != nil {
 		buf = append(buf, `,"sourceEventSeqs":[`...)
@@ -84,6 +83,7 @@ func (d *Decoder) Decode(b []byte) (Event, error) {
 	dec := d.dec
 	var (
 		out     Event
+		op      string // surfaceOp, checked once the type is known
 		known   bool
 		raw     []byte // the payload, kept only when it precedes the type
 		decoded bool
@@ -123,7 +123,7 @@ func (d *Decoder) Decode(b []byte) (Event, error) {
 			err = jsonv2.UnmarshalDecode(dec, &out.Ignorable, codec)
 		case `"surfaceOp"`:
 			field = "surfaceOp"
-			err = jsonv2.UnmarshalDecode(dec, &out.SurfaceOp, codec)
+			err = jsonv2.UnmarshalDecode(dec, &op, codec)
 		case `"sourceEventSeqs"`:
 			field = "sourceEventSeqs"
 			err = jsonv2.UnmarshalDecode(dec, &out.SourceEventSeqs, codec)
@@ -143,6 +143,9 @@ func (d *Decoder) Decode(b []byte) (Event, error) {
 	}
 	if out.Type == "" {
 		return Event{}, errors.New("event has no type")
+	}
+	if op != "" && op != out.SurfaceOp() {
+		return Event{}, &Error{Code: CodeFormat, Msg: fmt.Sprintf("event %q: unsupported surfaceOp %q", out.Type, op)}
 	}
 	if !decoded {
 		var err error

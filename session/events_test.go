@@ -19,8 +19,7 @@ func TestEventJSONRoundTrip(t *testing.T) {
 		{Type: TypeStepStart, Data: Step{Turn: 3, Step: 2}},
 		{Type: TypeStepEnd, Data: Step{Turn: 3, Step: 2}},
 		{Type: TypeUserMessage, Data: content.UserMessage(content.Text("look"), content.Block{Type: content.TypeImage,
-			Image: &content.ImageRef{ID: "sha256:ab", MediaType: "image/png", Bytes: 9, Width: 2, Height: 3}}),
-			SurfaceOp: "append"},
+			Image: &content.ImageRef{ID: "sha256:ab", MediaType: "image/png", Bytes: 9, Width: 2, Height: 3}})},
 		{Type: TypeAssistantChunk, Data: AssistantChunk{Turn: 1, Step: 1, Chunk: content.Chunk{Type: content.ChunkBlockEnd, Index: 1,
 			Block: &content.Block{Type: content.TypeToolCall, ID: "c", Name: "n", Arguments: `{"a":1}`}}}},
 		{Type: TypeAssistantChunk, Data: AssistantChunk{Turn: 1, Step: 1, Chunk: content.Chunk{Type: content.ChunkFinish,
@@ -28,12 +27,12 @@ func TestEventJSONRoundTrip(t *testing.T) {
 		{Type: TypeAssistantMessage, Data: AssistantMessage{Turn: 1, Step: 1,
 			Message: content.AssistantMessage("p", "m", []content.Block{content.Reasoning("hmm"), content.Text("hi"), content.ToolCall("c", "n", `{}`)}),
 			Usage:   &content.Usage{Input: 1, Output: 2, CacheRead: 3, CacheWrite: 4, Reasoning: 5}, Interrupted: true},
-			SurfaceOp: "append", SourceEventSeqs: []int64{4, 5}},
+			SourceEventSeqs: []int64{4, 5}},
 		{Type: TypeToolCall, Data: ToolCall{Turn: 1, Step: 1, CallID: "c", Name: "n", Arguments: `{"x": [1, 2]}`}},
 		{Type: TypeToolResult, Data: ToolResult{Turn: 1, Step: 1,
 			Message: content.ToolResultMessage("c", []content.Block{content.Text("no")}, true),
 			Error:   &ErrorInfo{Name: "ToolError", Code: "E"}, Meta: json.RawMessage(`{"exit":1}`)},
-			SurfaceOp: "append", SourceEventSeqs: []int64{9}},
+			SourceEventSeqs: []int64{9}},
 		{Type: TypeRequestHeader, Data: RequestHeader{Config: RequestConfig{Provider: "p", Model: "m", MaxTokens: 100},
 			System: "be brief", Tools: []content.ToolSpec{{Name: "n", Description: "d", Parameters: json.RawMessage(`{"type":"object"}`)}},
 			Reason: "initial"}},
@@ -64,7 +63,7 @@ func TestEventJSONRoundTrip(t *testing.T) {
 }
 
 func TestEventJSONEnvelope(t *testing.T) {
-	e := Event{Seq: 4, Time: 5, Type: TypeToolResult, Data: ToolResult{Turn: 1, Step: 1}, SurfaceOp: "append", SourceEventSeqs: []int64{3}}
+	e := Event{Seq: 4, Time: 5, Type: TypeToolResult, Data: ToolResult{Turn: 1, Step: 1}, SourceEventSeqs: []int64{3}}
 	b, err := json.Marshal(e)
 	if err != nil {
 		t.Fatal(err)
@@ -90,11 +89,32 @@ func TestEventJSONEnvelope(t *testing.T) {
 // The explicit empty source list of an assistant message built from no
 // chunks (spec 1.5) must survive a round trip.
 func TestEventJSONKeepsEmptySourceEventSeqs(t *testing.T) {
-	e := Event{Type: TypeAssistantMessage, Data: AssistantMessage{}, SurfaceOp: "append", SourceEventSeqs: []int64{}}
+	e := Event{Type: TypeAssistantMessage, Data: AssistantMessage{}, SourceEventSeqs: []int64{}}
 	b, _ := json.Marshal(e)
 	var got Event
 	if err := json.Unmarshal(b, &got); err != nil || got.SourceEventSeqs == nil {
 		t.Errorf("SourceEventSeqs = %#v (%v), want empty non-nil; wire %s", got.SourceEventSeqs, err, b)
+	}
+}
+
+// surfaceOp is implied by the type: "append" on surface events, absent
+// elsewhere. Anything else (a replace, or surface metadata on a core event)
+// is refused by name rather than silently dropped.
+func TestEventJSONSurfaceOp(t *testing.T) {
+	var e Event
+	ok := `{"type":"user/message","seq":0,"time":0,"data":{"id":"m","role":"user","content":[]},"surfaceOp":"append"}`
+	if err := json.Unmarshal([]byte(ok), &e); err != nil || e.SurfaceOp() != SurfaceAppend {
+		t.Fatalf("append: %v, %q", err, e.SurfaceOp())
+	}
+	for _, bad := range []string{
+		`{"type":"turn/start","seq":0,"time":0,"data":{"turn":1},"surfaceOp":"append"}`,
+		`{"type":"user/message","seq":0,"time":0,"data":{"id":"m","role":"user","content":[]},"surfaceOp":"prepend"}`,
+		`{"type":"user/message","seq":0,"time":0,"data":{"id":"m","role":"user","content":[]},"surfaceOp":{"op":"replace","start":0,"end":1}}`,
+	} {
+		err := json.Unmarshal([]byte(bad), &e)
+		if err == nil || !strings.Contains(err.Error(), "surfaceOp") {
+			t.Errorf("%s: error %v, want one naming surfaceOp", bad, err)
+		}
 	}
 }
 

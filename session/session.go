@@ -42,10 +42,22 @@ type Event struct {
 	Time            int64
 	Type            string
 	Data            any
-	Ignorable       bool
-	SurfaceOp       string  // "append" on surface events, empty elsewhere
 	SourceEventSeqs []int64 // assistant message: its chunks; tool result: its call
+	Ignorable       bool
 }
+
+// SurfaceOp returns the event's surface operation: "append" for the surface
+// types (user/message, assistant/message, tool/result), "" for the others.
+// It follows from Type, so the log does not store it per event.
+func (e Event) SurfaceOp() string {
+	if isSurface(e.Type) {
+		return SurfaceAppend
+	}
+	return ""
+}
+
+// SurfaceAppend is the only surface operation this package writes and reads.
+const SurfaceAppend = "append"
 
 // Error codes of this package.
 const (
@@ -101,7 +113,7 @@ type Session struct {
 type observer struct{ fn func(Event) }
 
 func newSession(h Header, seed []Event) *Session {
-	s := &Session{header: h, events: make([]Event, 0, max(len(seed)+1, 8))}
+	s := &Session{header: h, events: make([]Event, 0, max(len(seed)+1, 16))}
 	for _, e := range seed {
 		s.commit(e)
 	}
@@ -161,7 +173,6 @@ func (s *Session) Append(typ string, data any, sourceSeqs ...int64) (Event, erro
 	}
 	e := Event{Seq: int64(len(s.events)), Time: time.Now().UnixMilli(), Type: typ, Data: data, Ignorable: !knownType(typ)}
 	if isSurface(typ) {
-		e.SurfaceOp = "append"
 		e.SourceEventSeqs = sourceSeqs
 		if e.SourceEventSeqs == nil && typ == TypeAssistantMessage {
 			e.SourceEventSeqs = []int64{}
@@ -178,6 +189,9 @@ func (s *Session) Append(typ string, data any, sourceSeqs ...int64) (Event, erro
 
 // commit adds e to the log and the derived history. s.mu must be held.
 func (s *Session) commit(e Event) {
+	if n := len(s.events); n == cap(s.events) { // grow by half: logs are short-lived, and most stay short
+		s.events = append(make([]Event, 0, max(n+n/2, 16)), s.events...)
+	}
 	s.events = append(s.events, e)
 	switch d := e.Data.(type) {
 	case TurnStart:

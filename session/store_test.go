@@ -148,7 +148,7 @@ func TestRepairClosesInterruptedTurn(t *testing.T) {
 	for i, want := range []struct{ call, code string }{{"a", "TOOL_OUTCOME_UNKNOWN"}, {"b", "TOOL_NOT_STARTED"}} {
 		e := extra[i]
 		r, ok := e.Data.(ToolResult)
-		if e.Type != TypeToolResult || !ok || e.SurfaceOp != "append" {
+		if e.Type != TypeToolResult || !ok || e.SurfaceOp() != "append" {
 			t.Fatalf("closer %d is %s %T, want a surface tool result", i, e.Type, e.Data)
 		}
 		b := r.Message.Content[0]

@@ -184,11 +184,12 @@ func (t *tracker) progress(p Progress) {
 	defer t.mu.Unlock()
 	switch {
 	case t.finished:
+	case !t.svc.bus.Wants(ProgressEvent{}.EventType()):
 	case !t.started:
 		if len(t.buffered) < maxBufferedProgress {
 			t.buffered = append(t.buffered, p)
 		}
-	case t.svc.bus.HasListeners():
+	default:
 		t.svc.bus.Emit(ProgressEvent{RunInfo: t.info, Progress: p})
 	}
 }
