@@ -59,13 +59,20 @@ const (
 	stepContinue // tool calls ran; the model must see their results
 )
 
-// turn runs one turn over the claimed input and logs its end.
+// turn runs one turn over the claimed input and logs its end. Its work
+// before and after the steps is in functions of their own, so that the
+// frames under a child parked in its model call stay small.
 func (a *Agent) turn(ctx context.Context, claimed []item) {
-	s := a.session
-	n := s.LastTurn() + 1
-	s.Append(session.TypeTurnStart, session.TurnStart{Turn: n})
+	n := a.session.LastTurn() + 1
+	a.session.Append(session.TypeTurnStart, session.TurnStart{Turn: n})
 	var usage content.Usage
 	reason, err := a.steps(ctx, n, claimed, &usage)
+	a.endTurn(ctx, n, claimed, reason, err, usage)
+}
+
+// endTurn logs the end of turn n, flushes the log and reports the end.
+func (a *Agent) endTurn(ctx context.Context, n int, claimed []item, reason session.EndReason, err error, usage content.Usage) {
+	s := a.session
 	switch {
 	case ctx.Err() != nil && (err != nil || reason.Kind != session.EndCompleted):
 		reason = session.EndReason{Kind: session.EndAborted, Cause: causeOf(ctx)}
@@ -146,12 +153,28 @@ func (a *Agent) steps(ctx context.Context, n int, claimed []item, usage *content
 	}
 }
 
-// step makes one model call and runs the tool calls it asked for.
+// step makes one model call and runs the tool calls it asked for. The
+// call's preparation, streaming and conclusion are separate functions, so
+// that the frames under a child parked in its model call stay small.
 func (a *Agent) step(ctx context.Context, turn, step int, usage *content.Usage) (stepOutcome, error) {
+	req, err := a.request(turn, step)
+	if err != nil {
+		return 0, err
+	}
+	asm, seqs, err := a.stream(ctx, req, turn, step)
+	if err != nil {
+		return 0, err
+	}
+	return a.conclude(ctx, req, asm, seqs, turn, step, usage)
+}
+
+// request builds the step's model request and logs its header when it
+// changed.
+func (a *Agent) request(turn, step int) (*llm.Request, error) {
 	s := a.session
 	system, err := a.prompt.Render()
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
 	req := &llm.Request{Provider: a.opts.Provider, Model: a.opts.Model, System: system, Tools: a.tools.Specs(),
 		MaxTokens: a.opts.MaxTokens, SessionID: a.id, Messages: s.Messages()}
@@ -160,17 +183,27 @@ func (a *Agent) step(ctx context.Context, turn, step int, usage *content.Usage) 
 			Retry: r.Attempt, DelayMs: r.Delay.Milliseconds(), Failure: r.Failure})
 	}
 	a.logRequestHeader(req)
+	return req, nil
+}
 
-	var asm content.Assembler
+// stream logs each chunk of the model's answer and assembles it.
+func (a *Agent) stream(ctx context.Context, req *llm.Request, turn, step int) (*content.Assembler, []int64, error) {
+	asm := new(content.Assembler)
 	seqs := make([]int64, 0, 8)
 	for c := range a.reg.deps.LLM.Stream(ctx, req) {
-		e, err := s.Append(session.TypeAssistantChunk, session.AssistantChunk{Turn: turn, Step: step, Chunk: c})
+		e, err := a.session.Append(session.TypeAssistantChunk, session.AssistantChunk{Turn: turn, Step: step, Chunk: c})
 		if err != nil {
-			return 0, err
+			return nil, nil, err
 		}
 		seqs = append(seqs, e.Seq)
 		asm.Add(c)
 	}
+	return asm, seqs, nil
+}
+
+// conclude logs the assembled answer and runs the tool calls it asks for.
+func (a *Agent) conclude(ctx context.Context, req *llm.Request, asm *content.Assembler, seqs []int64, turn, step int, usage *content.Usage) (stepOutcome, error) {
+	s := a.session
 	fin := asm.Finish()
 	if fin.Kind == content.FinishAborted || ctx.Err() != nil {
 		if blocks := asm.Interrupted(); len(blocks) > 0 {

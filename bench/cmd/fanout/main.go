@@ -23,12 +23,14 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"iter"
 	"os"
 	"os/exec"
 	"runtime"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"sync"
@@ -55,6 +57,7 @@ func main() {
 	path := flag.String("path", "tool", "how children start: tool (the subagent tool, run_in_background) or service (rt.Subagents.Start)")
 	store := flag.String("store", "memory", "session store: memory (keeps every log), null (keeps nothing)")
 	runs := flag.Int("runs", 1, "runs per N, each in a fresh process")
+	heapProfile := flag.String("heapprofile", "", "write a heap profile here while all N children are parked (one N, one run)")
 	flag.Parse()
 	list := strings.Split(*ns, ",")
 	if len(list) > 1 || *runs > 1 {
@@ -80,7 +83,7 @@ func main() {
 		fmt.Fprintln(os.Stderr, "fanout: bad -n")
 		os.Exit(2)
 	}
-	ok, err := fanout(n, *think, *path, *store)
+	ok, err := fanout(n, *think, *path, *store, *heapProfile)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "fanout:", err)
 		os.Exit(1)
@@ -97,11 +100,18 @@ type model struct {
 	reached  atomic.Int64
 }
 
+// The answers, built once: a parked child holds only its timer, not a copy
+// of an answer it has not streamed yet.
+var (
+	parentAnswer = dshcase.TextAnswer(dshcase.ParentAnswer)
+	childAnswer  = dshcase.TextAnswer(dshcase.ChildAnswer)
+)
+
 func (m *model) stream(ctx context.Context, req *llm.Request) iter.Seq[content.Chunk] {
-	answer := dshcase.TextAnswer(dshcase.ParentAnswer)
+	answer := parentAnswer
 	child := dshcase.IsChild(req)
 	if child {
-		answer = dshcase.TextAnswer(dshcase.ChildAnswer)
+		answer = childAnswer
 	}
 	return func(yield func(content.Chunk) bool) {
 		if child {
@@ -139,7 +149,7 @@ func vm(key string) uint64 {
 	return 0
 }
 
-func fanout(n int, think time.Duration, path, store string) (bool, error) {
+func fanout(n int, think time.Duration, path, store, heapProfile string) (bool, error) {
 	ctx := context.Background()
 	dir, err := os.MkdirTemp("", "dsh-fanout-")
 	if err != nil {
@@ -242,6 +252,11 @@ func fanout(n int, think time.Duration, path, store string) (bool, error) {
 	live := m.inflight.Load()
 	gPeak := runtime.NumGoroutine()
 	hPeak := measure.Settle()
+	if heapProfile != "" {
+		if err := writeHeapProfile(heapProfile); err != nil {
+			return false, err
+		}
+	}
 	livePeak := m.inflight.Load()
 	peakAt := time.Since(t0)
 
@@ -307,4 +322,13 @@ func fanout(n int, think time.Duration, path, store string) (bool, error) {
 		n, path, store, stats.Micros(startAll)/1e3, linear, stats.Micros(allSettled)/1e3, livePeak, per(hPeak.RSS, h0.RSS),
 		per(hPeak.HeapAlloc+hPeak.StackInuse, h0.HeapAlloc+h0.StackInuse), hwm, h0.Goroutines, gPeak, hAfter.Goroutines, back)
 	return back, nil
+}
+
+// writeHeapProfile writes the live heap's profile to path.
+func writeHeapProfile(path string) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	return errors.Join(pprof.Lookup("heap").WriteTo(f, 0), f.Close())
 }
