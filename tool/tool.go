@@ -163,6 +163,30 @@ type table struct {
 	mu    sync.RWMutex
 	tools map[string]*entry
 	gen   uint64 // changes with every registration and removal
+
+	specs    []content.ToolSpec // every tool's spec, sorted by name, as of specsGen
+	specsGen uint64
+	specsOK  bool
+}
+
+// allSpecs returns every tool's spec, sorted by name. The result is shared
+// and rebuilt only after a registration or removal.
+func (t *table) allSpecs() []content.ToolSpec {
+	t.mu.RLock()
+	if t.specsOK && t.specsGen == t.gen {
+		defer t.mu.RUnlock()
+		return t.specs
+	}
+	t.mu.RUnlock()
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	names := slices.Sorted(maps.Keys(t.tools))
+	specs := make([]content.ToolSpec, 0, len(names))
+	for _, n := range names {
+		specs = append(specs, t.tools[n].spec)
+	}
+	t.specs, t.specsGen, t.specsOK = specs, t.gen, true
+	return specs
 }
 
 func (t *table) generation() uint64 {
@@ -392,6 +416,12 @@ func (s *Scope) Specs() []content.ToolSpec {
 }
 
 func (s *Scope) buildSpecs() []content.ToolSpec {
+	s.mu.RLock()
+	masked := len(s.masks) > 0
+	s.mu.RUnlock()
+	if !masked && s.local.generation() == 0 { // the common case: the global tools as they are
+		return s.reg.global.allSpecs()
+	}
 	names := s.reg.global.names()
 	for _, n := range s.local.names() {
 		if !slices.Contains(names, n) {
