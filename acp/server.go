@@ -51,10 +51,11 @@ func Serve(ctx context.Context, opts Options, in io.Reader, out io.Writer) error
 	if opts.Log == nil {
 		opts.Log = slog.Default()
 	}
-	s := &server{opts: opts, sessions: map[acpsdk.SessionId]*acpSession{}}
+	s := &server{opts: opts, sessions: map[acpsdk.SessionId]*acpSession{}, ready: make(chan struct{})}
 	// No SetLogger: in acp-go-sdk v0.13.0 it races with the connection's
 	// receive goroutine; the connection logs through slog.Default.
 	s.conn = acpsdk.NewAgentSideConnection(s, out, in)
+	close(s.ready)
 	select {
 	case <-s.conn.Done():
 	case <-ctx.Done():
@@ -64,12 +65,22 @@ func Serve(ctx context.Context, opts Options, in io.Reader, out io.Writer) error
 
 // server implements acpsdk.Agent.
 type server struct {
-	opts Options
-	conn *acpsdk.AgentSideConnection
+	opts  Options
+	conn  *acpsdk.AgentSideConnection // read through connection()
+	ready chan struct{}               // closed once conn is set
 
 	mu       sync.Mutex
 	sessions map[acpsdk.SessionId]*acpSession
 	closed   bool
+}
+
+// connection returns the client connection. Requests can reach a handler
+// before NewAgentSideConnection has returned (its receive goroutine starts
+// inside it, and the SDK sets its own connection field after that), so
+// handlers wait until both are set.
+func (s *server) connection() *acpsdk.AgentSideConnection {
+	<-s.ready
+	return s.conn
 }
 
 // acpSession is one ACP session: a dsh agent and its prompt in flight.
@@ -161,7 +172,7 @@ func (s *server) permission(id acpsdk.SessionId) func(ctx context.Context, call 
 			return nil
 		}
 		title := call.Name + " " + clip(string(call.Arguments), 200)
-		resp, err := s.conn.RequestPermission(ctx, acpsdk.RequestPermissionRequest{SessionId: id,
+		resp, err := s.connection().RequestPermission(ctx, acpsdk.RequestPermissionRequest{SessionId: id,
 			ToolCall: acpsdk.ToolCallUpdate{ToolCallId: acpsdk.ToolCallId(call.ID), Title: &title},
 			Options: []acpsdk.PermissionOption{
 				{OptionId: "allow-once", Name: "Allow", Kind: acpsdk.PermissionOptionKindAllowOnce},
@@ -219,7 +230,7 @@ func (s *server) Prompt(ctx context.Context, p acpsdk.PromptRequest) (acpsdk.Pro
 		ss.inFlight = false
 		ss.mu.Unlock()
 	}()
-	u := &updater{conn: s.conn, id: p.SessionId, log: s.opts.Log, messages: map[[2]int]string{}}
+	u := &updater{conn: s.connection(), id: p.SessionId, log: s.opts.Log, messages: map[[2]int]string{}}
 	stop := ss.agent.Session().Observe(u.event)
 	end, err := ss.agent.Run(ctx, msg)
 	stop()
