@@ -189,7 +189,7 @@ func (s *Session) Append(typ string, data any, sourceSeqs ...int64) (Event, erro
 
 // commit adds e to the log and the derived history. s.mu must be held.
 func (s *Session) commit(e Event) {
-	if n := len(s.events); n == cap(s.events) { // grow by half: logs are short-lived, and most stay short
+	if n := len(s.events); n == cap(s.events) && n < 256 { // short logs grow by half (append would double them)
 		s.events = append(make([]Event, 0, max(n+n/2, 16)), s.events...)
 	}
 	s.events = append(s.events, e)
