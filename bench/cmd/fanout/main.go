@@ -61,6 +61,10 @@ func main() {
 	flag.Parse()
 	list := strings.Split(*ns, ",")
 	if len(list) > 1 || *runs > 1 {
+		if *heapProfile != "" {
+			fmt.Fprintln(os.Stderr, "fanout: -heapprofile needs a single -n and -runs 1")
+			os.Exit(2)
+		}
 		fmt.Printf("dsh fan-out, %s %s/%s GOMAXPROCS=%d, path %s, store %s, think %s, load average %.2f\n",
 			runtime.Version(), runtime.GOOS, runtime.GOARCH, runtime.GOMAXPROCS(0), *path, *store, *think, measure.LoadAvg())
 		failed := false
