@@ -470,21 +470,22 @@ func (a *Agent) Drive() { a.driveHere(nil) }
 
 // Wake starts a driver goroutine for queued input when the agent is idle.
 func (a *Agent) Wake() {
-	a.mu.Lock()
-	start := !a.running && !a.disposed && !a.inbox.empty()
-	if start {
-		a.startDriver()
+	if a.becomeDriver() {
 		go a.drive(nil)
-	}
-	a.mu.Unlock()
-	if start {
-		a.reg.deps.Events.Emit(StatusChanged{Agent: a, Status: StatusRunning})
 	}
 }
 
 // driveHere becomes the agent's driver on the calling goroutine when the
 // agent is idle with queued input (see drive).
 func (a *Agent) driveHere(until func() bool) {
+	if a.becomeDriver() {
+		a.drive(until)
+	}
+}
+
+// becomeDriver marks an idle agent with queued input running, for a driver
+// the caller then starts, and reports whether it did.
+func (a *Agent) becomeDriver() bool {
 	a.mu.Lock()
 	start := !a.running && !a.disposed && !a.inbox.empty()
 	if start {
@@ -493,8 +494,8 @@ func (a *Agent) driveHere(until func() bool) {
 	a.mu.Unlock()
 	if start {
 		a.reg.deps.Events.Emit(StatusChanged{Agent: a, Status: StatusRunning})
-		a.drive(until)
 	}
+	return start
 }
 
 // CancelMessage cancels the turn that took msgID as its prompt, or drops
