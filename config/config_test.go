@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/dsh-go/dsh/config"
 	"github.com/dsh-go/dsh/session"
@@ -58,13 +59,13 @@ subagents:
       kind: fork
     - name: cx
       kind: codex
-      codex: {model: gpt-test, permissionMode: never}
+      codex: {model: gpt-test, permissionMode: never, readyTimeout: 7s}
     - name: cc
       kind: claude-code
       claudeCode: {permission: deny}
     - name: peer
       kind: acp
-      acp: {command: /bin/true}
+      acp: {command: /bin/true, termGrace: 1500ms}
   tools:
     - provider: spawn
       maxDepth: 1
@@ -79,6 +80,9 @@ subagents:
 	}
 	if cfg.Agent.Provider != "local" || cfg.Agent.Model != "qwen" || len(cfg.Models) != 2 || cfg.Persona != "Be brief." {
 		t.Fatalf("cfg %+v", cfg)
+	}
+	if ps := cfg.Subagents.Providers; ps[2].Codex.ReadyTimeout != 7*time.Second || ps[4].ACP.TermGrace != 1500*time.Millisecond {
+		t.Fatalf("provider timeouts: codex %+v, acp %+v", ps[2].Codex.ChildTimeouts, ps[4].ACP.ChildTimeouts)
 	}
 	rt, err := cfg.Build(context.Background(), nil, session.NewMemoryBackend(), env(nil))
 	if err != nil {

@@ -145,8 +145,8 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 		})
 		defer srv.Close()
 		prov, err := acpchild.New(acpchild.Config{Name: "acp", Command: cfg.DshBinary, Args: []string{"acp"},
-			Env:      map[string]string{"DSH_HOME": filepath.Join(cfg.Dir, "acp-home"), "DEEPSEEK_API_KEY": "sk-soak", "DEEPSEEK_BASE_URL": srv.URL},
-			EOFGrace: 500 * time.Millisecond, TermGrace: 500 * time.Millisecond, CancelGrace: 2 * time.Second})
+			Env:           map[string]string{"DSH_HOME": filepath.Join(cfg.Dir, "acp-home"), "DEEPSEEK_API_KEY": "sk-soak", "DEEPSEEK_BASE_URL": srv.URL},
+			ChildTimeouts: subagent.ChildTimeouts{EOFGrace: 500 * time.Millisecond, TermGrace: 500 * time.Millisecond, CancelGrace: 2 * time.Second}})
 		if err != nil {
 			return Report{}, err
 		}

@@ -46,15 +46,9 @@ type Config struct {
 	// DepthEnv, when set, names a variable that tells the child its depth
 	// (dsh children read DSH_DEPTH).
 	DepthEnv string `yaml:"depthEnv"`
-	// ReadyTimeout bounds the handshake (default 30s).
-	ReadyTimeout time.Duration `yaml:"readyTimeout"`
-	// CancelGrace is how long a cancelled prompt may take to answer before
-	// the process is stopped (default 5s).
-	CancelGrace time.Duration `yaml:"cancelGrace"`
-	// EOFGrace and TermGrace are the teardown ladder's waits after closing
-	// stdin and after SIGTERM (defaults 2s and 3s).
-	EOFGrace  time.Duration `yaml:"eofGrace"`
-	TermGrace time.Duration `yaml:"termGrace"`
+	// ChildTimeouts: ReadyTimeout bounds the handshake; CancelGrace is how
+	// long a cancelled prompt may take to answer.
+	subagent.ChildTimeouts `yaml:",inline"`
 }
 
 // Provider runs ACP agents as children.
@@ -64,17 +58,15 @@ type Provider struct{ cfg Config }
 func New(cfg Config) (*Provider, error) {
 	cfg.Name = cmp.Or(cfg.Name, "acp")
 	cfg.Permission = cmp.Or(cfg.Permission, PermissionReject)
-	cfg.ReadyTimeout = cmp.Or(cfg.ReadyTimeout, 30*time.Second)
-	cfg.CancelGrace = cmp.Or(cfg.CancelGrace, 5*time.Second)
-	cfg.EOFGrace = cmp.Or(cfg.EOFGrace, 2*time.Second)
-	cfg.TermGrace = cmp.Or(cfg.TermGrace, 3*time.Second)
+	cfg.ChildTimeouts = cfg.ChildTimeouts.WithDefaults()
 	cfg.MaxDepth = cmp.Or(cfg.MaxDepth, 4)
+	negative, _ := cfg.Negative()
 	switch {
 	case cfg.Command == "":
 		return nil, fmt.Errorf("acp provider %s: command is required", cfg.Name)
 	case cfg.Permission != PermissionReject && cfg.Permission != PermissionAllow:
 		return nil, fmt.Errorf("acp provider %s: permission must be %q or %q, got %q", cfg.Name, PermissionReject, PermissionAllow, cfg.Permission)
-	case cfg.ReadyTimeout < 0 || cfg.CancelGrace < 0 || cfg.EOFGrace < 0 || cfg.TermGrace < 0:
+	case negative != "":
 		return nil, fmt.Errorf("acp provider %s: timeouts must be positive", cfg.Name)
 	case cfg.MaxDepth < 0:
 		return nil, fmt.Errorf("acp provider %s: maxDepth must not be negative", cfg.Name)

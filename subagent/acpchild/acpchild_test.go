@@ -80,8 +80,8 @@ func modelServer(t *testing.T) *httptest.Server {
 // in acp mode against the loopback model server.
 func selfLoop(t *testing.T, srv *httptest.Server) acpchild.Config {
 	return acpchild.Config{Command: dshBinary, Args: []string{"acp"},
-		Env:      map[string]string{"DSH_HOME": t.TempDir(), "DEEPSEEK_API_KEY": "sk-test", "DEEPSEEK_BASE_URL": srv.URL},
-		EOFGrace: 500 * time.Millisecond, TermGrace: 500 * time.Millisecond, CancelGrace: 2 * time.Second}
+		Env:           map[string]string{"DSH_HOME": t.TempDir(), "DEEPSEEK_API_KEY": "sk-test", "DEEPSEEK_BASE_URL": srv.URL},
+		ChildTimeouts: subagent.ChildTimeouts{EOFGrace: 500 * time.Millisecond, TermGrace: 500 * time.Millisecond, CancelGrace: 2 * time.Second}}
 }
 
 func newProvider(t *testing.T, cfg acpchild.Config) *acpchild.Provider {
@@ -217,7 +217,7 @@ func TestBadConfigAndCwd(t *testing.T) {
 // fakeConfig runs this test binary as a misbehaving ACP agent.
 func fakeConfig(mode string) acpchild.Config {
 	return acpchild.Config{Command: os.Args[0], Args: []string{"-test.run=^$"}, Env: map[string]string{"ACPCHILD_FAKE_AGENT": mode, "GORACE": "atexit_sleep_ms=0"},
-		ReadyTimeout: time.Second, EOFGrace: 200 * time.Millisecond, TermGrace: 200 * time.Millisecond, CancelGrace: 300 * time.Millisecond}
+		ChildTimeouts: subagent.ChildTimeouts{ReadyTimeout: time.Second, EOFGrace: 200 * time.Millisecond, TermGrace: 200 * time.Millisecond, CancelGrace: 300 * time.Millisecond}}
 }
 
 func TestMisbehavingAgents(t *testing.T) {

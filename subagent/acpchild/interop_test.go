@@ -20,7 +20,7 @@ func TestTypeScriptExampleAgent(t *testing.T) {
 	agentJS := testpeers.Path(t, "node_modules/@agentclientprotocol/sdk/dist/examples/agent.js")
 	cfg := func(permission string) acpchild.Config {
 		return acpchild.Config{Command: "node", Args: []string{agentJS}, Permission: permission, PassEnv: nil,
-			EOFGrace: 500 * time.Millisecond, TermGrace: 500 * time.Millisecond, CancelGrace: 3 * time.Second}
+			ChildTimeouts: subagent.ChildTimeouts{EOFGrace: 500 * time.Millisecond, TermGrace: 500 * time.Millisecond, CancelGrace: 3 * time.Second}}
 	}
 	for _, tc := range []struct {
 		name, permission, want string

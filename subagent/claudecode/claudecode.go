@@ -35,7 +35,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/dsh-go/dsh/subagent"
 )
@@ -78,15 +77,10 @@ type Config struct {
 	ConfigDir string            `yaml:"configDir"`
 	Env       map[string]string `yaml:"env"`     // explicit variables, layered on the scrubbed environment
 	PassEnv   []string          `yaml:"passEnv"` // parent variables kept despite scrubbing (e.g. ANTHROPIC_API_KEY)
-	// ReadyTimeout bounds the wait for system/init (default 30s).
-	ReadyTimeout time.Duration `yaml:"readyTimeout"`
+	// ChildTimeouts: ReadyTimeout bounds the wait for system/init;
 	// CancelGrace is how long an interrupted run may take to send its
-	// result before the process is stopped (default 5s).
-	CancelGrace time.Duration `yaml:"cancelGrace"`
-	// EOFGrace and TermGrace are the teardown ladder's waits after closing
-	// stdin and after SIGTERM (defaults 2s and 3s).
-	EOFGrace  time.Duration `yaml:"eofGrace"`
-	TermGrace time.Duration `yaml:"termGrace"`
+	// result.
+	subagent.ChildTimeouts `yaml:",inline"`
 }
 
 // Provider runs Claude Code children. It holds no state across runs.
@@ -103,10 +97,7 @@ func New(cfg Config) (*Provider, error) {
 	cfg.Command = cmp.Or(cfg.Command, "claude")
 	cfg.PermissionMode = cmp.Or(cfg.PermissionMode, "dontAsk")
 	cfg.Permission = cmp.Or(cfg.Permission, PermissionDeny)
-	cfg.ReadyTimeout = cmp.Or(cfg.ReadyTimeout, 30*time.Second)
-	cfg.CancelGrace = cmp.Or(cfg.CancelGrace, 5*time.Second)
-	cfg.EOFGrace = cmp.Or(cfg.EOFGrace, 2*time.Second)
-	cfg.TermGrace = cmp.Or(cfg.TermGrace, 3*time.Second)
+	cfg.ChildTimeouts = cfg.ChildTimeouts.WithDefaults()
 	bad := func(field, format string, args ...any) error {
 		return &ConfigError{Provider: cfg.Name, Field: field, Msg: fmt.Sprintf(format, args...)}
 	}
@@ -117,14 +108,9 @@ func New(cfg Config) (*Provider, error) {
 		return nil, bad("permission", "must be %q or %q, got %q", PermissionDeny, PermissionAllow, cfg.Permission)
 	case cfg.MaxTurns < 0:
 		return nil, bad("maxTurns", "must not be negative, got %d", cfg.MaxTurns)
-	case cfg.ReadyTimeout < 0:
-		return nil, bad("readyTimeout", "must be positive, got %s", cfg.ReadyTimeout)
-	case cfg.CancelGrace < 0:
-		return nil, bad("cancelGrace", "must be positive, got %s", cfg.CancelGrace)
-	case cfg.EOFGrace < 0:
-		return nil, bad("eofGrace", "must be positive, got %s", cfg.EOFGrace)
-	case cfg.TermGrace < 0:
-		return nil, bad("termGrace", "must be positive, got %s", cfg.TermGrace)
+	}
+	if key, d := cfg.Negative(); key != "" {
+		return nil, bad(key, "must be positive, got %s", d)
 	}
 	for _, tools := range []struct {
 		field string

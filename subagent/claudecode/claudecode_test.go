@@ -40,7 +40,7 @@ func TestMain(m *testing.M) {
 // fakeConfig runs this test binary as a fake claude.
 func fakeConfig() claudecode.Config {
 	return claudecode.Config{Command: os.Args[0], Env: map[string]string{fakeEnv: "1", "GORACE": "atexit_sleep_ms=0"},
-		ReadyTimeout: 10 * time.Second, CancelGrace: 2 * time.Second, EOFGrace: 300 * time.Millisecond, TermGrace: 300 * time.Millisecond}
+		ChildTimeouts: subagent.ChildTimeouts{ReadyTimeout: 10 * time.Second, CancelGrace: 2 * time.Second, EOFGrace: 300 * time.Millisecond, TermGrace: 300 * time.Millisecond}}
 }
 
 func newProvider(t *testing.T, cfg claudecode.Config) *claudecode.Provider {
@@ -490,10 +490,10 @@ func TestConfig(t *testing.T) {
 		"permissionMode":  {PermissionMode: "yolo"},
 		"permission":      {Permission: "maybe"},
 		"maxTurns":        {MaxTurns: -1},
-		"readyTimeout":    {ReadyTimeout: -time.Second},
-		"cancelGrace":     {CancelGrace: -time.Second},
-		"eofGrace":        {EOFGrace: -time.Second},
-		"termGrace":       {TermGrace: -time.Second},
+		"readyTimeout":    {ChildTimeouts: subagent.ChildTimeouts{ReadyTimeout: -time.Second}},
+		"cancelGrace":     {ChildTimeouts: subagent.ChildTimeouts{CancelGrace: -time.Second}},
+		"eofGrace":        {ChildTimeouts: subagent.ChildTimeouts{EOFGrace: -time.Second}},
+		"termGrace":       {ChildTimeouts: subagent.ChildTimeouts{TermGrace: -time.Second}},
 		"cwd":             {Cwd: "/no/such/dir"},
 		"env":             {Env: map[string]string{"CLAUDE_CONFIG_DIR": "/x"}},
 		"allowedTools":    {AllowedTools: []string{"Read,Write"}},

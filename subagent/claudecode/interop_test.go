@@ -196,7 +196,7 @@ func realConfig(t *testing.T, bin string, m *anthropicMock) claudecode.Config {
 		Env: map[string]string{"ANTHROPIC_BASE_URL": m.URL, "ANTHROPIC_API_KEY": "fake", "HOME": t.TempDir(),
 			"CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1", "DISABLE_TELEMETRY": "1", "DISABLE_ERROR_REPORTING": "1",
 			"DISABLE_AUTOUPDATER": "1", "CLAUDE_CODE_MAX_RETRIES": "0"},
-		ReadyTimeout: 20 * time.Second, CancelGrace: 5 * time.Second, EOFGrace: 2 * time.Second, TermGrace: 2 * time.Second}
+		ChildTimeouts: subagent.ChildTimeouts{ReadyTimeout: 20 * time.Second, CancelGrace: 5 * time.Second, EOFGrace: 2 * time.Second, TermGrace: 2 * time.Second}}
 }
 
 const authError = `{"type":"error","error":{"type":"authentication_error","message":"invalid x-api-key"}}`

@@ -12,7 +12,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"time"
 
 	"github.com/dsh-go/dsh/subagent"
 )
@@ -48,15 +47,9 @@ type Config struct {
 	PermissionMode string `yaml:"permissionMode"`
 	// Config holds Codex config overrides sent with thread/start.
 	Config map[string]any `yaml:"config"`
-	// ReadyTimeout bounds the handshake (default 30s).
-	ReadyTimeout time.Duration `yaml:"readyTimeout"`
-	// CancelGrace is how long an interrupted turn may take to end before
-	// the process is stopped (default 5s).
-	CancelGrace time.Duration `yaml:"cancelGrace"`
-	// EOFGrace and TermGrace are the teardown ladder's waits after closing
-	// stdin and after SIGTERM (defaults 2s and 3s).
-	EOFGrace  time.Duration `yaml:"eofGrace"`
-	TermGrace time.Duration `yaml:"termGrace"`
+	// ChildTimeouts: ReadyTimeout bounds the handshake; CancelGrace is how
+	// long an interrupted turn may take to end.
+	subagent.ChildTimeouts `yaml:",inline"`
 }
 
 // Provider runs Codex app-server children. It holds no state across runs.
@@ -73,10 +66,7 @@ func New(cfg Config) (*Provider, error) {
 		cfg.Args = []string{"app-server"}
 	}
 	cfg.PermissionMode = cmp.Or(cfg.PermissionMode, PermissionNever)
-	cfg.ReadyTimeout = cmp.Or(cfg.ReadyTimeout, 30*time.Second)
-	cfg.CancelGrace = cmp.Or(cfg.CancelGrace, 5*time.Second)
-	cfg.EOFGrace = cmp.Or(cfg.EOFGrace, 2*time.Second)
-	cfg.TermGrace = cmp.Or(cfg.TermGrace, 3*time.Second)
+	cfg.ChildTimeouts = cfg.ChildTimeouts.WithDefaults()
 	bad := func(field, format string, args ...any) error {
 		return &ConfigError{Provider: cfg.Name, Field: field, Msg: fmt.Sprintf(format, args...)}
 	}
@@ -85,11 +75,8 @@ func New(cfg Config) (*Provider, error) {
 	default:
 		return nil, bad("permissionMode", "must be %q, %q or %q, got %q", PermissionNever, PermissionApproveForMe, PermissionBypass, cfg.PermissionMode)
 	}
-	for field, d := range map[string]time.Duration{"readyTimeout": cfg.ReadyTimeout, "cancelGrace": cfg.CancelGrace,
-		"eofGrace": cfg.EOFGrace, "termGrace": cfg.TermGrace} {
-		if d < 0 {
-			return nil, bad(field, "must be positive, got %s", d)
-		}
+	if key, d := cfg.Negative(); key != "" {
+		return nil, bad(key, "must be positive, got %s", d)
 	}
 	for k := range cfg.Env {
 		switch {

@@ -23,9 +23,9 @@ import (
 func fakeConfig(t *testing.T, mode string) (codex.Config, string) {
 	log := filepath.Join(t.TempDir(), "received.jsonl")
 	return codex.Config{Command: os.Args[0], Args: []string{"-test.run=^$"},
-		Env:          map[string]string{fakeEnv: mode, fakeLogEnv: log, "GORACE": "atexit_sleep_ms=0"},
-		ReadyTimeout: 5 * time.Second, CancelGrace: 300 * time.Millisecond,
-		EOFGrace: 200 * time.Millisecond, TermGrace: 200 * time.Millisecond}, log
+		Env: map[string]string{fakeEnv: mode, fakeLogEnv: log, "GORACE": "atexit_sleep_ms=0"},
+		ChildTimeouts: subagent.ChildTimeouts{ReadyTimeout: 5 * time.Second, CancelGrace: 300 * time.Millisecond,
+			EOFGrace: 200 * time.Millisecond, TermGrace: 200 * time.Millisecond}}, log
 }
 
 func newProvider(t *testing.T, cfg codex.Config) *codex.Provider {
@@ -513,7 +513,7 @@ func TestNewValidates(t *testing.T) {
 	for _, cfg := range []codex.Config{
 		{PermissionMode: "sometimes"},
 		{Cwd: "/no/such/dir"},
-		{ReadyTimeout: -time.Second},
+		{ChildTimeouts: subagent.ChildTimeouts{ReadyTimeout: -time.Second}},
 		{Env: map[string]string{"CODEX_HOME": "/tmp"}},
 		{Env: map[string]string{"A=B": "x"}},
 		{Config: map[string]any{"bad": make(chan int)}},

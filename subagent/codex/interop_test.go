@@ -141,8 +141,8 @@ enabled = false
 		t.Fatal(err)
 	}
 	return codex.Config{Command: bin, CodexHome: home,
-		Env:          map[string]string{"HOME": t.TempDir(), "MOCK_API_KEY": "fake", "NO_PROXY": "127.0.0.1"},
-		ReadyTimeout: 10 * time.Second, CancelGrace: 3 * time.Second, EOFGrace: time.Second, TermGrace: time.Second}
+		Env:           map[string]string{"HOME": t.TempDir(), "MOCK_API_KEY": "fake", "NO_PROXY": "127.0.0.1"},
+		ChildTimeouts: subagent.ChildTimeouts{ReadyTimeout: 10 * time.Second, CancelGrace: 3 * time.Second, EOFGrace: time.Second, TermGrace: time.Second}}
 }
 
 func TestRealCodexAnswers(t *testing.T) {
