@@ -10,9 +10,11 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/url"
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -63,7 +65,45 @@ type Model struct {
 	Model       string        `yaml:"model"`
 	MaxTokens   int           `yaml:"maxTokens"`
 	IdleTimeout time.Duration `yaml:"idleTimeout"`
-	MaxRetries  int           `yaml:"maxRetries"`
+	// RequestTimeout bounds a whole model call, retries included (default 30m).
+	RequestTimeout time.Duration `yaml:"requestTimeout"`
+	MaxRetries     int           `yaml:"maxRetries"`
+	// Thinking is DeepSeek's thinking switch: enabled or disabled (default:
+	// the endpoint's own, which is enabled on DeepSeek).
+	Thinking string `yaml:"thinking"`
+	// ReasoningEffort is sent as reasoning_effort: low, high or max on
+	// DeepSeek.
+	ReasoningEffort string `yaml:"reasoningEffort"`
+	// PassBackReasoning sends reasoning_content, "" when empty, with every
+	// assistant message that made tool calls, as DeepSeek's thinking mode
+	// requires. Default: on for a DeepSeek route, off elsewhere.
+	PassBackReasoning *bool `yaml:"passBackReasoning"`
+}
+
+// adapter is the openai configuration of route m. A DeepSeek route (named
+// deepseek, or at a deepseek.com URL) defaults to DeepSeek's max_tokens and
+// passes reasoning back.
+func (m Model) adapter(getenv func(string) string, log *slog.Logger) openai.Config {
+	deepSeek := m.Name == "deepseek" || strings.HasSuffix(hostOf(m.BaseURL), "deepseek.com")
+	passBack := deepSeek
+	if m.PassBackReasoning != nil {
+		passBack = *m.PassBackReasoning
+	}
+	maxTokens := m.MaxTokens
+	if deepSeek && maxTokens == 0 {
+		maxTokens = openai.DeepSeekMaxTokens
+	}
+	return openai.Config{Provider: m.Name, BaseURL: m.BaseURL, APIKeyEnv: m.APIKeyEnv, Model: m.Model,
+		MaxTokens: maxTokens, IdleTimeout: m.IdleTimeout, RequestTimeout: m.RequestTimeout, MaxRetries: m.MaxRetries,
+		Thinking: m.Thinking, ReasoningEffort: m.ReasoningEffort, PassBackReasoning: passBack, Getenv: getenv, Logger: log}
+}
+
+func hostOf(rawURL string) string {
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		return ""
+	}
+	return u.Hostname()
 }
 
 // Tools configure the built-in tools.
@@ -129,7 +169,8 @@ func DefaultSubagents() *Subagents {
 }
 
 // Default returns the configuration used when no file exists: DeepSeek's
-// deepseek-chat through DEEPSEEK_API_KEY, and the default subagents.
+// current model (openai.DeepSeekModel) through DEEPSEEK_API_KEY, and the
+// default subagents.
 func Default(getenv func(string) string) Config {
 	ds := openai.DeepSeek()
 	ds.BaseURL = cmp.Or(getenv("DEEPSEEK_BASE_URL"), ds.BaseURL, "https://api.deepseek.com")
@@ -251,6 +292,10 @@ func (cfg Config) merge(file Config) (Config, error) {
 			return cfg, bad(at, "apiKeyEnv is required (the name of the variable holding the key)")
 		case m.MaxTokens < 0:
 			return cfg, bad(at+".maxTokens", "must not be negative")
+		case m.Thinking != "" && m.Thinking != openai.ThinkingEnabled && m.Thinking != openai.ThinkingDisabled:
+			return cfg, bad(at+".thinking", "want %s or %s, got %q", openai.ThinkingEnabled, openai.ThinkingDisabled, m.Thinking)
+		case m.ReasoningEffort != "" && !slices.Contains([]string{"minimal", "low", "medium", "high", "xhigh", "max"}, m.ReasoningEffort):
+			return cfg, bad(at+".reasoningEffort", "want low, high or max (DeepSeek), got %q", m.ReasoningEffort)
 		}
 		replaced := false
 		for j := range cfg.Models {
@@ -388,8 +433,7 @@ func (cfg Config) Build(ctx context.Context, log *slog.Logger, backend session.B
 		return nil, err
 	}
 	for _, m := range cfg.Models {
-		model, err := openai.New(openai.Config{Provider: m.Name, BaseURL: m.BaseURL, APIKeyEnv: m.APIKeyEnv, Model: m.Model,
-			MaxTokens: m.MaxTokens, IdleTimeout: m.IdleTimeout, MaxRetries: m.MaxRetries, Getenv: getenv, Logger: log})
+		model, err := openai.New(m.adapter(getenv, log))
 		if err != nil {
 			return nil, fmt.Errorf("model route %s: %w", m.Name, err)
 		}

@@ -22,7 +22,7 @@ func TestDefaults(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if cfg.Agent.Provider != "deepseek" || cfg.Agent.Model != "deepseek-chat" || len(cfg.Models) != 1 || cfg.Models[0].APIKeyEnv != "DEEPSEEK_API_KEY" {
+	if cfg.Agent.Provider != "deepseek" || cfg.Agent.Model != "deepseek-flash" || len(cfg.Models) != 1 || cfg.Models[0].APIKeyEnv != "DEEPSEEK_API_KEY" {
 		t.Fatalf("defaults %+v", cfg)
 	}
 	rt, err := cfg.Build(context.Background(), nil, session.NewMemoryBackend(), env(nil))
@@ -118,6 +118,8 @@ func TestBadConfig(t *testing.T) {
 		{"acp without command", "subagents:\n  providers:\n    - name: x\n      kind: acp\n", []string{"line 3", "acp.command"}},
 		{"block of another kind", "subagents:\n  providers:\n    - name: spawn\n      codex: {model: m}\n", []string{"line 3", "codex block"}},
 		{"unknown key in a provider block", "subagents:\n  providers:\n    - name: c\n      kind: codex\n      codex: {modle: m}\n", []string{"modle"}},
+		{"bad thinking", "models:\n  - name: deepseek\n    baseURL: http://h\n    apiKeyEnv: K\n    thinking: on\n", []string{"line 5", "thinking", "enabled or disabled"}},
+		{"bad reasoning effort", "models:\n  - name: deepseek\n    baseURL: http://h\n    apiKeyEnv: K\n    reasoningEffort: huge\n", []string{"line 5", "reasoningEffort", "low, high or max"}},
 		{"empty tool filter", "subagents:\n  providers: [{name: spawn}]\n  tools:\n    - provider: spawn\n      toolFilter: {}\n",
 			[]string{"line 5", "toolFilter", "allow or deny"}},
 	} {

@@ -61,8 +61,12 @@ const (
 	CodeAuth            = "AUTH"
 	CodeRateLimit       = "RATE_LIMIT"
 	CodeInvalidRequest  = "INVALID_REQUEST"
+	CodeInvalidParams   = "INVALID_PARAMETERS"           // the endpoint refused a parameter's value (HTTP 422)
+	CodeUnknownModel    = "UNKNOWN_MODEL"                // the endpoint does not serve the requested model
+	CodeOverloaded      = "INSUFFICIENT_SYSTEM_RESOURCE" // the endpoint ended a stream for lack of capacity; transient
 	CodeServer          = "SERVER"
 	CodeTransport       = "TRANSPORT"
+	CodeUnreachable     = "CONNECTION_REFUSED" // nothing listens at a loopback endpoint; not retried
 	CodeAborted         = "ABORTED"
 	CodeTimeout         = "TIMEOUT"
 	CodeStreamClosed    = "STREAM_CLOSED"

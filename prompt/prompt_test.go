@@ -142,7 +142,7 @@ func TestScopedSectionMayChangeOrder(t *testing.T) {
 
 func TestInterpolate(t *testing.T) {
 	r := prompt.NewRegistry()
-	must(t)(r.Variable("model", value("deepseek-chat")))
+	must(t)(r.Variable("model", value("deepseek-flash")))
 	must(t)(r.Variable("cwd", value("/work")))
 	must(t)(r.Variable("tricky", value("{{model}} and {{nope}}")))
 	must(t)(r.Variable("empty", value("")))
@@ -152,8 +152,8 @@ func TestInterpolate(t *testing.T) {
 	tests := []struct{ in, want string }{
 		{"", ""},
 		{"no templates", "no templates"},
-		{"model {{model}} in {{cwd}}", "model deepseek-chat in /work"},
-		{"{{model}}{{model}}", "deepseek-chatdeepseek-chat"},
+		{"model {{model}} in {{cwd}}", "model deepseek-flash in /work"},
+		{"{{model}}{{model}}", "deepseek-flashdeepseek-flash"},
 		{"spaces {{ cwd }} ok", "spaces /work ok"},
 		{"digits {{v_2}}", "digits two"},
 		{"empty [{{empty}}]", "empty []"},

@@ -6,17 +6,20 @@ import (
 	"bytes"
 	"cmp"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"iter"
 	"log/slog"
 	"math/rand/v2"
+	"net"
 	"net/http"
 	"net/url"
 	"os"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 	"unicode/utf8"
 
@@ -26,27 +29,53 @@ import (
 
 // Config configures a Model. Zero values take the defaults noted per field.
 type Config struct {
-	Provider       string              // route name used in messages and logs, e.g. "deepseek"; default "openai"
-	BaseURL        string              // endpoint root; "chat/completions" is joined to its path
-	APIKeyEnv      string              // environment variable holding the API key, read per request
-	Model          string              // model used when Request.Model is empty
-	MaxTokens      int                 // max_tokens when Request.MaxTokens is 0; 0 omits it
-	IdleTimeout    time.Duration       // bounds each wait for the response headers and for body data; default 5m
-	MaxRetries     int                 // retries of a request failing before any output; default 5, -1 disables
-	InitialBackoff time.Duration       // first retry delay; default 500ms
-	MaxBackoff     time.Duration       // retry delay cap; default 10s
-	HTTPClient     *http.Client        // default: a client on http.DefaultTransport
-	Getenv         func(string) string // default os.Getenv
-	Logger         *slog.Logger        // default: discard
+	Provider       string        // route name used in messages and logs, e.g. "deepseek"; default "openai"
+	BaseURL        string        // endpoint root; "chat/completions" is joined to its path
+	APIKeyEnv      string        // environment variable holding the API key, read per request
+	Model          string        // model used when Request.Model is empty
+	MaxTokens      int           // max_tokens when Request.MaxTokens is 0; 0 omits it
+	IdleTimeout    time.Duration // bounds each wait for the response headers and for body data; default 5m
+	RequestTimeout time.Duration // bounds a whole model call, retries included; default 30m
+	// Thinking is sent as DeepSeek's thinking switch, {"thinking":
+	// {"type": Thinking}}, when set: ThinkingEnabled or ThinkingDisabled.
+	Thinking string
+	// ReasoningEffort is sent as reasoning_effort when set: DeepSeek takes
+	// low, high and max; OpenAI minimal, low, medium and high.
+	ReasoningEffort string
+	// PassBackReasoning makes every assistant message that made tool calls
+	// carry reasoning_content, as "" when it had none. DeepSeek's thinking
+	// mode refuses a tool-call turn's history without it (HTTP 400).
+	PassBackReasoning bool
+	MaxRetries        int                 // retries of a request failing before any output; default 5, -1 disables
+	InitialBackoff    time.Duration       // first retry delay; default 500ms
+	MaxBackoff        time.Duration       // retry delay cap; default 10s
+	HTTPClient        *http.Client        // default: a client on http.DefaultTransport
+	Getenv            func(string) string // default os.Getenv
+	Logger            *slog.Logger        // default: discard
 
 	baseURLEnv, baseURLDefault string // resolve an empty BaseURL at New (see DeepSeek)
 }
 
-// DeepSeek returns the configuration of DeepSeek's official endpoint. Its
-// BaseURL is left empty: New resolves it from DEEPSEEK_BASE_URL, else
-// https://api.deepseek.com. Set BaseURL to override both.
+// Values of Config.Thinking.
+const (
+	ThinkingEnabled  = "enabled"
+	ThinkingDisabled = "disabled"
+)
+
+// DeepSeek's current model and the defaults of its route.
+const (
+	DeepSeekModel     = "deepseek-flash" // DeepSeek-V4.1-Flash: thinking on by default, 1M context, up to 384K output
+	DeepSeekMaxTokens = 65536            // max_tokens by default; reasoning counts against it
+)
+
+// DeepSeek returns the configuration of DeepSeek's official endpoint: its
+// current model, reasoning passed back on tool-call turns, and a default
+// max_tokens. Its BaseURL is left empty: New resolves it from
+// DEEPSEEK_BASE_URL, else https://api.deepseek.com. Set BaseURL to override
+// both.
 func DeepSeek() Config {
-	return Config{Provider: "deepseek", APIKeyEnv: "DEEPSEEK_API_KEY", Model: "deepseek-chat",
+	return Config{Provider: "deepseek", APIKeyEnv: "DEEPSEEK_API_KEY", Model: DeepSeekModel,
+		MaxTokens: DeepSeekMaxTokens, PassBackReasoning: true,
 		baseURLEnv: "DEEPSEEK_BASE_URL", baseURLDefault: "https://api.deepseek.com"}
 }
 
@@ -61,8 +90,12 @@ type Model struct {
 
 const userAgent = "dsh/0 (+github.com/dsh-go/dsh)"
 
-// errIdle is the cancellation cause of a request whose idle timer fired.
-var errIdle = errors.New("idle timeout")
+// errIdle is the cancellation cause of a request whose idle timer fired;
+// errDeadline that of a call that outlived Config.RequestTimeout.
+var (
+	errIdle     = errors.New("idle timeout")
+	errDeadline = errors.New("request deadline")
+)
 
 // New validates cfg, fills in its defaults and returns the model.
 func New(cfg Config) (*Model, error) {
@@ -83,8 +116,21 @@ func New(cfg Config) (*Model, error) {
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return nil, fmt.Errorf("openai: %s: BaseURL %q is not an http(s) URL", cfg.Provider, cfg.BaseURL)
 	}
+	switch cfg.Thinking {
+	case "", ThinkingEnabled, ThinkingDisabled:
+	default:
+		return nil, fmt.Errorf("openai: %s: thinking %q: want %s or %s", cfg.Provider, cfg.Thinking, ThinkingEnabled, ThinkingDisabled)
+	}
+	switch cfg.ReasoningEffort {
+	case "", "minimal", "low", "medium", "high", "xhigh", "max":
+	default:
+		return nil, fmt.Errorf("openai: %s: reasoning effort %q: want low, high or max (DeepSeek), or minimal, low, medium or high (OpenAI)", cfg.Provider, cfg.ReasoningEffort)
+	}
 	if cfg.IdleTimeout <= 0 {
 		cfg.IdleTimeout = 5 * time.Minute
+	}
+	if cfg.RequestTimeout <= 0 {
+		cfg.RequestTimeout = 30 * time.Minute
 	}
 	switch {
 	case cfg.MaxRetries == 0:
@@ -111,9 +157,10 @@ func New(cfg Config) (*Model, error) {
 // Provider returns the route name the model was configured with.
 func (m *Model) Provider() string { return m.cfg.Provider }
 
-// Stream implements llm.Model. Rate limits, server errors and transport
-// errors that occur before any output are retried with backoff; every other
-// failure, an idle timeout included, ends the stream with an error finish.
+// Stream implements llm.Model. Rate limits, server errors, transport errors
+// and streams that fail or stall before yielding anything are retried with
+// backoff; every other failure ends the stream with an error finish. The
+// whole call, retries included, is bounded by Config.RequestTimeout.
 func (m *Model) Stream(ctx context.Context, req *llm.Request) iter.Seq[content.Chunk] {
 	return func(yield func(content.Chunk) bool) { m.stream(ctx, req, yield) }
 }
@@ -134,25 +181,30 @@ func (m *Model) stream(ctx context.Context, req *llm.Request, yield func(content
 		yield(llm.FinishError(llm.CodeInvalidRequest, "%s: %v", p, err))
 		return
 	}
+	ctx, cancel := context.WithTimeoutCause(ctx, m.cfg.RequestTimeout, errDeadline)
+	defer cancel()
 	log := m.log.With("provider", p, "model", model, "session", req.SessionID)
 	for attempt := 0; ; attempt++ {
 		if ctx.Err() != nil {
-			yield(llm.FinishAborted(context.Cause(ctx)))
+			yield(m.ended(ctx))
 			return
 		}
 		log.Debug("llm request", "url", m.url, "attempt", attempt+1)
-		f := m.attempt(ctx, key, body, yield)
+		f := m.attempt(ctx, key, model, body, yield)
 		if f == nil {
 			return
 		}
-		retryable := f.Code == llm.CodeRateLimit || f.Code == llm.CodeServer || f.Code == llm.CodeTransport
 		delay, ok := m.backoff(attempt+1, f)
-		if !retryable || !ok || attempt >= m.cfg.MaxRetries {
+		if !retryable(f) || !ok || attempt >= m.cfg.MaxRetries || ctx.Err() != nil {
 			log.Debug("llm request failed", "code", f.Code, "status", f.Status, "request_id", f.RequestID)
+			if ctx.Err() != nil {
+				yield(m.ended(ctx))
+				return
+			}
 			yield(content.Chunk{Type: content.ChunkFinish, Finish: &content.Finish{Kind: content.FinishError, Failure: f}})
 			return
 		}
-		log.Warn("llm request failed; retrying", "code", f.Code, "status", f.Status, "retry", attempt+1, "delay", delay)
+		log.Debug("llm request failed; retrying", "code", f.Code, "status", f.Status, "retry", attempt+1, "delay", delay)
 		if req.OnRetry != nil {
 			req.OnRetry(llm.Retry{Attempt: attempt + 1, Delay: delay, Failure: f})
 		}
@@ -160,11 +212,29 @@ func (m *Model) stream(ctx context.Context, req *llm.Request, yield func(content
 		select {
 		case <-ctx.Done():
 			t.Stop()
-			yield(llm.FinishAborted(context.Cause(ctx)))
+			yield(m.ended(ctx))
 			return
 		case <-t.C:
 		}
 	}
+}
+
+// retryable reports whether a failure that produced no output is transient.
+func retryable(f *content.Failure) bool {
+	switch f.Code {
+	case llm.CodeRateLimit, llm.CodeServer, llm.CodeTransport, llm.CodeOverloaded, llm.CodeStreamClosed, llm.CodeTimeout:
+		return true
+	}
+	return false
+}
+
+// ended is the finish of a call whose ctx is done: the deadline's timeout,
+// else the caller's abort.
+func (m *Model) ended(ctx context.Context) content.Chunk {
+	if errors.Is(context.Cause(ctx), errDeadline) {
+		return llm.FinishError(llm.CodeTimeout, "%s: no complete answer within %v (models[].requestTimeout)", m.cfg.Provider, m.cfg.RequestTimeout)
+	}
+	return llm.FinishAborted(context.Cause(ctx))
 }
 
 // backoff returns the delay before retry n (1-based), or false when the
@@ -184,17 +254,20 @@ func (m *Model) backoff(n int, f *content.Failure) (time.Duration, bool) {
 }
 
 // attempt makes one request. It streams the answer to its end itself and
-// returns nil, or returns the failure of a request that produced no output.
-func (m *Model) attempt(ctx context.Context, key string, body []byte, yield func(content.Chunk) bool) *content.Failure {
+// returns nil, or returns the failure of a request that yielded nothing: an
+// error status, a refused connection, or a stream that broke, stalled or
+// was ended by the server before its first chunk.
+func (m *Model) attempt(ctx context.Context, key, model string, body []byte, yield func(content.Chunk) bool) *content.Failure {
 	p := m.cfg.Provider
 	reqCtx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	idle := time.AfterFunc(m.cfg.IdleTimeout, func() { cancel(errIdle) })
 	defer idle.Stop()
-	// interrupted explains a failed read or request by abort or idle timeout.
+	// interrupted explains a failed read or request by abort, deadline or
+	// idle timeout.
 	interrupted := func() (content.Chunk, bool) {
 		if ctx.Err() != nil {
-			return llm.FinishAborted(context.Cause(ctx)), true
+			return m.ended(ctx), true
 		}
 		if errors.Is(context.Cause(reqCtx), errIdle) {
 			return llm.FinishError(llm.CodeTimeout, "%s: no data from the server for %v", p, m.cfg.IdleTimeout), true
@@ -214,23 +287,60 @@ func (m *Model) attempt(ctx context.Context, key string, body []byte, yield func
 	idle.Stop()
 	if err != nil {
 		if c, ok := interrupted(); ok {
-			yield(c)
-			return nil
+			if c.Finish.Kind == content.FinishAborted {
+				yield(c)
+				return nil
+			}
+			return c.Finish.Failure
 		}
-		return &content.Failure{Code: llm.CodeTransport, Message: fmt.Sprintf("%s: %v", p, err)}
+		return m.transportFailure(err)
 	}
 	defer resp.Body.Close()
 	r := &idleReader{r: resp.Body, timer: idle, d: m.cfg.IdleTimeout}
 	if resp.StatusCode/100 != 2 {
-		f := httpFailure(p, resp, r)
+		f := m.httpFailure(resp, r, model)
 		if c, ok := interrupted(); ok && c.Finish.Kind == content.FinishAborted {
 			yield(c)
 			return nil
 		}
 		return f
 	}
-	decode(r, p, yield, interrupted)
-	return nil
+	// A transient failure before the first chunk is held back for a retry;
+	// once anything was yielded, the stream's own finish stands.
+	var held *content.Failure
+	yielded := false
+	decode(r, p, func(c content.Chunk) bool {
+		if !yielded && c.Type == content.ChunkFinish && c.Finish.Kind == content.FinishError && retryable(c.Finish.Failure) {
+			held = c.Finish.Failure
+			return false
+		}
+		yielded = true
+		return yield(c)
+	}, interrupted)
+	return held
+}
+
+// transportFailure describes a request that got no response. A refused
+// connection to a loopback address means no server is running there: it
+// fails at once, with a hint, instead of being retried.
+func (m *Model) transportFailure(err error) *content.Failure {
+	p := m.cfg.Provider
+	if errors.Is(err, syscall.ECONNREFUSED) {
+		if u, perr := url.Parse(m.url); perr == nil && isLoopback(u.Hostname()) {
+			return &content.Failure{Code: llm.CodeUnreachable,
+				Message: fmt.Sprintf("%s: connection refused by %s: is the server at %s running?", p, u.Host, m.cfg.BaseURL)}
+		}
+	}
+	return &content.Failure{Code: llm.CodeTransport, Message: fmt.Sprintf("%s: %v", p, err)}
+}
+
+// isLoopback reports whether host names this machine.
+func isLoopback(host string) bool {
+	if host == "localhost" || strings.HasSuffix(host, ".localhost") {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }
 
 // idleReader arms the idle timer for the duration of each read.
@@ -248,19 +358,28 @@ func (r *idleReader) Read(b []byte) (int, error) {
 }
 
 // httpFailure classifies an error response, reading a bounded part of body.
-func httpFailure(provider string, resp *http.Response, body io.Reader) *content.Failure {
+// Its message is the endpoint's own (taken from a JSON error body when
+// there is one) with a hint at what the user can do.
+func (m *Model) httpFailure(resp *http.Response, body io.Reader, model string) *content.Failure {
+	p := m.cfg.Provider
 	raw, _ := io.ReadAll(io.LimitReader(body, 64<<10))
-	text := strings.Join(strings.Fields(strings.ToValidUTF8(string(raw), "\uFFFD")), " ")
-	if len(text) > 512 {
-		i := 512
-		for i > 0 && !utf8.RuneStart(text[i]) {
-			i--
+	text := errorText(raw)
+	code := classify(resp.StatusCode, text)
+	msg := fmt.Sprintf("%s: HTTP %s: %s", p, resp.Status, text)
+	switch code {
+	case llm.CodeAuth:
+		msg += fmt.Sprintf(" (the key is read from %s: check that it holds a valid key for %s)", m.cfg.APIKeyEnv, m.cfg.BaseURL)
+	case llm.CodeQuota:
+		if resp.StatusCode == http.StatusPaymentRequired {
+			msg = fmt.Sprintf("%s: insufficient balance (HTTP %s): %s: top up the account behind %s", p, resp.Status, text, m.cfg.APIKeyEnv)
 		}
-		text = text[:i] + "…"
+	case llm.CodeUnknownModel:
+		msg = fmt.Sprintf("%s: the endpoint does not serve model %q: %s. Pick a model with `dsh run -m MODEL`, or agent.model "+
+			"or models[].model in dsh.yaml; `dsh doctor` lists the models %s serves", p, model, text, m.cfg.BaseURL)
 	}
 	f := &content.Failure{
-		Code:      classify(resp.StatusCode, string(raw)),
-		Message:   fmt.Sprintf("%s: HTTP %s: %s", provider, resp.Status, text),
+		Code:      code,
+		Message:   msg,
 		Status:    resp.StatusCode,
 		RequestID: cmp.Or(resp.Header.Get("X-Request-Id"), resp.Header.Get("X-Deepseek-Request-Id")),
 	}
@@ -274,9 +393,47 @@ func httpFailure(provider string, resp *http.Response, body io.Reader) *content.
 	return f
 }
 
-// classify maps an error status and its body to a failure code.
-func classify(status int, body string) string {
-	b := strings.ToLower(body)
+// errorText is the message of an error body: error.message (or error,
+// message, detail) of a JSON body, else the body's text, on one line and at
+// most 512 bytes.
+func errorText(raw []byte) string {
+	var body struct {
+		Error   json.RawMessage `json:"error"`
+		Message string          `json:"message"`
+		Detail  string          `json:"detail"`
+	}
+	text := ""
+	if json.Unmarshal(raw, &body) == nil {
+		var nested struct {
+			Message string `json:"message"`
+		}
+		var plain string
+		switch {
+		case json.Unmarshal(body.Error, &nested) == nil && nested.Message != "":
+			text = nested.Message
+		case json.Unmarshal(body.Error, &plain) == nil && plain != "":
+			text = plain
+		default:
+			text = cmp.Or(body.Message, body.Detail)
+		}
+	}
+	if text == "" {
+		text = string(raw)
+	}
+	text = strings.Join(strings.Fields(strings.ToValidUTF8(text, "\uFFFD")), " ")
+	if len(text) > 512 {
+		i := 512
+		for i > 0 && !utf8.RuneStart(text[i]) {
+			i--
+		}
+		text = text[:i] + "…"
+	}
+	return cmp.Or(text, "(empty body)")
+}
+
+// classify maps an error status and its message to a failure code.
+func classify(status int, text string) string {
+	b := strings.ToLower(text)
 	has := func(words ...string) bool {
 		for _, w := range words {
 			if strings.Contains(b, w) {
@@ -286,17 +443,23 @@ func classify(status int, body string) string {
 		return false
 	}
 	quota := has("quota", "balance", "insufficient")
+	unknownModel := strings.Contains(b, "model") &&
+		has("not exist", "does not exist", "not found", "not supported", "supported api model names", "unknown model", "invalid model", "model_not_found")
 	switch {
 	case status == http.StatusUnauthorized || status == http.StatusForbidden:
 		return llm.CodeAuth
-	case (status == http.StatusTooManyRequests || status == http.StatusPaymentRequired) && quota:
+	case status == http.StatusPaymentRequired, status == http.StatusTooManyRequests && quota:
 		return llm.CodeQuota
 	case status == http.StatusTooManyRequests:
 		return llm.CodeRateLimit
+	case (status == http.StatusBadRequest || status == http.StatusNotFound) && unknownModel:
+		return llm.CodeUnknownModel
 	case status == http.StatusBadRequest && has("context length", "context_length", "context window", "overflow"):
 		return llm.CodeContextExceeded
 	case status == http.StatusBadRequest || status == http.StatusRequestEntityTooLarge:
 		return llm.CodeInvalidRequest
+	case status == http.StatusUnprocessableEntity:
+		return llm.CodeInvalidParams
 	case status >= 500:
 		return llm.CodeServer
 	}

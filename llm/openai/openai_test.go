@@ -40,7 +40,7 @@ func frameUsage(delta, finish, usage string) string {
 	if usage != "" {
 		usage = `,"usage":` + usage
 	}
-	return `data: {"id":"9a1c7e2b-5d3f","object":"chat.completion.chunk","created":1736000000,"model":"deepseek-chat",` +
+	return `data: {"id":"9a1c7e2b-5d3f","object":"chat.completion.chunk","created":1736000000,"model":"deepseek-flash",` +
 		`"system_fingerprint":"fp_3a5770e1b4_prod0225","choices":[{"index":0,"delta":` + delta +
 		`,"logprobs":null,"finish_reason":` + f + `}]` + usage + "}\n\n"
 }
@@ -393,7 +393,11 @@ func TestRetryRateLimit(t *testing.T) {
 func TestRetryAfterDate(t *testing.T) {
 	resp := &http.Response{StatusCode: 503, Status: "503 Service Unavailable", Header: http.Header{}}
 	resp.Header.Set("Retry-After", time.Now().Add(3*time.Second).UTC().Format(http.TimeFormat))
-	f := httpFailure("test", resp, strings.NewReader("busy"))
+	m, err := New(Config{APIKeyEnv: "K", BaseURL: "http://127.0.0.1:1/v1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := m.httpFailure(resp, strings.NewReader("busy"), "m")
 	if f.Code != llm.CodeServer || f.RetryAfterMs <= 1000 || f.RetryAfterMs > 3000 {
 		t.Errorf("failure = %+v", f)
 	}
@@ -450,15 +454,28 @@ func TestHTTPErrors(t *testing.T) {
 		status int
 		body   string
 		code   string
+		want   []string // substrings of the message
 	}{
-		{401, `{"error":{"message":"Authentication Fails, Your api key: ****1234 is invalid","type":"authentication_error"}}`, llm.CodeAuth},
-		{403, `forbidden`, llm.CodeAuth},
-		{429, `{"error":{"message":"You exceeded your current quota","type":"insufficient_quota"}}`, llm.CodeQuota},
-		{402, `{"error":{"message":"Insufficient Balance","type":"unknown_error"}}`, llm.CodeQuota},
-		{400, `{"error":{"message":"This model's maximum context length is 65536 tokens. However, you requested 70000 tokens.","type":"invalid_request_error"}}`, llm.CodeContextExceeded},
-		{400, `{"error":{"message":"Invalid tool schema"}}`, llm.CodeInvalidRequest},
-		{413, long, llm.CodeInvalidRequest},
-		{418, `teapot`, "HTTP_418"},
+		{401, `{"error":{"message":"Authentication Fails, Your api key: ****1234 is invalid","type":"authentication_error"}}`, llm.CodeAuth,
+			[]string{"HTTP 401 Unauthorized: Authentication Fails, Your api key: ****1234 is invalid", "the key is read from TEST_API_KEY"}},
+		{403, `forbidden`, llm.CodeAuth, []string{"HTTP 403 Forbidden: forbidden", "TEST_API_KEY"}},
+		{429, `{"error":{"message":"You exceeded your current quota","type":"insufficient_quota"}}`, llm.CodeQuota, []string{"You exceeded your current quota"}},
+		{402, `{"error":{"message":"Insufficient Balance","type":"unknown_error"}}`, llm.CodeQuota,
+			[]string{"insufficient balance (HTTP 402 Payment Required): Insufficient Balance: top up the account behind TEST_API_KEY"}},
+		{400, `{"error":{"message":"This model's maximum context length is 65536 tokens. However, you requested 70000 tokens.","type":"invalid_request_error"}}`, llm.CodeContextExceeded,
+			[]string{"maximum context length is 65536 tokens"}},
+		{400, `{"error":{"message":"The supported API model names are deepseek-v4-pro or deepseek-v4-flash, but you passed deepseek-flash.","type":"invalid_request_error","param":null,"code":"invalid_request_error"}}`,
+			llm.CodeUnknownModel, []string{`does not serve model "test-model"`, "but you passed deepseek-flash", "dsh run -m MODEL", "agent.model", "dsh doctor"}},
+		{404, `{"error":{"message":"The model 'gpt-9' does not exist","type":"invalid_request_error","code":"model_not_found"}}`,
+			llm.CodeUnknownModel, []string{"does not exist", "dsh doctor"}},
+		{400, `{"error":{"message":"Invalid tool schema"}}`, llm.CodeInvalidRequest, []string{"HTTP 400 Bad Request: Invalid tool schema"}},
+		{422, `{"error":{"message":"reasoning_effort: unsupported value 'huge'","type":"invalid_request_error"}}`, llm.CodeInvalidParams,
+			[]string{"HTTP 422 Unprocessable Entity: reasoning_effort: unsupported value 'huge'"}},
+		{413, long, llm.CodeInvalidRequest, []string{long[:100]}},
+		{418, `teapot`, "HTTP_418", []string{"teapot"}},
+		{400, `{"message":"top-level message"}`, llm.CodeInvalidRequest, []string{": top-level message"}},
+		{400, `{"error":"plain string"}`, llm.CodeInvalidRequest, []string{": plain string"}},
+		{400, ``, llm.CodeInvalidRequest, []string{"(empty body)"}},
 	}
 	for _, tt := range tests {
 		t.Run(fmt.Sprintf("%d %s", tt.status, tt.code), func(t *testing.T) {
@@ -473,8 +490,13 @@ func TestHTTPErrors(t *testing.T) {
 			if n.Load() != 1 || f.Status != tt.status || f.RequestID != "rid-7" {
 				t.Errorf("requests = %d, failure = %+v", n.Load(), f)
 			}
-			if len(f.Message) > 600 || !strings.Contains(f.Message, tt.body[:min(len(tt.body), 100)]) {
-				t.Errorf("message (%d bytes) = %q", len(f.Message), f.Message)
+			if len(f.Message) > 1000 {
+				t.Errorf("message is %d bytes", len(f.Message))
+			}
+			for _, w := range tt.want {
+				if !strings.Contains(f.Message, w) {
+					t.Errorf("message %q lacks %q", f.Message, w)
+				}
 			}
 			if strings.Contains(f.Message, testKey) {
 				t.Error("message leaks the key")
@@ -505,10 +527,10 @@ func TestIdleTimeoutBeforeHeaders(t *testing.T) {
 	m := newModel(t, func(w http.ResponseWriter, r *http.Request) {
 		n.Add(1)
 		hang(r)
-	}, func(c *Config) { c.IdleTimeout = 100 * time.Millisecond })
+	}, func(c *Config) { c.IdleTimeout = 100 * time.Millisecond; c.MaxRetries = 1 })
 	wantFailure(t, collect(t, m.Stream(t.Context(), request())), content.FinishError, llm.CodeTimeout)
-	if n.Load() != 1 {
-		t.Errorf("requests = %d, want 1", n.Load())
+	if n.Load() != 2 {
+		t.Errorf("requests = %d, want 2 (a stall before any output is retried)", n.Load())
 	}
 }
 
@@ -708,6 +730,8 @@ func TestNew(t *testing.T) {
 		{"bad scheme", Config{APIKeyEnv: "K", BaseURL: "ftp://x"}, ""},
 		{"no host", Config{APIKeyEnv: "K", BaseURL: "http://"}, ""},
 		{"unparsable", Config{APIKeyEnv: "K", BaseURL: "http://x:bad"}, ""},
+		{"bad thinking", Config{APIKeyEnv: "K", BaseURL: "http://x", Thinking: "on"}, ""},
+		{"bad effort", Config{APIKeyEnv: "K", BaseURL: "http://x", ReasoningEffort: "huge"}, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -721,10 +745,10 @@ func TestNew(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if m.url != tt.wantURL || m.Provider() != "deepseek" || m.cfg.Model != "deepseek-chat" {
+			if m.url != tt.wantURL || m.Provider() != "deepseek" || m.cfg.Model != "deepseek-flash" || m.cfg.MaxTokens != 65536 || !m.cfg.PassBackReasoning {
 				t.Errorf("url = %q, provider = %q, model = %q", m.url, m.Provider(), m.cfg.Model)
 			}
-			if m.cfg.IdleTimeout != 5*time.Minute || m.cfg.MaxRetries != 5 || m.cfg.InitialBackoff != 500*time.Millisecond || m.cfg.MaxBackoff != 10*time.Second {
+			if m.cfg.IdleTimeout != 5*time.Minute || m.cfg.RequestTimeout != 30*time.Minute || m.cfg.MaxRetries != 5 || m.cfg.InitialBackoff != 500*time.Millisecond || m.cfg.MaxBackoff != 10*time.Second {
 				t.Errorf("defaults = %+v", m.cfg)
 			}
 		})
@@ -882,5 +906,142 @@ func BenchmarkStreamLongSSE(b *testing.B) {
 		if deltas != n || last.Finish.Kind != content.FinishStop {
 			b.Fatalf("deltas = %d, finish = %+v", deltas, last.Finish)
 		}
+	}
+}
+
+// TestPassBackReasoning pins DeepSeek's thinking-mode rule: every assistant
+// message that made tool calls carries reasoning_content, "" when empty;
+// without PassBackReasoning an empty one is omitted.
+func TestPassBackReasoning(t *testing.T) {
+	msgs := []content.Message{
+		content.UserText("go"),
+		content.AssistantMessage("test", "m", []content.Block{content.ToolCall("c1", "ls", `{}`)}),
+		content.ToolResultMessage("c1", []content.Block{content.Text("a")}, false),
+		content.AssistantMessage("test", "m", []content.Block{content.Reasoning("think"), content.ToolCall("c2", "ls", `{}`)}),
+		content.ToolResultMessage("c2", []content.Block{content.Text("b")}, false),
+		content.AssistantMessage("test", "m", []content.Block{content.Text("done")}),
+		content.UserText("again"),
+	}
+	for _, tt := range []struct {
+		passBack bool
+		want     []any // reasoning_content of the three assistant messages; nil: absent
+	}{
+		{true, []any{"", "think", nil}},
+		{false, []any{nil, "think", nil}},
+	} {
+		h, seen := capturing(sse(frame(`{"content":"ok"}`, "stop"), done))
+		m := newModel(t, h, func(c *Config) {
+			c.PassBackReasoning = tt.passBack
+			c.Thinking, c.ReasoningEffort = ThinkingEnabled, "max"
+		})
+		collect(t, m.Stream(t.Context(), request(msgs...)))
+		var body struct {
+			Thinking        map[string]string `json:"thinking"`
+			ReasoningEffort string            `json:"reasoning_effort"`
+			Messages        []map[string]any  `json:"messages"`
+		}
+		if err := json.Unmarshal((<-seen).body, &body); err != nil {
+			t.Fatal(err)
+		}
+		if body.Thinking["type"] != "enabled" || body.ReasoningEffort != "max" {
+			t.Errorf("thinking = %v, reasoning_effort = %q", body.Thinking, body.ReasoningEffort)
+		}
+		var got []any
+		for _, msg := range body.Messages {
+			if msg["role"] == "assistant" {
+				got = append(got, msg["reasoning_content"])
+			}
+		}
+		if d := cmp.Diff(tt.want, got); d != "" {
+			t.Errorf("passBack %v: reasoning_content (-want +got):\n%s", tt.passBack, d)
+		}
+	}
+}
+
+// TestTransientStreamFailuresRetried: a stream that fails before yielding
+// anything (an error event, insufficient_system_resource, a cut) is retried;
+// once output was yielded the failure stands.
+func TestTransientStreamFailuresRetried(t *testing.T) {
+	failures := map[string][]string{
+		llm.CodeServer:       {`data: {"error":{"message":"overloaded"}}` + "\n\n"},
+		llm.CodeOverloaded:   {frame(`{"role":"assistant","content":""}`, "insufficient_system_resource"), done},
+		llm.CodeStreamClosed: {frame(`{"role":"assistant","content":""}`, "")},
+	}
+	for code, first := range failures {
+		t.Run(code, func(t *testing.T) {
+			var n atomic.Int32
+			ok := sse(frame(`{"content":"fine"}`, "stop"), done)
+			bad := sse(first...)
+			m := newModel(t, func(w http.ResponseWriter, r *http.Request) {
+				if n.Add(1) == 1 {
+					bad(w, r)
+					return
+				}
+				ok(w, r)
+			}, nil)
+			var retries []llm.Retry
+			req := request()
+			req.OnRetry = func(r llm.Retry) { retries = append(retries, r) }
+			got := collect(t, m.Stream(t.Context(), req))
+			if f := finish(got); f.Kind != content.FinishStop || content.JoinText(assemble(got).Blocks()) != "fine" {
+				t.Fatalf("finish = %+v (failure %+v), chunks %+v", f, f.Failure, got)
+			}
+			if n.Load() != 2 || len(retries) != 1 || retries[0].Failure.Code != code {
+				t.Errorf("requests = %d, retries = %+v", n.Load(), retries)
+			}
+		})
+	}
+	t.Run("after output", func(t *testing.T) {
+		var n atomic.Int32
+		m := newModel(t, func(w http.ResponseWriter, r *http.Request) {
+			n.Add(1)
+			sse(frame(`{"content":"half"}`, ""), frame(`{}`, "insufficient_system_resource"), done)(w, r)
+		}, nil)
+		got := collect(t, m.Stream(t.Context(), request()))
+		wantFailure(t, got, content.FinishError, llm.CodeOverloaded)
+		if n.Load() != 1 {
+			t.Errorf("requests = %d, want 1", n.Load())
+		}
+	})
+}
+
+// TestRequestDeadline: keep-alive comments do not hold a call open past
+// RequestTimeout.
+func TestRequestDeadline(t *testing.T) {
+	m := newModel(t, func(w http.ResponseWriter, r *http.Request) {
+		rc := http.NewResponseController(w)
+		io.WriteString(w, frame(`{"content":"slow"}`, ""))
+		rc.Flush()
+		for {
+			select {
+			case <-r.Context().Done():
+				return
+			case <-time.After(5 * time.Millisecond):
+				io.WriteString(w, ": keep-alive\n\n")
+				rc.Flush()
+			}
+		}
+	}, func(c *Config) { c.RequestTimeout = 200 * time.Millisecond })
+	f := wantFailure(t, collect(t, m.Stream(t.Context(), request())), content.FinishError, llm.CodeTimeout)
+	if !strings.Contains(f.Message, "no complete answer within 200ms") {
+		t.Errorf("message = %q", f.Message)
+	}
+}
+
+// TestRefusedLoopbackNotRetried: nothing listening on a loopback endpoint
+// fails at once with a hint.
+func TestRefusedLoopbackNotRetried(t *testing.T) {
+	srv := httptest.NewServer(http.NotFoundHandler())
+	base := srv.URL + "/v1"
+	srv.Close()
+	m, err := New(Config{Provider: "local", BaseURL: base, APIKeyEnv: "TEST_API_KEY", Model: "m", Getenv: testGetenv})
+	if err != nil {
+		t.Fatal(err)
+	}
+	req := request()
+	req.OnRetry = func(llm.Retry) { t.Error("retried") }
+	f := wantFailure(t, collect(t, m.Stream(t.Context(), req)), content.FinishError, llm.CodeUnreachable)
+	if !strings.Contains(f.Message, "is the server at "+base+" running?") {
+		t.Errorf("message = %q", f.Message)
 	}
 }

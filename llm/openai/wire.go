@@ -19,14 +19,20 @@ type (
 		StreamOptions struct {
 			IncludeUsage bool `json:"include_usage"`
 		} `json:"stream_options"`
-		Tools       []wireTool `json:"tools,omitempty"`
-		MaxTokens   int        `json:"max_tokens,omitempty"`
-		Temperature *float64   `json:"temperature,omitempty"`
+		Tools           []wireTool    `json:"tools,omitempty"`
+		MaxTokens       int           `json:"max_tokens,omitempty"`
+		Temperature     *float64      `json:"temperature,omitempty"`
+		Thinking        *wireThinking `json:"thinking,omitempty"`
+		ReasoningEffort string        `json:"reasoning_effort,omitempty"`
+	}
+	wireThinking struct {
+		Type string `json:"type"`
 	}
 	wireMessage struct {
-		Role             string         `json:"role"`
-		Content          string         `json:"content"`
-		ReasoningContent string         `json:"reasoning_content,omitempty"`
+		Role    string `json:"role"`
+		Content string `json:"content"`
+		// ReasoningContent is omitted when nil; see Config.PassBackReasoning.
+		ReasoningContent *string        `json:"reasoning_content,omitempty"`
 		ToolCalls        []wireToolCall `json:"tool_calls,omitempty"`
 		ToolCallID       string         `json:"tool_call_id,omitempty"`
 	}
@@ -51,8 +57,11 @@ type (
 
 // body serializes req and returns it with the model it names.
 func (m *Model) body(req *llm.Request) ([]byte, string, error) {
-	w := wireRequest{Model: cmp.Or(req.Model, m.cfg.Model), Messages: messages(req), Stream: true,
-		MaxTokens: cmp.Or(req.MaxTokens, m.cfg.MaxTokens), Temperature: req.Temperature}
+	w := wireRequest{Model: cmp.Or(req.Model, m.cfg.Model), Messages: messages(req, m.cfg.PassBackReasoning), Stream: true,
+		MaxTokens: cmp.Or(req.MaxTokens, m.cfg.MaxTokens), Temperature: req.Temperature, ReasoningEffort: m.cfg.ReasoningEffort}
+	if m.cfg.Thinking != "" {
+		w.Thinking = &wireThinking{Type: m.cfg.Thinking}
+	}
 	if w.Model == "" {
 		return nil, "", errors.New("no model named by the request or the configuration")
 	}
@@ -71,8 +80,10 @@ func (m *Model) body(req *llm.Request) ([]byte, string, error) {
 	return b, w.Model, err
 }
 
-// messages maps the system prompt and conversation to chat messages.
-func messages(req *llm.Request) []wireMessage {
+// messages maps the system prompt and conversation to chat messages. An
+// assistant message carries its reasoning when it has some, and, with
+// passBack, as "" when it made tool calls without any.
+func messages(req *llm.Request, passBack bool) []wireMessage {
 	var out []wireMessage
 	if req.System != "" {
 		out = append(out, wireMessage{Role: "system", Content: req.System})
@@ -98,9 +109,12 @@ func messages(req *llm.Request) []wireMessage {
 			}
 			out = append(out, results...)
 		case content.RoleAssistant:
-			w := wireMessage{Role: "assistant", Content: content.JoinText(msg.Content),
-				ReasoningContent: content.JoinReasoning(msg.Content)}
-			for _, b := range content.ToolCalls(msg.Content) {
+			w := wireMessage{Role: "assistant", Content: content.JoinText(msg.Content)}
+			calls := content.ToolCalls(msg.Content)
+			if r := content.JoinReasoning(msg.Content); r != "" || (passBack && len(calls) > 0) {
+				w.ReasoningContent = &r
+			}
+			for _, b := range calls {
 				args := b.Arguments
 				if strings.TrimSpace(args) == "" {
 					args = "{}"

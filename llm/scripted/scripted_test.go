@@ -360,11 +360,11 @@ func TestReplyAndRawChunks(t *testing.T) {
 	}}
 	m := scripted.New(reply, explicit)
 
-	chunks := collect(t.Context(), m, &llm.Request{Model: "deepseek-chat"})
+	chunks := collect(t.Context(), m, &llm.Request{Model: "deepseek-flash"})
 	if f := wellFormed(t, chunks); f.Kind != content.FinishStop {
 		t.Errorf("reply without finish got %+v, want appended stop", f)
 	}
-	if got := content.JoinText(assemble(chunks).Blocks()); got != "model=deepseek-chat" {
+	if got := content.JoinText(assemble(chunks).Blocks()); got != "model=deepseek-flash" {
 		t.Errorf("reply text = %q", got)
 	}
 
