@@ -80,10 +80,10 @@ type Model struct {
 	PassBackReasoning *bool `yaml:"passBackReasoning"`
 }
 
-// adapter is the openai configuration of route m. A DeepSeek route (named
+// OpenAI is the adapter configuration of route m. A DeepSeek route (named
 // deepseek, or at a deepseek.com URL) defaults to DeepSeek's max_tokens and
 // passes reasoning back.
-func (m Model) adapter(getenv func(string) string, log *slog.Logger) openai.Config {
+func (m Model) OpenAI(getenv func(string) string, log *slog.Logger) openai.Config {
 	deepSeek := m.Name == "deepseek" || strings.HasSuffix(hostOf(m.BaseURL), "deepseek.com")
 	passBack := deepSeek
 	if m.PassBackReasoning != nil {
@@ -433,7 +433,7 @@ func (cfg Config) Build(ctx context.Context, log *slog.Logger, backend session.B
 		return nil, err
 	}
 	for _, m := range cfg.Models {
-		model, err := openai.New(m.adapter(getenv, log))
+		model, err := openai.New(m.OpenAI(getenv, log))
 		if err != nil {
 			return nil, fmt.Errorf("model route %s: %w", m.Name, err)
 		}

@@ -148,16 +148,26 @@ func usageLine(u content.Usage) string {
 	return fmt.Sprintf("tokens in %d (cached %d) out %d", u.Input, u.CacheRead, u.Output)
 }
 
-// printer renders a session's events for a terminal.
+// printer renders a session's events for a terminal: text to out, the
+// model's reasoning and tool activity to info.
 type printer struct {
 	out, info io.Writer
-	midLine   bool
+	midLine   bool // out has a partial line
+	thinking  bool // info has a partial line of reasoning
 }
 
 func (p *printer) event(e session.Event) {
 	switch d := e.Data.(type) {
 	case session.AssistantChunk:
-		if d.Chunk.Type == content.ChunkTextDelta && d.Chunk.Text != "" {
+		switch {
+		case d.Chunk.Type == content.ChunkReasoningDelta && d.Chunk.Text != "":
+			if !p.thinking {
+				fmt.Fprint(p.info, "thinking: ")
+				p.thinking = true
+			}
+			fmt.Fprint(p.info, d.Chunk.Text)
+		case d.Chunk.Type == content.ChunkTextDelta && d.Chunk.Text != "":
+			p.endThinking()
 			fmt.Fprint(p.out, d.Chunk.Text)
 			p.midLine = !strings.HasSuffix(d.Chunk.Text, "\n")
 		}
@@ -179,8 +189,17 @@ func (p *printer) event(e session.Event) {
 	}
 }
 
-// finish ends a partial line of streamed text.
+// endThinking ends a partial line of streamed reasoning.
+func (p *printer) endThinking() {
+	if p.thinking {
+		fmt.Fprintln(p.info)
+		p.thinking = false
+	}
+}
+
+// finish ends a partial line of streamed reasoning or text.
 func (p *printer) finish() {
+	p.endThinking()
 	if p.midLine {
 		fmt.Fprintln(p.out)
 		p.midLine = false

@@ -94,6 +94,10 @@ func Start(reply func(Request) Reply) *httptest.Server {
 			refuse(w, http.StatusUnauthorized, "Authentication Fails, Your api key is invalid", "authentication_error")
 			return
 		}
+		if r.Method == http.MethodGet && strings.HasSuffix(r.URL.Path, "/models") {
+			listModels(w)
+			return
+		}
 		raw, err := readBody(r)
 		if err != nil {
 			refuse(w, http.StatusBadRequest, err.Error(), "invalid_request_error")
@@ -195,6 +199,24 @@ func check(body *wireBody) (Request, int, string) {
 		}
 	}
 	return req, 0, ""
+}
+
+// listModels answers GET /models as DeepSeek does.
+func listModels(w http.ResponseWriter) {
+	type model struct {
+		ID      string `json:"id"`
+		Object  string `json:"object"`
+		OwnedBy string `json:"owned_by"`
+	}
+	list := struct {
+		Object string  `json:"object"`
+		Data   []model `json:"data"`
+	}{Object: "list"}
+	for _, id := range Models {
+		list.Data = append(list.Data, model{id, "model", "deepseek"})
+	}
+	w.Header().Set("Content-Type", "application/json")
+	json.NewEncoder(w).Encode(list)
 }
 
 // refuse writes an error in DeepSeek's JSON error shape.

@@ -465,3 +465,48 @@ func classify(status int, text string) string {
 	}
 	return "HTTP_" + strconv.Itoa(status)
 }
+
+// ListModels returns the ids of the models the endpoint serves (GET
+// models), for diagnostics such as `dsh doctor`.
+func (m *Model) ListModels(ctx context.Context) ([]string, error) {
+	p := m.cfg.Provider
+	key := strings.TrimSpace(m.cfg.Getenv(m.cfg.APIKeyEnv))
+	if key == "" {
+		return nil, &llm.Error{Code: llm.CodeMissingKey, Msg: fmt.Sprintf("%s: %s is not set", p, m.cfg.APIKeyEnv)}
+	}
+	u, err := url.Parse(m.cfg.BaseURL)
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, m.cfg.IdleTimeout)
+	defer cancel()
+	hreq, err := http.NewRequestWithContext(ctx, http.MethodGet, u.JoinPath("models").String(), nil)
+	if err != nil {
+		return nil, err
+	}
+	hreq.Header.Set("Authorization", "Bearer "+key)
+	hreq.Header.Set("User-Agent", userAgent)
+	resp, err := m.client.Do(hreq)
+	if err != nil {
+		f := m.transportFailure(err)
+		return nil, &llm.Error{Code: f.Code, Msg: f.Message}
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode/100 != 2 {
+		f := m.httpFailure(resp, resp.Body, m.cfg.Model)
+		return nil, &llm.Error{Code: f.Code, Msg: f.Message}
+	}
+	var list struct {
+		Data []struct {
+			ID string `json:"id"`
+		} `json:"data"`
+	}
+	if err := json.NewDecoder(io.LimitReader(resp.Body, 4<<20)).Decode(&list); err != nil {
+		return nil, &llm.Error{Code: llm.CodeMalformed, Msg: fmt.Sprintf("%s: bad model list: %v", p, err)}
+	}
+	ids := make([]string, 0, len(list.Data))
+	for _, d := range list.Data {
+		ids = append(ids, d.ID)
+	}
+	return ids, nil
+}

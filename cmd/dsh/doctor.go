@@ -1,0 +1,161 @@
+package main
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/dsh-go/dsh/config"
+	"github.com/dsh-go/dsh/llm/openai"
+)
+
+// check is the outcome of one doctor check.
+type check struct {
+	ok     bool
+	what   string
+	detail string
+}
+
+func (c *cli) doctorCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "doctor",
+		Short: "Check the configured model routes, subagent providers and $DSH_HOME",
+		Long: `Check what dsh needs, one line per check: each model route's key variable
+is set, its endpoint answers and serves the configured model (the list the
+endpoint serves is printed when it does not); each configured subagent
+provider's program is on PATH; $DSH_HOME is writable. Exits 1 when a check
+fails.
+
+Environment: DEEPSEEK_API_KEY, DEEPSEEK_BASE_URL, DSH_HOME, DSH_CONFIG, and
+the key variable of every configured route.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			cfg, err := config.Load(c.configPath, c.getenv)
+			if err != nil {
+				return err
+			}
+			var checks []check
+			for _, m := range cfg.Models {
+				checks = append(checks, c.checkRoute(cmd.Context(), m))
+			}
+			checks = append(checks, c.checkProviders(cfg)...)
+			checks = append(checks, c.checkHome())
+			failed := 0
+			for _, ch := range checks {
+				mark := "ok  "
+				if !ch.ok {
+					mark = "FAIL"
+					failed++
+				}
+				fmt.Fprintf(c.stdout, "%s %s: %s\n", mark, ch.what, ch.detail)
+			}
+			if failed > 0 {
+				return fmt.Errorf("doctor: %d of %d checks failed", failed, len(checks))
+			}
+			return nil
+		},
+	}
+}
+
+// checkRoute checks a model route's key and endpoint, and that the endpoint
+// serves the route's model.
+func (c *cli) checkRoute(ctx context.Context, m config.Model) check {
+	what := "model route " + m.Name
+	if strings.TrimSpace(c.getenv(m.APIKeyEnv)) == "" {
+		return check{what: what, detail: m.APIKeyEnv + " is not set"}
+	}
+	model, err := openai.New(m.OpenAI(c.getenv, nil))
+	if err != nil {
+		return check{what: what, detail: err.Error()}
+	}
+	ids, err := model.ListModels(ctx)
+	if err != nil {
+		return check{what: what, detail: err.Error()}
+	}
+	if m.Model != "" && !slices.Contains(ids, m.Model) {
+		return check{what: what, detail: fmt.Sprintf("%s does not list model %q; it serves: %s (set models[].model or agent.model, or pass -m)",
+			m.BaseURL, m.Model, strings.Join(ids, ", "))}
+	}
+	return check{ok: true, what: what, detail: fmt.Sprintf("%s set; %s serves %s", m.APIKeyEnv, m.BaseURL, cmp.Or(m.Model, strings.Join(ids, ", ")))}
+}
+
+// installHint says how to install the program of a product provider.
+func installHint(kind string) string {
+	switch kind {
+	case config.KindCodex:
+		return "npm install -g @openai/codex"
+	case config.KindClaudeCode:
+		return "npm install -g @anthropic-ai/claude-code"
+	}
+	return ""
+}
+
+// checkProviders checks that each out-of-process provider's program is on
+// PATH.
+func (c *cli) checkProviders(cfg config.Config) []check {
+	if cfg.Subagents == nil {
+		return nil
+	}
+	var out []check
+	for _, p := range cfg.Subagents.Providers {
+		kind := cmp.Or(p.Kind, p.Name)
+		var program string
+		switch kind {
+		case config.KindCodex:
+			program = "codex"
+			if p.Codex != nil {
+				program = cmp.Or(p.Codex.Command, program)
+			}
+		case config.KindClaudeCode:
+			program = "claude"
+			if p.ClaudeCode != nil {
+				program = cmp.Or(p.ClaudeCode.Command, program)
+			}
+		case config.KindACP:
+			program = p.ACP.Command
+		default:
+			continue
+		}
+		what := fmt.Sprintf("subagent provider %s (%s)", p.Name, kind)
+		if program == config.SelfCommand {
+			out = append(out, check{ok: true, what: what, detail: "runs this dsh"})
+			continue
+		}
+		path, err := exec.LookPath(program)
+		if err != nil {
+			detail := fmt.Sprintf("%s is not on PATH", program)
+			if hint := installHint(kind); hint != "" {
+				detail += "; install it with: " + hint
+			}
+			out = append(out, check{what: what, detail: detail})
+			continue
+		}
+		out = append(out, check{ok: true, what: what, detail: path})
+	}
+	return out
+}
+
+// checkHome checks that $DSH_HOME can hold sessions.
+func (c *cli) checkHome() check {
+	home, err := config.Home(c.getenv)
+	if err != nil {
+		return check{what: "DSH_HOME", detail: err.Error()}
+	}
+	if err := os.MkdirAll(home, 0o700); err != nil {
+		return check{what: "DSH_HOME", detail: err.Error()}
+	}
+	f, err := os.CreateTemp(home, ".doctor-*")
+	if err != nil {
+		return check{what: "DSH_HOME", detail: fmt.Sprintf("%s is not writable: %v", home, err)}
+	}
+	f.Close()
+	os.Remove(f.Name())
+	return check{ok: true, what: "DSH_HOME", detail: filepath.Clean(home) + " is writable"}
+}
