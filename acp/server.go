@@ -20,8 +20,8 @@ import (
 
 	"github.com/dsh-go/dsh/agent"
 	"github.com/dsh-go/dsh/content"
+	"github.com/dsh-go/dsh/permission"
 	"github.com/dsh-go/dsh/session"
-	"github.com/dsh-go/dsh/tool"
 )
 
 // Options configure a server.
@@ -30,9 +30,14 @@ type Options struct {
 	Agents *agent.Registry
 	// AgentOptions are the model route and limits of those agents.
 	AgentOptions agent.Options
-	// AskPermission names the tools whose calls need the client's approval
-	// (session/request_permission) before they run.
-	AskPermission []string
+	// Policy is the permission policy of every session's agent; its ask
+	// decisions become session/request_permission requests to the client,
+	// naming the agent of the session's tree that asks. A dsh parent may
+	// narrow it further for its child (see internal/acpmeta).
+	Policy permission.Policy
+	// TokenBudget bounds the tokens each session's tree may use (0:
+	// unbounded).
+	TokenBudget int64
 	// Version is reported in agentInfo.
 	Version string
 	Log     *slog.Logger
@@ -146,11 +151,7 @@ func (s *server) NewSession(ctx context.Context, p acpsdk.NewSessionRequest) (ac
 		return acpsdk.NewSessionResponse{}, acpsdk.NewInvalidParams("MCP servers and additional directories are not supported")
 	}
 	id := acpsdk.SessionId(uuid.NewString())
-	a, err := s.opts.Agents.Create(ctx, agent.CreateOptions{SessionID: string(id), Cwd: p.Cwd, Options: s.opts.AgentOptions,
-		Setup: func(a *agent.Agent) error {
-			a.Tools().Guard(s.permission(id))
-			return nil
-		}})
+	a, err := s.opts.Agents.Create(ctx, s.createOptions(id, p.Cwd, p.Meta))
 	if err != nil {
 		return acpsdk.NewSessionResponse{}, acpsdk.NewInternalError(err.Error())
 	}
@@ -163,31 +164,6 @@ func (s *server) NewSession(ctx context.Context, p acpsdk.NewSessionRequest) (ac
 	s.sessions[id] = &acpSession{id: id, agent: a}
 	s.mu.Unlock()
 	return acpsdk.NewSessionResponse{SessionId: id}, nil
-}
-
-// permission asks the client before a tool of AskPermission runs.
-func (s *server) permission(id acpsdk.SessionId) func(ctx context.Context, call tool.Call) error {
-	return func(ctx context.Context, call tool.Call) error {
-		if !slices.Contains(s.opts.AskPermission, call.Name) {
-			return nil
-		}
-		title := call.Name + " " + clip(string(call.Arguments), 200)
-		resp, err := s.connection().RequestPermission(ctx, acpsdk.RequestPermissionRequest{SessionId: id,
-			ToolCall: acpsdk.ToolCallUpdate{ToolCallId: acpsdk.ToolCallId(call.ID), Title: &title},
-			Options: []acpsdk.PermissionOption{
-				{OptionId: "allow-once", Name: "Allow", Kind: acpsdk.PermissionOptionKindAllowOnce},
-				{OptionId: "reject-once", Name: "Reject", Kind: acpsdk.PermissionOptionKindRejectOnce},
-			}})
-		switch {
-		case err != nil:
-			return tool.Errorf(tool.CodeDenied, "permission request failed: %v", err)
-		case resp.Outcome.Selected != nil && resp.Outcome.Selected.OptionId == "allow-once":
-			return nil
-		case resp.Outcome.Cancelled != nil:
-			return tool.Errorf(tool.CodeDenied, "the client cancelled the permission request for %s", call.Name)
-		}
-		return tool.Errorf(tool.CodeDenied, "the client rejected %s", call.Name)
-	}
 }
 
 func clip(s string, n int) string {
@@ -232,12 +208,17 @@ func (s *server) Prompt(ctx context.Context, p acpsdk.PromptRequest) (acpsdk.Pro
 	}()
 	u := &updater{conn: s.connection(), id: p.SessionId, log: s.opts.Log, messages: map[[2]int]string{}}
 	stop := ss.agent.Session().Observe(u.event)
+	from := len(ss.agent.Session().Events())
 	end, err := ss.agent.Run(ctx, msg)
 	stop()
 	if err != nil {
 		return acpsdk.PromptResponse{}, acpsdk.NewInternalError(err.Error())
 	}
-	return stopReason(end)
+	resp, err := stopReason(end)
+	if err == nil {
+		resp.Usage, resp.Meta = turnUsage(ss.agent.Session().Events()[from:])
+	}
+	return resp, err
 }
 
 // stopReason maps a turn end to the prompt's answer.
@@ -245,8 +226,10 @@ func stopReason(end session.TurnEnd) (acpsdk.PromptResponse, error) {
 	switch end.Reason.Kind {
 	case session.EndCompleted:
 		return acpsdk.PromptResponse{StopReason: acpsdk.StopReasonEndTurn}, nil
-	case session.EndMaxTokens:
+	case session.EndMaxTokens, session.EndBudget:
 		return acpsdk.PromptResponse{StopReason: acpsdk.StopReasonMaxTokens}, nil
+	case session.EndMaxSteps:
+		return acpsdk.PromptResponse{StopReason: acpsdk.StopReasonMaxTurnRequests}, nil
 	case session.EndBlocked:
 		return acpsdk.PromptResponse{StopReason: acpsdk.StopReasonRefusal}, nil
 	case session.EndAborted, session.EndInterrupted:

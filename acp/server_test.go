@@ -17,6 +17,7 @@ import (
 	"github.com/dsh-go/dsh/acp"
 	"github.com/dsh-go/dsh/agent"
 	"github.com/dsh-go/dsh/llm/scripted"
+	"github.com/dsh-go/dsh/permission"
 	"github.com/dsh-go/dsh/tool"
 )
 
@@ -106,7 +107,7 @@ func serve(t *testing.T, rec *recorder, entries ...scripted.Entry) (*acpsdk.Clie
 	done := make(chan error, 1)
 	go func() {
 		done <- acp.Serve(ctx, acp.Options{Agents: rt.Agents, AgentOptions: agent.Options{Provider: "test"},
-			AskPermission: acp.DefaultAskPermission()}, serverIn, serverOut)
+			Policy: permission.Policy{}.Narrow(permission.AskFor(acp.DefaultAskPermission()...))}, serverIn, serverOut)
 	}()
 	conn := acpsdk.NewClientSideConnection(rec, clientOut, clientIn)
 	t.Cleanup(func() {

@@ -18,6 +18,7 @@ import (
 	"github.com/dsh-go/dsh/content"
 	"github.com/dsh-go/dsh/event"
 	"github.com/dsh-go/dsh/llm"
+	"github.com/dsh-go/dsh/permission"
 	"github.com/dsh-go/dsh/prompt"
 	"github.com/dsh-go/dsh/session"
 	"github.com/dsh-go/dsh/tool"
@@ -34,7 +35,13 @@ type Options struct {
 	// MaxParallelToolCalls caps concurrency-safe calls run at once
 	// (default 10; 1 runs every call in order).
 	MaxParallelToolCalls int `json:"maxParallelToolCalls,omitempty" yaml:"maxParallelToolCalls,omitempty"`
+	// MaxSteps caps the model calls of one turn (default DefaultMaxSteps;
+	// negative: no cap). A turn that reaches it ends with EndMaxSteps.
+	MaxSteps int `json:"maxSteps,omitempty" yaml:"maxSteps,omitempty"`
 }
+
+// DefaultMaxSteps is Options.MaxSteps when unset.
+const DefaultMaxSteps = 100
 
 // Status is whether an agent's driver is running.
 type Status string
@@ -128,6 +135,20 @@ type CreateOptions struct {
 	Seed            []session.Event // completed turns to start from
 	Options         Options
 	Owner           *Agent // disposed agents dispose what they own
+	// Policy narrows what the agent's tool calls may do, on top of its
+	// owner's policy (a root agent starts from one that allows everything).
+	// Nil keeps the owner's.
+	Policy *permission.Policy
+	// Label names the agent in permission asks, e.g. "spawn · fix tests".
+	Label string
+	// Asker answers the asks of the tree a root agent starts (nil: every
+	// ask is refused). Agents with an owner share their root's, so it must
+	// be nil for them.
+	Asker permission.Asker
+	// TokenBudget bounds the tokens (input, cached input and output) that
+	// the tree a root agent starts may use, every descendant included; 0
+	// is unbounded. Agents with an owner share their root's budget.
+	TokenBudget int64
 	// Setup runs before the agent and its session are published; it may
 	// register scoped tools, prompt sections and restrictions. An error
 	// rolls everything back.
@@ -137,8 +158,11 @@ type CreateOptions struct {
 // Create builds an agent and publishes it. ctx governs creation only: if it
 // is cancelled before publication nothing is left behind.
 func (r *Registry) Create(ctx context.Context, opts CreateOptions) (*Agent, error) {
-	if opts.Options.MaxTokens < 0 || opts.Options.SubagentDepth < 0 || opts.Options.MaxParallelToolCalls < 0 {
-		return nil, &Error{Code: CodeInvalidOptions, Msg: "maxTokens, subagentDepth and maxParallelToolCalls must not be negative"}
+	if opts.Options.MaxTokens < 0 || opts.Options.SubagentDepth < 0 || opts.Options.MaxParallelToolCalls < 0 || opts.TokenBudget < 0 {
+		return nil, &Error{Code: CodeInvalidOptions, Msg: "maxTokens, subagentDepth, maxParallelToolCalls and tokenBudget must not be negative"}
+	}
+	if opts.Owner != nil && (opts.Asker != nil || opts.TokenBudget != 0) {
+		return nil, &Error{Code: CodeInvalidOptions, Msg: "an agent with an owner shares its root's asker and token budget"}
 	}
 	if opts.Options.Provider == "" {
 		return nil, &Error{Code: CodeInvalidOptions, Msg: "options need a model provider"}
@@ -270,6 +294,9 @@ type Agent struct {
 	tools   *tool.Scope
 	prompt  *prompt.Scope
 	owner   *Agent
+	policy  permission.Policy // captured at creation; never widened
+	path    []string          // labels from the root's child down to this agent
+	tree    *tree             // shared by every agent of the delegation tree
 
 	mu         sync.Mutex
 	inbox      inbox
@@ -296,8 +323,21 @@ func newAgent(r *Registry, s *session.Session, opts CreateOptions) *Agent {
 	if o.MaxParallelToolCalls == 0 {
 		o.MaxParallelToolCalls = 10
 	}
+	if o.MaxSteps == 0 {
+		o.MaxSteps = DefaultMaxSteps
+	}
 	a := &Agent{reg: r, id: s.ID(), session: s, opts: o, owner: opts.Owner,
 		tools: r.deps.Tools.NewScope(), disposeDone: make(chan struct{})}
+	if p := opts.Owner; p != nil {
+		a.tree, a.policy = p.tree, p.policy
+		a.path = append(slices.Clip(p.path), cmp.Or(opts.Label, "child "+a.id))
+	} else {
+		a.tree = newTree(opts.Asker, opts.TokenBudget)
+	}
+	if opts.Policy != nil {
+		a.policy = a.policy.NarrowBy(*opts.Policy)
+	}
+	a.tools.Guard(a.guard)
 	a.prompt = r.deps.Prompt.NewScopeWith(a.builtin)
 	if s.Header().Cwd != "" {
 		a.prompt.Section(prompt.Section{Name: "harness:environment", Order: prompt.IdentityOrder + 1, Text: "Working directory: {{cwd}}"})

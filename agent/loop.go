@@ -132,6 +132,10 @@ func (a *Agent) steps(ctx context.Context, n int, claimed []item, usage *content
 		for _, it := range claimed {
 			a.session.Append(session.TypeUserMessage, it.msg)
 		}
+		if stop, ok := a.limited(step); ok {
+			a.session.Append(session.TypeStepEnd, session.Step{Turn: n, Step: step})
+			return stop, nil
+		}
 		out, err := a.step(ctx, n, step, usage)
 		a.session.Append(session.TypeStepEnd, session.Step{Turn: n, Step: step})
 		if err != nil {
@@ -151,6 +155,18 @@ func (a *Agent) steps(ctx context.Context, n int, claimed []item, usage *content
 			return session.EndReason{Kind: session.EndCompleted}, nil
 		}
 	}
+}
+
+// limited reports whether step may not call the model: the turn reached
+// its step cap, or the tree spent its token budget.
+func (a *Agent) limited(step int) (session.EndReason, bool) {
+	switch {
+	case a.opts.MaxSteps > 0 && step > a.opts.MaxSteps:
+		return session.EndReason{Kind: session.EndMaxSteps}, true
+	case a.tree.exhausted():
+		return session.EndReason{Kind: session.EndBudget}, true
+	}
+	return session.EndReason{}, false
 }
 
 // step makes one model call and runs the tool calls it asked for. The
@@ -223,6 +239,7 @@ func (a *Agent) conclude(ctx context.Context, req *llm.Request, asm *content.Ass
 		Message: content.AssistantMessage(req.Provider, req.Model, blocks)}
 	s.Append(session.TypeAssistantMessage, am, seqs...)
 	if u := asm.Usage(); u != nil {
+		a.tree.charge(*u)
 		*usage = usage.Add(*u)
 		a.mu.Lock()
 		a.usage = a.usage.Add(*u)

@@ -24,7 +24,9 @@ import (
 
 	"github.com/dsh-go/dsh"
 	"github.com/dsh-go/dsh/agent"
+	"github.com/dsh-go/dsh/content"
 	"github.com/dsh-go/dsh/llm/openai"
+	"github.com/dsh-go/dsh/permission"
 	"github.com/dsh-go/dsh/session"
 	"github.com/dsh-go/dsh/session/jsonl"
 	"github.com/dsh-go/dsh/subagent/acpchild"
@@ -53,6 +55,12 @@ type Config struct {
 	Tasks Tasks `yaml:"tasks"`
 	// ACP configures `dsh acp`.
 	ACP ACP `yaml:"acp"`
+	// Permissions is the permission policy of every agent and of every
+	// child it delegates to: allow, ask or deny per tool (children can
+	// only narrow it). Under `dsh acp`, acp.askPermission adds asks on top.
+	Permissions permission.Rules `yaml:"permissions"`
+	// Budget bounds what one top-level run may spend, children included.
+	Budget Budget `yaml:"budget"`
 	// SessionsDir holds the JSONL session files (default $DSH_HOME/sessions).
 	SessionsDir string `yaml:"sessionsDir"`
 }
@@ -78,6 +86,8 @@ type Model struct {
 	// assistant message that made tool calls, as DeepSeek's thinking mode
 	// requires. Default: on for a DeepSeek route, off elsewhere.
 	PassBackReasoning *bool `yaml:"passBackReasoning"`
+	// Price, when set, lets usage lines show what a run cost.
+	Price *Price `yaml:"price"`
 }
 
 // OpenAI is the adapter configuration of route m. A DeepSeek route (named
@@ -106,6 +116,25 @@ func hostOf(rawURL string) string {
 	return u.Hostname()
 }
 
+// Budget bounds what one top-level run may spend.
+type Budget struct {
+	// Tokens bounds the input, cached input and output tokens of a
+	// top-level agent and all its descendants (0: unbounded).
+	Tokens int64 `yaml:"tokens"`
+}
+
+// Price is what a model route charges per million tokens, in US dollars.
+type Price struct {
+	Input       float64 `yaml:"input"`
+	CachedInput float64 `yaml:"cachedInput"`
+	Output      float64 `yaml:"output"`
+}
+
+// Cost returns what u costs at p, in US dollars.
+func (p Price) Cost(u content.Usage) float64 {
+	return (float64(u.Input)*p.Input + float64(u.CacheRead)*p.CachedInput + float64(u.Output)*p.Output) / 1e6
+}
+
 // Tools configure the built-in tools.
 type Tools struct {
 	BashTimeout time.Duration `yaml:"bashTimeout"`
@@ -130,7 +159,13 @@ type ACP struct {
 type Subagents struct {
 	Providers []Provider            `yaml:"providers"`
 	Tools     []subagenttool.Config `yaml:"tools"`
+	// MaxLiveChildren caps the children one delegation tree may have alive
+	// at once (default DefaultMaxLiveChildren; negative: no cap).
+	MaxLiveChildren int `yaml:"maxLiveChildren"`
 }
+
+// DefaultMaxLiveChildren is subagents.maxLiveChildren when unset.
+const DefaultMaxLiveChildren = 64
 
 // Provider is one subagent provider. Its kind's block configures it; the
 // provider's name overrides any name in the block.
@@ -316,6 +351,17 @@ func (cfg Config) merge(file Config) (Config, error) {
 	}
 	cfg.Agent.MaxTokens = cmp.Or(file.Agent.MaxTokens, cfg.Agent.MaxTokens)
 	cfg.Agent.MaxParallelToolCalls = cmp.Or(file.Agent.MaxParallelToolCalls, cfg.Agent.MaxParallelToolCalls)
+	cfg.Agent.MaxSteps = cmp.Or(file.Agent.MaxSteps, cfg.Agent.MaxSteps)
+	if err := file.Permissions.Validate(); err != nil {
+		return cfg, bad("$.permissions", "%v", err)
+	}
+	if file.Permissions.Default != "" || file.Permissions.Tools != nil {
+		cfg.Permissions = file.Permissions
+	}
+	if file.Budget.Tokens < 0 {
+		return cfg, bad("$.budget.tokens", "must not be negative")
+	}
+	cfg.Budget = cmp.Or(file.Budget, cfg.Budget)
 	cfg.Persona = cmp.Or(file.Persona, cfg.Persona)
 	if file.Tools != (Tools{}) {
 		cfg.Tools = file.Tools
@@ -409,6 +455,33 @@ func (cfg Config) validate() error {
 	return nil
 }
 
+// Policy is the permission policy of top-level agents (and, narrowed,
+// of their children).
+func (cfg Config) Policy() permission.Policy {
+	p, _ := permission.New(cfg.Permissions) // validated when loaded
+	return p
+}
+
+// ACPPolicy is the policy of `dsh acp` sessions: Policy, asking the client
+// before the tools of acp.askPermission (default acp.DefaultAskPermission).
+func (cfg Config) ACPPolicy(defaultAsk []string) permission.Policy {
+	ask := defaultAsk
+	if cfg.ACP.AskPermission != nil {
+		ask = *cfg.ACP.AskPermission
+	}
+	return cfg.Policy().Narrow(permission.AskFor(ask...))
+}
+
+// PriceOf returns the price of a model route, if configured.
+func (cfg Config) PriceOf(route string) (Price, bool) {
+	for _, m := range cfg.Models {
+		if m.Name == route && m.Price != nil {
+			return *m.Price, true
+		}
+	}
+	return Price{}, false
+}
+
 // SessionsRoot returns where JSONL sessions are kept.
 func (cfg Config) SessionsRoot(getenv func(string) string) (string, error) {
 	if cfg.SessionsDir != "" {
@@ -450,5 +523,10 @@ func (cfg Config) Build(ctx context.Context, log *slog.Logger, backend session.B
 	if err := cfg.mountSubagents(rt, getenv); err != nil {
 		return nil, err
 	}
+	maxLive := DefaultMaxLiveChildren
+	if cfg.Subagents != nil && cfg.Subagents.MaxLiveChildren != 0 {
+		maxLive = max(cfg.Subagents.MaxLiveChildren, 0)
+	}
+	rt.Subagents.LimitLiveChildren(maxLive)
 	return rt, nil
 }

@@ -39,6 +39,8 @@ const (
 	EndBlocked     = "blocked"
 	EndError       = "error"
 	EndMaxTokens   = "max-tokens"
+	EndMaxSteps    = "max-steps"   // the turn reached agent.maxSteps model calls
+	EndBudget      = "budget"      // the delegation tree spent its token budget
 	EndInterrupted = "interrupted" // written only by crash repair
 )
 

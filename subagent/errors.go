@@ -17,6 +17,7 @@ const (
 	CodeUnsupportedSchema      Code = "UNSUPPORTED_SCHEMA"
 	CodeInvalidRequest         Code = "INVALID_REQUEST"
 	CodeAbortedBeforeReadiness Code = "ABORTED_BEFORE_READY"
+	CodeLimitReached           Code = "LIMIT_REACHED" // the tree has as many live children as it may
 )
 
 // Capability names, as UNSUPPORTED_CAPABILITY errors report them.
@@ -66,6 +67,7 @@ var (
 	ErrUnsupportedSchema     = &Error{Code: CodeUnsupportedSchema}
 	ErrInvalidRequest        = &Error{Code: CodeInvalidRequest}
 	ErrAbortedBeforeReady    = &Error{Code: CodeAbortedBeforeReadiness}
+	ErrLimitReached          = &Error{Code: CodeLimitReached}
 )
 
 func invalid(format string, args ...any) *Error {

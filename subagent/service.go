@@ -9,6 +9,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/dsh-go/dsh/agent"
 	"github.com/dsh-go/dsh/content"
 	"github.com/dsh-go/dsh/event"
 )
@@ -22,6 +23,47 @@ type Service struct {
 	byName  map[string]Provider
 	order   []string
 	lastRun atomic.Uint64
+
+	maxLive int                  // live children a tree may have; 0: unbounded
+	live    map[*agent.Agent]int // live children per root agent; guarded by mu
+}
+
+// LimitLiveChildren caps the children that one delegation tree (a root
+// agent and its in-process descendants) may have alive at once; a start
+// beyond it fails with LIMIT_REACHED. 0 removes the cap.
+func (s *Service) LimitLiveChildren(n int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.maxLive = max(n, 0)
+}
+
+// admit counts a child of parent's tree against the live-children cap and
+// returns its release.
+func (s *Service) admit(name string, parent *agent.Agent) (release func(), err error) {
+	root := parent
+	for root.Owner() != nil {
+		root = root.Owner()
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.maxLive > 0 && s.live[root] >= s.maxLive {
+		return nil, &Error{Code: CodeLimitReached, Provider: name,
+			Msg: fmt.Sprintf("the delegation tree already has %d live children, its cap (subagents.maxLiveChildren): wait for one to finish", s.maxLive)}
+	}
+	if s.live == nil {
+		s.live = map[*agent.Agent]int{}
+	}
+	s.live[root]++
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			s.mu.Lock()
+			defer s.mu.Unlock()
+			if s.live[root]--; s.live[root] <= 0 {
+				delete(s.live, root)
+			}
+		})
+	}, nil
 }
 
 // NewService returns an empty service announcing on bus.
@@ -98,8 +140,12 @@ func (s *Service) Start(ctx context.Context, name string, req StartRequest) (Run
 	if err := ctx.Err(); err != nil {
 		return nil, AbortedBeforeReady(name, context.Cause(ctx))
 	}
+	release, err := s.admit(name, req.Parent)
+	if err != nil {
+		return nil, err
+	}
 	t := &tracker{svc: s, info: RunInfo{RunID: fmt.Sprintf("run-%d", s.lastRun.Add(1)), Provider: name,
-		ParentID: req.Parent.ID(), Label: req.Label}, ended: make(chan struct{})}
+		ParentID: req.Parent.ID(), Label: req.Label}, ended: make(chan struct{}), after: []func(){release}}
 	req.Progress = t.progress
 	run, err := p.Start(ctx, req)
 	if err != nil {
@@ -198,8 +244,13 @@ func (t *tracker) progress(p Progress) {
 func (t *tracker) abandon() {
 	t.mu.Lock()
 	t.finished, t.buffered = true, nil
+	after := t.after
+	t.after = nil
 	t.mu.Unlock()
 	close(t.ended)
+	for _, fn := range after {
+		fn()
+	}
 }
 
 // announce emits Started, relays buffered progress, arranges for Ended and

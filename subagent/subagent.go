@@ -76,12 +76,16 @@ const (
 	Failed    StopReason = "error"
 	MaxTokens StopReason = "max-tokens"
 	Refusal   StopReason = "refusal"
+	// MaxSteps: the child's turn reached its step cap.
+	MaxSteps StopReason = "max-steps"
+	// BudgetSpent: the delegation tree spent its token budget.
+	BudgetSpent StopReason = "budget"
 )
 
 // Known reports whether r is one of the known stop reasons.
 func (r StopReason) Known() bool {
 	switch r {
-	case Completed, Aborted, Failed, MaxTokens, Refusal:
+	case Completed, Aborted, Failed, MaxTokens, Refusal, MaxSteps, BudgetSpent:
 		return true
 	}
 	return false
@@ -149,6 +153,15 @@ type Provider interface {
 	// before readiness, Start cleans up and returns an error; cancelled
 	// after, the run settles Aborted.
 	Start(ctx context.Context, req StartRequest) (Run, error)
+}
+
+// ChildLabel names a child in its delegation tree: "provider · label", or
+// the provider alone.
+func ChildLabel(provider, label string) string {
+	if label == "" {
+		return provider
+	}
+	return provider + " · " + label
 }
 
 // MaxDiagnostic bounds Result.Diagnostic, in bytes.

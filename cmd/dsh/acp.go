@@ -24,11 +24,8 @@ func (c *cli) acpCmd() *cobra.Command {
 				return err
 			}
 			cfg.Agent.SubagentDepth = config.DepthFrom(c.getenv)
-			ask := acp.DefaultAskPermission()
-			if cfg.ACP.AskPermission != nil {
-				ask = *cfg.ACP.AskPermission
-			}
-			err = acp.Serve(cmd.Context(), acp.Options{Agents: rt.Agents, AgentOptions: cfg.Agent, AskPermission: ask,
+			err = acp.Serve(cmd.Context(), acp.Options{Agents: rt.Agents, AgentOptions: cfg.Agent,
+				Policy: cfg.ACPPolicy(acp.DefaultAskPermission()), TokenBudget: cfg.Budget.Tokens,
 				Version: version, Log: rt.Log}, c.stdin, c.stdout)
 			return errors.Join(err, rt.Close(cmd.Context()))
 		},

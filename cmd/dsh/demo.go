@@ -47,7 +47,7 @@ func (c *cli) demoCmd() *cobra.Command {
 				return err
 			}
 			fmt.Fprintf(c.stderr, "[working directory %s]\n", dir)
-			return c.runTurns(cmd.Context(), rt, agent.Options{Provider: "offline-demo", Model: "scripted"}, dir, demoTurn1, demoTurn2)
+			return c.runTurns(cmd.Context(), rt, runSpec{root: agent.CreateOptions{Cwd: dir, Options: agent.Options{Provider: "offline-demo", Model: "scripted"}}}, demoTurn1, demoTurn2)
 		},
 	}
 }

@@ -15,16 +15,26 @@ import (
 	"github.com/dsh-go/dsh/agent"
 	"github.com/dsh-go/dsh/config"
 	"github.com/dsh-go/dsh/content"
+	"github.com/dsh-go/dsh/permission"
 	"github.com/dsh-go/dsh/session"
 	"github.com/dsh-go/dsh/subagent"
 )
 
 func (c *cli) runCmd() *cobra.Command {
 	var model, provider, cwd string
+	var maxSteps int
+	var yes bool
 	cmd := &cobra.Command{
 		Use:   "run PROMPT",
 		Short: "Run an agent on the configured model and print its answer as it streams",
-		Args:  cobra.MinimumNArgs(1),
+		Long: `Run one turn of a new agent on the configured model. The answer streams to
+stdout; reasoning, tool calls and child runs go to stderr.
+
+Tools the permission policy (permissions in dsh.yaml) says to ask about are
+refused, with a message the model reads, since dsh run asks nobody: pass
+--yes to approve them. A turn stops after --max-steps model calls (default
+agent.maxSteps, else 100), and the whole tree after budget.tokens tokens.`,
+		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			cfg, err := config.Load(c.configPath, c.getenv)
 			if err != nil {
@@ -36,6 +46,9 @@ func (c *cli) runCmd() *cobra.Command {
 			if model != "" {
 				cfg.Agent.Model = model
 			}
+			if maxSteps != 0 {
+				cfg.Agent.MaxSteps = maxSteps
+			}
 			rt, err := cfg.Build(cmd.Context(), c.logger(), nil, c.getenv)
 			if err != nil {
 				return err
@@ -43,9 +56,17 @@ func (c *cli) runCmd() *cobra.Command {
 			if err := c.checkKey(cfg); err != nil {
 				return err
 			}
-			return c.runTurns(cmd.Context(), rt, cfg.Agent, cwd, strings.Join(args, " "))
+			policy := cfg.Policy()
+			root := agent.CreateOptions{Cwd: cwd, Options: cfg.Agent, Policy: &policy, TokenBudget: cfg.Budget.Tokens,
+				Asker: permission.AskerFunc(refuseAsks)}
+			if yes {
+				root.Asker = permission.AskerFunc(approveAsks)
+			}
+			return c.runTurns(cmd.Context(), rt, runSpec{root: root, price: cfg.PriceOf}, strings.Join(args, " "))
 		},
 	}
+	cmd.Flags().IntVar(&maxSteps, "max-steps", 0, "model calls a turn may make (default agent.maxSteps, else 100; -1: no cap)")
+	cmd.Flags().BoolVarP(&yes, "yes", "y", false, "approve every tool call the permission policy says to ask about")
 	cmd.Flags().StringVar(&provider, "provider", "", "model route (a configured model name)")
 	cmd.Flags().StringVarP(&model, "model", "m", "", "model id")
 	cmd.Flags().StringVar(&cwd, "cwd", "", "working directory of the agent (default: the current directory)")
@@ -62,22 +83,46 @@ func (c *cli) checkKey(cfg config.Config) error {
 	return nil
 }
 
+// refuseAsks answers the asks of a non-interactive run: a call that needs
+// approval is refused, telling the model why and the user how to allow it.
+func refuseAsks(_ context.Context, req permission.Request) (permission.Answer, error) {
+	return permission.Reject, fmt.Errorf("%s needs approval, and `dsh run` asks nobody: rerun with --yes, "+
+		"or set permissions.tools.%s: allow in dsh.yaml", req.Tool, req.Tool)
+}
+
+// approveAsks approves every ask (dsh run --yes).
+func approveAsks(context.Context, permission.Request) (permission.Answer, error) {
+	return permission.AllowOnce, nil
+}
+
+// runSpec describes a run's top-level agent.
+type runSpec struct {
+	root  agent.CreateOptions
+	price func(route string) (config.Price, bool) // nil: no prices
+}
+
 // runTurns runs each text as one turn of a new top-level agent, streaming
 // its text to stdout and its tool and child activity to stderr. It stops at
-// the first turn that does not complete.
-func (c *cli) runTurns(ctx context.Context, rt *dsh.Runtime, opts agent.Options, cwd string, texts ...string) error {
+// the first turn that does not complete. Whatever happens once the agent
+// exists, its last line names the session and what it spent.
+func (c *cli) runTurns(ctx context.Context, rt *dsh.Runtime, spec runSpec, texts ...string) error {
 	defer rt.Close(context.Background())
-	if cwd == "" {
+	root := spec.root
+	if root.Cwd == "" {
 		wd, err := os.Getwd()
 		if err != nil {
 			return err
 		}
-		cwd = wd
+		root.Cwd = wd
 	}
-	a, err := rt.Agents.Create(ctx, agent.CreateOptions{Cwd: cwd, Options: opts})
+	a, err := rt.Agents.Create(ctx, root)
 	if err != nil {
 		return err
 	}
+	defer func() {
+		fmt.Fprintf(c.stderr, "[session %s · %s, children included]\n", a.ID(),
+			spentLine(subagent.UsageFromEvents(a.Session().Events()), spec.price))
+	}()
 	p := &printer{out: c.stdout, info: c.stderr}
 	defer a.Session().Observe(p.event)()
 	defer watchChildren(rt.Events, c.stderr)()
@@ -94,15 +139,28 @@ func (c *cli) runTurns(ctx context.Context, rt *dsh.Runtime, opts agent.Options,
 			return err
 		}
 	}
-	if err := settle(ctx, rt, a); err != nil {
-		return err
-	}
+	return settle(ctx, rt, a)
+}
+
+// spentLine renders usage per "route/model" as one line, with its cost
+// when every route has a price.
+func spentLine(byModel map[string]content.Usage, price func(string) (config.Price, bool)) string {
 	var total content.Usage
-	for _, u := range subagent.UsageFromEvents(a.Session().Events()) {
+	cost, priced := 0.0, price != nil && len(byModel) > 0
+	for key, u := range byModel {
 		total = total.Add(u)
+		route, _, _ := strings.Cut(key, "/")
+		if priced {
+			p, ok := price(route)
+			priced = ok
+			cost += p.Cost(u)
+		}
 	}
-	fmt.Fprintf(c.stderr, "[session %s · %s, children included]\n", a.ID(), usageLine(total))
-	return nil
+	line := usageLine(total)
+	if priced {
+		line += fmt.Sprintf(" · $%.4f", cost)
+	}
+	return line
 }
 
 // settle waits while the agent still has background tasks running or turns
@@ -140,6 +198,10 @@ func endError(end session.TurnEnd) error {
 		return errors.New("turn aborted")
 	case session.EndMaxTokens:
 		return errors.New("the answer hit the max-tokens limit")
+	case session.EndMaxSteps:
+		return errors.New("the turn stopped at its step cap (max-steps): raise --max-steps or agent.maxSteps")
+	case session.EndBudget:
+		return errors.New("the run stopped: its token budget (budget.tokens) is spent")
 	}
 	return fmt.Errorf("turn ended %s", end.Reason.Kind)
 }

@@ -23,8 +23,8 @@ const (
 	DelegationSection = "subagent:delegation"
 	DelegationOrder   = 120
 	DelegationText    = "You are a subagent: another agent started you to do one self-contained task. " +
-		"Your permission scope is fixed; operations that need approval are refused, so report a limitation " +
-		"instead of retrying. Your final message is returned to the agent that started you: make it a complete answer."
+		"Your permissions are those of the agent that started you, or narrower: a call that needs approval waits for the user, " +
+		"and a refused call is final, so report a limitation instead of retrying. Your final message is returned to the agent that started you: make it a complete answer."
 	StructuredSection = "tool:structured_output"
 	StructuredOrder   = 190
 	StructuredText    = "Finish by calling the structured_output tool exactly once with your final result as its arguments. " +
@@ -93,6 +93,7 @@ func (p *Provider) Start(ctx context.Context, req subagent.StartRequest) (subage
 		Seed:            seed,
 		Options:         childOptions(parent.Options(), req.AgentOptions, depth),
 		Owner:           parent,
+		Label:           subagent.ChildLabel(p.cfg.Name, req.Label),
 		Setup:           func(a *agent.Agent) error { return compose(a, req, capture) },
 	})
 	if err != nil {
@@ -112,7 +113,7 @@ func (p *Provider) Start(ctx context.Context, req subagent.StartRequest) (subage
 // and stamps the child's depth.
 func childOptions(parent agent.Options, override *agent.Options, depth int) agent.Options {
 	o := agent.Options{Provider: parent.Provider, Model: parent.Model, MaxTokens: parent.MaxTokens,
-		MaxParallelToolCalls: parent.MaxParallelToolCalls}
+		MaxParallelToolCalls: parent.MaxParallelToolCalls, MaxSteps: parent.MaxSteps}
 	if override != nil {
 		if override.Provider != "" {
 			o.Provider, o.Model = override.Provider, ""
@@ -125,6 +126,9 @@ func childOptions(parent agent.Options, override *agent.Options, depth int) agen
 		}
 		if override.MaxParallelToolCalls != 0 {
 			o.MaxParallelToolCalls = override.MaxParallelToolCalls
+		}
+		if override.MaxSteps != 0 {
+			o.MaxSteps = override.MaxSteps
 		}
 	}
 	o.SubagentDepth = depth

@@ -135,6 +135,10 @@ func stopReason(end session.TurnEnd) (subagent.StopReason, string) {
 		return subagent.Aborted, ""
 	case session.EndBlocked:
 		return subagent.Refusal, ""
+	case session.EndMaxSteps:
+		return subagent.MaxSteps, "the child reached its step cap (agent.maxSteps)"
+	case session.EndBudget:
+		return subagent.BudgetSpent, "the delegation tree spent its token budget (budget.tokens)"
 	}
 	if f := end.Reason.Error; f != nil {
 		return subagent.Failed, subagent.Diagnostic(fmt.Sprintf("%s: %s", f.Code, f.Message))

@@ -1,0 +1,111 @@
+package acp
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"maps"
+	"slices"
+
+	acpsdk "github.com/coder/acp-go-sdk"
+
+	"github.com/dsh-go/dsh/agent"
+	"github.com/dsh-go/dsh/content"
+	"github.com/dsh-go/dsh/internal/acpmeta"
+	"github.com/dsh-go/dsh/permission"
+	"github.com/dsh-go/dsh/session"
+	"github.com/dsh-go/dsh/subagent"
+)
+
+// createOptions describe a session's agent. A dsh parent's `_meta` (see
+// internal/acpmeta) makes it a child: lineage and depth recorded in its
+// session, the parent's policy narrowing the server's, and the tree's
+// remaining budget. Meta can only narrow what the server allows.
+func (s *server) createOptions(id acpsdk.SessionId, cwd string, meta map[string]any) agent.CreateOptions {
+	opts := s.opts.AgentOptions
+	policy := s.opts.Policy
+	budget := s.opts.TokenBudget
+	co := agent.CreateOptions{SessionID: string(id), Cwd: cwd, Asker: s.asker(id)}
+	var m acpmeta.Session
+	if acpmeta.Get(meta, &m) {
+		if m.Policy != nil {
+			policy = policy.NarrowBy(*m.Policy)
+		}
+		if m.TokenBudget > 0 && (budget == 0 || m.TokenBudget < budget) {
+			budget = m.TokenBudget
+		}
+		if m.ParentSession != "" {
+			co.ParentSession, co.Origin = m.ParentSession, session.OriginSubagent
+		}
+		co.DelegationDepth = max(m.Depth, 0)
+		opts.SubagentDepth = max(opts.SubagentDepth, co.DelegationDepth)
+	}
+	co.Options, co.Policy, co.TokenBudget = opts, &policy, budget
+	return co
+}
+
+// Permission options offered to the client.
+const (
+	optionAllowOnce   = "allow-once"
+	optionAllowAlways = "allow-always"
+	optionRejectOnce  = "reject-once"
+)
+
+// asker asks the client about the calls of session id's tree that the
+// policy says to ask about. The request's title names the asking agent; its
+// `_meta` carries the dsh tool and the agent's path, so that a dsh parent
+// can relay the ask to its own client.
+func (s *server) asker(id acpsdk.SessionId) permission.Asker {
+	return permission.AskerFunc(func(ctx context.Context, req permission.Request) (permission.Answer, error) {
+		title := req.Tool + " " + clip(string(req.Arguments), 200)
+		if len(req.Agent) > 0 {
+			title = req.Who() + ": " + title
+		}
+		var input any
+		if json.Unmarshal(req.Arguments, &input) != nil {
+			input = string(req.Arguments)
+		}
+		kind := kindOf(req.Tool)
+		resp, err := s.connection().RequestPermission(ctx, acpsdk.RequestPermissionRequest{SessionId: id,
+			Meta:     acpmeta.Set(nil, acpmeta.Permission{Tool: req.Tool, Agent: req.Agent}),
+			ToolCall: acpsdk.ToolCallUpdate{ToolCallId: acpsdk.ToolCallId(req.CallID), Title: &title, Kind: &kind, RawInput: input},
+			Options: []acpsdk.PermissionOption{
+				{OptionId: optionAllowOnce, Name: "Allow", Kind: acpsdk.PermissionOptionKindAllowOnce},
+				{OptionId: optionAllowAlways, Name: "Allow for this session", Kind: acpsdk.PermissionOptionKindAllowAlways},
+				{OptionId: optionRejectOnce, Name: "Reject", Kind: acpsdk.PermissionOptionKindRejectOnce},
+			}})
+		switch {
+		case err != nil:
+			return permission.Reject, fmt.Errorf("the permission request failed: %v", err)
+		case resp.Outcome.Cancelled != nil:
+			return permission.Reject, fmt.Errorf("the client cancelled the permission request")
+		case resp.Outcome.Selected == nil:
+			return permission.Reject, nil
+		}
+		switch resp.Outcome.Selected.OptionId {
+		case optionAllowOnce:
+			return permission.AllowOnce, nil
+		case optionAllowAlways:
+			return permission.AllowAlways, nil
+		}
+		return permission.Reject, nil
+	})
+}
+
+// turnUsage sums the usage of a turn's events, descendants included: as
+// ACP's usage, and per "provider/model" in the response's `_meta`.
+func turnUsage(events []session.Event) (*acpsdk.Usage, map[string]any) {
+	byModel := subagent.UsageFromEvents(events)
+	if len(byModel) == 0 {
+		return nil, nil
+	}
+	var total content.Usage
+	for _, k := range slices.Sorted(maps.Keys(byModel)) {
+		total = total.Add(byModel[k])
+	}
+	cached := int(total.CacheRead)
+	thought := int(total.Reasoning)
+	u := &acpsdk.Usage{InputTokens: int(total.Input + total.CacheRead), OutputTokens: int(total.Output),
+		CachedReadTokens: &cached, ThoughtTokens: &thought, TotalTokens: int(total.Input + total.CacheRead + total.Output)}
+	return u, acpmeta.Set(nil, acpmeta.Prompt{Usage: byModel})
+}

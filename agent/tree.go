@@ -1,0 +1,109 @@
+package agent
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+
+	"github.com/dsh-go/dsh/content"
+	"github.com/dsh-go/dsh/permission"
+	"github.com/dsh-go/dsh/tool"
+)
+
+// tree is what every agent of one delegation tree shares: whoever answers
+// permission asks, the tools a person allowed for the rest of the tree's
+// life, and the token budget.
+type tree struct {
+	asker  permission.Asker
+	budget int64        // tokens the tree may use; 0: unbounded
+	used   atomic.Int64 // tokens used so far
+
+	mu     sync.Mutex
+	always map[string]bool // tools allowed for the tree's lifetime
+}
+
+func newTree(asker permission.Asker, budget int64) *tree {
+	return &tree{asker: asker, budget: budget}
+}
+
+// charge counts the tokens of u against the budget.
+func (t *tree) charge(u content.Usage) { t.used.Add(u.Input + u.CacheRead + u.Output) }
+
+// exhausted reports whether the tree has used its whole budget.
+func (t *tree) exhausted() bool { return t.budget > 0 && t.used.Load() >= t.budget }
+
+func (t *tree) allowedAlways(tool string) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.always[tool]
+}
+
+func (t *tree) allowAlways(tool string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.always == nil {
+		t.always = map[string]bool{}
+	}
+	t.always[tool] = true
+}
+
+// Policy returns the permission policy the agent was created with: its
+// owner's, narrowed by its own rules.
+func (a *Agent) Policy() permission.Policy { return a.policy }
+
+// Label returns the agent's path in its delegation tree, root first: empty
+// for a root agent.
+func (a *Agent) Label() []string { return a.path }
+
+// TokensUsed returns the tokens the agent's whole delegation tree has used,
+// and its budget (0: unbounded).
+func (a *Agent) TokensUsed() (used, budget int64) { return a.tree.used.Load(), a.tree.budget }
+
+// Charge counts tokens used on the tree's behalf outside its agents' own
+// model calls (an out-of-process child's usage) against its budget.
+func (a *Agent) Charge(u content.Usage) { a.tree.charge(u) }
+
+// guard is the policy check every call in the agent's scope passes.
+func (a *Agent) guard(ctx context.Context, call tool.Call) error {
+	if !a.tools.Has(call.Name) {
+		return nil // the scope reports the unknown tool itself
+	}
+	return a.Authorize(ctx, permission.Request{Tool: call.Name, CallID: call.ID, Arguments: call.Arguments})
+}
+
+// Authorize decides whether a call may run under the agent's policy. It
+// returns nil when it may, and a *tool.Error with code DENIED that says why
+// when it may not. A call the policy says to ask about goes to the tree's
+// Asker; req.Agent names the asking agent below this one (empty for the
+// agent's own calls, the child's path for a call an out-of-process child
+// relays).
+func (a *Agent) Authorize(ctx context.Context, req permission.Request) error {
+	req.Agent = append(append([]string(nil), a.path...), req.Agent...)
+	if req.SessionID == "" {
+		req.SessionID = a.id
+	}
+	switch a.policy.Decide(req.Tool) {
+	case permission.Allow:
+		return nil
+	case permission.Ask:
+	default:
+		return tool.Errorf(tool.CodeDenied, "%s may not run %s: the permission policy denies it", req.Who(), req.Tool)
+	}
+	if a.tree.allowedAlways(req.Tool) {
+		return nil
+	}
+	if a.tree.asker == nil {
+		return tool.Errorf(tool.CodeDenied, "%s needs approval to run %s, and nobody can approve it here", req.Who(), req.Tool)
+	}
+	ans, err := a.tree.asker.Ask(ctx, req)
+	switch {
+	case err != nil:
+		return tool.Errorf(tool.CodeDenied, "%s was not approved: %v", req.Tool, err)
+	case ans == permission.AllowAlways:
+		a.tree.allowAlways(req.Tool)
+		return nil
+	case ans == permission.AllowOnce:
+		return nil
+	}
+	return tool.Errorf(tool.CodeDenied, "%s: the user rejected this call of %s", req.Who(), req.Tool)
+}

@@ -1,0 +1,60 @@
+// Package acpmeta is dsh's extension of the Agent Client Protocol: what a
+// dsh parent and a dsh child (`command: self`) tell each other in the
+// `_meta` objects ACP reserves for extensions, under the key "dsh". A
+// third-party peer ignores it; a dsh peer that finds none falls back to
+// plain ACP.
+package acpmeta
+
+import (
+	"encoding/json"
+
+	"github.com/dsh-go/dsh/content"
+	"github.com/dsh-go/dsh/permission"
+)
+
+// Key is the `_meta` key of dsh's extension.
+const Key = "dsh"
+
+// Session is what a dsh parent sends with session/new: the child's
+// lineage, the permission policy it runs under (its parent's, which it can
+// only narrow), and the tokens left in the tree's budget.
+type Session struct {
+	ParentSession string             `json:"parentSession,omitempty"`
+	Depth         int                `json:"depth,omitempty"`
+	Policy        *permission.Policy `json:"policy,omitempty"`
+	TokenBudget   int64              `json:"tokenBudget,omitempty"`
+}
+
+// Permission is what a dsh agent adds to session/request_permission: the
+// dsh tool the call is for, and which agent of its tree asks (see
+// permission.Request.Agent).
+type Permission struct {
+	Tool  string   `json:"tool"`
+	Agent []string `json:"agent,omitempty"`
+}
+
+// Prompt is what a dsh agent adds to its session/prompt answer: the turn's
+// usage per "provider/model", descendants included.
+type Prompt struct {
+	Usage map[string]content.Usage `json:"usage,omitempty"`
+}
+
+// Set stores v under Key in meta, allocating meta when nil.
+func Set(meta map[string]any, v any) map[string]any {
+	if meta == nil {
+		meta = map[string]any{}
+	}
+	meta[Key] = v
+	return meta
+}
+
+// Get decodes the value under Key in meta into v; it reports false when
+// there is none or it does not decode.
+func Get(meta map[string]any, v any) bool {
+	raw, ok := meta[Key]
+	if !ok {
+		return false
+	}
+	b, err := json.Marshal(raw)
+	return err == nil && json.Unmarshal(b, v) == nil
+}
