@@ -87,13 +87,13 @@ func (a *Agent) Authorize(ctx context.Context, req permission.Request) error {
 		return nil
 	case permission.Ask:
 	default:
-		return tool.Errorf(tool.CodeDenied, "%s may not run %s: the permission policy denies it", req.Who(), req.Tool)
+		return tool.Errorf(tool.CodeDenied, "the permission policy denies %s%s", req.Tool, by(req))
 	}
 	if a.tree.allowedAlways(req.Tool) {
 		return nil
 	}
 	if a.tree.asker == nil {
-		return tool.Errorf(tool.CodeDenied, "%s needs approval to run %s, and nobody can approve it here", req.Who(), req.Tool)
+		return tool.Errorf(tool.CodeDenied, "%s%s needs approval, and nobody can approve it here", req.Tool, by(req))
 	}
 	ans, err := a.tree.asker.Ask(ctx, req)
 	switch {
@@ -105,5 +105,13 @@ func (a *Agent) Authorize(ctx context.Context, req permission.Request) error {
 	case ans == permission.AllowOnce:
 		return nil
 	}
-	return tool.Errorf(tool.CodeDenied, "%s: the user rejected this call of %s", req.Who(), req.Tool)
+	return tool.Errorf(tool.CodeDenied, "the user rejected this call of %s%s", req.Tool, by(req))
+}
+
+// by names a child that asks, for messages: "" for the root agent.
+func by(req permission.Request) string {
+	if len(req.Agent) == 0 {
+		return ""
+	}
+	return " by " + req.Who()
 }

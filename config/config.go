@@ -63,7 +63,13 @@ type Config struct {
 	Budget Budget `yaml:"budget"`
 	// SessionsDir holds the JSONL session files (default $DSH_HOME/sessions).
 	SessionsDir string `yaml:"sessionsDir"`
+
+	path string // the file Load read, absolute; "" for none
 }
+
+// Path returns the absolute path of the file the configuration was loaded
+// from, or "" when it is the built-in default.
+func (cfg Config) Path() string { return cfg.path }
 
 // Model is one OpenAI-compatible chat-completions endpoint.
 type Model struct {
@@ -249,7 +255,11 @@ func Load(path string, getenv func(string) string) (Config, error) {
 	if err != nil {
 		return cfg, fmt.Errorf("config: %w", err)
 	}
-	return Parse(path, data, getenv)
+	cfg, err = Parse(path, data, getenv)
+	if abs, aerr := filepath.Abs(path); aerr == nil {
+		cfg.path = abs
+	}
+	return cfg, err
 }
 
 // Parse reads a configuration file's content over the defaults; name is

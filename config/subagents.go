@@ -80,8 +80,9 @@ func deref[T any](c *T) T {
 	return *c
 }
 
-// selfHost runs this dsh binary in acp mode with the parent's home,
-// configuration and model keys, and tells it its depth.
+// selfHost runs this dsh binary in acp mode with the parent's home, the
+// configuration file the parent loaded and its model keys, and tells it its
+// depth.
 func (cfg Config) selfHost(ac *acpchild.Config, getenv func(string) string) error {
 	exe, err := os.Executable()
 	if err != nil {
@@ -96,7 +97,7 @@ func (cfg Config) selfHost(ac *acpchild.Config, getenv func(string) string) erro
 		return err
 	}
 	ac.Env["DSH_HOME"] = cmp.Or(ac.Env["DSH_HOME"], home)
-	if c := getenv("DSH_CONFIG"); c != "" {
+	if c := cmp.Or(cfg.path, getenv("DSH_CONFIG")); c != "" { // the file this dsh loaded, --config included
 		ac.Env["DSH_CONFIG"] = cmp.Or(ac.Env["DSH_CONFIG"], c)
 	}
 	for _, m := range cfg.Models {

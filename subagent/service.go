@@ -130,22 +130,66 @@ func (s *Service) Names() []string {
 // (NO_PROVIDER), each requested capability in the order outputSchema,
 // depthLimit, toolFilter, persona (UNSUPPORTED_CAPABILITY for the first one
 // missing), the MaxDepth domain, the child's depth against MaxDepth
-// (DEPTH_EXCEEDED) and the output schema (UNSUPPORTED_SCHEMA). Only then is
-// the provider called. ctx governs the whole run (see Provider.Start).
+// (DEPTH_EXCEEDED), the output schema (UNSUPPORTED_SCHEMA) and the tree's
+// live-children cap (LIMIT_REACHED). Only then is the provider called. ctx
+// governs the whole run (see Provider.Start).
 func (s *Service) Start(ctx context.Context, name string, req StartRequest) (Run, error) {
-	if err := s.validate(name, &req); err != nil {
+	adm, err := s.Admit(name, req)
+	if err != nil {
 		return nil, err
 	}
-	p, _ := s.Provider(name)
-	if err := ctx.Err(); err != nil {
-		return nil, AbortedBeforeReady(name, context.Cause(ctx))
+	return adm.Start(ctx)
+}
+
+// Admission is a start that passed every check of Start and holds a place
+// under the tree's live-children cap. Start it, or Release it.
+type Admission struct {
+	s       *Service
+	name    string
+	req     StartRequest
+	release func()
+	used    atomic.Bool
+}
+
+// Admit makes Start's checks without starting anything, so that a caller
+// that starts the child later (a background task) can report a refusal at
+// once.
+func (s *Service) Admit(name string, req StartRequest) (*Admission, error) {
+	if err := s.validate(name, &req); err != nil {
+		return nil, err
 	}
 	release, err := s.admit(name, req.Parent)
 	if err != nil {
 		return nil, err
 	}
-	t := &tracker{svc: s, info: RunInfo{RunID: fmt.Sprintf("run-%d", s.lastRun.Add(1)), Provider: name,
-		ParentID: req.Parent.ID(), Label: req.Label}, ended: make(chan struct{}), after: []func(){release}}
+	return &Admission{s: s, name: name, req: req, release: release}, nil
+}
+
+// Release gives up an admission that will not be started. It is a no-op
+// after Start.
+func (a *Admission) Release() {
+	if a.used.CompareAndSwap(false, true) {
+		a.release()
+	}
+}
+
+// Start starts the admitted child; an admission starts at most once.
+func (a *Admission) Start(ctx context.Context) (Run, error) {
+	if !a.used.CompareAndSwap(false, true) {
+		return nil, invalid("start: the admission was already used or released")
+	}
+	s, name, req := a.s, a.name, a.req
+	p, ok := s.Provider(name)
+	if !ok {
+		a.release()
+		return nil, &Error{Code: CodeNoProvider, Provider: name, Msg: fmt.Sprintf("provider %q was unregistered", name)}
+	}
+	if err := ctx.Err(); err != nil {
+		a.release()
+		return nil, AbortedBeforeReady(name, context.Cause(ctx))
+	}
+	t := &tracker{svc: s, parent: req.Parent, info: RunInfo{RunID: fmt.Sprintf("run-%d", s.lastRun.Add(1)), Provider: name,
+		ParentID: req.Parent.ID(), Label: req.Label}, ended: make(chan struct{}), after: []func(){a.release}}
 	req.Progress = t.progress
 	run, err := p.Start(ctx, req)
 	if err != nil {
@@ -214,9 +258,10 @@ const maxBufferedProgress = 256
 
 // tracker announces one run's lifecycle and relays its progress.
 type tracker struct {
-	svc   *Service
-	ended chan struct{} // closed after Ended is emitted
-	after []func()      // run after Ended, see tracked.AfterSettle; guarded by mu
+	svc    *Service
+	parent *agent.Agent
+	ended  chan struct{} // closed after Ended is emitted
+	after  []func()      // run after Ended, see tracked.AfterSettle; guarded by mu
 
 	mu       sync.Mutex
 	info     RunInfo
@@ -284,6 +329,11 @@ func (t *tracker) end(run Run) {
 		end.StopReason, end.Diagnostic = Failed, Diagnostic(err.Error())
 	} else if len(res.Output) > 0 {
 		end.LastAssistantMessage = slices.Clone(res.Output)
+	}
+	if !t.info.Local { // an in-process child charged its tree as it ran
+		for _, u := range res.Usage {
+			t.parent.Charge(u)
+		}
 	}
 	t.mu.Lock()
 	t.finished = true
@@ -368,7 +418,7 @@ func (r *tracked) resumer(inner Resumer) Resumer {
 		}
 		info := r.t.info
 		info.RunID = fmt.Sprintf("run-%d", r.t.svc.lastRun.Add(1))
-		t := &tracker{svc: r.t.svc, info: info, ended: make(chan struct{})}
+		t := &tracker{svc: r.t.svc, parent: r.t.parent, info: info, ended: make(chan struct{})}
 		return t.announce(next), nil
 	})
 }

@@ -30,7 +30,7 @@ func TestACPXDrivesDshACP(t *testing.T) {
 		want string
 	}{
 		{"--approve-all", 0, "bash said: from-bash"},
-		{"--deny-all", 5, "bash said: Error: the client rejected bash"},
+		{"--deny-all", 5, "bash said: Error: the user rejected this call of bash"},
 	} {
 		t.Run(tc.flag, func(t *testing.T) {
 			home, cwd := t.TempDir(), t.TempDir()

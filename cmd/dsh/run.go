@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -139,7 +140,18 @@ func (c *cli) runTurns(ctx context.Context, rt *dsh.Runtime, spec runSpec, texts
 			return err
 		}
 	}
-	return settle(ctx, rt, a)
+	var last atomic.Pointer[session.TurnEnd] // of the turns completion notices open while settling
+	stop := a.Session().Observe(func(e session.Event) {
+		if end, ok := e.Data.(session.TurnEnd); ok {
+			last.Store(&end)
+		}
+	})
+	err = settle(ctx, rt, a)
+	stop()
+	if err != nil || last.Load() == nil {
+		return err
+	}
+	return endError(*last.Load())
 }
 
 // spentLine renders usage per "route/model" as one line, with its cost

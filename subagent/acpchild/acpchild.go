@@ -19,14 +19,20 @@ import (
 
 	"github.com/dsh-go/dsh/agent"
 	"github.com/dsh-go/dsh/content"
+	"github.com/dsh-go/dsh/internal/acpmeta"
 	"github.com/dsh-go/dsh/internal/proc"
 	"github.com/dsh-go/dsh/subagent"
 )
 
-// Permission policies for the child's permission requests.
+// How the provider answers the child's permission requests.
 const (
-	PermissionReject = "reject" // select the offered reject option (default)
-	PermissionAllow  = "allow"  // select the first offered allow option
+	// PermissionPolicy (the default) decides by the parent's permission
+	// policy: what it allows is allowed, what it denies refused, and what
+	// it says to ask about goes to the tree's asker (the person), naming
+	// this child.
+	PermissionPolicy = "policy"
+	// PermissionReject refuses every request.
+	PermissionReject = "reject"
 )
 
 // Config configures an ACP provider.
@@ -37,7 +43,7 @@ type Config struct {
 	Cwd     string            `yaml:"cwd"`     // working directory override (default: the parent's)
 	Env     map[string]string `yaml:"env"`     // explicit variables, layered on the scrubbed environment
 	PassEnv []string          `yaml:"passEnv"` // parent variables kept despite scrubbing (e.g. a model key)
-	// Permission is reject (default) or allow.
+	// Permission is policy (default) or reject.
 	Permission string `yaml:"permission"`
 	// MaxDepth is the deepest delegation depth this provider starts a
 	// child at (default 4): ACP cannot carry a depth cap to the child, so
@@ -57,15 +63,16 @@ type Provider struct{ cfg Config }
 // New validates cfg and returns a provider.
 func New(cfg Config) (*Provider, error) {
 	cfg.Name = cmp.Or(cfg.Name, "acp")
-	cfg.Permission = cmp.Or(cfg.Permission, PermissionReject)
+	cfg.Permission = cmp.Or(cfg.Permission, PermissionPolicy)
 	cfg.ChildTimeouts = cfg.ChildTimeouts.WithDefaults()
 	cfg.MaxDepth = cmp.Or(cfg.MaxDepth, 4)
 	negative, _ := cfg.Negative()
 	switch {
 	case cfg.Command == "":
 		return nil, fmt.Errorf("acp provider %s: command is required", cfg.Name)
-	case cfg.Permission != PermissionReject && cfg.Permission != PermissionAllow:
-		return nil, fmt.Errorf("acp provider %s: permission must be %q or %q, got %q", cfg.Name, PermissionReject, PermissionAllow, cfg.Permission)
+	case cfg.Permission != PermissionReject && cfg.Permission != PermissionPolicy:
+		return nil, fmt.Errorf("acp provider %s: permission must be %q (the parent's permission policy decides) or %q, got %q",
+			cfg.Name, PermissionPolicy, PermissionReject, cfg.Permission)
 	case negative != "":
 		return nil, fmt.Errorf("acp provider %s: timeouts must be positive", cfg.Name)
 	case cfg.MaxDepth < 0:
@@ -134,13 +141,16 @@ func (p *Provider) Start(ctx context.Context, req subagent.StartRequest) (subage
 	if err != nil {
 		return nil, fmt.Errorf("acp provider %s: %w", p.cfg.Name, err)
 	}
-	r := &run{cfg: p.cfg, id: "acp-" + uuid.NewString(), proc: child, progress: req.Progress}
+	r := &run{cfg: p.cfg, id: "acp-" + uuid.NewString(), proc: child, progress: req.Progress,
+		parent: req.Parent, label: subagent.ChildLabel(p.cfg.Name, req.Label)}
+	r.askCtx, r.stopAsks = context.WithCancel(context.Background())
 	r.client = &client{run: r}
 	r.conn = acpsdk.NewClientSideConnection(r.client, child.Stdin(), child.Stdout())
 	// No SetLogger: in acp-go-sdk v0.13.0 it races with the connection's
 	// receive goroutine, which starts in the constructor; the connection
 	// logs through slog.Default.
-	if err := r.handshake(ctx, cwd); err != nil {
+	if err := r.handshake(ctx, cwd, depth); err != nil {
+		r.stopAsks()
 		child.Stop(0, p.cfg.TermGrace)
 		if ctx.Err() != nil {
 			return nil, subagent.AbortedBeforeReady(p.cfg.Name, context.Cause(ctx))
@@ -151,8 +161,15 @@ func (p *Provider) Start(ctx context.Context, req subagent.StartRequest) (subage
 	return r, nil
 }
 
-// handshake performs initialize and session/new within ReadyTimeout.
-func (r *run) handshake(ctx context.Context, cwd string) error {
+// handshake performs initialize and session/new within ReadyTimeout. The
+// session's `_meta` tells a dsh child its lineage, the parent's policy and
+// the tree's remaining token budget (other agents ignore it).
+func (r *run) handshake(ctx context.Context, cwd string, depth int) error {
+	policy := r.parent.Policy()
+	meta := acpmeta.Session{ParentSession: r.parent.ID(), Depth: depth, Policy: &policy}
+	if used, budget := r.parent.TokensUsed(); budget > 0 {
+		meta.TokenBudget = max(budget-used, 1)
+	}
 	hctx, cancel := context.WithTimeoutCause(ctx, r.cfg.ReadyTimeout, fmt.Errorf("no answer to the handshake within %s", r.cfg.ReadyTimeout))
 	defer cancel()
 	errc := make(chan error, 1)
@@ -162,7 +179,8 @@ func (r *run) handshake(ctx context.Context, cwd string) error {
 			errc <- fmt.Errorf("initialize: %w", err)
 			return
 		}
-		resp, err := r.conn.NewSession(hctx, acpsdk.NewSessionRequest{Cwd: cwd, McpServers: []acpsdk.McpServer{}})
+		resp, err := r.conn.NewSession(hctx, acpsdk.NewSessionRequest{Cwd: cwd, McpServers: []acpsdk.McpServer{},
+			Meta: acpmeta.Set(nil, meta)})
 		if err != nil {
 			errc <- fmt.Errorf("session/new: %w", err)
 			return
@@ -189,6 +207,11 @@ type run struct {
 	client   *client
 	session  acpsdk.SessionId
 	progress func(subagent.Progress)
+	parent   *agent.Agent
+	label    string // names the child in permission asks
+
+	askCtx   context.Context // ends when the run is cancelled: asks in flight give up
+	stopAsks context.CancelFunc
 
 	subagent.Settlement
 	cancelled   chan struct{} // closed when the run is cancelled
@@ -209,6 +232,7 @@ func (r *run) start(ctx context.Context, prompt []content.Block) {
 func (r *run) cancel() {
 	r.cancelOnce.Do(func() {
 		close(r.cancelled)
+		r.stopAsks()
 		r.client.markCancelled()
 		r.conn.Cancel(context.Background(), acpsdk.CancelNotification{SessionId: r.session})
 	})
@@ -230,6 +254,7 @@ type promptResult struct {
 
 func (r *run) drive(prompt []content.Block) {
 	defer r.stopParent()
+	defer r.stopAsks()
 	var blocks []acpsdk.ContentBlock
 	for _, b := range prompt {
 		if b.Type == content.TypeText {
@@ -273,7 +298,7 @@ func (r *run) drive(prompt []content.Block) {
 }
 
 func (r *run) outcome(res promptResult) subagent.Result {
-	out := subagent.Result{Output: r.client.output()}
+	out := subagent.Result{Output: r.client.output(), Usage: r.usage(res.resp)}
 	switch {
 	case r.isCancelled():
 		out.StopReason = subagent.Aborted
@@ -302,6 +327,28 @@ func (r *run) outcome(res promptResult) subagent.Result {
 		}
 	}
 	return out
+}
+
+// usage reads a turn's usage from the agent's answer: per model from a
+// dsh child's `_meta`, else ACP's usage under "acp/<provider>".
+func (r *run) usage(resp acpsdk.PromptResponse) map[string]content.Usage {
+	var m acpmeta.Prompt
+	if acpmeta.Get(resp.Meta, &m) && len(m.Usage) > 0 {
+		return m.Usage
+	}
+	u := resp.Usage
+	if u == nil {
+		return nil
+	}
+	var cached int64
+	if u.CachedReadTokens != nil {
+		cached = int64(*u.CachedReadTokens)
+	}
+	cu := content.Usage{Input: max(int64(u.InputTokens)-cached, 0), CacheRead: cached, Output: int64(u.OutputTokens)}
+	if u.ThoughtTokens != nil {
+		cu.Reasoning = int64(*u.ThoughtTokens)
+	}
+	return subagent.AddUsage(nil, "acp/"+r.cfg.Name, cu)
 }
 
 // ID implements subagent.Run: minted in the parent's namespace.

@@ -2,12 +2,15 @@ package acpchild
 
 import (
 	"context"
+	"encoding/json"
 	"strings"
 	"sync"
 
 	acpsdk "github.com/coder/acp-go-sdk"
 
 	"github.com/dsh-go/dsh/content"
+	"github.com/dsh-go/dsh/internal/acpmeta"
+	"github.com/dsh-go/dsh/permission"
 	"github.com/dsh-go/dsh/subagent"
 )
 
@@ -83,27 +86,76 @@ func (c *client) SessionUpdate(ctx context.Context, n acpsdk.SessionNotification
 	return nil
 }
 
-// RequestPermission implements acpsdk.Client: reject (select the offered
-// reject option) or allow (select the first allow option) per policy;
-// cancelled after the run was cancelled or when no option fits.
+// RequestPermission implements acpsdk.Client. Unless the provider rejects
+// every request, the call is decided by the parent's permission policy
+// (agent.Authorize): asked about in the parent's tree, naming this child
+// and, for a dsh child, the descendant that asks. The request is cancelled
+// once the run is.
 func (c *client) RequestPermission(ctx context.Context, p acpsdk.RequestPermissionRequest) (acpsdk.RequestPermissionResponse, error) {
 	c.mu.Lock()
 	cancelled := c.cancelled
 	c.mu.Unlock()
-	if !cancelled {
-		want := []acpsdk.PermissionOptionKind{acpsdk.PermissionOptionKindRejectOnce, acpsdk.PermissionOptionKindRejectAlways}
-		if c.run.cfg.Permission == PermissionAllow {
-			want = []acpsdk.PermissionOptionKind{acpsdk.PermissionOptionKindAllowOnce, acpsdk.PermissionOptionKindAllowAlways}
-		}
-		for _, k := range want {
-			for _, o := range p.Options {
-				if o.Kind == k {
-					return acpsdk.RequestPermissionResponse{Outcome: acpsdk.NewRequestPermissionOutcomeSelected(o.OptionId)}, nil
-				}
+	r := c.run
+	if cancelled {
+		return acpsdk.RequestPermissionResponse{Outcome: acpsdk.NewRequestPermissionOutcomeCancelled()}, nil
+	}
+	allowed := false
+	if r.cfg.Permission == PermissionPolicy {
+		ctx, stop := context.WithCancel(ctx)
+		defer stop()
+		defer context.AfterFunc(r.askCtx, stop)()
+		allowed = r.parent.Authorize(ctx, askOf(r.label, p)) == nil
+	}
+	want := []acpsdk.PermissionOptionKind{acpsdk.PermissionOptionKindRejectOnce, acpsdk.PermissionOptionKindRejectAlways}
+	if allowed {
+		want = []acpsdk.PermissionOptionKind{acpsdk.PermissionOptionKindAllowOnce, acpsdk.PermissionOptionKindAllowAlways}
+	}
+	for _, k := range want {
+		for _, o := range p.Options {
+			if o.Kind == k {
+				return acpsdk.RequestPermissionResponse{Outcome: acpsdk.NewRequestPermissionOutcomeSelected(o.OptionId)}, nil
 			}
 		}
 	}
 	return acpsdk.RequestPermissionResponse{Outcome: acpsdk.NewRequestPermissionOutcomeCancelled()}, nil
+}
+
+// askOf turns a child's permission request into an ask of the parent's
+// tree. A dsh child names the dsh tool and which of its agents asks; for
+// another agent, the tool is guessed from the call's kind, else its title.
+func askOf(label string, p acpsdk.RequestPermissionRequest) permission.Request {
+	req := permission.Request{Agent: []string{label}, CallID: string(p.ToolCall.ToolCallId)}
+	var pm acpmeta.Permission
+	if acpmeta.Get(p.Meta, &pm) && pm.Tool != "" {
+		req.Tool = pm.Tool
+		req.Agent = append(req.Agent, pm.Agent...)
+	} else {
+		req.Tool = toolOfKind(p.ToolCall.Kind, p.ToolCall.Title)
+	}
+	if p.ToolCall.RawInput != nil {
+		req.Arguments, _ = json.Marshal(p.ToolCall.RawInput)
+	}
+	return req
+}
+
+// toolOfKind maps an ACP tool kind to the dsh tool a policy names for it.
+func toolOfKind(kind *acpsdk.ToolKind, title *string) string {
+	if kind != nil {
+		switch *kind {
+		case acpsdk.ToolKindExecute:
+			return "bash"
+		case acpsdk.ToolKindEdit, acpsdk.ToolKindDelete, acpsdk.ToolKindMove:
+			return "write_file"
+		case acpsdk.ToolKindRead:
+			return "read_file"
+		case acpsdk.ToolKindSearch:
+			return "grep"
+		}
+	}
+	if title != nil && *title != "" {
+		return *title
+	}
+	return "unknown"
 }
 
 // ReadTextFile implements acpsdk.Client: not advertised, refused.

@@ -6,10 +6,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dsh-go/dsh/agent"
 	"github.com/dsh-go/dsh/content"
 	"github.com/dsh-go/dsh/internal/testpeers"
+	"github.com/dsh-go/dsh/permission"
 	"github.com/dsh-go/dsh/subagent"
 	"github.com/dsh-go/dsh/subagent/acpchild"
+	"github.com/dsh-go/dsh/subagent/subagenttest"
 )
 
 // The official TypeScript SDK's example agent as a child: its turn reads a
@@ -25,7 +28,7 @@ func TestTypeScriptExampleAgent(t *testing.T) {
 	for _, tc := range []struct {
 		name, permission, want string
 	}{
-		{"allow", acpchild.PermissionAllow, "Perfect! I've successfully updated the configuration."},
+		{"policy allows", acpchild.PermissionPolicy, "Perfect! I've successfully updated the configuration."},
 		{"reject", acpchild.PermissionReject, "I'll skip the configuration update."},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -42,9 +45,35 @@ func TestTypeScriptExampleAgent(t *testing.T) {
 			}
 		})
 	}
+	// The parent's policy denies edits: the child's request is refused
+	// without asking anyone.
+	t.Run("policy denies", func(t *testing.T) {
+		t.Parallel()
+		pp := subagenttest.NewParent(t, nil, 0, agent.Options{})
+		deny := permission.Policy{}.Narrow(permission.Rules{Tools: map[string]permission.Decision{"write_file": permission.Deny}})
+		asked := false
+		a, err := pp.Agents.Create(context.Background(), agent.CreateOptions{Cwd: t.TempDir(), Options: agent.Options{Provider: "test"},
+			Policy: &deny, Asker: permission.AskerFunc(func(context.Context, permission.Request) (permission.Answer, error) {
+				asked = true
+				return permission.AllowOnce, nil
+			})})
+		if err != nil {
+			t.Fatal(err)
+		}
+		run, err := newProvider(t, cfg(acpchild.PermissionPolicy)).Start(context.Background(),
+			subagent.StartRequest{Prompt: subagenttest.Prompt("improve the project"), Parent: a, Depth: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		res := wait(t, run)
+		run.Dispose(context.Background())
+		if out := content.JoinText(res.Output); res.StopReason != subagent.Completed || !strings.Contains(out, "I'll skip the configuration update.") || asked {
+			t.Fatalf("result %+v, asked %v", res, asked)
+		}
+	})
 	t.Run("cancel", func(t *testing.T) {
 		t.Parallel()
-		p := newProvider(t, cfg(acpchild.PermissionAllow))
+		p := newProvider(t, cfg(acpchild.PermissionPolicy))
 		ctx, cancel := context.WithCancel(context.Background())
 		run, err := p.Start(ctx, subagent.StartRequest{Prompt: []content.Block{content.Text("x")}, Parent: parent(t), Depth: 1,
 			Progress: func(pr subagent.Progress) {

@@ -323,9 +323,14 @@ func (t *instance) startBackground(ctx context.Context, parent *agent.Agent, req
 	if ctx.Err() != nil {
 		return tool.Result{}, tool.Errorf(tool.CodeAborted, "tool call aborted")
 	}
-	id, err := t.deps.Tasks.Start(task.Spec{Kind: TaskKind, Label: req.Label, Owner: parent,
-		Run: func(tctx context.Context, done func(task.Outcome)) { go t.runBackground(tctx, req, done) }})
+	adm, err := t.deps.Subagents.Admit(t.cfg.Provider, req) // a refusal is this call's error, not the task's
 	if err != nil {
+		return tool.Result{}, err
+	}
+	id, err := t.deps.Tasks.Start(task.Spec{Kind: TaskKind, Label: req.Label, Owner: parent,
+		Run: func(tctx context.Context, done func(task.Outcome)) { go t.runBackground(tctx, adm, done) }})
+	if err != nil {
+		adm.Release()
 		return tool.Result{}, err
 	}
 	return tool.TextResult("started background subagent task " + id), nil
@@ -333,8 +338,8 @@ func (t *instance) startBackground(ctx context.Context, parent *agent.Agent, req
 
 // runBackground starts the child of a background task. Once it is ready
 // no goroutine waits for it: the run's settlement finishes the task.
-func (t *instance) runBackground(ctx context.Context, req subagent.StartRequest, done func(task.Outcome)) {
-	run, err := t.deps.Subagents.Start(ctx, t.cfg.Provider, req)
+func (t *instance) runBackground(ctx context.Context, adm *subagent.Admission, done func(task.Outcome)) {
+	run, err := adm.Start(ctx)
 	if err != nil {
 		if ctx.Err() != nil {
 			done(task.Outcome{Status: task.Killed, Detail: killReason(ctx)})
