@@ -143,14 +143,12 @@ func (p *Provider) Start(ctx context.Context, req subagent.StartRequest) (subage
 	}
 	r := &run{cfg: p.cfg, id: "acp-" + uuid.NewString(), proc: child, progress: req.Progress,
 		parent: req.Parent, label: subagent.ChildLabel(p.cfg.Name, req.Label)}
-	r.askCtx, r.stopAsks = context.WithCancel(context.Background())
 	r.client = &client{run: r}
 	r.conn = acpsdk.NewClientSideConnection(r.client, child.Stdin(), child.Stdout())
 	// No SetLogger: in acp-go-sdk v0.13.0 it races with the connection's
 	// receive goroutine, which starts in the constructor; the connection
 	// logs through slog.Default.
 	if err := r.handshake(ctx, cwd, depth); err != nil {
-		r.stopAsks()
 		child.Stop(0, p.cfg.TermGrace)
 		if ctx.Err() != nil {
 			return nil, subagent.AbortedBeforeReady(p.cfg.Name, context.Cause(ctx))
@@ -210,9 +208,6 @@ type run struct {
 	parent   *agent.Agent
 	label    string // names the child in permission asks
 
-	askCtx   context.Context // ends when the run is cancelled: asks in flight give up
-	stopAsks context.CancelFunc
-
 	subagent.Settlement
 	cancelled   chan struct{} // closed when the run is cancelled
 	cancelOnce  sync.Once
@@ -232,7 +227,6 @@ func (r *run) start(ctx context.Context, prompt []content.Block) {
 func (r *run) cancel() {
 	r.cancelOnce.Do(func() {
 		close(r.cancelled)
-		r.stopAsks()
 		r.client.markCancelled()
 		r.conn.Cancel(context.Background(), acpsdk.CancelNotification{SessionId: r.session})
 	})
@@ -254,7 +248,6 @@ type promptResult struct {
 
 func (r *run) drive(prompt []content.Block) {
 	defer r.stopParent()
-	defer r.stopAsks()
 	var blocks []acpsdk.ContentBlock
 	for _, b := range prompt {
 		if b.Type == content.TypeText {

@@ -99,13 +99,7 @@ func (c *client) RequestPermission(ctx context.Context, p acpsdk.RequestPermissi
 	if cancelled {
 		return acpsdk.RequestPermissionResponse{Outcome: acpsdk.NewRequestPermissionOutcomeCancelled()}, nil
 	}
-	allowed := false
-	if r.cfg.Permission == PermissionPolicy {
-		ctx, stop := context.WithCancel(ctx)
-		defer stop()
-		defer context.AfterFunc(r.askCtx, stop)()
-		allowed = r.parent.Authorize(ctx, askOf(r.label, p)) == nil
-	}
+	allowed := r.cfg.Permission == PermissionPolicy && subagent.AuthorizeChild(r.parent, r.label, r.cancelled, askOf(p)) == nil
 	want := []acpsdk.PermissionOptionKind{acpsdk.PermissionOptionKindRejectOnce, acpsdk.PermissionOptionKindRejectAlways}
 	if allowed {
 		want = []acpsdk.PermissionOptionKind{acpsdk.PermissionOptionKindAllowOnce, acpsdk.PermissionOptionKindAllowAlways}
@@ -123,12 +117,11 @@ func (c *client) RequestPermission(ctx context.Context, p acpsdk.RequestPermissi
 // askOf turns a child's permission request into an ask of the parent's
 // tree. A dsh child names the dsh tool and which of its agents asks; for
 // another agent, the tool is guessed from the call's kind, else its title.
-func askOf(label string, p acpsdk.RequestPermissionRequest) permission.Request {
-	req := permission.Request{Agent: []string{label}, CallID: string(p.ToolCall.ToolCallId)}
+func askOf(p acpsdk.RequestPermissionRequest) permission.Request {
+	req := permission.Request{CallID: string(p.ToolCall.ToolCallId)}
 	var pm acpmeta.Permission
 	if acpmeta.Get(p.Meta, &pm) && pm.Tool != "" {
-		req.Tool = pm.Tool
-		req.Agent = append(req.Agent, pm.Agent...)
+		req.Tool, req.Agent = pm.Tool, pm.Agent
 	} else {
 		req.Tool = toolOfKind(p.ToolCall.Kind, p.ToolCall.Title)
 	}

@@ -41,8 +41,12 @@ import (
 
 // Answers to can_use_tool permission requests (Config.Permission).
 const (
-	PermissionDeny  = "deny"  // deny every request (the default)
-	PermissionAllow = "allow" // allow every request with its input unchanged
+	// PermissionPolicy (the default) decides by the parent's permission
+	// policy, which may ask the person behind the delegation tree, naming
+	// this child. Claude Code's tool names map onto dsh's (Bash → bash,
+	// Write → write_file, Edit → edit_file, Read → read_file, …).
+	PermissionPolicy = "policy"
+	PermissionDeny   = "deny" // deny every request
 )
 
 // permissionModes lists the values Config.PermissionMode accepts: the
@@ -65,7 +69,7 @@ type Config struct {
 	// dontAsk mode the CLI denies what its rules do not allow by itself;
 	// other modes send permission asks to Permission.
 	PermissionMode string `yaml:"permissionMode"`
-	// Permission answers can_use_tool requests: deny (default) or allow.
+	// Permission answers can_use_tool requests: policy (default) or deny.
 	Permission      string   `yaml:"permission"`
 	AllowedTools    []string `yaml:"allowedTools"`    // --allowedTools
 	DisallowedTools []string `yaml:"disallowedTools"` // --disallowedTools, on top of AskUserQuestion (and ExitPlanMode in plan mode)
@@ -96,7 +100,7 @@ func New(cfg Config) (*Provider, error) {
 	cfg.Name = cmp.Or(cfg.Name, "claude-code")
 	cfg.Command = cmp.Or(cfg.Command, "claude")
 	cfg.PermissionMode = cmp.Or(cfg.PermissionMode, "dontAsk")
-	cfg.Permission = cmp.Or(cfg.Permission, PermissionDeny)
+	cfg.Permission = cmp.Or(cfg.Permission, PermissionPolicy)
 	cfg.ChildTimeouts = cfg.ChildTimeouts.WithDefaults()
 	bad := func(field, format string, args ...any) error {
 		return &ConfigError{Provider: cfg.Name, Field: field, Msg: fmt.Sprintf(format, args...)}
@@ -104,8 +108,8 @@ func New(cfg Config) (*Provider, error) {
 	switch {
 	case !slices.Contains(permissionModes(), cfg.PermissionMode):
 		return nil, bad("permissionMode", "must be one of %s, got %q", strings.Join(permissionModes(), ", "), cfg.PermissionMode)
-	case cfg.Permission != PermissionDeny && cfg.Permission != PermissionAllow:
-		return nil, bad("permission", "must be %q or %q, got %q", PermissionDeny, PermissionAllow, cfg.Permission)
+	case cfg.Permission != PermissionDeny && cfg.Permission != PermissionPolicy:
+		return nil, bad("permission", "must be %q (the parent's permission policy decides) or %q, got %q", PermissionPolicy, PermissionDeny, cfg.Permission)
 	case cfg.MaxTurns < 0:
 		return nil, bad("maxTurns", "must not be negative, got %d", cfg.MaxTurns)
 	}

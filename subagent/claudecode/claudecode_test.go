@@ -18,6 +18,7 @@ import (
 	"github.com/dsh-go/dsh/agent"
 	"github.com/dsh-go/dsh/content"
 	"github.com/dsh-go/dsh/internal/proc"
+	"github.com/dsh-go/dsh/permission"
 	"github.com/dsh-go/dsh/subagent"
 	"github.com/dsh-go/dsh/subagent/claudecode"
 	"github.com/dsh-go/dsh/subagent/subagenttest"
@@ -296,15 +297,33 @@ func TestResultMapping(t *testing.T) {
 
 func TestPermissionRequests(t *testing.T) {
 	checkNoChildren(t)
-	for _, policy := range []string{"", claudecode.PermissionDeny, claudecode.PermissionAllow} {
-		t.Run("policy="+policy, func(t *testing.T) {
+	denyWrite := permission.Rules{Tools: map[string]permission.Decision{"write_file": permission.Deny}}
+	for _, tc := range []struct {
+		name, permission string
+		rules            permission.Rules
+		allowed          bool
+	}{
+		{"default policy allows", "", permission.Rules{}, true},
+		{"policy allows", claudecode.PermissionPolicy, permission.Rules{}, true},
+		{"policy denies Write", claudecode.PermissionPolicy, denyWrite, false},
+		{"deny", claudecode.PermissionDeny, permission.Rules{}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
 			cfg := fakeConfig()
-			cfg.Permission = policy
+			cfg.Permission = tc.permission
 			var rec recorder
-			run := startWith(t, newProvider(t, cfg), context.Background(), scenarioTool, rec.add)
+			req := subagent.StartRequest{Prompt: subagenttest.Prompt(scenarioTool), Parent: subagenttest.PolicyParent(t, tc.rules, nil),
+				Progress: rec.add}
+			run, err := newProvider(t, cfg).Start(context.Background(), req)
+			if err != nil {
+				t.Fatal(err)
+			}
 			res := wait(t, run)
 			dispose(t, run)
-			want := "permission: " + cmpOr(policy, "deny")
+			want := "permission: deny"
+			if tc.allowed {
+				want = "permission: allow"
+			}
 			if res.StopReason != subagent.Completed || content.JoinText(res.Output) != want {
 				t.Fatalf("result %+v, want output %q", res, want)
 			}
@@ -313,7 +332,7 @@ func TestPermissionRequests(t *testing.T) {
 				switch {
 				case p.Kind == subagent.ProgressToolCall && p.Tool == "Write" && p.CallID == "toolu_01":
 					call = true
-				case p.Kind == subagent.ProgressToolResult && p.CallID == "toolu_01" && p.IsError == (policy != claudecode.PermissionAllow):
+				case p.Kind == subagent.ProgressToolResult && p.CallID == "toolu_01" && p.IsError == !tc.allowed:
 					result = true
 				}
 			}
@@ -322,13 +341,6 @@ func TestPermissionRequests(t *testing.T) {
 			}
 		})
 	}
-}
-
-func cmpOr(a, b string) string {
-	if a != "" {
-		return a
-	}
-	return b
 }
 
 func TestInterruptHonoured(t *testing.T) {

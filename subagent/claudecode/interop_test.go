@@ -282,7 +282,7 @@ func TestRealClaudeCancelDuringModelRequest(t *testing.T) {
 
 func TestRealClaudePermissionRequests(t *testing.T) {
 	bin := claudeBinary(t)
-	for _, policy := range []string{claudecode.PermissionDeny, claudecode.PermissionAllow} {
+	for _, policy := range []string{claudecode.PermissionDeny, claudecode.PermissionPolicy} {
 		t.Run(policy, func(t *testing.T) {
 			checkNoChildren(t)
 			a := parent(t)
@@ -311,7 +311,7 @@ func TestRealClaudePermissionRequests(t *testing.T) {
 				if res.StopReason != subagent.Completed || !strings.HasPrefix(out, "tool said: error: permission to use Write denied") || statErr == nil {
 					t.Fatalf("result %+v, file: %v", res, statErr)
 				}
-			case claudecode.PermissionAllow:
+			case claudecode.PermissionPolicy: // the parent's policy allows everything
 				if res.StopReason != subagent.Completed || !strings.HasPrefix(out, "tool said: File created successfully") || statErr != nil {
 					t.Fatalf("result %+v, file: %v", res, statErr)
 				}

@@ -12,6 +12,7 @@ import (
 	"github.com/dsh-go/dsh/agent"
 	"github.com/dsh-go/dsh/content"
 	"github.com/dsh-go/dsh/internal/proc"
+	"github.com/dsh-go/dsh/permission"
 	"github.com/dsh-go/dsh/subagent"
 )
 
@@ -20,12 +21,13 @@ const interruptID = "dsh-interrupt"
 
 // run is one Claude Code child.
 type run struct {
-	cfg      Config
-	id       string
-	proc     *proc.Process
-	w        *writer
-	tmpDir   string // the per-run CLAUDE_CONFIG_DIR to remove, or ""
-	progress func(subagent.Progress)
+	cfg       Config
+	id        string
+	proc      *proc.Process
+	w         *writer
+	tmpDir    string // the per-run CLAUDE_CONFIG_DIR to remove, or ""
+	progress  func(subagent.Progress)
+	authorize func(permission.Request) error // decides by the parent's policy; may block
 
 	ready     chan struct{} // closed at system/init (or an early result)
 	readyOnce sync.Once
@@ -54,10 +56,15 @@ var (
 	_ subagent.Run = (*run)(nil)
 )
 
-func newRun(cfg Config, child *proc.Process, tmpDir string, progress func(subagent.Progress)) *run {
-	return &run{cfg: cfg, id: newRunID(), proc: child, w: newWriter(child.Stdin()), tmpDir: tmpDir, progress: progress,
+func newRun(cfg Config, child *proc.Process, tmpDir string, req subagent.StartRequest) *run {
+	r := &run{cfg: cfg, id: newRunID(), proc: child, w: newWriter(child.Stdin()), tmpDir: tmpDir, progress: req.Progress,
 		ready: make(chan struct{}), resultc: make(chan struct{}), streamEnd: make(chan struct{}),
 		cancelc: make(chan struct{})}
+	label := subagent.ChildLabel(cfg.Name, req.Label)
+	r.authorize = func(ask permission.Request) error {
+		return subagent.AuthorizeChild(req.Parent, label, r.cancelc, ask)
+	}
+	return r
 }
 
 // begin starts watching ctx and the child; the run settles on its own.

@@ -54,7 +54,7 @@ func (p *Provider) Start(ctx context.Context, req subagent.StartRequest) (subage
 		removeTemp(tmpDir)
 		return nil, fail("spawn", err)
 	}
-	r := newRun(p.cfg, child, tmpDir, req.Progress)
+	r := newRun(p.cfg, child, tmpDir, req)
 	go r.read(p.maxLine)
 	r.w.send(userPrompt(texts))
 

@@ -6,6 +6,7 @@ import (
 	"io"
 	"strings"
 
+	"github.com/dsh-go/dsh/permission"
 	"github.com/dsh-go/dsh/subagent"
 )
 
@@ -110,8 +111,9 @@ func (r *run) user(m message) {
 	}
 }
 
-// control answers a control request from Claude Code: can_use_tool per
-// policy, anything else with an error so that the CLI does not wait.
+// control answers a control request from Claude Code: can_use_tool by
+// Config.Permission, anything else with an error so that the CLI does not
+// wait.
 func (r *run) control(m message) {
 	if m.RequestID == "" || m.Request == nil {
 		return
@@ -123,21 +125,45 @@ func (r *run) control(m message) {
 	r.mu.Lock()
 	cancelled := r.cancelled
 	r.mu.Unlock()
+	input := m.Request.Input
+	if len(input) == 0 || string(input) == "null" {
+		input = []byte("{}")
+	}
 	var answer any
 	switch {
 	case cancelled:
 		answer = permissionDeny{Behavior: "deny", Message: "the run was cancelled", Interrupt: true}
-	case r.cfg.Permission == PermissionAllow:
-		input := m.Request.Input
-		if len(input) == 0 || string(input) == "null" {
-			input = []byte("{}")
-		}
-		answer = permissionAllow{Behavior: "allow", UpdatedInput: input}
-	default:
+	case r.cfg.Permission == PermissionDeny:
 		answer = permissionDeny{Behavior: "deny",
 			Message: fmt.Sprintf("permission to use %s denied: this unattended subagent (provider %s) denies every permission request", m.Request.ToolName, r.cfg.Name)}
+	default:
+		if err := r.authorize(permission.Request{Tool: dshTool(m.Request.ToolName), CallID: m.Request.ToolUseID, Arguments: input}); err != nil {
+			answer = permissionDeny{Behavior: "deny", Message: fmt.Sprintf("permission to use %s denied: %v", m.Request.ToolName, err)}
+		} else {
+			answer = permissionAllow{Behavior: "allow", UpdatedInput: input}
+		}
 	}
 	r.w.send(controlSuccess(m.RequestID, answer))
+}
+
+// dshTool maps a Claude Code tool name to the dsh tool a permission policy
+// names for it; other names are kept.
+func dshTool(name string) string {
+	switch name {
+	case "Bash":
+		return "bash"
+	case "Write":
+		return "write_file"
+	case "Edit", "MultiEdit", "NotebookEdit":
+		return "edit_file"
+	case "Read":
+		return "read_file"
+	case "Grep":
+		return "grep"
+	case "Glob":
+		return "glob"
+	}
+	return name
 }
 
 func (r *run) report(p subagent.Progress) {

@@ -3,34 +3,50 @@ package codex
 import (
 	"encoding/json"
 	"fmt"
+
+	"github.com/dsh-go/dsh/permission"
 )
 
 // JSON-RPC error code for a server request the provider does not serve.
 const codeMethodNotFound = -32601
 
-// request implements handler: it answers Codex's server requests
-// unattended. Approvals are declined in the "never" mode and accepted in
-// the other two ("cancel" once the run is cancelled); questions get empty
-// answers and elicitations are declined. Any other request is refused and
-// fails the run.
+// Tools a parent's permission policy names for Codex's approval requests.
+const (
+	approvalCommand     = "bash"
+	approvalFileChange  = "edit_file"
+	approvalPermissions = "codex_permissions"
+)
+
+// request implements handler: it answers Codex's server requests.
+// Approvals are declined in the "never" mode; in the other two they are
+// decided by the parent's permission policy, which may ask the person
+// behind the delegation tree (and "cancel" once the run is cancelled).
+// Questions get empty answers and elicitations are declined. Any other
+// request is refused and fails the run.
 func (s *turnState) request(method string, params json.RawMessage) (any, *wireError) {
 	s.mu.Lock()
 	cancelled := s.cancelled
 	s.mu.Unlock()
-	approve := s.mode != PermissionNever
+	approve := func(tool string) bool {
+		return s.mode != PermissionNever && s.authorize(permission.Request{Tool: tool, Arguments: params})
+	}
 	switch method {
 	case "item/commandExecution/requestApproval", "item/fileChange/requestApproval":
+		tool := approvalCommand
+		if method == "item/fileChange/requestApproval" {
+			tool = approvalFileChange
+		}
 		decision := "decline"
 		switch {
 		case cancelled:
 			decision = "cancel"
-		case approve:
+		case approve(tool):
 			decision = "accept"
 		}
 		return map[string]any{"decision": decision}, nil
 	case "item/permissions/requestApproval":
 		granted := json.RawMessage(`{}`)
-		if approve && !cancelled {
+		if !cancelled && approve(approvalPermissions) {
 			var p struct {
 				Permissions json.RawMessage `json:"permissions"`
 			}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/dsh-go/dsh/agent"
 	"github.com/dsh-go/dsh/content"
+	"github.com/dsh-go/dsh/permission"
 	"github.com/dsh-go/dsh/subagent"
 	"github.com/dsh-go/dsh/subagent/codex"
 	"github.com/dsh-go/dsh/subagent/subagenttest"
@@ -260,6 +261,36 @@ func TestApprovalRequestsAnsweredPerMode(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// In approve-for-me mode the parent's permission policy decides Codex's
+// approvals: a denied command is declined without asking, a file change
+// the policy asks about goes to the tree's asker, naming the child.
+func TestApprovalsFollowTheParentsPolicy(t *testing.T) {
+	cfg, log := fakeConfig(t, "scripted")
+	cfg.PermissionMode = codex.PermissionApproveForMe
+	var asked []string
+	rules := permission.Rules{Tools: map[string]permission.Decision{"bash": permission.Deny, "edit_file": permission.Ask}}
+	parent := subagenttest.PolicyParent(t, rules, permission.AskerFunc(func(_ context.Context, r permission.Request) (permission.Answer, error) {
+		asked = append(asked, r.Who()+": "+r.Tool)
+		return permission.AllowOnce, nil
+	}))
+	run := start(t, newProvider(t, cfg), context.Background(),
+		subagent.StartRequest{Label: "fix", Prompt: subagenttest.Prompt(scApprovals), Parent: parent, Depth: 1})
+	res := wait(t, run)
+	dispose(t, run)
+	checkNoChildren(t)
+	if res.StopReason != subagent.Completed {
+		t.Fatalf("result %+v", res)
+	}
+	got := responses(readLog(t, log))
+	if len(got) < 3 || got[0] != `{"id":0,"result":{"decision":"decline"}}` || got[1] != `{"id":1,"result":{"decision":"accept"}}` ||
+		got[2] != `{"id":2,"result":{"permissions":{"network":{"enabled":true}},"scope":"turn"}}` {
+		t.Errorf("the fake received %q", got)
+	}
+	if strings.Join(asked, ",") != "codex · fix: edit_file" {
+		t.Errorf("asked %q", asked)
 	}
 }
 

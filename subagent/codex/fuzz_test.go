@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/dsh-go/dsh/permission"
 	"github.com/dsh-go/dsh/subagent"
 )
 
@@ -33,7 +34,7 @@ func FuzzReader(f *testing.F) {
 	threadIDPattern := regexp.MustCompile(`"threadId":"([^"]*)"`) // the thread an input talks about
 	f.Fuzz(func(t *testing.T, data []byte) {
 		for _, mode := range []string{PermissionNever, PermissionApproveForMe} {
-			s := newTurnState(mode, func(subagent.Progress) {})
+			s := newTurnState(mode, func(subagent.Progress) {}, func(permission.Request) bool { return true })
 			s.setThread("t")
 			if m := threadIDPattern.FindSubmatch(data); m != nil {
 				s.setThread(string(m[1]))

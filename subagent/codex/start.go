@@ -12,6 +12,7 @@ import (
 
 	"github.com/dsh-go/dsh/content"
 	"github.com/dsh-go/dsh/internal/proc"
+	"github.com/dsh-go/dsh/permission"
 	"github.com/dsh-go/dsh/subagent"
 )
 
@@ -73,10 +74,14 @@ func (p *Provider) Start(ctx context.Context, req subagent.StartRequest) (subage
 		removeHome()
 		return nil, fail("spawn", err)
 	}
-	state := newTurnState(p.cfg.PermissionMode, req.Progress)
+	cancelled := make(chan struct{})
+	label := subagent.ChildLabel(p.cfg.Name, req.Label)
+	state := newTurnState(p.cfg.PermissionMode, req.Progress, func(ask permission.Request) bool {
+		return subagent.AuthorizeChild(req.Parent, label, cancelled, ask) == nil
+	})
 	r := &run{cfg: p.cfg, id: "codex-" + uuid.NewString(), proc: child, turn: state,
 		conn: newConn(child.Stdin(), child.Stdout(), p.maxLine, state), removeHome: removeHome,
-		cancelled: make(chan struct{})}
+		cancelled: cancelled}
 	go r.conn.serve()
 
 	if err := r.handshake(ctx, cwd); err != nil {

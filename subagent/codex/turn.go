@@ -8,6 +8,7 @@ import (
 	"sync"
 
 	"github.com/dsh-go/dsh/content"
+	"github.com/dsh-go/dsh/permission"
 	"github.com/dsh-go/dsh/subagent"
 )
 
@@ -23,8 +24,9 @@ const contextWindowExceeded = "contextWindowExceeded"
 // turnState follows one thread's single turn from Codex's notifications and
 // answers its server requests. It is the connection's handler.
 type turnState struct {
-	mode     string                  // permission mode
-	progress func(subagent.Progress) // may be nil
+	mode      string                        // permission mode
+	progress  func(subagent.Progress)       // may be nil
+	authorize func(permission.Request) bool // asks the parent's policy; may block
 
 	mu        sync.Mutex
 	threadID  string // once the thread exists; until then nothing is attributed
@@ -79,8 +81,8 @@ type wireItem struct {
 	Tool   string  `json:"tool"`   // mcpToolCall, dynamicToolCall, collabAgentToolCall
 }
 
-func newTurnState(mode string, progress func(subagent.Progress)) *turnState {
-	return &turnState{mode: mode, progress: progress, completed: make(chan turnInfo, 1), fault: make(chan string, 1)}
+func newTurnState(mode string, progress func(subagent.Progress), authorize func(permission.Request) bool) *turnState {
+	return &turnState{mode: mode, progress: progress, authorize: authorize, completed: make(chan turnInfo, 1), fault: make(chan string, 1)}
 }
 
 func (s *turnState) setThread(id string) {

@@ -87,7 +87,7 @@ func TestRealTranscripts(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			data := transcripts(t)[name]
-			s := newTurnState(PermissionNever, nil)
+			s := newTurnState(PermissionNever, nil, nil)
 			s.setThread(threadOf(t, data))
 			turn, err := replay(newReader(bytes.NewReader(data), MaxLine), data, s)
 			if err != io.EOF || turn == nil {

@@ -16,6 +16,7 @@ import (
 	"github.com/dsh-go/dsh/event"
 	"github.com/dsh-go/dsh/llm"
 	"github.com/dsh-go/dsh/llm/scripted"
+	"github.com/dsh-go/dsh/permission"
 	"github.com/dsh-go/dsh/prompt"
 	"github.com/dsh-go/dsh/session"
 	"github.com/dsh-go/dsh/subagent"
@@ -201,3 +202,21 @@ func NewParent(t testing.TB, model llm.Model, depth int, opts agent.Options) *Pa
 
 // Prompt returns a one-text-block prompt.
 func Prompt(s string) []content.Block { return []content.Block{content.Text(strings.TrimSpace(s))} }
+
+// PolicyParent returns a parent agent (on a NewParent runtime) whose
+// permission policy is rules and whose tree's asks go to asker (nil: asks
+// are refused).
+func PolicyParent(t testing.TB, rules permission.Rules, asker permission.Asker) *agent.Agent {
+	t.Helper()
+	p := NewParent(t, nil, 0, agent.Options{})
+	policy, err := permission.New(rules)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := p.Agents.Create(context.Background(), agent.CreateOptions{Cwd: t.TempDir(), Options: agent.Options{Provider: "test"},
+		Policy: &policy, Asker: asker})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a
+}
