@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -29,6 +30,7 @@ import (
 	"github.com/dsh-go/dsh/permission"
 	"github.com/dsh-go/dsh/session"
 	"github.com/dsh-go/dsh/session/jsonl"
+	"github.com/dsh-go/dsh/subagent"
 	"github.com/dsh-go/dsh/subagent/acpchild"
 	"github.com/dsh-go/dsh/subagent/claudecode"
 	"github.com/dsh-go/dsh/subagent/codex"
@@ -64,8 +66,13 @@ type Config struct {
 	// SessionsDir holds the JSONL session files (default $DSH_HOME/sessions).
 	SessionsDir string `yaml:"sessionsDir"`
 
-	path string // the file Load read, absolute; "" for none
+	path     string   // the file Load read, absolute; "" for none
+	warnings []string // what is legal but probably not meant
 }
+
+// Warnings returns what the file says that is legal but probably not
+// meant, such as a provider no tool is bound to.
+func (cfg Config) Warnings() []string { return cfg.warnings }
 
 // Path returns the absolute path of the file the configuration was loaded
 // from, or "" when it is the built-in default.
@@ -266,8 +273,11 @@ func Load(path string, getenv func(string) string) (Config, error) {
 // used in error messages.
 func Parse(name string, data []byte, getenv func(string) string) (Config, error) {
 	cfg := Default(getenv)
+	if err := checkTypes(data); err != nil {
+		return cfg, fmt.Errorf("config %s: %w", name, err)
+	}
 	var file Config
-	if err := yaml.NewDecoder(bytes.NewReader(data), yaml.Strict()).Decode(&file); err != nil {
+	if err := yaml.NewDecoder(bytes.NewReader(data), yaml.Strict(), yaml.CustomUnmarshaler(decodeDuration)).Decode(&file); err != nil {
 		return cfg, fmt.Errorf("config %s: %s", name, withSourceLine(data, yaml.FormatError(err, false, false)))
 	}
 	cfg, verr := cfg.merge(file)
@@ -275,6 +285,17 @@ func Parse(name string, data []byte, getenv func(string) string) (Config, error)
 		return cfg, fmt.Errorf("config %s: %w", name, locate(data, verr))
 	}
 	return cfg, nil
+}
+
+// decodeDuration reads a duration such as 30s or 1m30s.
+func decodeDuration(d *time.Duration, b []byte) error {
+	s := strings.Trim(strings.TrimSpace(string(b)), `"'`)
+	v, err := time.ParseDuration(s)
+	if err != nil {
+		return fmt.Errorf("want a duration such as 30s or 2m, got %q", s)
+	}
+	*d = v
+	return nil
 }
 
 var position = regexp.MustCompile(`^\[(\d+):\d+\] `)
@@ -333,8 +354,6 @@ func (cfg Config) merge(file Config) (Config, error) {
 			return cfg, bad(at, "name is required")
 		case m.BaseURL == "":
 			return cfg, bad(at, "baseURL is required")
-		case m.APIKeyEnv == "":
-			return cfg, bad(at, "apiKeyEnv is required (the name of the variable holding the key)")
 		case m.MaxTokens < 0:
 			return cfg, bad(at+".maxTokens", "must not be negative")
 		case m.Thinking != "" && m.Thinking != openai.ThinkingEnabled && m.Thinking != openai.ThinkingDisabled:
@@ -362,8 +381,13 @@ func (cfg Config) merge(file Config) (Config, error) {
 	cfg.Agent.MaxTokens = cmp.Or(file.Agent.MaxTokens, cfg.Agent.MaxTokens)
 	cfg.Agent.MaxParallelToolCalls = cmp.Or(file.Agent.MaxParallelToolCalls, cfg.Agent.MaxParallelToolCalls)
 	cfg.Agent.MaxSteps = cmp.Or(file.Agent.MaxSteps, cfg.Agent.MaxSteps)
-	if err := file.Permissions.Validate(); err != nil {
-		return cfg, bad("$.permissions", "%v", err)
+	if d := file.Permissions.Default; d != "" && !d.Valid() {
+		return cfg, bad("$.permissions.default", "want allow, ask or deny, got %q", d)
+	}
+	for _, name := range slices.Sorted(maps.Keys(file.Permissions.Tools)) {
+		if d := file.Permissions.Tools[name]; !d.Valid() {
+			return cfg, bad("$.permissions.tools."+name, "want allow, ask or deny, got %q", d)
+		}
 	}
 	if file.Permissions.Default != "" || file.Permissions.Tools != nil {
 		cfg.Permissions = file.Permissions
@@ -386,7 +410,25 @@ func (cfg Config) merge(file Config) (Config, error) {
 	if file.ACP.AskPermission != nil {
 		cfg.ACP = file.ACP
 	}
-	return cfg, cfg.validate()
+	if err := cfg.validate(); err != nil {
+		return cfg, err
+	}
+	cfg.warnings = cfg.lint()
+	return cfg, nil
+}
+
+// lint lists what is legal but probably not meant.
+func (cfg Config) lint() []string {
+	if cfg.Subagents == nil {
+		return nil
+	}
+	var out []string
+	for _, p := range cfg.Subagents.Providers {
+		if !slices.ContainsFunc(cfg.Subagents.Tools, func(t subagenttool.Config) bool { return t.Provider == p.Name }) {
+			out = append(out, fmt.Sprintf("subagent provider %q is bound to no tool, so no model can use it: add {provider: %s} under subagents.tools", p.Name, p.Name))
+		}
+	}
+	return out
 }
 
 // ModelOf returns the default model id of a model route.
@@ -412,6 +454,12 @@ func (cfg Config) validate() error {
 	}
 	if cfg.Tasks.MaxPerOwner < 0 || cfg.Tasks.MaxWakes < 0 {
 		return bad("$.tasks", "maxPerOwner and maxWakes must not be negative")
+	}
+	tools := cfg.knownTools()
+	for _, name := range slices.Sorted(maps.Keys(cfg.Permissions.Tools)) {
+		if err := checkToolName(tools, "$.permissions.tools."+name, name); err != nil {
+			return err
+		}
 	}
 	if cfg.Subagents == nil {
 		return nil
@@ -442,6 +490,13 @@ func (cfg Config) validate() error {
 				return bad(at, "a %s provider cannot have a %s block", k, map[string]string{KindACP: "acp", KindCodex: "codex", KindClaudeCode: "claudeCode"}[block])
 			}
 		}
+		if err := checkBlock(p, k); err != nil {
+			var ce *subagent.ConfigError
+			if errors.As(err, &ce) {
+				return bad(fmt.Sprintf("%s.%s.%s", at, blockKey(k), ce.Field), "%s", ce.Msg)
+			}
+			return bad(at, "%v", err)
+		}
 	}
 	names := map[string]bool{}
 	for i, t := range cfg.Subagents.Tools {
@@ -455,6 +510,18 @@ func (cfg Config) validate() error {
 			return bad(at+".maxDepth", "must be a non-negative integer, got %d", *t.MaxDepth)
 		case t.ToolFilter != nil && t.ToolFilter.Allow == nil && len(t.ToolFilter.Deny) == 0:
 			return bad(at+".toolFilter", "needs allow or deny")
+		}
+		if f := t.ToolFilter; f != nil {
+			for _, list := range []struct {
+				key   string
+				names []string
+			}{{"allow", f.Allow}, {"deny", f.Deny}} {
+				for j, n := range list.names {
+					if err := checkToolName(tools, fmt.Sprintf("%s.toolFilter.%s[%d]", at, list.key, j), n); err != nil {
+						return err
+					}
+				}
+			}
 		}
 		name := cmp.Or(t.ToolName, "subagent")
 		if names[name] {

@@ -105,8 +105,7 @@ func TestBadConfig(t *testing.T) {
 	}{
 		{"unknown key", "agent:\n  provder: x\n", []string{"provder", "[2:"}},
 		{"unknown top-level key", "modles: []\n", []string{"modles", "[1:"}},
-		{"wrong type", "tools:\n  outputLimit: lots\n", []string{"outputLimit", "[2:"}},
-		{"model without key variable", "models:\n  - name: x\n    baseURL: http://h\n", []string{"line 2", "apiKeyEnv"}},
+		{"wrong type", "tools:\n  outputLimit: lots\n", []string{"outputLimit", "line 2"}},
 		{"unknown route", "agent:\n  provider: nowhere\n", []string{"line 2", "agent.provider", "nowhere"}},
 		{"negative maxDepth", "subagents:\n  providers: [{name: spawn}]\n  tools:\n    - provider: spawn\n      maxDepth: -2\n",
 			[]string{"line 5", "maxDepth", "-2"}},
@@ -140,5 +139,58 @@ func TestBadConfig(t *testing.T) {
 func TestExplicitMissingFileIsAnError(t *testing.T) {
 	if _, err := config.Load(filepath.Join(t.TempDir(), "nope.yaml"), env(nil)); err == nil {
 		t.Fatal("a missing explicit config file was ignored")
+	}
+}
+
+// TestConfigErrorMessages pins the exact message of every class of
+// configuration error a person can act on: file, line, key, what was
+// wanted and what was found.
+func TestConfigErrorMessages(t *testing.T) {
+	for _, tc := range []struct{ name, yaml, want string }{
+		{"integer", "subagents:\n  providers: [{name: spawn}]\n  tools:\n    - provider: spawn\n      maxDepth: two\n",
+			`config dsh.yaml: line 5: subagents.tools[0].maxDepth: want an integer, got "two"`},
+		{"duration as a number", "models:\n  - name: x\n    baseURL: http://h\n    idleTimeout: 30\n",
+			`config dsh.yaml: line 4: models[0].idleTimeout: want a duration such as 30s or 2m, got "30"`},
+		{"duration in a provider block", "subagents:\n  providers:\n    - name: c\n      kind: codex\n      codex: {readyTimeout: soon}\n",
+			`config dsh.yaml: line 5: subagents.providers[0].codex.readyTimeout: want a duration such as 30s or 2m, got "soon"`},
+		{"boolean", "subagents:\n  providers: [{name: spawn}]\n  tools:\n    - provider: spawn\n      enableRunInBackground: sometimes\n",
+			`config dsh.yaml: line 5: subagents.tools[0].enableRunInBackground: want true or false, got "sometimes"`},
+		{"list for a number", "tasks:\n  maxPerOwner: [1]\n", `config dsh.yaml: line 2: tasks.maxPerOwner: want an integer, got a list`},
+		{"value in a provider block", "subagents:\n  providers:\n    - name: c\n      kind: codex\n      codex:\n        permissionMode: sometimes\n",
+			`config dsh.yaml: line 6: subagents.providers[0].codex.permissionMode: must be "never", "approve-for-me" or "dangerously-bypass-approvals-and-sandbox", got "sometimes"`},
+		{"acp permission", "subagents:\n  providers:\n    - name: a\n      kind: acp\n      acp: {command: x, permission: allow}\n",
+			`config dsh.yaml: line 5: subagents.providers[0].acp.permission: must be "policy" (the parent's permission policy decides) or "reject", got "allow"`},
+		{"unknown tool in a filter", "subagents:\n  providers: [{name: spawn}]\n  tools:\n    - provider: spawn\n      toolFilter: {deny: [bsh]}\n",
+			`config dsh.yaml: line 5: subagents.tools[0].toolFilter.deny[0]: unknown tool "bsh" (did you mean "bash"?); known tools: bash, edit_file, glob, grep, read_file, subagent, task_kill, task_list, task_output, write_file`},
+		{"unknown tool in the policy", "permissions:\n  tools:\n    write_fle: ask\n",
+			`config dsh.yaml: line 3: permissions.tools.write_fle: unknown tool "write_fle" (did you mean "write_file"?); known tools: bash, edit_file, glob, grep, read_file, subagent, subagent_fork, task_kill, task_list, task_output, write_file`},
+		{"bad decision", "permissions:\n  tools: {bash: maybe}\n", `config dsh.yaml: line 2: permissions.tools.bash: want allow, ask or deny, got "maybe"`},
+		{"negative budget", "budget: {tokens: -1}\n", `config dsh.yaml: line 1: budget.tokens: must not be negative`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := config.Parse("dsh.yaml", []byte(tc.yaml), env(nil))
+			if err == nil || err.Error() != tc.want {
+				t.Errorf("error\n %v\nwant\n %s", err, tc.want)
+			}
+		})
+	}
+}
+
+// A keyless route (Ollama, llama.cpp) is valid; a provider bound to no
+// tool is a warning, not an error.
+func TestKeylessRouteAndUnboundProvider(t *testing.T) {
+	cfg, err := config.Parse("dsh.yaml", []byte(`agent: {provider: local}
+models:
+  - {name: local, baseURL: "http://127.0.0.1:11434/v1", model: qwen3}
+subagents:
+  providers: [{name: spawn}, {name: cx, kind: codex}]
+  tools: [{provider: spawn}]
+`), env(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{`subagent provider "cx" is bound to no tool, so no model can use it: add {provider: cx} under subagents.tools`}
+	if !slices.Equal(cfg.Warnings(), want) {
+		t.Errorf("warnings %q, want %q", cfg.Warnings(), want)
 	}
 }

@@ -71,6 +71,35 @@ func (cfg Config) provider(rt *dsh.Runtime, p Provider, getenv func(string) stri
 	return acpchild.New(ac)
 }
 
+// checkBlock validates a provider's block with its kind's constructor, so
+// that a bad value is reported at load with its file and line.
+func checkBlock(p Provider, kind string) error {
+	var err error
+	switch kind {
+	case KindCodex:
+		c := deref(p.Codex)
+		c.Name = p.Name
+		_, err = codex.New(c)
+	case KindClaudeCode:
+		c := deref(p.ClaudeCode)
+		c.Name = p.Name
+		_, err = claudecode.New(c)
+	case KindACP:
+		c := deref(p.ACP)
+		c.Name = p.Name
+		_, err = acpchild.New(c)
+	}
+	return err
+}
+
+// blockKey is the YAML key of a kind's block.
+func blockKey(kind string) string {
+	if kind == KindClaudeCode {
+		return "claudeCode"
+	}
+	return kind
+}
+
 // deref returns a copy of *c, or the zero value.
 func deref[T any](c *T) T {
 	if c == nil {
@@ -101,7 +130,9 @@ func (cfg Config) selfHost(ac *acpchild.Config, getenv func(string) string) erro
 		ac.Env["DSH_CONFIG"] = cmp.Or(ac.Env["DSH_CONFIG"], c)
 	}
 	for _, m := range cfg.Models {
-		ac.PassEnv = append(ac.PassEnv, m.APIKeyEnv)
+		if m.APIKeyEnv != "" {
+			ac.PassEnv = append(ac.PassEnv, m.APIKeyEnv)
+		}
 	}
 	ac.DepthEnv = DepthEnv
 	return nil

@@ -95,3 +95,18 @@ func AbortedBeforeReady(provider string, cause error) error {
 	return &Error{Code: CodeAbortedBeforeReadiness, Provider: provider,
 		Msg: fmt.Sprintf("provider %q: aborted before the child was ready", provider), Err: cause}
 }
+
+// ConfigError is a provider configuration that a provider's constructor
+// rejects: Field is the offending YAML key of its block, so that the
+// configuration loader can point at the file and line.
+type ConfigError struct {
+	Kind     string // the provider kind, e.g. "codex"
+	Provider string // the provider's name
+	Field    string // the offending key, e.g. "permissionMode"
+	Msg      string
+}
+
+// Error implements error.
+func (e *ConfigError) Error() string {
+	return fmt.Sprintf("%s provider %s: %s: %s", e.Kind, e.Provider, e.Field, e.Msg)
+}

@@ -45,6 +45,13 @@ const GuidanceSection = "tool:tasks"
 // NoticePlugin is the plugin source of completion notices.
 const NoticePlugin = "task"
 
+// The names of the task tools Mount registers.
+const (
+	ToolList   = "task_list"
+	ToolOutput = "task_output"
+	ToolKill   = "task_kill"
+)
+
 // Mount registers task_list, task_output and task_kill, their prompt
 // guidance, and the delivery of completion notices to owners. It returns
 // the disposer of all of it.
@@ -91,7 +98,7 @@ func status(s Snapshot) string {
 }
 
 func listTool(r *Runtime) tool.Definition {
-	return tool.Func("task_list", "List your background tasks: one line each with id, kind, status and label.", true,
+	return tool.Func(ToolList, "List your background tasks: one line each with id, kind, status and label.", true,
 		func(ctx context.Context, call tool.Call, _ struct{}) (tool.Result, error) {
 			a, err := caller(call)
 			if err != nil {
@@ -117,7 +124,7 @@ type outputArgs struct {
 func outputTool(r *Runtime, opts ToolOptions) tool.Definition {
 	desc := fmt.Sprintf("Read a background task's output and status. With wait, block until it finishes or timeout_ms "+
 		"passes (default %d, at most %d); a timed-out wait leaves the task running.", opts.WaitTimeout.Milliseconds(), opts.MaxWaitTimeout.Milliseconds())
-	return tool.Func("task_output", desc, true, func(ctx context.Context, call tool.Call, args outputArgs) (tool.Result, error) {
+	return tool.Func(ToolOutput, desc, true, func(ctx context.Context, call tool.Call, args outputArgs) (tool.Result, error) {
 		a, err := caller(call)
 		if err != nil {
 			return tool.Result{}, err
@@ -155,7 +162,7 @@ type killArgs struct {
 }
 
 func killTool(r *Runtime) tool.Definition {
-	return tool.Func("task_kill", "Stop a background task that no longer matters.", true,
+	return tool.Func(ToolKill, "Stop a background task that no longer matters.", true,
 		func(ctx context.Context, call tool.Call, args killArgs) (tool.Result, error) {
 			a, err := caller(call)
 			if err != nil {

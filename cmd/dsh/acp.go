@@ -15,7 +15,7 @@ func (c *cli) acpCmd() *cobra.Command {
 		Short: "Serve the Agent Client Protocol on stdin/stdout (logs go to stderr)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			cfg, err := config.Load(c.configPath, c.getenv)
+			cfg, err := c.loadConfig()
 			if err != nil {
 				return err
 			}

@@ -37,7 +37,7 @@ Environment: DEEPSEEK_API_KEY, DEEPSEEK_BASE_URL, DSH_HOME, DSH_CONFIG, and
 the key variable of every configured route.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			cfg, err := config.Load(c.configPath, c.getenv)
+			cfg, err := c.loadConfig()
 			if err != nil {
 				return err
 			}
@@ -68,7 +68,10 @@ the key variable of every configured route.`,
 // serves the route's model.
 func (c *cli) checkRoute(ctx context.Context, m config.Model) check {
 	what := "model route " + m.Name
-	if strings.TrimSpace(c.getenv(m.APIKeyEnv)) == "" {
+	keyNote := m.APIKeyEnv + " set"
+	if m.APIKeyEnv == "" {
+		keyNote = "no key needed"
+	} else if strings.TrimSpace(c.getenv(m.APIKeyEnv)) == "" {
 		return check{what: what, detail: m.APIKeyEnv + " is not set"}
 	}
 	model, err := openai.New(m.OpenAI(c.getenv, nil))
@@ -83,7 +86,7 @@ func (c *cli) checkRoute(ctx context.Context, m config.Model) check {
 		return check{what: what, detail: fmt.Sprintf("%s does not list model %q; it serves: %s (set models[].model or agent.model, or pass -m)",
 			m.BaseURL, m.Model, strings.Join(ids, ", "))}
 	}
-	return check{ok: true, what: what, detail: fmt.Sprintf("%s set; %s serves %s", m.APIKeyEnv, m.BaseURL, cmp.Or(m.Model, strings.Join(ids, ", ")))}
+	return check{ok: true, what: what, detail: fmt.Sprintf("%s; %s serves %s", keyNote, m.BaseURL, cmp.Or(m.Model, strings.Join(ids, ", ")))}
 }
 
 // installHint says how to install the program of a product provider.

@@ -13,6 +13,8 @@ import (
 	"syscall"
 
 	"github.com/spf13/cobra"
+
+	"github.com/dsh-go/dsh/config"
 )
 
 func main() {
@@ -75,4 +77,15 @@ func (l *lockedWriter) Write(p []byte) (int, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.w.Write(p)
+}
+
+// loadConfig loads the configuration file and prints its warnings.
+func (c *cli) loadConfig() (config.Config, error) {
+	cfg, err := config.Load(c.configPath, c.getenv)
+	if err == nil {
+		for _, w := range cfg.Warnings() {
+			fmt.Fprintln(c.stderr, "dsh: warning:", w)
+		}
+	}
+	return cfg, err
 }

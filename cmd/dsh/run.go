@@ -37,7 +37,7 @@ refused, with a message the model reads, since dsh run asks nobody: pass
 agent.maxSteps, else 100), and the whole tree after budget.tokens tokens.`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			cfg, err := config.Load(c.configPath, c.getenv)
+			cfg, err := c.loadConfig()
 			if err != nil {
 				return err
 			}
@@ -77,7 +77,7 @@ agent.maxSteps, else 100), and the whole tree after budget.tokens tokens.`,
 // checkKey fails fast, naming the variable, when the route's key is unset.
 func (c *cli) checkKey(cfg config.Config) error {
 	for _, m := range cfg.Models {
-		if m.Name == cfg.Agent.Provider && strings.TrimSpace(c.getenv(m.APIKeyEnv)) == "" {
+		if m.Name == cfg.Agent.Provider && m.APIKeyEnv != "" && strings.TrimSpace(c.getenv(m.APIKeyEnv)) == "" {
 			return fmt.Errorf("%s is not set: export it to use model route %q, or try the offline `dsh demo`", m.APIKeyEnv, m.Name)
 		}
 	}

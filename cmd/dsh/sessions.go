@@ -9,7 +9,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/dsh-go/dsh/config"
 	"github.com/dsh-go/dsh/content"
 	"github.com/dsh-go/dsh/session"
 	"github.com/dsh-go/dsh/session/jsonl"
@@ -18,7 +17,7 @@ import (
 func (c *cli) sessionsCmd() *cobra.Command {
 	cmd := &cobra.Command{Use: "sessions", Short: "List and show stored sessions"}
 	store := func() (*session.Store, error) {
-		cfg, err := config.Load(c.configPath, c.getenv)
+		cfg, err := c.loadConfig()
 		if err != nil {
 			return nil, err
 		}

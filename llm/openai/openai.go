@@ -106,9 +106,6 @@ func New(cfg Config) (*Model, error) {
 		cfg.BaseURL = cmp.Or(strings.TrimSpace(cfg.Getenv(cfg.baseURLEnv)), cfg.baseURLDefault)
 	}
 	cfg.Provider = cmp.Or(cfg.Provider, "openai")
-	if cfg.APIKeyEnv == "" {
-		return nil, fmt.Errorf("openai: %s: APIKeyEnv is required", cfg.Provider)
-	}
 	if cfg.BaseURL == "" {
 		return nil, fmt.Errorf("openai: %s: BaseURL is required", cfg.Provider)
 	}
@@ -167,13 +164,9 @@ func (m *Model) Stream(ctx context.Context, req *llm.Request) iter.Seq[content.C
 
 func (m *Model) stream(ctx context.Context, req *llm.Request, yield func(content.Chunk) bool) {
 	p := m.cfg.Provider
-	key := strings.TrimSpace(m.cfg.Getenv(m.cfg.APIKeyEnv))
-	if key == "" {
-		yield(llm.FinishError(llm.CodeMissingKey, "%s: %s is not set", p, m.cfg.APIKeyEnv))
-		return
-	}
-	if strings.ContainsFunc(key, func(r rune) bool { return r <= ' ' || r > '~' }) {
-		yield(llm.FinishError(llm.CodeInvalidKey, "%s: %s holds spaces or non-printable characters", p, m.cfg.APIKeyEnv))
+	key, f := m.key()
+	if f != nil {
+		yield(content.Chunk{Type: content.ChunkFinish, Finish: &content.Finish{Kind: content.FinishError, Failure: f}})
 		return
 	}
 	body, model, err := m.body(req)
@@ -217,6 +210,22 @@ func (m *Model) stream(ctx context.Context, req *llm.Request, yield func(content
 		case <-t.C:
 		}
 	}
+}
+
+// key reads the API key: "" for a keyless endpoint, else a failure when
+// the variable is unset or malformed.
+func (m *Model) key() (string, *content.Failure) {
+	if m.cfg.APIKeyEnv == "" {
+		return "", nil
+	}
+	key := strings.TrimSpace(m.cfg.Getenv(m.cfg.APIKeyEnv))
+	switch {
+	case key == "":
+		return "", &content.Failure{Code: llm.CodeMissingKey, Message: fmt.Sprintf("%s: %s is not set", m.cfg.Provider, m.cfg.APIKeyEnv)}
+	case strings.ContainsFunc(key, func(r rune) bool { return r <= ' ' || r > '~' }):
+		return "", &content.Failure{Code: llm.CodeInvalidKey, Message: fmt.Sprintf("%s: %s holds spaces or non-printable characters", m.cfg.Provider, m.cfg.APIKeyEnv)}
+	}
+	return key, nil
 }
 
 // retryable reports whether a failure that produced no output is transient.
@@ -279,7 +288,9 @@ func (m *Model) attempt(ctx context.Context, key, model string, body []byte, yie
 	if err != nil {
 		return &content.Failure{Code: llm.CodeTransport, Message: fmt.Sprintf("%s: %v", p, err)}
 	}
-	hreq.Header.Set("Authorization", "Bearer "+key)
+	if key != "" {
+		hreq.Header.Set("Authorization", "Bearer "+key)
+	}
 	hreq.Header.Set("Content-Type", "application/json")
 	hreq.Header.Set("Accept", "text/event-stream")
 	hreq.Header.Set("User-Agent", userAgent)
@@ -368,7 +379,11 @@ func (m *Model) httpFailure(resp *http.Response, body io.Reader, model string) *
 	msg := fmt.Sprintf("%s: HTTP %s: %s", p, resp.Status, text)
 	switch code {
 	case llm.CodeAuth:
-		msg += fmt.Sprintf(" (the key is read from %s: check that it holds a valid key for %s)", m.cfg.APIKeyEnv, m.cfg.BaseURL)
+		if m.cfg.APIKeyEnv == "" {
+			msg += " (this route sends no key: set models[].apiKeyEnv to the variable holding one)"
+		} else {
+			msg += fmt.Sprintf(" (the key is read from %s: check that it holds a valid key for %s)", m.cfg.APIKeyEnv, m.cfg.BaseURL)
+		}
 	case llm.CodeQuota:
 		if resp.StatusCode == http.StatusPaymentRequired {
 			msg = fmt.Sprintf("%s: insufficient balance (HTTP %s): %s: top up the account behind %s", p, resp.Status, text, m.cfg.APIKeyEnv)
@@ -470,9 +485,9 @@ func classify(status int, text string) string {
 // models), for diagnostics such as `dsh doctor`.
 func (m *Model) ListModels(ctx context.Context) ([]string, error) {
 	p := m.cfg.Provider
-	key := strings.TrimSpace(m.cfg.Getenv(m.cfg.APIKeyEnv))
-	if key == "" {
-		return nil, &llm.Error{Code: llm.CodeMissingKey, Msg: fmt.Sprintf("%s: %s is not set", p, m.cfg.APIKeyEnv)}
+	key, f := m.key()
+	if f != nil {
+		return nil, &llm.Error{Code: f.Code, Msg: f.Message}
 	}
 	u, err := url.Parse(m.cfg.BaseURL)
 	if err != nil {
@@ -484,7 +499,9 @@ func (m *Model) ListModels(ctx context.Context) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	hreq.Header.Set("Authorization", "Bearer "+key)
+	if key != "" {
+		hreq.Header.Set("Authorization", "Bearer "+key)
+	}
 	hreq.Header.Set("User-Agent", userAgent)
 	resp, err := m.client.Do(hreq)
 	if err != nil {

@@ -725,7 +725,6 @@ func TestNew(t *testing.T) {
 			c.BaseURL = "http://127.0.0.1:8080/v1"
 			return c
 		}(), "http://127.0.0.1:8080/v1/chat/completions"},
-		{"missing key env", Config{BaseURL: "https://x"}, ""},
 		{"missing base", Config{APIKeyEnv: "K"}, ""},
 		{"bad scheme", Config{APIKeyEnv: "K", BaseURL: "ftp://x"}, ""},
 		{"no host", Config{APIKeyEnv: "K", BaseURL: "http://"}, ""},
@@ -1043,5 +1042,18 @@ func TestRefusedLoopbackNotRetried(t *testing.T) {
 	f := wantFailure(t, collect(t, m.Stream(t.Context(), req)), content.FinishError, llm.CodeUnreachable)
 	if !strings.Contains(f.Message, "is the server at "+base+" running?") {
 		t.Errorf("message = %q", f.Message)
+	}
+}
+
+// TestKeylessRoute: a route without a key variable (Ollama, llama.cpp)
+// sends no Authorization header.
+func TestKeylessRoute(t *testing.T) {
+	h, seen := capturing(sse(frame(`{"content":"ok"}`, "stop"), done))
+	m := newModel(t, h, func(c *Config) { c.APIKeyEnv = "" })
+	if f := finish(collect(t, m.Stream(t.Context(), request()))); f.Kind != content.FinishStop {
+		t.Fatalf("finish %+v", f)
+	}
+	if auth := (<-seen).header.Get("Authorization"); auth != "" {
+		t.Errorf("Authorization = %q, want none", auth)
 	}
 }

@@ -66,25 +66,27 @@ func New(cfg Config) (*Provider, error) {
 	cfg.Permission = cmp.Or(cfg.Permission, PermissionPolicy)
 	cfg.ChildTimeouts = cfg.ChildTimeouts.WithDefaults()
 	cfg.MaxDepth = cmp.Or(cfg.MaxDepth, 4)
-	negative, _ := cfg.Negative()
+	bad := func(field, format string, args ...any) error {
+		return &subagent.ConfigError{Kind: "acp", Provider: cfg.Name, Field: field, Msg: fmt.Sprintf(format, args...)}
+	}
+	key, d := cfg.Negative()
 	switch {
 	case cfg.Command == "":
-		return nil, fmt.Errorf("acp provider %s: command is required", cfg.Name)
+		return nil, bad("command", "is required")
 	case cfg.Permission != PermissionReject && cfg.Permission != PermissionPolicy:
-		return nil, fmt.Errorf("acp provider %s: permission must be %q (the parent's permission policy decides) or %q, got %q",
-			cfg.Name, PermissionPolicy, PermissionReject, cfg.Permission)
-	case negative != "":
-		return nil, fmt.Errorf("acp provider %s: timeouts must be positive", cfg.Name)
+		return nil, bad("permission", "must be %q (the parent's permission policy decides) or %q, got %q", PermissionPolicy, PermissionReject, cfg.Permission)
+	case key != "":
+		return nil, bad(key, "must be positive, got %s", d)
 	case cfg.MaxDepth < 0:
-		return nil, fmt.Errorf("acp provider %s: maxDepth must not be negative", cfg.Name)
+		return nil, bad("maxDepth", "must not be negative, got %d", cfg.MaxDepth)
 	}
 	if cfg.Cwd != "" {
 		abs, err := filepath.Abs(cfg.Cwd)
 		if err != nil {
-			return nil, fmt.Errorf("acp provider %s: cwd: %w", cfg.Name, err)
+			return nil, bad("cwd", "%v", err)
 		}
 		if err := checkDir(abs); err != nil {
-			return nil, fmt.Errorf("acp provider %s: %w", cfg.Name, err)
+			return nil, bad("cwd", "%v", err)
 		}
 		cfg.Cwd = abs
 	}

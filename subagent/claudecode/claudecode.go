@@ -103,7 +103,7 @@ func New(cfg Config) (*Provider, error) {
 	cfg.Permission = cmp.Or(cfg.Permission, PermissionPolicy)
 	cfg.ChildTimeouts = cfg.ChildTimeouts.WithDefaults()
 	bad := func(field, format string, args ...any) error {
-		return &ConfigError{Provider: cfg.Name, Field: field, Msg: fmt.Sprintf(format, args...)}
+		return &ConfigError{Kind: "claude-code", Provider: cfg.Name, Field: field, Msg: fmt.Sprintf(format, args...)}
 	}
 	switch {
 	case !slices.Contains(permissionModes(), cfg.PermissionMode):

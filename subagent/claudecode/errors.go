@@ -3,19 +3,12 @@ package claudecode
 import (
 	"fmt"
 	"time"
+
+	"github.com/dsh-go/dsh/subagent"
 )
 
 // ConfigError is a Config that New rejects.
-type ConfigError struct {
-	Provider string // the provider's name
-	Field    string // the offending yaml key
-	Msg      string
-}
-
-// Error implements error.
-func (e *ConfigError) Error() string {
-	return fmt.Sprintf("claude-code provider %s: %s: %s", e.Provider, e.Field, e.Msg)
-}
+type ConfigError = subagent.ConfigError
 
 // StartError is a Start that failed before the run was ready: nothing of
 // it is left running when Start returns it.

@@ -68,7 +68,7 @@ func New(cfg Config) (*Provider, error) {
 	cfg.PermissionMode = cmp.Or(cfg.PermissionMode, PermissionNever)
 	cfg.ChildTimeouts = cfg.ChildTimeouts.WithDefaults()
 	bad := func(field, format string, args ...any) error {
-		return &ConfigError{Provider: cfg.Name, Field: field, Msg: fmt.Sprintf(format, args...)}
+		return &ConfigError{Kind: "codex", Provider: cfg.Name, Field: field, Msg: fmt.Sprintf(format, args...)}
 	}
 	switch cfg.PermissionMode {
 	case PermissionNever, PermissionApproveForMe, PermissionBypass:
