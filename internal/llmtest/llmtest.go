@@ -1,12 +1,13 @@
-// Package llmtest runs a loopback chat-completions server for tests and load
-// runs that speaks DeepSeek's streaming API as it is documented today and
-// enforces its rules: the current model names, the thinking switch and
-// reasoning effort values, reasoning_content passed back on every tool-call
-// turn in thinking mode, tool messages answering a preceding tool call, and
-// a bounded max_tokens. A request that breaks a rule gets the status and
-// error body the real API sends, so a regression fails a test instead of a
-// user's first run. Each request is answered with a stream of server-sent
-// events decided by a function of the request.
+// Package llmtest runs loopback model servers for tests and load runs: a
+// chat-completions server that speaks DeepSeek's streaming API as it is
+// documented today and enforces its rules (the current model names, the
+// thinking switch and reasoning effort values, reasoning_content passed
+// back on every tool-call turn in thinking mode, tool messages answering a
+// preceding tool call, a bounded max_tokens), answering a request that
+// breaks one with the status and error body the real API sends, so that a
+// regression fails a test instead of a user's first run; an Anthropic
+// Messages API (Claude Code's) and an OpenAI Responses API (Codex's). Each
+// streams server-sent events decided by a function of the request.
 package llmtest
 
 import (
