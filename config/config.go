@@ -103,6 +103,27 @@ type Model struct {
 	Price *Price `yaml:"price"`
 }
 
+// overlay returns m with the fields that o sets: a route named like a
+// built-in one tunes it, keeping its URL and key unless it sets them.
+func (m Model) overlay(o Model) Model {
+	m.BaseURL = cmp.Or(o.BaseURL, m.BaseURL)
+	m.APIKeyEnv = cmp.Or(o.APIKeyEnv, m.APIKeyEnv)
+	m.Model = cmp.Or(o.Model, m.Model)
+	m.MaxTokens = cmp.Or(o.MaxTokens, m.MaxTokens)
+	m.IdleTimeout = cmp.Or(o.IdleTimeout, m.IdleTimeout)
+	m.RequestTimeout = cmp.Or(o.RequestTimeout, m.RequestTimeout)
+	m.MaxRetries = cmp.Or(o.MaxRetries, m.MaxRetries)
+	m.Thinking = cmp.Or(o.Thinking, m.Thinking)
+	m.ReasoningEffort = cmp.Or(o.ReasoningEffort, m.ReasoningEffort)
+	if o.PassBackReasoning != nil {
+		m.PassBackReasoning = o.PassBackReasoning
+	}
+	if o.Price != nil {
+		m.Price = o.Price
+	}
+	return m
+}
+
 // OpenAI is the adapter configuration of route m. A DeepSeek route (named
 // deepseek, or at a deepseek.com URL) defaults to DeepSeek's max_tokens and
 // passes reasoning back.
@@ -349,11 +370,12 @@ func locate(data []byte, err error) error {
 func (cfg Config) merge(file Config) (Config, error) {
 	for i, m := range file.Models {
 		at := fmt.Sprintf("$.models[%d]", i)
+		base := slices.IndexFunc(cfg.Models, func(x Model) bool { return x.Name == m.Name })
 		switch {
 		case m.Name == "":
 			return cfg, bad(at, "name is required")
-		case m.BaseURL == "":
-			return cfg, bad(at, "baseURL is required")
+		case m.BaseURL == "" && base < 0:
+			return cfg, bad(at, "baseURL is required (a new route; only the built-in deepseek route has one)")
 		case m.MaxTokens < 0:
 			return cfg, bad(at+".maxTokens", "must not be negative")
 		case m.Thinking != "" && m.Thinking != openai.ThinkingEnabled && m.Thinking != openai.ThinkingDisabled:
@@ -361,15 +383,11 @@ func (cfg Config) merge(file Config) (Config, error) {
 		case m.ReasoningEffort != "" && !slices.Contains([]string{"minimal", "low", "medium", "high", "xhigh", "max"}, m.ReasoningEffort):
 			return cfg, bad(at+".reasoningEffort", "want low, high or max (DeepSeek), got %q", m.ReasoningEffort)
 		}
-		replaced := false
-		for j := range cfg.Models {
-			if cfg.Models[j].Name == m.Name {
-				cfg.Models[j], replaced = m, true
-			}
-		}
-		if !replaced {
+		if base < 0 {
 			cfg.Models = append(cfg.Models, m)
+			continue
 		}
+		cfg.Models[base] = cfg.Models[base].overlay(m)
 	}
 	if file.Agent.Provider != "" {
 		cfg.Agent.Provider, cfg.Agent.Model = file.Agent.Provider, ""

@@ -36,7 +36,9 @@ func TestDeepSeekDefaults(t *testing.T) {
 			cfg := config.Default(getenv)
 			if thinking != "" {
 				path := filepath.Join(t.TempDir(), "dsh.yaml")
-				yaml := fmt.Sprintf("models:\n  - name: deepseek\n    baseURL: %s\n    apiKeyEnv: DEEPSEEK_API_KEY\n    model: deepseek-flash\n    thinking: %s\n    reasoningEffort: high\n", srv.URL, thinking)
+				// A route named deepseek tunes the built-in one: its URL still
+				// comes from DEEPSEEK_BASE_URL.
+				yaml := fmt.Sprintf("models:\n  - name: deepseek\n    thinking: %s\n    reasoningEffort: high\n", thinking)
 				if err := os.WriteFile(path, []byte(yaml), 0o600); err != nil {
 					t.Fatal(err)
 				}

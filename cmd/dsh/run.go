@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -154,25 +156,37 @@ func (c *cli) runTurns(ctx context.Context, rt *dsh.Runtime, spec runSpec, texts
 	return endError(*last.Load())
 }
 
-// spentLine renders usage per "route/model" as one line, with its cost
-// when every route has a price.
+// spentLine renders usage per "route/model" as one line, with the cost
+// of the routes that have a price (naming the models that have none).
 func spentLine(byModel map[string]content.Usage, price func(string) (config.Price, bool)) string {
 	var total content.Usage
-	cost, priced := 0.0, price != nil && len(byModel) > 0
-	for key, u := range byModel {
+	cost, priced := 0.0, false
+	var unpriced []string
+	for _, key := range slices.Sorted(maps.Keys(byModel)) {
+		u := byModel[key]
 		total = total.Add(u)
 		route, _, _ := strings.Cut(key, "/")
-		if priced {
-			p, ok := price(route)
-			priced = ok
-			cost += p.Cost(u)
+		if p, ok := priceOf(price, route); ok {
+			cost, priced = cost+p.Cost(u), true
+		} else {
+			unpriced = append(unpriced, key)
 		}
 	}
 	line := usageLine(total)
 	if priced {
 		line += fmt.Sprintf(" · $%.4f", cost)
+		if len(unpriced) > 0 {
+			line += " (unpriced: " + strings.Join(unpriced, ", ") + ")"
+		}
 	}
 	return line
+}
+
+func priceOf(price func(string) (config.Price, bool), route string) (config.Price, bool) {
+	if price == nil {
+		return config.Price{}, false
+	}
+	return price(route)
 }
 
 // settle waits while the agent still has background tasks running or turns
