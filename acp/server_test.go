@@ -17,6 +17,7 @@ import (
 	"github.com/dsh-go/dsh/acp"
 	"github.com/dsh-go/dsh/agent"
 	"github.com/dsh-go/dsh/llm/scripted"
+	"github.com/dsh-go/dsh/internal/acpmeta"
 	"github.com/dsh-go/dsh/permission"
 	"github.com/dsh-go/dsh/tool"
 )
@@ -249,5 +250,39 @@ func TestOnePromptInFlightPerSession(t *testing.T) {
 	conn.Cancel(context.Background(), acpsdk.CancelNotification{SessionId: id})
 	if r := <-first; r.StopReason != acpsdk.StopReasonCancelled {
 		t.Fatalf("first = %+v", r)
+	}
+}
+
+// A client's `_meta` can narrow the session's policy, never widen it: a
+// policy that allows bash still leaves bash asked about, and one that denies
+// it refuses it without asking. The session's lineage comes from the meta.
+func TestMetaPolicyOnlyNarrows(t *testing.T) {
+	for _, tc := range []struct {
+		decision permission.Decision
+		asked    int
+		status   string
+	}{{permission.Allow, 1, "completed"}, {permission.Deny, 0, "failed"}} {
+		t.Run(string(tc.decision), func(t *testing.T) {
+			rec := &recorder{answer: "allow-once"}
+			conn, rt := serve(t, rec,
+				scripted.ToolCalls("", scripted.Call{ID: "c1", Name: "bash", Arguments: `{"command":"ls"}`}),
+				scripted.Text("done"))
+			policy := permission.Policy{}.Narrow(permission.Rules{Default: permission.Allow, Tools: map[string]permission.Decision{"bash": tc.decision}})
+			resp, err := conn.NewSession(context.Background(), acpsdk.NewSessionRequest{Cwd: t.TempDir(), McpServers: []acpsdk.McpServer{},
+				Meta: acpmeta.Set(nil, acpmeta.Session{ParentSession: "parent-1", Depth: 2, Policy: &policy})})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := prompt(conn, resp.SessionId, "go"); err != nil {
+				t.Fatal(err)
+			}
+			if _, _, tools := rec.texts(); rec.asked != tc.asked || strings.Join(tools, ",") != "call bash,update "+tc.status {
+				t.Errorf("asked %d, tools %v", rec.asked, tools)
+			}
+			a, _ := rt.Agents.Get(string(resp.SessionId))
+			if h := a.Session().Header(); h.ParentSession != "parent-1" || h.DelegationDepth != 2 || a.Depth() != 2 {
+				t.Errorf("header %+v, depth %d", h, a.Depth())
+			}
+		})
 	}
 }
