@@ -45,9 +45,6 @@ func (c *cli) logger() *slog.Logger {
 	return slog.New(slog.NewTextHandler(c.stderr, &slog.HandlerOptions{Level: level}))
 }
 
-// version is the dsh version reported to peers.
-const version = "0.1.0-dev"
-
 func newRoot(stdin io.Reader, stdout, stderr io.Writer, getenv func(string) string) *cobra.Command {
 	c := &cli{stdin: stdin, stdout: &lockedWriter{w: stdout}, stderr: &lockedWriter{w: stderr}, getenv: getenv}
 	root := &cobra.Command{
@@ -61,6 +58,7 @@ func newRoot(stdin io.Reader, stdout, stderr io.Writer, getenv func(string) stri
 	root.PersistentFlags().StringVar(&c.configPath, "config", "", "configuration file (default $DSH_CONFIG, else $DSH_HOME/dsh.yaml)")
 	root.PersistentFlags().BoolVarP(&c.verbose, "verbose", "v", false, "log debug information to stderr")
 	root.AddCommand(c.runCmd(), c.demoCmd(), c.sessionsCmd(), c.acpCmd())
+	addVersionFlag(root)
 	return root
 }
 
