@@ -34,7 +34,7 @@ while read -r mod; do
   exclude+=(":(exclude)$(dirname "$mod")")
 done < <(git ls-files '*/go.mod')
 tree=$(git stash create)
-git archive --format=zip --prefix="$module@$version/" "${tree:-HEAD}" -- . "${exclude[@]}" > "$at/$version.zip"
+git archive --format=zip --prefix="$module@$version/" "${tree:-HEAD}" -- . ${exclude[@]+"${exclude[@]}"} > "$at/$version.zip"
 
 cache=$(go env GOMODCACHE)/cache/download
 env GOPATH="$tmp/gopath" GOMODCACHE="$tmp/gopath/pkg/mod" GOFLAGS=-mod=mod GONOSUMDB="$module" \

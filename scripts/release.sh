@@ -51,6 +51,10 @@ if [ -z "${VERSION:-}" ]; then
     VERSION+=+dirty
   fi
 fi
+if ! [[ $VERSION =~ ^v[0-9A-Za-z.+-]+$ ]]; then
+  echo "release.sh: VERSION must be v followed by letters, digits, '.', '+' or '-', got '$VERSION'" >&2
+  exit 2
+fi
 ldflags="-s -w -X main.stampVersion=$VERSION -X main.stampCommit=$commit -X main.stampDate=$date -X main.stampModified=$modified"
 
 # build TARGET OUTPUT: one binary, from the current directory. Everything
@@ -60,19 +64,24 @@ build() {
     go build -trimpath -buildvcs=false -ldflags "$ldflags" -o "$2" ./cmd/dsh
 }
 
-rm -rf "$dist"
 mkdir -p "$dist"
 dist=$(cd "$dist" && pwd)
+# Only what an earlier run wrote is removed: $DIST may name any folder.
+rm -f "$dist"/dsh-v* "$dist/LICENSE" "$dist/THIRD_PARTY_LICENSES" "$dist/SHA256SUMS"
 echo "release.sh: dsh $VERSION (commit $commit, $date) for ${targets[*]}" >&2
+files=()
 for t in "${targets[@]}"; do
-  build "$t" "$dist/dsh-$VERSION-${t%/*}-${t#*/}"
+  out=dsh-$VERSION-${t%/*}-${t#*/}
+  build "$t" "$dist/$out"
+  files+=("$out")
 done
 cp LICENSE "$dist/"
 platforms=$(IFS=,; echo "${targets[*]}")
 (cd internal/tools/licenses && go run . -platforms "$platforms" -notices "$dist/THIRD_PARTY_LICENSES" ../../.. ./cmd/dsh >/dev/null)
-sums=$(cd "$dist" && if command -v sha256sum >/dev/null; then sha256sum -- *; else shasum -a 256 -- *; fi)
+files+=(LICENSE THIRD_PARTY_LICENSES)
+sums=$(cd "$dist" && if command -v sha256sum >/dev/null; then sha256sum -- "${files[@]}"; else shasum -a 256 -- "${files[@]}"; fi)
 echo "$sums" > "$dist/SHA256SUMS"
-ls -l "$dist" >&2
+(cd "$dist" && ls -l -- "${files[@]}" SHA256SUMS) >&2
 
 if [ "$check" != true ]; then
   exit 0
