@@ -212,3 +212,40 @@ func licence(t *testing.T, dir, name, testdata string) {
 		t.Fatal(err)
 	}
 }
+
+// A reviewed licence text (libcap/psx's dual BSD-3-Clause OR GPL-2.0, of
+// which the scanner sees only the GPL) is accepted as reviewed, and only
+// while its text is exactly the reviewed one.
+func TestReviewedTextIsPinned(t *testing.T) {
+	dir := fixture(t, "MIT", dep{name: "psx", licences: map[string]string{"License": "libcap-psx"}})
+	scan := func() *Module {
+		t.Helper()
+		mods, err := Scan(context.Background(), dir, []string{"./..."}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range mods {
+			if m.Path == "example.com/psx" {
+				return m
+			}
+		}
+		t.Fatalf("example.com/psx not listed")
+		return nil
+	}
+	m := scan()
+	if p := m.Problems(); len(p) != 0 || !m.Files[0].Reviewed || !slices.Equal(m.Licences(), []string{"BSD-3-Clause"}) {
+		t.Fatalf("reviewed text: problems %q, file %+v", p, m.Files[0].IDs)
+	}
+	path := filepath.Join(dir, "mods", "psx", "License")
+	text, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, bytes.Replace(text, []byte("one or the other"), []byte("both"), 1), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	m = scan()
+	if got, want := strings.Join(m.Problems(), "; "), "License: GPL-2.0 is not allowed"; got != want || m.Files[0].Reviewed {
+		t.Errorf("changed text: problems %q, want %q", got, want)
+	}
+}

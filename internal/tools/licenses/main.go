@@ -20,6 +20,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strings"
 	"text/tabwriter"
 )
@@ -74,7 +75,11 @@ func check(ctx context.Context, stdout, stderr io.Writer, dir string, patterns, 
 		if m.TestOnly {
 			use = "tests"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", m.Path, m.Version, use, strings.Join(m.Licences(), ", "))
+		licences := strings.Join(m.Licences(), ", ")
+		if slices.ContainsFunc(m.Files, func(f File) bool { return f.Reviewed }) {
+			licences += " (reviewed)"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", m.Path, m.Version, use, licences)
 		if problems := m.Problems(); len(problems) > 0 {
 			failed++
 			for _, p := range problems {
