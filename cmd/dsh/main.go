@@ -53,12 +53,12 @@ func newRoot(stdin io.Reader, stdout, stderr io.Writer, getenv func(string) stri
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
+	addVersionFlag(root)
 	root.SetOut(c.stdout)
 	root.SetErr(c.stderr)
 	root.PersistentFlags().StringVar(&c.configPath, "config", "", "configuration file (default $DSH_CONFIG, else $DSH_HOME/dsh.yaml)")
 	root.PersistentFlags().BoolVarP(&c.verbose, "verbose", "v", false, "log debug information to stderr")
 	root.AddCommand(c.runCmd(), c.demoCmd(), c.sessionsCmd(), c.acpCmd())
-	addVersionFlag(root)
 	return root
 }
 

@@ -23,6 +23,10 @@ var (
 	stampModified string // "true" when built from a tree with uncommitted changes
 )
 
+// version is this build's module version, which dsh acp reports to its
+// clients in agentInfo; --version prints it first.
+var version = currentVersion().Version
+
 // buildVersion is what a dsh binary knows about its own build.
 type buildVersion struct {
 	// Version is the module version: a release tag, a pseudo-version
