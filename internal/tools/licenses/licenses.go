@@ -61,6 +61,9 @@ type Module struct {
 	// Files are the licence files of the module's used packages: in their
 	// directories and those above them up to the module's root.
 	Files []File
+	// Notices are the NOTICE files in those directories, which the
+	// Apache License asks a redistribution to carry; they are not classified.
+	Notices []File
 	// pkgDirs are the directories of those packages.
 	pkgDirs []string
 }
@@ -127,10 +130,9 @@ func (m *Module) Licences() []string {
 
 // listed is the part of `go list -json` output read here.
 type listed struct {
-	ImportPath string
-	Dir        string
-	Standard   bool
-	Module     *struct {
+	Dir      string
+	Standard bool
+	Module   *struct {
 		Path, Version, Dir string
 		Main               bool
 		Replace            *struct{ Path, Version, Dir string }
@@ -204,7 +206,7 @@ func Scan(ctx context.Context, dir string, patterns, platforms []string) ([]*Mod
 
 // goList runs go list -deps -json in dir with env.
 func goList(ctx context.Context, dir string, env, args []string) ([]listed, error) {
-	cmd := exec.CommandContext(ctx, "go", append([]string{"list", "-deps", "-json=ImportPath,Dir,Standard,Module"}, args...)...)
+	cmd := exec.CommandContext(ctx, "go", append([]string{"list", "-deps", "-json=Dir,Standard,Module"}, args...)...)
 	cmd.Dir, cmd.Env = dir, env
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
@@ -245,7 +247,9 @@ func (m *Module) readFiles() error {
 			}
 		}
 	}
-	slices.SortFunc(m.Files, func(a, b File) int { return strings.Compare(a.Name, b.Name) })
+	byName := func(a, b File) int { return strings.Compare(a.Name, b.Name) }
+	slices.SortFunc(m.Files, byName)
+	slices.SortFunc(m.Notices, byName)
 	return nil
 }
 
@@ -256,7 +260,8 @@ func (m *Module) readDir(rel string) error {
 		return err
 	}
 	for _, e := range entries {
-		if !e.Type().IsRegular() || !isLicenceName(e.Name()) {
+		licence, notice := isLicenceName(e.Name()), strings.HasPrefix(strings.ToUpper(e.Name()), "NOTICE")
+		if !e.Type().IsRegular() || !licence && !notice {
 			continue
 		}
 		name := filepath.Join(rel, e.Name())
@@ -264,7 +269,11 @@ func (m *Module) readDir(rel string) error {
 		if err != nil {
 			return err
 		}
-		m.Files = append(m.Files, classify(filepath.ToSlash(name), text))
+		if licence {
+			m.Files = append(m.Files, classify(filepath.ToSlash(name), text))
+		} else {
+			m.Notices = append(m.Notices, File{Name: filepath.ToSlash(name), Text: text})
+		}
 	}
 	return nil
 }
@@ -298,15 +307,15 @@ func isLicenceName(name string) bool {
 	return false
 }
 
-// WriteNotices writes the licence texts of the modules the built packages
-// use (neither the main module nor test-only ones), as a release ships
-// them next to its binaries.
+// WriteNotices writes the licence and NOTICE texts of the modules the
+// built packages use (neither the main module nor test-only ones), as a
+// release ships them next to its binaries.
 func WriteNotices(w io.Writer, mods []*Module) error {
 	for _, m := range mods {
 		if m.Main || m.TestOnly {
 			continue
 		}
-		for _, f := range m.Files {
+		for _, f := range slices.Concat(m.Files, m.Notices) {
 			if _, err := fmt.Fprintf(w, "==> %s: %s <==\n\n%s\n\n", m, f.Name, bytes.TrimRight(f.Text, "\n")); err != nil {
 				return err
 			}

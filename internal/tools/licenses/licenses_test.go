@@ -159,7 +159,7 @@ func TestCLI(t *testing.T) {
 		}
 	})
 	t.Run("notices carry the built dependencies' licences only", func(t *testing.T) {
-		dir := fixture(t, "AGPL-3.0", dep{name: "a", licences: map[string]string{"LICENSE": "MIT"}},
+		dir := fixture(t, "AGPL-3.0", dep{name: "a", licences: map[string]string{"LICENSE": "MIT", "NOTICE": "proprietary"}},
 			dep{name: "b", test: true, licences: map[string]string{"LICENSE": "MPL-2.0"}})
 		notices := filepath.Join(t.TempDir(), "notices")
 		var stdout, stderr bytes.Buffer
@@ -181,7 +181,9 @@ func TestCLI(t *testing.T) {
 			t.Fatal(err)
 		}
 		mitText, _ := os.ReadFile("testdata/MIT")
-		if want := "==> example.com/a: LICENSE <==\n\n" + string(mitText) + "\n"; string(text) != want {
+		noticeText, _ := os.ReadFile("testdata/proprietary")
+		if want := "==> example.com/a: LICENSE <==\n\n" + string(mitText) + "\n" +
+			"==> example.com/a: NOTICE <==\n\n" + string(noticeText) + "\n"; string(text) != want {
 			t.Errorf("notices\n%s\nwant\n%s", text, want)
 		}
 		for _, want := range []string{"example.com/a", "example.com/app", "example.com/b"} {
