@@ -1,5 +1,7 @@
 package content
 
+import "fmt"
+
 // ChunkType discriminates a Chunk of a model stream.
 type ChunkType string
 
@@ -80,3 +82,9 @@ func (u Usage) Add(v Usage) Usage {
 
 // IsZero reports whether u counts nothing.
 func (u Usage) IsZero() bool { return u == Usage{} }
+
+// String renders u the one way dsh shows usage: "in 1200 (1000 cached) out
+// 50", the input counting cached tokens too.
+func (u Usage) String() string {
+	return fmt.Sprintf("in %d (%d cached) out %d", u.Input+u.CacheRead, u.CacheRead, u.Output)
+}

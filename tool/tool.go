@@ -397,9 +397,12 @@ func (s *Scope) ConcurrencySafe(name string) bool {
 	return e != nil && e.def.ConcurrencySafe
 }
 
-// Specs returns the visible tools as the model sees them, sorted by name.
-// The result is shared and must not be modified; it is rebuilt only when a
-// registration or restriction changed.
+// Specs returns the visible tools as the model sees them: the global tools
+// sorted by name (a scoped tool shadowing one takes its place), then the
+// scope's own tools sorted by name, so that an agent's tool list starts
+// with what it shares with every other agent of the runtime (a provider's
+// prompt cache reuses that prefix). The result is shared and must not be
+// modified; it is rebuilt only when a registration or restriction changed.
 func (s *Scope) Specs() []content.ToolSpec {
 	g, l := s.reg.global.generation(), s.local.generation()
 	s.mu.RLock()
@@ -422,15 +425,15 @@ func (s *Scope) buildSpecs() []content.ToolSpec {
 	if !masked && s.local.generation() == 0 { // the common case: the global tools as they are
 		return s.reg.global.allSpecs()
 	}
-	names := s.reg.global.names()
+	globals := s.reg.global.names()
+	var own []string
 	for _, n := range s.local.names() {
-		if !slices.Contains(names, n) {
-			names = append(names, n)
+		if _, shared := slices.BinarySearch(globals, n); !shared {
+			own = append(own, n)
 		}
 	}
-	slices.Sort(names)
-	specs := make([]content.ToolSpec, 0, len(names))
-	for _, n := range names {
+	specs := make([]content.ToolSpec, 0, len(globals)+len(own))
+	for _, n := range append(globals, own...) {
 		if e := s.lookup(n); e != nil {
 			specs = append(specs, e.spec)
 		}

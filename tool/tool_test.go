@@ -219,7 +219,9 @@ func TestDisposeRemoves(t *testing.T) {
 	}
 }
 
-func TestSpecsSortedByName(t *testing.T) {
+// The global tools come first, sorted, then the scope's own: an agent's
+// tool list starts with what every agent shares (prompt-cache reuse).
+func TestSpecsGlobalsFirstThenScoped(t *testing.T) {
 	r := tool.NewRegistry()
 	for _, n := range []string{"zeta", "alpha", "mid"} {
 		mustRegister(t, r.Register, echo(n, n))
@@ -228,7 +230,7 @@ func TestSpecsSortedByName(t *testing.T) {
 	for _, n := range []string{"beta", "omega"} {
 		mustRegister(t, s.Register, echo(n, n))
 	}
-	want := []string{"alpha", "beta", "mid", "omega", "zeta"}
+	want := []string{"alpha", "mid", "zeta", "beta", "omega"}
 	if got := specNames(s); !slices.Equal(got, want) {
 		t.Errorf("Specs names = %v, want %v", got, want)
 	}
@@ -283,7 +285,7 @@ func TestSpecsShadowedToolListedOnceAfterEarlierScopedName(t *testing.T) {
 	s := r.NewScope()
 	mustRegister(t, s.Register, echo("a", "scoped a"))
 	mustRegister(t, s.Register, echo("m", "scoped m"))
-	want := []string{"a", "m"}
+	want := []string{"m", "a"} // the shadowing m keeps the global's place
 	if got := specNames(s); !slices.Equal(got, want) {
 		t.Errorf("Specs names = %v, want %v", got, want)
 	}
@@ -382,7 +384,7 @@ func TestRestrictNeverMasksScopedTools(t *testing.T) {
 	if _, err := s.Restrict(tool.Restriction{Deny: []string{"bash"}}); err != nil {
 		t.Fatal(err)
 	}
-	if got, want := specNames(s), []string{"bash", "own", "read"}; !slices.Equal(got, want) {
+	if got, want := specNames(s), []string{"bash", "read", "own"}; !slices.Equal(got, want) {
 		t.Errorf("visible = %v, want %v", got, want)
 	}
 	if _, text := exec(t, s, "bash", ""); text != "scoped bash" {

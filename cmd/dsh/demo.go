@@ -52,11 +52,28 @@ func (c *cli) demoCmd() *cobra.Command {
 	}
 }
 
+// lastTask returns the text of the last user-authored message, a child's
+// instructions left out, and whether it is a child's task.
+func lastTask(req *llm.Request) (task string, child bool) {
+	for i := len(req.Messages) - 1; i >= 0; i-- {
+		if m := req.Messages[i]; m.Source.Kind == content.SourceUser {
+			_, task, child = inproc.SplitTask(content.JoinText(m.Content))
+			return task, child
+		}
+	}
+	return "", false
+}
+
+func isChild(req *llm.Request) bool {
+	_, child := lastTask(req)
+	return child
+}
+
 // demoModel decides each answer from the request alone, so that parallel
 // children are answered correctly in any order.
 func demoModel(ctx context.Context, req *llm.Request) iter.Seq[content.Chunk] {
 	var e scripted.Entry
-	if strings.Contains(req.System, inproc.DelegationText) {
+	if isChild(req) {
 		e = demoChild(req)
 	} else {
 		e = demoParent(req)
@@ -84,12 +101,7 @@ func demoParent(req *llm.Request) scripted.Entry {
 }
 
 func demoChild(req *llm.Request) scripted.Entry {
-	prompt := ""
-	for _, m := range req.Messages {
-		if m.Source.Kind == content.SourceUser {
-			prompt = content.JoinText(m.Content)
-		}
-	}
+	prompt, _ := lastTask(req)
 	if strings.HasPrefix(prompt, "Run wc") {
 		if results := toolResults(req.Messages); len(results) > 0 {
 			return scripted.Text("notes.txt: " + results[len(results)-1] + " (wc -c output)")

@@ -126,7 +126,7 @@ func TestRunStreamsFromAnOpenAICompatibleServer(t *testing.T) {
 	if strings.TrimSpace(out) != "Hello from the loopback" || auth != "Bearer sk-test" {
 		t.Fatalf("stdout %q, auth %q", out, auth)
 	}
-	if !strings.Contains(errOut, "tokens in 12 (cached 0) out 4") {
+	if !strings.Contains(errOut, "tokens in 12 (0 cached) out 4") {
 		t.Fatalf("stderr %q", errOut)
 	}
 }

@@ -114,7 +114,7 @@ enabled = false
 	}
 	// Five tokens per loopback request: the parent's 4 requests and one
 	// per in-process or self child (its usage travels back over ACP).
-	id := regexp.MustCompile(`\[session ([0-9a-f-]{36}) · tokens in (\d+) \(cached \d+\) out (\d+) · \$`).FindStringSubmatch(stderr.String())
+	id := regexp.MustCompile(`\[session ([0-9a-f-]{36}) · tokens in (\d+) \(\d+ cached\) out (\d+) · \$`).FindStringSubmatch(stderr.String())
 	if id == nil {
 		t.Fatalf("no session line with a cost:\n%s", stderr.String())
 	}

@@ -233,7 +233,7 @@ func endError(end session.TurnEnd) error {
 }
 
 func usageLine(u content.Usage) string {
-	return fmt.Sprintf("tokens in %d (cached %d) out %d", u.Input, u.CacheRead, u.Output)
+	return "tokens " + u.String()
 }
 
 // printer renders a session's events for a terminal: text to out, the

@@ -52,8 +52,8 @@ func (t *childTree) event(e event.Event) {
 		if e.CostUSD > 0 {
 			cost = fmt.Sprintf(" · $%.4f", e.CostUSD)
 		}
-		t.line(t.depth[e.ChildID], "↳ %s · %s · %s in %s · tokens in %d out %d%s", e.Provider, label(e.RunInfo), e.StopReason,
-			elapsed, u.Input+u.CacheRead, u.Output, cost)
+		t.line(t.depth[e.ChildID], "↳ %s · %s · %s in %s · tokens %s%s", e.Provider, label(e.RunInfo), e.StopReason,
+			elapsed, u, cost)
 		delete(t.start, e.RunID)
 	}
 }

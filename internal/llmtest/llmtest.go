@@ -20,6 +20,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/dsh-go/dsh/subagent/inproc"
 )
 
 // Models are the model names the server accepts: DeepSeek's current model
@@ -35,7 +37,8 @@ type Request struct {
 	Thinking    bool     // thinking mode is on (DeepSeek's default)
 	Effort      string   // reasoning_effort as sent, "" when absent
 	MaxTokens   int      // max_tokens as sent, 0 when absent
-	LastUser    string   // the text of the last user message
+	LastUser    string   // the text of the last user message; for a child's first, its task (without its instructions)
+	Child       bool     // the request is an in-process child's: its first user message opens with its instructions
 	ToolResults []string // the contents of the tool messages, in order
 	Messages    int      // how many messages the request holds
 	Body        []byte   // the raw request body
@@ -178,7 +181,8 @@ func check(body *wireBody) (Request, int, string) {
 		switch m.Role {
 		case "system":
 		case "user":
-			req.LastUser = m.Content
+			_, task, child := inproc.SplitTask(m.Content)
+			req.LastUser, req.Child = task, req.Child || child
 		case "assistant":
 			if len(m.ToolCalls) > 0 && req.Thinking && m.ReasoningContent == nil {
 				return req, http.StatusBadRequest, "The reasoning_content in the thinking mode must be passed back to the API."

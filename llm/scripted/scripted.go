@@ -184,16 +184,27 @@ func Fail(code, msg string) Entry {
 	return Entry{Chunks: []content.Chunk{llm.FinishError(code, "%s", msg)}}
 }
 
-// Echo is an entry answering with the text of the last user message,
-// prefixed with prefix.
+// Echo is an entry answering with the last text block of the last user
+// message (a child's task, not the instructions before it), prefixed with
+// prefix.
 func Echo(prefix string) Entry {
 	return Entry{Reply: func(req *llm.Request) []content.Chunk {
 		last := ""
 		for _, m := range req.Messages {
 			if m.Role == content.RoleUser && m.Source.Kind != content.SourceTool {
-				last = content.JoinText(m.Content)
+				last = lastText(m.Content)
 			}
 		}
 		return append(textChunks(0, prefix+strings.TrimSpace(last)), usage(), finish(content.FinishStop))
 	}}
+}
+
+// lastText is the text of the last text block.
+func lastText(blocks []content.Block) string {
+	for i := len(blocks) - 1; i >= 0; i-- {
+		if blocks[i].Type == content.TypeText {
+			return blocks[i].Text
+		}
+	}
+	return ""
 }

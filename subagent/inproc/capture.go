@@ -6,7 +6,6 @@ import (
 	"sync"
 
 	"github.com/dsh-go/dsh/agent"
-	"github.com/dsh-go/dsh/prompt"
 	"github.com/dsh-go/dsh/subagent"
 	"github.com/dsh-go/dsh/tool"
 )
@@ -18,8 +17,9 @@ type capture struct {
 	value    any
 }
 
-// install registers the child-scoped structured_output tool, its prompt
-// section, and a guard that refuses every tool call once a value is recorded.
+// install registers the child-scoped structured_output tool and a guard
+// that refuses every tool call once a value is recorded (the instruction to
+// call it is in the child's first message, see FirstMessage).
 func (c *capture) install(a *agent.Agent, req subagent.StartRequest) error {
 	def := tool.Definition{Name: StructuredTool, Parameters: req.OutputSchema,
 		Description: "Record your final result. Its arguments are the result; calling it ends your task.",
@@ -44,8 +44,7 @@ func (c *capture) install(a *agent.Agent, req subagent.StartRequest) error {
 		}
 		return nil
 	})
-	_, err := a.Prompt().Section(prompt.Section{Name: StructuredSection, Order: StructuredOrder, Text: StructuredText})
-	return err
+	return nil
 }
 
 func (c *capture) get() (any, bool) {

@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/google/uuid"
 
@@ -18,16 +19,15 @@ import (
 	"github.com/dsh-go/dsh/subagent"
 )
 
-// Prompt sections every in-process child gets.
+// The child-only instructions of every in-process child. They open the
+// child's first user message, after everything it shares with its parent
+// (system prompt, tools and, for a fork, the parent's conversation), so
+// that its first request reuses the parent's cached prompt prefix.
 const (
-	DelegationSection = "subagent:delegation"
-	DelegationOrder   = 120
-	DelegationText    = "You are a subagent: another agent started you to do one self-contained task. " +
+	DelegationText = "You are a subagent: another agent started you to do one self-contained task. " +
 		"Your permissions are those of the agent that started you, or narrower: a call that needs approval waits for the user, " +
 		"and a refused call is final, so report a limitation instead of retrying. Your final message is returned to the agent that started you: make it a complete answer."
-	StructuredSection = "tool:structured_output"
-	StructuredOrder   = 190
-	StructuredText    = "Finish by calling the structured_output tool exactly once with your final result as its arguments. " +
+	StructuredText = "Finish by calling the structured_output tool exactly once with your final result as its arguments. " +
 		"That call ends your task; no other tool runs after it."
 	StructuredTool = "structured_output"
 )
@@ -105,7 +105,7 @@ func (p *Provider) Start(ctx context.Context, req subagent.StartRequest) (subage
 	h := &handle{agent: child}
 	r := newRun(h, capture, req.OutputSchema != nil, req.Progress)
 	h.owner = r
-	r.start(ctx, content.UserMessage(req.Prompt...), req.Foreground)
+	r.start(ctx, FirstMessage(req.Prompt, req.OutputSchema != nil), req.Foreground)
 	return r, nil
 }
 
@@ -135,11 +135,40 @@ func childOptions(parent agent.Options, override *agent.Options, depth int) agen
 	return o
 }
 
+// The frame of a child's instructions in its first user message.
+const (
+	instructionsOpen  = "<subagent-instructions>\n"
+	instructionsClose = "\n</subagent-instructions>\n\n"
+)
+
+// FirstMessage is a child's first user message: a text block of its
+// instructions (the delegation statement, and the structured-output one
+// when structured), then the task's blocks.
+func FirstMessage(task []content.Block, structured bool) content.Message {
+	text := instructionsOpen + DelegationText
+	if structured {
+		text += "\n" + StructuredText
+	}
+	return content.UserMessage(append([]content.Block{content.Text(text + instructionsClose)}, task...)...)
+}
+
+// SplitTask splits the text of a user message (its blocks joined, as a
+// model receives it) into a child's instructions and its task; ok is false
+// when the text does not open with instructions.
+func SplitTask(text string) (instructions, task string, ok bool) {
+	rest, found := strings.CutPrefix(text, instructionsOpen)
+	if !found {
+		return "", text, false
+	}
+	instructions, task, found = strings.Cut(rest, instructionsClose)
+	if !found {
+		return "", text, false
+	}
+	return instructions, task, true
+}
+
 // compose runs in the child's unpublished setup window.
 func compose(a *agent.Agent, req subagent.StartRequest, c *capture) error {
-	if _, err := a.Prompt().Section(prompt.Section{Name: DelegationSection, Order: DelegationOrder, Text: DelegationText}); err != nil {
-		return err
-	}
 	if req.ToolFilter != nil {
 		if _, err := a.Tools().Restrict(*req.ToolFilter); err != nil {
 			return err

@@ -210,12 +210,22 @@ const (
 		"returns a task id at once; collect the result with task_output and stop it with task_kill (default false)."
 	foregroundWording = " The call waits for the subagent's result."
 	disabledMessage   = "run_in_background is disabled for this tool instance; call it without run_in_background"
+	// uncachedWording is added for an instance whose children inherit the
+	// conversation but not the prompt: a persona, a tool filter or another
+	// model changes the request's prefix, so the provider's prompt cache
+	// cannot serve the conversation again. Such an instance is allowed; it
+	// says what it costs.
+	uncachedWording = " This subagent's persona, tools or model differ from yours, so it re-reads the whole conversation " +
+		"at full price: prefer it for tasks that need them."
 )
 
 func (t *instance) definition(inherits bool) tool.Definition {
 	desc := freshWording
 	if inherits {
 		desc = inheritWording
+		if o := t.cfg.AgentOptions; t.cfg.Persona != nil || t.cfg.ToolFilter != nil || (o != nil && (o.Provider != "" || o.Model != "")) {
+			desc += uncachedWording
+		}
 	}
 	props := map[string]*jsonschema.Schema{
 		"description": {Type: "string", Description: "A short (3-7 word) label for the task."},

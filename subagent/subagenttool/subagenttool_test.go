@@ -41,12 +41,21 @@ type env struct {
 	agent  *agent.Agent
 }
 
-func isChild(req *llm.Request) bool { return strings.Contains(req.System, inproc.DelegationText) }
+func isChild(req *llm.Request) bool {
+	for i := len(req.Messages) - 1; i >= 0; i-- {
+		if m := req.Messages[i]; m.Source.Kind == content.SourceUser {
+			_, _, child := inproc.SplitTask(content.JoinText(m.Content))
+			return child
+		}
+	}
+	return false
+}
 
 func lastPrompt(req *llm.Request) string {
 	for i := len(req.Messages) - 1; i >= 0; i-- {
 		if m := req.Messages[i]; m.Source.Kind == content.SourceUser {
-			return content.JoinText(m.Content)
+			_, task, _ := inproc.SplitTask(content.JoinText(m.Content))
+			return task
 		}
 	}
 	return ""
@@ -443,4 +452,42 @@ func TestAdmissionLimitHitAndRecovered(t *testing.T) {
 		t.Fatalf("after recovery %q", got)
 	}
 	e.agent.WaitIdle(context.Background())
+}
+
+// A fork instance that changes the child's persona, tools or model says
+// that it forfeits the prompt cache; a plain one does not.
+func TestForkDescriptionNamesTheCacheCost(t *testing.T) {
+	persona := "You are a reviewer."
+	for _, tc := range []struct {
+		cfg  subagenttool.Config
+		note bool
+	}{
+		{subagenttool.Config{Provider: "fork", ToolName: "plain_fork"}, false},
+		{subagenttool.Config{Provider: "fork", ToolName: "persona_fork", Persona: &persona}, true},
+		{subagenttool.Config{Provider: "fork", ToolName: "model_fork", AgentOptions: &agent.Options{Model: "other"}}, true},
+		{subagenttool.Config{Provider: "spawn", ToolName: "persona_spawn", Persona: &persona}, false},
+	} {
+		rt, err := dsh.New(dsh.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, fork := range []bool{false, true} {
+			name := map[bool]string{false: "spawn", true: "fork"}[fork]
+			p, _ := inproc.New(inproc.Config{Name: name, Agents: rt.Agents, Fork: fork})
+			rt.Subagents.Register(p)
+		}
+		if _, err := subagenttool.Mount(subagenttool.Deps{Subagents: rt.Subagents, Tools: rt.Tools, Tasks: rt.Tasks, Events: rt.Events}, tc.cfg); err != nil {
+			t.Fatal(err)
+		}
+		var desc string
+		for _, spec := range rt.Tools.NewScope().Specs() {
+			if spec.Name == tc.cfg.ToolName {
+				desc = spec.Description
+			}
+		}
+		if got := strings.Contains(desc, "full price"); got != tc.note {
+			t.Errorf("%s: cache note %v, want %v: %q", tc.cfg.ToolName, got, tc.note, desc)
+		}
+		rt.Close(context.Background())
+	}
 }

@@ -12,7 +12,6 @@ import (
 	"iter"
 	"log/slog"
 	"os"
-	"strings"
 	"sync/atomic"
 	"time"
 
@@ -157,14 +156,25 @@ func (e *Env) fail(format string, args ...any) {
 // which carries the result.
 func (e *Env) ToolPath() time.Duration { return time.Duration(e.toolPath.Load()) }
 
-// IsChild reports whether req comes from an in-process child.
-func IsChild(req *llm.Request) bool { return strings.Contains(req.System, inproc.DelegationText) }
+// IsChild reports whether req comes from an in-process child: its last
+// user-authored message opens with a child's instructions.
+func IsChild(req *llm.Request) bool {
+	for i := len(req.Messages) - 1; i >= 0; i-- {
+		if m := req.Messages[i]; m.Source.Kind == content.SourceUser {
+			_, _, child := inproc.SplitTask(content.JoinText(m.Content))
+			return child
+		}
+	}
+	return false
+}
 
-// lastUserText returns the text of the last user-authored message.
+// lastUserText returns the text of the last user-authored message, a
+// child's instructions left out.
 func lastUserText(msgs []content.Message) string {
 	for i := len(msgs) - 1; i >= 0; i-- {
 		if m := msgs[i]; m.Source.Kind == content.SourceUser {
-			return content.JoinText(m.Content)
+			_, task, _ := inproc.SplitTask(content.JoinText(m.Content))
+			return task
 		}
 	}
 	return ""
