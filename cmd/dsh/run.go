@@ -24,7 +24,22 @@ func (c *cli) runCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "run PROMPT",
 		Short: "Run an agent on the configured model and print its answer as it streams",
-		Args:  cobra.MinimumNArgs(1),
+		Long: `Run an agent on the configured model and print its answer as it streams.
+
+The answer goes to stdout; tool calls and child runs go to stderr. Every way
+the run can end is recorded in the session: SIGINT (Ctrl-C), SIGTERM and
+SIGHUP abort the running turn and log its end; so does stdout closing (as
+when ` + "`dsh run … | head`" + ` has read enough). A second signal exits at once,
+after a best-effort flush; the next load marks the open turn interrupted.
+
+Exit status:
+  0    the turn completed
+  1    an error (the turn failed, or dsh could not start it)
+  129  SIGHUP (the terminal or ssh connection closed)
+  130  SIGINT (Ctrl-C)
+  141  stdout closed
+  143  SIGTERM`,
+		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			cfg, err := config.Load(c.configPath, c.getenv)
 			if err != nil {
@@ -78,7 +93,10 @@ func (c *cli) runTurns(ctx context.Context, rt *dsh.Runtime, opts agent.Options,
 	if err != nil {
 		return err
 	}
-	p := &printer{out: c.stdout, info: c.stderr}
+	defer atExit(ctx, func() { rt.Sessions.FlushLive() })()
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	p := &printer{out: c.stdout, info: c.stderr, broken: func(error) { cancel(newInterruption("stdout closed", exitPipe)) }}
 	defer a.Session().Observe(p.event)()
 	defer watchChildren(rt.Events, c.stderr)()
 	for _, text := range texts {
@@ -89,6 +107,9 @@ func (c *cli) runTurns(ctx context.Context, rt *dsh.Runtime, opts agent.Options,
 		p.finish()
 		if err != nil {
 			return err
+		}
+		if in := (*interruption)(nil); end.Reason.Kind == session.EndAborted && errors.As(context.Cause(ctx), &in) {
+			return in
 		}
 		if err := endError(end); err != nil {
 			return err
@@ -152,13 +173,28 @@ func usageLine(u content.Usage) string {
 type printer struct {
 	out, info io.Writer
 	midLine   bool
+	broken    func(error) // called at the first failed write to out
+	failed    bool
+}
+
+// print writes s to out; after a failed write it writes nothing more.
+func (p *printer) print(s string) {
+	if p.failed {
+		return
+	}
+	if _, err := io.WriteString(p.out, s); err != nil {
+		p.failed = true
+		if p.broken != nil {
+			p.broken(err)
+		}
+	}
 }
 
 func (p *printer) event(e session.Event) {
 	switch d := e.Data.(type) {
 	case session.AssistantChunk:
 		if d.Chunk.Type == content.ChunkTextDelta && d.Chunk.Text != "" {
-			fmt.Fprint(p.out, d.Chunk.Text)
+			p.print(d.Chunk.Text)
 			p.midLine = !strings.HasSuffix(d.Chunk.Text, "\n")
 		}
 	case session.ToolCall:
@@ -182,7 +218,7 @@ func (p *printer) event(e session.Event) {
 // finish ends a partial line of streamed text.
 func (p *printer) finish() {
 	if p.midLine {
-		fmt.Fprintln(p.out)
+		p.print("\n")
 		p.midLine = false
 	}
 }
