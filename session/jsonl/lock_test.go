@@ -57,7 +57,7 @@ func snap(t *testing.T, path string) snapshot {
 // next writer's Load repairs the file.
 func TestReaderNeverWritesAndRespectsALiveWriter(t *testing.T) {
 	for _, tail := range []string{
-		`{"type":"step/end","seq":`, // half a line
+		`{"type":"step/end","seq":`,                                       // half a line
 		`{"type":"step/end","seq":5,"time":0,"data":{"turn":1,"step":1}}`, // a whole line whose newline is not written yet
 	} {
 		t.Run(tail[:20], func(t *testing.T) {
