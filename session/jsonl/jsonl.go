@@ -1,9 +1,16 @@
 // Package jsonl stores sessions as JSON Lines files, one per session, at
 // <root>/<project-key>/<encoded-id>/session.jsonl: the header record on line
-// 1, then one event per line. A file is created at the session's first
-// Append and is only ever appended to. Writes are not fsynced: a log survives
-// a process crash intact, and the torn last line a system crash can leave is
-// dropped on load.
+// 1, then one event per line. A file appears whole at the session's first
+// Append (written under a temporary name, then linked into place) and is
+// only ever appended to. Writes are not fsynced: a log survives a process
+// crash intact, and the torn last line a system crash can leave is dropped
+// on load.
+//
+// The process writing a session holds an exclusive flock(2) on its file for
+// as long as it writes; the kernel releases it however the process ends.
+// Readers (Read) open files read-only and change nothing: the lock tells
+// them a running session from a crashed one. Only a writer that takes the
+// lock (Load) repairs a file.
 package jsonl
 
 import (
