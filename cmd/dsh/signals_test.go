@@ -1,12 +1,16 @@
 package main
 
 import (
+	"context"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/dsh-go/dsh/session"
 )
@@ -67,5 +71,56 @@ func TestSignalsEndTheTurnOnDisk(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// signalHelperEnv names the marker file signalHelper writes at its
+// best-effort flush; the test binary runs signalHelper when it is set.
+const signalHelperEnv = "DSH_TEST_SIGNAL_HELPER"
+
+// signalHelper is a command whose turn never ends once cancelled: only a
+// second signal can end it.
+func signalHelper(marker string) {
+	ctx, cancel := context.WithCancelCause(context.Background())
+	last := new(lastWords)
+	stop := watchSignals(cancel, last, os.Stderr)
+	defer stop()
+	defer atExit(withLastWords(ctx, last), func() { os.WriteFile(marker, []byte("flushed"), 0o600) })()
+	fmt.Println("ready")
+	<-ctx.Done()
+	fmt.Println(context.Cause(ctx))
+	time.Sleep(time.Hour) // a turn that does not end
+}
+
+// A second signal exits at once, with the first one's status, after the
+// best-effort flush, even when the cancelled work never ends.
+func TestSecondSignalExitsAtOnce(t *testing.T) {
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	marker := filepath.Join(t.TempDir(), "flushed")
+	cmd := exec.Command(exe, "-test.run", "^$")
+	cmd.Env = append(os.Environ(), signalHelperEnv+"="+marker)
+	out := new(lines)
+	cmd.Stdout = out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Process.Kill()
+	out.waitFor(t, "ready")
+	cmd.Process.Signal(os.Interrupt)
+	out.waitFor(t, "interrupted: SIGINT")
+	if _, err := os.Stat(marker); err == nil {
+		t.Fatal("the first signal ran the last-words flush")
+	}
+	cmd.Process.Signal(syscall.SIGTERM)
+	err = cmd.Wait()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 130 {
+		t.Fatalf("exit: %v, want status 130 (the first signal's)", err)
+	}
+	if _, err := os.Stat(marker); err != nil {
+		t.Errorf("no best-effort flush before the exit: %v", err)
 	}
 }
