@@ -3,6 +3,7 @@ package agent_test
 import (
 	"context"
 	"iter"
+	"slices"
 	"testing"
 
 	"github.com/dsh-go/dsh/agent"
@@ -27,15 +28,6 @@ func storedTypes(t *testing.T, b *session.MemoryBackend, id string) []string {
 		out = append(out, e.Type)
 	}
 	return out
-}
-
-func has(types []string, typ string) bool {
-	for _, x := range types {
-		if x == typ {
-			return true
-		}
-	}
-	return false
 }
 
 // The checkpoints: the user's message is stored before the model sees it,
@@ -68,7 +60,7 @@ func TestCheckpoints(t *testing.T) {
 	if end := run(t, a, "go"); end.Reason.Kind != session.EndCompleted {
 		t.Fatalf("turn %+v", end)
 	}
-	if len(atRequest) != 2 || !has(atRequest[0], session.TypeUserMessage) || !has(atRequest[1], session.TypeToolResult) {
+	if len(atRequest) != 2 || !slices.Contains(atRequest[0], session.TypeUserMessage) || !slices.Contains(atRequest[1], session.TypeToolResult) {
 		t.Errorf("stored at each model request: %v", atRequest)
 	}
 	if len(atBody) != 2 {
@@ -81,7 +73,7 @@ func TestCheckpoints(t *testing.T) {
 				calls++
 			}
 		}
-		if calls != i+1 || !has(types, session.TypeAssistantMessage) {
+		if calls != i+1 || !slices.Contains(types, session.TypeAssistantMessage) {
 			t.Errorf("stored when body %d ran: %v", i+1, types)
 		}
 	}
