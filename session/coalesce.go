@@ -13,8 +13,7 @@ const MaxCoalesced = 4 << 10
 // when the log is read (Events) or flushed.
 type pendingChunk struct {
 	active bool
-	seq    int64
-	time   int64
+	first  Event          // the event of the first delta, stored as is if no other joins it
 	data   AssistantChunk // the first delta
 	merged bool           // later deltas joined it: its text is in buf
 	buf    []byte
@@ -64,10 +63,10 @@ func (p *pendingChunk) joins(next AssistantChunk) bool {
 	return size+len(deltaText(c)) <= MaxCoalesced
 }
 
-// appendDelta stores delta c, merging it into the pending chunk when it
-// joins it, and returns the event observers see: the raw delta under the
-// seq of the event that holds it. s.mu must be held.
-func (s *Session) appendDelta(c AssistantChunk, now int64) Event {
+// appendDelta stores delta c (data is c, boxed), merging it into the
+// pending chunk when it joins it, and returns the event observers see: the
+// raw delta under the seq of the event that holds it. s.mu must be held.
+func (s *Session) appendDelta(c AssistantChunk, data any, now int64) Event {
 	p := &s.pending
 	if p.joins(c) {
 		if !p.merged {
@@ -75,11 +74,12 @@ func (s *Session) appendDelta(c AssistantChunk, now int64) Event {
 			p.merged = true
 		}
 		p.buf = append(p.buf, deltaText(c.Chunk)...)
-	} else {
-		s.commitPending()
-		*p = pendingChunk{active: true, seq: int64(len(s.events)), time: now, data: c, buf: p.buf[:0]}
+		return Event{Seq: p.first.Seq, Time: now, Type: TypeAssistantChunk, Data: data}
 	}
-	return Event{Seq: p.seq, Time: now, Type: TypeAssistantChunk, Data: c}
+	s.commitPending()
+	e := Event{Seq: int64(len(s.events)), Time: now, Type: TypeAssistantChunk, Data: data}
+	*p = pendingChunk{active: true, first: e, data: c, buf: p.buf[:0]}
+	return e
 }
 
 // commitPending adds the pending chunk, if any, to the log. s.mu must be
@@ -89,14 +89,16 @@ func (s *Session) commitPending() {
 	if !p.active {
 		return
 	}
-	data := p.data
+	e := p.first
 	if p.merged {
+		data := p.data
 		if data.Chunk.Type == content.ChunkToolCallDelta {
 			data.Chunk.ArgumentsDelta = string(p.buf)
 		} else {
 			data.Chunk.Text = string(p.buf)
 		}
+		e.Data = data
 	}
-	s.commit(Event{Seq: p.seq, Time: p.time, Type: TypeAssistantChunk, Data: data})
+	s.commit(e)
 	*p = pendingChunk{buf: p.buf[:0]} // the buffer never outgrows MaxCoalesced
 }

@@ -188,7 +188,7 @@ func (s *Session) Append(typ string, data any, sourceSeqs ...int64) (Event, erro
 	now := time.Now().UnixMilli()
 	var e Event
 	if c, ok := data.(AssistantChunk); ok && typ == TypeAssistantChunk && isDelta(c.Chunk) {
-		e = s.appendDelta(c, now)
+		e = s.appendDelta(c, data, now)
 	} else {
 		s.commitPending()
 		e = Event{Seq: int64(len(s.events)), Time: now, Type: typ, Data: data, Ignorable: !knownType(typ)}
@@ -201,6 +201,9 @@ func (s *Session) Append(typ string, data any, sourceSeqs ...int64) (Event, erro
 		s.commit(e)
 	}
 	if len(s.observers) > 0 {
+		if s.outbox == nil && s.spare == nil {
+			s.outbox = make([]Event, 0, 4)
+		}
 		s.outbox = append(s.outbox, e)
 	}
 	s.mu.Unlock()
