@@ -13,9 +13,8 @@ const MaxCoalesced = 4 << 10
 // when the log is read (Events) or flushed.
 type pendingChunk struct {
 	active bool
-	first  Event          // the event of the first delta, stored as is if no other joins it
-	data   AssistantChunk // the first delta
-	merged bool           // later deltas joined it: its text is in buf
+	first  Event // the first delta's event, stored as is if no other joins it
+	merged bool  // later deltas joined it: its text is in buf
 	buf    []byte
 }
 
@@ -48,9 +47,12 @@ func deltaText(c content.Chunk) string {
 // argument text (a new id or name starts a new event, as it would a new
 // call).
 func (p *pendingChunk) joins(next AssistantChunk) bool {
-	first := p.data.Chunk
-	c := next.Chunk
-	if !p.active || p.data.Turn != next.Turn || p.data.Step != next.Step || first.Type != c.Type || first.Index != c.Index {
+	if !p.active {
+		return false
+	}
+	data := p.first.Data.(AssistantChunk)
+	first, c := data.Chunk, next.Chunk
+	if data.Turn != next.Turn || data.Step != next.Step || first.Type != c.Type || first.Index != c.Index {
 		return false
 	}
 	if c.Type == content.ChunkToolCallDelta && (c.ID != "" || c.Name != "") {
@@ -70,7 +72,7 @@ func (s *Session) appendDelta(c AssistantChunk, data any, now int64) Event {
 	p := &s.pending
 	if p.joins(c) {
 		if !p.merged {
-			p.buf = append(p.buf[:0], deltaText(p.data.Chunk)...)
+			p.buf = append(p.buf[:0], deltaText(p.first.Data.(AssistantChunk).Chunk)...)
 			p.merged = true
 		}
 		p.buf = append(p.buf, deltaText(c.Chunk)...)
@@ -78,7 +80,7 @@ func (s *Session) appendDelta(c AssistantChunk, data any, now int64) Event {
 	}
 	s.commitPending()
 	e := Event{Seq: int64(len(s.events)), Time: now, Type: TypeAssistantChunk, Data: data}
-	*p = pendingChunk{active: true, first: e, data: c, buf: p.buf[:0]}
+	*p = pendingChunk{active: true, first: e, buf: p.buf[:0]}
 	return e
 }
 
@@ -91,7 +93,7 @@ func (s *Session) commitPending() {
 	}
 	e := p.first
 	if p.merged {
-		data := p.data
+		data := e.Data.(AssistantChunk)
 		if data.Chunk.Type == content.ChunkToolCallDelta {
 			data.Chunk.ArgumentsDelta = string(p.buf)
 		} else {

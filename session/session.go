@@ -103,8 +103,8 @@ type Session struct {
 	observers []*observer
 	closed    bool
 	persisted int     // events before this index were handed to the persister
-	outbox    []Event // appended events observers have yet to see, in seq order
-	spare     []Event // the publisher's drained outbox, reused
+	outbox    []Event // appended events for observers, in seq order
+	sent      int     // outbox events already delivered
 
 	pubMu sync.Mutex // held while delivering to observers
 
@@ -201,9 +201,6 @@ func (s *Session) Append(typ string, data any, sourceSeqs ...int64) (Event, erro
 		s.commit(e)
 	}
 	if len(s.observers) > 0 {
-		if s.outbox == nil && s.spare == nil {
-			s.outbox = make([]Event, 0, 4)
-		}
 		s.outbox = append(s.outbox, e)
 	}
 	s.mu.Unlock()
@@ -244,20 +241,22 @@ func (s *Session) publish() {
 		if !s.pubMu.TryLock() {
 			return
 		}
-		s.mu.Lock()
-		batch := s.outbox
-		s.outbox = s.spare[:0]
-		obs := s.observers
-		s.mu.Unlock()
-		for _, e := range batch {
+		for {
+			s.mu.Lock()
+			if s.sent == len(s.outbox) {
+				s.outbox, s.sent = s.outbox[:0], 0
+				s.mu.Unlock()
+				break
+			}
+			e := s.outbox[s.sent]
+			s.outbox[s.sent] = Event{} // keep no payload alive
+			s.sent++
+			obs := s.observers
+			s.mu.Unlock()
 			for _, o := range obs {
 				deliver(o, e)
 			}
 		}
-		clear(batch) // keep no payload alive
-		s.mu.Lock()
-		s.spare = batch[:0]
-		s.mu.Unlock()
 		s.pubMu.Unlock()
 		s.mu.Lock()
 		done := len(s.outbox) == 0
