@@ -71,6 +71,9 @@ const (
 	CodeDisposed       = "AGENT_DISPOSED"
 	CodeExists         = "AGENT_EXISTS"
 	CodeSetup          = "SETUP_FAILED"
+	// CodeCheckpoint is the result of a tool call that did not run because
+	// the session could not be written before it.
+	CodeCheckpoint = "CHECKPOINT_FAILED"
 )
 
 // Error is an agent failure with a stable code.

@@ -42,12 +42,13 @@ func (p *fullDiskPersister) Append(events []session.Event) error {
 }
 
 // A session that cannot be written ends the turn in error, naming the cause,
-// and what was written stays a loadable log.
+// before the model is called, and what was written stays a loadable log.
 func TestSessionWriteFailureEndsTurnInError(t *testing.T) {
-	backend := &fullDisk{MemoryBackend: session.NewMemoryBackend(), left: 2}
+	backend := &fullDisk{MemoryBackend: session.NewMemoryBackend(), left: 3} // one turn: before the request, at the step end, at the turn end
 	bus := event.New(nil)
 	models := llm.NewRegistry()
-	models.Register("test", scripted.New(scripted.Text("first"), scripted.Text("second")))
+	model := scripted.New(scripted.Text("first"), scripted.Text("second"))
+	models.Register("test", model)
 	store := session.NewStore(backend, bus)
 	reg := agent.NewRegistry(agent.Deps{Sessions: store, LLM: models, Tools: tool.NewRegistry(), Prompt: prompt.NewRegistry(), Events: bus})
 	a, err := reg.Create(context.Background(), agent.CreateOptions{Options: agent.Options{Provider: "test"}})
@@ -62,6 +63,9 @@ func TestSessionWriteFailureEndsTurnInError(t *testing.T) {
 	end, _ = a.Run(context.Background(), content.UserText("two"))
 	if end.Reason.Kind != session.EndError || end.Reason.Error == nil || !strings.Contains(end.Reason.Error.Message, "no space left on device") {
 		t.Fatalf("second turn %+v", end)
+	}
+	if n := model.Remaining(); n != 1 { // fail-closed: no request whose input could not be stored
+		t.Errorf("the model got %d requests, want 1", 2-n)
 	}
 	if err := a.Dispose(context.Background()); err == nil || !strings.Contains(err.Error(), "no space left") {
 		t.Fatalf("dispose: %v, want the write failure reported", err)

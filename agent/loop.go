@@ -199,6 +199,11 @@ func (a *Agent) request(turn, step int) (*llm.Request, error) {
 			Retry: r.Attempt, DelayMs: r.Delay.Milliseconds(), Failure: r.Failure})
 	}
 	a.logRequestHeader(req)
+	// Checkpoint: what the model is about to see (the user's message
+	// included) is on disk before it is sent. A write failure fails the turn.
+	if err := s.Flush(); err != nil {
+		return nil, err
+	}
 	return req, nil
 }
 
@@ -211,7 +216,9 @@ func (a *Agent) stream(ctx context.Context, req *llm.Request, turn, step int) (*
 		if err != nil {
 			return nil, nil, err
 		}
-		seqs = append(seqs, e.Seq)
+		if n := len(seqs); n == 0 || seqs[n-1] != e.Seq { // consecutive deltas share a stored event
+			seqs = append(seqs, e.Seq)
+		}
 		asm.Add(c)
 	}
 	return asm, seqs, nil
@@ -322,6 +329,14 @@ func (a *Agent) runTools(ctx context.Context, turn, step int, calls []content.Bl
 			Name: sl.call.Name, Arguments: sl.call.Arguments})
 		sl.callSeq, sl.started = e.Seq, true
 		sl.done = make(chan tool.Result, 1)
+		// Checkpoint: the call is on disk before its body runs, so a crash
+		// leaves it "outcome unknown", never unrecorded. A write failure
+		// keeps the body from running.
+		if err := a.session.Flush(); err != nil {
+			sl.done <- tool.ErrorResult(CodeCheckpoint, "not run: the session could not be written: "+err.Error())
+			<-sem
+			return
+		}
 		if len(slots) == 1 { // nothing to overlap with: run it on this goroutine
 			sl.done <- execute(sl)
 			<-sem

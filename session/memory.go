@@ -9,7 +9,10 @@ import (
 type MemoryBackend struct {
 	mu       sync.Mutex
 	sessions map[string]*memSession
+	writers  map[string]int // open persisters per session id
 }
+
+var _ Reader = (*MemoryBackend)(nil)
 
 type memSession struct {
 	header Header
@@ -17,12 +20,21 @@ type memSession struct {
 }
 
 // NewMemoryBackend returns an empty in-memory backend.
-func NewMemoryBackend() *MemoryBackend { return &MemoryBackend{sessions: map[string]*memSession{}} }
+func NewMemoryBackend() *MemoryBackend {
+	return &MemoryBackend{sessions: map[string]*memSession{}, writers: map[string]int{}}
+}
 
 type memPersister struct {
-	b  *MemoryBackend
-	id string
-	h  Header
+	b      *MemoryBackend
+	id     string
+	h      Header
+	closed bool
+}
+
+// persister returns a new persister of session h. b.mu must be held.
+func (b *MemoryBackend) persister(h Header) *memPersister {
+	b.writers[h.ID]++
+	return &memPersister{b: b, id: h.ID, h: h}
 }
 
 // Create implements Backend. The session appears at its first Append.
@@ -32,7 +44,7 @@ func (b *MemoryBackend) Create(h Header) (Persister, error) {
 	if _, ok := b.sessions[h.ID]; ok {
 		return nil, errorf(CodeExists, "session %s is already stored", h.ID)
 	}
-	return &memPersister{b: b, id: h.ID, h: h}, nil
+	return b.persister(h), nil
 }
 
 // Load implements Backend.
@@ -43,7 +55,19 @@ func (b *MemoryBackend) Load(id string) (Header, []Event, Persister, error) {
 	if !ok {
 		return Header{}, nil, nil, errorf(CodeNotFound, "no stored session %q", id)
 	}
-	return s.header, slices.Clone(s.events), &memPersister{b: b, id: id, h: s.header}, nil
+	return s.header, slices.Clone(s.events), b.persister(s.header), nil
+}
+
+// Read implements Reader: a session is live while a persister of it is
+// open.
+func (b *MemoryBackend) Read(id string) (Header, []Event, bool, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	s, ok := b.sessions[id]
+	if !ok {
+		return Header{}, nil, false, errorf(CodeNotFound, "no stored session %q", id)
+	}
+	return s.header, slices.Clone(s.events), b.writers[id] > 0, nil
 }
 
 // List implements Backend.
@@ -62,11 +86,21 @@ func (p *memPersister) Append(events []Event) error {
 	defer p.b.mu.Unlock()
 	s, ok := p.b.sessions[p.id]
 	if !ok {
-		s = &memSession{header: p.h}
+		s = &memSession{header: p.h, events: make([]Event, 0, max(16, len(events)))} // a session's first checkpoints fit
 		p.b.sessions[p.id] = s
 	}
 	s.events = append(s.events, events...)
 	return nil
 }
 
-func (p *memPersister) Close() error { return nil }
+func (p *memPersister) Close() error {
+	p.b.mu.Lock()
+	defer p.b.mu.Unlock()
+	if !p.closed {
+		p.closed = true
+		if p.b.writers[p.id]--; p.b.writers[p.id] == 0 {
+			delete(p.b.writers, p.id)
+		}
+	}
+	return nil
+}

@@ -69,6 +69,7 @@ const (
 	CodeUnknownEvent  = "UNKNOWN_EVENT_TYPE"
 	CodeFormat        = "UNSUPPORTED_FORMAT"
 	CodeCorrupt       = "CORRUPT_SESSION"
+	CodeBusy          = "SESSION_BUSY" // a live writer holds the session
 )
 
 // Error is a session failure with a stable code.
@@ -96,12 +97,14 @@ type Session struct {
 
 	mu        sync.Mutex
 	events    []Event
+	pending   pendingChunk      // a delta chunk still growing, stored as event len(events)
 	messages  []content.Message // derived history, kept in step with events
 	turn      int               // last turn number seen
 	observers []*observer
 	closed    bool
-	persisted int   // events before this index were handed to the persister
-	published int64 // seq of the first event observers have not seen
+	persisted int     // events before this index were handed to the persister
+	outbox    []Event // appended events for observers, in seq order
+	sent      int     // outbox events already delivered
 
 	pubMu sync.Mutex // held while delivering to observers
 
@@ -117,7 +120,6 @@ func newSession(h Header, seed []Event) *Session {
 	for _, e := range seed {
 		s.commit(e)
 	}
-	s.published = int64(len(s.events))
 	return s
 }
 
@@ -131,13 +133,19 @@ func (s *Session) Header() Header { return s.header }
 func (s *Session) Len() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.pending.active {
+		return len(s.events) + 1
+	}
 	return len(s.events)
 }
 
-// Events returns a snapshot of the log. The returned slice must not be modified.
+// Events returns a snapshot of the log. The returned slice must not be
+// modified. A delta chunk still growing is completed: later deltas go to a
+// new event.
 func (s *Session) Events() []Event {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.commitPending()
 	return s.events[:len(s.events):len(s.events)]
 }
 
@@ -162,6 +170,12 @@ func (s *Session) LastTurn() int {
 // sourceSeqs names the events a surface event was built from. Observers are
 // notified after the event is committed, in seq order. Append never blocks on
 // disk I/O except at step and turn ends, where the pending batch is written.
+//
+// Consecutive delta chunks of one block (assistant/chunk events carrying
+// text, reasoning or tool-call argument deltas) are stored as one event of
+// at most a few KiB: each such Append returns, and observers receive, the
+// raw delta under the seq of the event it joins, while the log keeps their
+// concatenation. Every other chunk is stored as it comes.
 func (s *Session) Append(typ string, data any, sourceSeqs ...int64) (Event, error) {
 	if typ == "" {
 		return Event{}, errorf(CodeInvalidSeed, "append: empty event type")
@@ -171,14 +185,24 @@ func (s *Session) Append(typ string, data any, sourceSeqs ...int64) (Event, erro
 		s.mu.Unlock()
 		return Event{}, errorf(CodeClosed, "append %s to closed session %s", typ, s.header.ID)
 	}
-	e := Event{Seq: int64(len(s.events)), Time: time.Now().UnixMilli(), Type: typ, Data: data, Ignorable: !knownType(typ)}
-	if isSurface(typ) {
-		e.SourceEventSeqs = sourceSeqs
-		if e.SourceEventSeqs == nil && typ == TypeAssistantMessage {
-			e.SourceEventSeqs = []int64{}
+	now := time.Now().UnixMilli()
+	var e Event
+	if c, ok := data.(AssistantChunk); ok && typ == TypeAssistantChunk && isDelta(c.Chunk) {
+		e = s.appendDelta(c, data, now)
+	} else {
+		s.commitPending()
+		e = Event{Seq: int64(len(s.events)), Time: now, Type: typ, Data: data, Ignorable: !knownType(typ)}
+		if isSurface(typ) {
+			e.SourceEventSeqs = sourceSeqs
+			if e.SourceEventSeqs == nil && typ == TypeAssistantMessage {
+				e.SourceEventSeqs = []int64{}
+			}
 		}
+		s.commit(e)
 	}
-	s.commit(e)
+	if len(s.observers) > 0 {
+		s.outbox = append(s.outbox, e)
+	}
 	s.mu.Unlock()
 	s.publish()
 	if typ == TypeTurnEnd || typ == TypeStepEnd {
@@ -209,27 +233,33 @@ func (s *Session) commit(e Event) {
 	}
 }
 
-// publish delivers unpublished events to observers in seq order. A publisher
-// already at work (another goroutine, or an observer appending re-entrantly)
-// delivers the new events itself.
+// publish delivers the queued events to observers in seq order. A
+// publisher already at work (another goroutine, or an observer appending
+// re-entrantly) delivers the new events itself.
 func (s *Session) publish() {
 	for {
 		if !s.pubMu.TryLock() {
 			return
 		}
-		s.mu.Lock()
-		batch := s.events[s.published:len(s.events):len(s.events)]
-		s.published = int64(len(s.events))
-		obs := s.observers
-		s.mu.Unlock()
-		for _, e := range batch {
+		for {
+			s.mu.Lock()
+			if s.sent == len(s.outbox) {
+				s.outbox, s.sent = s.outbox[:0], 0
+				s.mu.Unlock()
+				break
+			}
+			e := s.outbox[s.sent]
+			s.outbox[s.sent] = Event{} // keep no payload alive
+			s.sent++
+			obs := s.observers
+			s.mu.Unlock()
 			for _, o := range obs {
 				deliver(o, e)
 			}
 		}
 		s.pubMu.Unlock()
 		s.mu.Lock()
-		done := s.published == int64(len(s.events))
+		done := len(s.outbox) == 0
 		s.mu.Unlock()
 		if done {
 			return
@@ -273,6 +303,7 @@ func (s *Session) Flush() error {
 	s.mu.Lock()
 	p := s.persister
 	var batch []Event
+	s.commitPending()
 	if p != nil {
 		batch = s.events[s.persisted:len(s.events):len(s.events)]
 		s.persisted = len(s.events)

@@ -3,6 +3,7 @@ package session
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"sync"
@@ -24,11 +25,25 @@ type Persister interface {
 type Backend interface {
 	// Create returns a persister for a new session.
 	Create(h Header) (Persister, error)
-	// Load reads a stored session. A torn last record is dropped; the events
-	// are returned as stored, without closing an interrupted turn.
+	// Load reads a stored session for a writer, which gets the returned
+	// persister. A session another live writer holds is refused
+	// (CodeBusy). A torn last record is dropped; the events are returned as
+	// stored, without closing an interrupted turn.
 	Load(id string) (Header, []Event, Persister, error)
 	// List returns the headers of every stored session.
 	List() ([]Header, error)
+}
+
+// Reader is a Backend that can read a stored session without writing to
+// it: a reader never repairs, truncates or locks out a file, and learns
+// whether a live writer (in any process) holds the session.
+type Reader interface {
+	// Read returns a stored session as it is now. While live, a writer holds
+	// the session: a last record it has not finished writing is left out,
+	// and an open turn is still running. Otherwise a torn last record is
+	// left out, and an open turn was interrupted. Nothing is changed on the
+	// backend either way.
+	Read(id string) (h Header, events []Event, live bool, err error)
 }
 
 // CreateOptions describe a new session.
@@ -96,7 +111,12 @@ func (st *Store) Prepare(opts CreateOptions) (*Session, error) {
 // Enter publishes a prepared session: it becomes live in the store, its
 // persister is attached (seeded events are written with the first batch) and
 // session/created is announced. The returned detach flushes and closes it.
+// A parent session live in this store is flushed first, so that a child is
+// never stored without its parent.
 func (st *Store) Enter(s *Session) (detach func() error, err error) {
+	if parent, ok := st.Get(s.header.ParentSession); ok {
+		parent.Flush() // a write error is the parent's to report
+	}
 	p, err := st.backend.Create(s.header)
 	if err != nil {
 		return nil, fmt.Errorf("session %s: %w", s.header.ID, err)
@@ -185,22 +205,49 @@ func (st *Store) Load(ctx context.Context, id string) (*Session, func() error, e
 	return s, detach, nil
 }
 
-// Read returns a stored session's header and events, repaired in memory
-// only; it does not make the session live.
+// Read returns a session's header and events without writing anything. A
+// session live in this store is returned as it is. A stored one that a live
+// writer (another process) holds is returned as stored so far: its open turn
+// is still running. Otherwise an interrupted last turn is closed, in memory
+// only, as Load would close it.
 func (st *Store) Read(id string) (Header, []Event, error) {
 	if s, ok := st.Get(id); ok {
 		return s.Header(), s.Events(), nil
 	}
-	h, events, p, err := st.backend.Load(id)
-	if err != nil {
-		return Header{}, nil, err
+	h, events, live, err := st.read(id)
+	if err != nil || live {
+		return h, events, err
 	}
-	p.Close()
 	events, err = Repair(events)
 	if err != nil {
 		return Header{}, nil, errorf(CodeCorrupt, "session %s: %v", id, err)
 	}
 	return h, events, nil
+}
+
+// read reads a stored session through the backend's Reader, or else
+// through Load.
+func (st *Store) read(id string) (h Header, events []Event, live bool, err error) {
+	if r, ok := st.backend.(Reader); ok {
+		return r.Read(id)
+	}
+	h, events, p, err := st.backend.Load(id)
+	if err != nil {
+		return Header{}, nil, false, err
+	}
+	p.Close()
+	return h, events, false, nil
+}
+
+// FlushLive flushes every live session and returns the write errors met.
+func (st *Store) FlushLive() error {
+	var errs []error
+	for _, id := range st.Live() {
+		if s, ok := st.Get(id); ok {
+			errs = append(errs, s.Flush())
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // Get returns a live session.

@@ -429,3 +429,56 @@ func TestFlushErrorIsSticky(t *testing.T) {
 		t.Error("detach hid the write error")
 	}
 }
+
+// A child entering the store flushes its parent first, so the backend
+// never holds a child whose parent it lacks.
+func TestEnterFlushesTheParent(t *testing.T) {
+	backend := NewMemoryBackend()
+	st := NewStore(backend, nil)
+	parent, detach, err := st.Create(CreateOptions{ID: "parent"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer detach()
+	mustAppend(t, parent, TypeUserMessage, content.UserText("delegate this"))
+	if _, _, _, err := backend.Read("parent"); err == nil {
+		t.Fatal("the parent was stored before any flush")
+	}
+	_, detachChild, err := st.Create(CreateOptions{ID: "child", ParentSession: "parent", DelegationDepth: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer detachChild()
+	if _, events, _, err := backend.Read("parent"); err != nil || len(events) != 1 {
+		t.Fatalf("parent after the child entered: %d events, %v", len(events), err)
+	}
+}
+
+// Read never closes the open turn of a session a live writer holds (it is
+// running); once the writer is gone, it closes it in memory only.
+func TestReadLeavesALiveWritersTurnOpen(t *testing.T) {
+	backend := NewMemoryBackend()
+	s, detach, err := NewStore(backend, nil).Create(CreateOptions{ID: "s"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	appendOpenTurn(t, s, 1)
+	if err := s.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	reader := NewStore(backend, nil) // another process, as it were
+	_, events, err := reader.Read("s")
+	if err != nil || len(events) != s.Len() || events[len(events)-1].Type != TypeToolCall {
+		t.Fatalf("Read of a live session: %d events (want %d, as written), %v", len(events), s.Len(), err)
+	}
+	if err := detach(); err != nil {
+		t.Fatal(err)
+	}
+	_, events, err = reader.Read("s")
+	if err != nil || len(events) != s.Len()+4 || events[len(events)-1].Type != TypeTurnEnd {
+		t.Fatalf("Read after the writer left: %d events (want %d, repaired), %v", len(events), s.Len()+4, err)
+	}
+	if _, stored, _, _ := backend.Read("s"); len(stored) != s.Len() {
+		t.Errorf("Read wrote its repair: %d stored events, want %d", len(stored), s.Len())
+	}
+}

@@ -8,9 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"os/signal"
 	"sync"
-	"syscall"
 
 	"github.com/spf13/cobra"
 
@@ -21,13 +19,17 @@ func main() {
 	// Libraries that log through slog.Default (the ACP SDK) stay quiet
 	// unless something is wrong; stdout is never used for logs.
 	slog.SetDefault(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	err := newRoot(os.Stdin, os.Stdout, os.Stderr, os.Getenv).ExecuteContext(ctx)
-	stop()
+	ctx, cancel := context.WithCancelCause(context.Background())
+	last := new(lastWords)
+	stop := watchSignals(cancel, last, os.Stderr)
+	err := newRoot(os.Stdin, os.Stdout, os.Stderr, os.Getenv).ExecuteContext(withLastWords(ctx, last))
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "dsh:", err)
-		os.Exit(1)
 	}
+	code := exitCode(ctx, err)
+	stop()
+	cancel(nil)
+	os.Exit(code)
 }
 
 // cli carries what every subcommand needs.

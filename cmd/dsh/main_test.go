@@ -23,6 +23,10 @@ import (
 var dshBinary string
 
 func TestMain(m *testing.M) {
+	if marker := os.Getenv(signalHelperEnv); marker != "" {
+		signalHelper(marker) // this binary re-run as a process to signal
+		return
+	}
 	dir, err := os.MkdirTemp("", "dsh-bin-")
 	if err == nil {
 		dshBinary, err = dshbin.Build(dir)

@@ -36,7 +36,21 @@ stdout; reasoning, tool calls and child runs go to stderr.
 Tools the permission policy (permissions in dsh.yaml) says to ask about are
 refused, with a message the model reads, since dsh run asks nobody: pass
 --yes to approve them. A turn stops after --max-steps model calls (default
-agent.maxSteps, else 100), and the whole tree after budget.tokens tokens.`,
+agent.maxSteps, else 100), and the whole tree after budget.tokens tokens.
+
+Every way
+the run can end is recorded in the session: SIGINT (Ctrl-C), SIGTERM and
+SIGHUP abort the running turn and log its end; so does stdout closing (as
+when ` + "`dsh run … | head`" + ` has read enough). A second signal exits at once,
+after a best-effort flush; the next load marks the open turn interrupted.
+
+Exit status:
+  0    the turn completed
+  1    an error (the turn failed, or dsh could not start it)
+  129  SIGHUP (the terminal or ssh connection closed)
+  130  SIGINT (Ctrl-C)
+  141  stdout closed
+  143  SIGTERM`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			cfg, err := c.loadConfig()
@@ -126,7 +140,10 @@ func (c *cli) runTurns(ctx context.Context, rt *dsh.Runtime, spec runSpec, texts
 		fmt.Fprintf(c.stderr, "[session %s · %s, children included]\n", a.ID(),
 			spentLine(subagent.UsageFromEvents(a.Session().Events()), spec.price))
 	}()
-	p := &printer{out: c.stdout, info: c.stderr}
+	defer atExit(ctx, func() { rt.Sessions.FlushLive() })()
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	p := &printer{out: c.stdout, info: c.stderr, broken: func(error) { cancel(newInterruption("stdout closed", exitPipe)) }}
 	defer a.Session().Observe(p.event)()
 	defer watchChildren(rt.Events, c.stderr)()
 	for _, text := range texts {
@@ -137,6 +154,9 @@ func (c *cli) runTurns(ctx context.Context, rt *dsh.Runtime, spec runSpec, texts
 		p.finish()
 		if err != nil {
 			return err
+		}
+		if in := (*interruption)(nil); end.Reason.Kind == session.EndAborted && errors.As(context.Cause(ctx), &in) {
+			return in
 		}
 		if err := endError(end); err != nil {
 			return err
@@ -240,8 +260,23 @@ func usageLine(u content.Usage) string {
 // model's reasoning and tool activity to info.
 type printer struct {
 	out, info io.Writer
-	midLine   bool // out has a partial line
-	thinking  bool // info has a partial line of reasoning
+	midLine   bool        // out has a partial line
+	thinking  bool        // info has a partial line of reasoning
+	broken    func(error) // called at the first failed write to out
+	failed    bool
+}
+
+// print writes s to out; after a failed write it writes nothing more.
+func (p *printer) print(s string) {
+	if p.failed {
+		return
+	}
+	if _, err := io.WriteString(p.out, s); err != nil {
+		p.failed = true
+		if p.broken != nil {
+			p.broken(err)
+		}
+	}
 }
 
 func (p *printer) event(e session.Event) {
@@ -256,7 +291,7 @@ func (p *printer) event(e session.Event) {
 			fmt.Fprint(p.info, d.Chunk.Text)
 		case d.Chunk.Type == content.ChunkTextDelta && d.Chunk.Text != "":
 			p.endThinking()
-			fmt.Fprint(p.out, d.Chunk.Text)
+			p.print(d.Chunk.Text)
 			p.midLine = !strings.HasSuffix(d.Chunk.Text, "\n")
 		}
 	case session.ToolCall:
@@ -289,7 +324,7 @@ func (p *printer) endThinking() {
 func (p *printer) finish() {
 	p.endThinking()
 	if p.midLine {
-		fmt.Fprintln(p.out)
+		p.print("\n")
 		p.midLine = false
 	}
 }

@@ -51,7 +51,7 @@ func (c *cli) sessionsCmd() *cobra.Command {
 	}
 	show := &cobra.Command{
 		Use:   "show ID",
-		Short: "Print a stored session's conversation",
+		Short: "Print a stored session's conversation (read-only: a session being written is shown as far as it is)",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			st, err := store()
@@ -83,9 +83,11 @@ func (c *cli) printSession(h session.Header, events []session.Event) {
 		fmt.Fprintf(c.stdout, "  parent %s", h.ParentSession)
 	}
 	fmt.Fprintf(c.stdout, "\ncwd %s · %d events\n", dash(h.Cwd), len(events))
+	open := false // Read closes the open turn of a crashed writer, not a live one's
 	for _, e := range events[min(h.SeedLength, len(events)):] {
 		switch d := e.Data.(type) {
 		case session.TurnStart:
+			open = true
 			fmt.Fprintf(c.stdout, "\n── turn %d\n", d.Turn)
 		case content.Message:
 			fmt.Fprintf(c.stdout, "user: %s\n", content.JoinText(d.Content))
@@ -107,8 +109,12 @@ func (c *cli) printSession(h session.Header, events []session.Event) {
 				fmt.Fprintf(c.stdout, "  %s: %s\n", status, clip(content.JoinText(d.Message.Content[0].Content), 300))
 			}
 		case session.TurnEnd:
+			open = false
 			fmt.Fprintf(c.stdout, "── end: %s\n", d.Reason.Kind)
 		}
+	}
+	if open {
+		fmt.Fprintln(c.stdout, "── running (a live dsh is writing this session)")
 	}
 }
 

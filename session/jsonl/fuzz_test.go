@@ -14,7 +14,7 @@ import (
 // FuzzLoad writes the input after a valid header line and loads it: Load
 // must not panic or hang, and must either refuse with a coded error or
 // return a log that Repair accepts; the repaired log then persists and
-// reloads unchanged.
+// reloads unchanged. Read sees the same log first, without changing a byte.
 func FuzzLoad(f *testing.F) {
 	var body bytes.Buffer
 	for _, e := range memLog(f, func(s *session.Session) { appendTurn(f, s, 1); appendOpenTurn(f, s, 2) }) {
@@ -45,7 +45,14 @@ func FuzzLoad(f *testing.F) {
 		if err := os.WriteFile(path, append([]byte(header), data...), 0o600); err != nil {
 			t.Fatal(err)
 		}
+		_, read, live, readErr := b.Read("fz")
+		if on, _ := os.ReadFile(path); !bytes.Equal(on, append([]byte(header), data...)) || live {
+			t.Fatalf("Read changed the file or saw a writer (live %v)", live)
+		}
 		h, events, p, err := b.Load("fz")
+		if (err == nil) != (readErr == nil) || !cmp.Equal(read, events) {
+			t.Fatalf("Read (%v) and Load (%v) disagree", readErr, err)
+		}
 		if err != nil {
 			if !errors.As(err, new(*session.Error)) {
 				t.Fatalf("error without a session code: %v", err)

@@ -1,9 +1,16 @@
 // Package jsonl stores sessions as JSON Lines files, one per session, at
 // <root>/<project-key>/<encoded-id>/session.jsonl: the header record on line
-// 1, then one event per line. A file is created at the session's first
-// Append and is only ever appended to. Writes are not fsynced: a log survives
-// a process crash intact, and the torn last line a system crash can leave is
-// dropped on load.
+// 1, then one event per line. A file appears whole at the session's first
+// Append (written under a temporary name, then linked into place) and is
+// only ever appended to. Writes are not fsynced: a log survives a process
+// crash intact, and the torn last line a system crash can leave is dropped
+// on load.
+//
+// The process writing a session holds an exclusive flock(2) on its file for
+// as long as it writes; the kernel releases it however the process ends.
+// Readers (Read) open files read-only and change nothing: the lock tells
+// them a running session from a crashed one. Only a writer that takes the
+// lock (Load) repairs a file.
 package jsonl
 
 import (
@@ -15,6 +22,7 @@ import (
 	"io"
 	"io/fs"
 	"log/slog"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -142,10 +150,13 @@ func (b *Backend) find(id string) (string, error) {
 	return "", &session.Error{Code: session.CodeNotFound, Msg: fmt.Sprintf("no stored session %q under %s", id, b.root)}
 }
 
-// Load implements session.Backend. A torn last line is dropped and cut from
-// the file; any other unreadable line, an unsupported version, an unknown
-// required event type or a structurally broken log is refused with an error
-// naming the file (and line). The persister appends after the kept content.
+// Load implements session.Backend for a writer. It takes the session's
+// writer lock, held until the persister is closed, and refuses a session
+// another live writer holds (CodeBusy). A torn last line is dropped and cut
+// from the file; any other unreadable line, an unsupported version, an
+// unknown required event type or a structurally broken log is refused with
+// an error naming the file (and line). The persister appends after the
+// kept content.
 func (b *Backend) Load(id string) (session.Header, []session.Event, session.Persister, error) {
 	path, err := b.find(id)
 	if err != nil {
@@ -155,6 +166,13 @@ func (b *Backend) Load(id string) (session.Header, []session.Event, session.Pers
 	if err != nil {
 		return session.Header{}, nil, nil, fmt.Errorf("jsonl: %w", err)
 	}
+	if err := lockWriter(f); err != nil {
+		f.Close()
+		if errors.Is(err, errLocked) {
+			return session.Header{}, nil, nil, &session.Error{Code: session.CodeBusy, Msg: fmt.Sprintf("%s is being written by a live process", path)}
+		}
+		return session.Header{}, nil, nil, fmt.Errorf("jsonl: lock %s: %w", path, err)
+	}
 	h, events, size, err := readLog(f, path, id)
 	if err != nil {
 		f.Close()
@@ -163,15 +181,59 @@ func (b *Backend) Load(id string) (session.Header, []session.Event, session.Pers
 	return h, events, &persister{b: b, path: path, header: h, f: f, size: size, next: int64(len(events))}, nil
 }
 
-// readLog reads a whole session file and repairs its tail: a torn last line
-// is truncated away, and a newline is added after a last line lacking one.
-// It returns the size of the kept content. Large logs are decoded on every
-// core.
+// Read implements session.Reader: it opens the file read-only and never
+// writes to it. live reports whether a writer holds the session's lock.
+func (b *Backend) Read(id string) (h session.Header, events []session.Event, live bool, err error) {
+	path, err := b.find(id)
+	if err != nil {
+		return h, nil, false, err
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return h, nil, false, fmt.Errorf("jsonl: %w", err)
+	}
+	defer f.Close()
+	if live, err = writerAlive(f); err != nil {
+		return h, nil, false, fmt.Errorf("jsonl: lock %s: %w", path, err)
+	}
+	data, err := io.ReadAll(f)
+	if err != nil {
+		return h, nil, false, fmt.Errorf("jsonl: %w", err)
+	}
+	h, events, _, err = parseLog(data, path, id, live)
+	return h, events, live, err
+}
+
+// readLog reads a whole session file for its writer and repairs its tail: a
+// torn last line is truncated away, and a newline is added after a last
+// line lacking one. It returns the size of the kept content.
 func readLog(f *os.File, path, id string) (h session.Header, events []session.Event, size int64, err error) {
 	data, err := io.ReadAll(f)
 	if err != nil {
 		return h, nil, 0, fmt.Errorf("jsonl: %w", err)
 	}
+	if h, events, size, err = parseLog(data, path, id, false); err != nil {
+		return h, nil, 0, err
+	}
+	switch {
+	case size < int64(len(data)):
+		if err := f.Truncate(size); err != nil {
+			return h, nil, 0, fmt.Errorf("jsonl: drop torn last line: %w", err)
+		}
+	case data[len(data)-1] != '\n':
+		if _, err := f.Write([]byte{'\n'}); err != nil {
+			return h, nil, 0, fmt.Errorf("jsonl: end last line: %w", err)
+		}
+		size++
+	}
+	return h, events, size, nil
+}
+
+// parseLog decodes the content of a session file and returns the size of
+// the part it kept. A last line without its newline is left out when a live
+// writer may still be writing it, or when it is not valid JSON (torn by a
+// crash). Large logs are decoded on every core.
+func parseLog(data []byte, path, id string, live bool) (h session.Header, events []session.Event, size int64, err error) {
 	lines := splitLines(data)
 	if len(lines) == 0 {
 		return h, nil, 0, corrupt(path, 1, errors.New("no header record"))
@@ -182,15 +244,18 @@ func readLog(f *os.File, path, id string) (h session.Header, events []session.Ev
 	if h.ID != id {
 		return h, nil, 0, corrupt(path, 1, fmt.Errorf("header id %q, want %q", h.ID, id))
 	}
+	size = int64(len(data))
 	lines = lines[1:]
+	if n := len(lines); n > 0 && live && lines[n-1][len(lines[n-1])-1] != '\n' {
+		size -= int64(len(lines[n-1]))
+		lines = lines[:n-1]
+	}
 	events = make([]session.Event, len(lines))
 	errs := decodeAll(lines, events)
-	size = int64(len(data))
-	torn := false
 	for i, line := range lines {
 		if errs[i] != nil {
 			if i == len(lines)-1 && !json.Valid(line) {
-				torn, events, size = true, events[:i], size-int64(len(line))
+				events, size = events[:i], size-int64(len(line))
 				break
 			}
 			return h, nil, 0, corrupt(path, i+2, errs[i])
@@ -201,17 +266,6 @@ func readLog(f *os.File, path, id string) (h session.Header, events []session.Ev
 	}
 	if _, err := session.Repair(events); err != nil {
 		return h, nil, 0, &session.Error{Code: session.CodeCorrupt, Msg: fmt.Sprintf("%s: %v", path, err)}
-	}
-	switch {
-	case torn:
-		if err := f.Truncate(size); err != nil {
-			return h, nil, 0, fmt.Errorf("jsonl: drop torn last line: %w", err)
-		}
-	case data[len(data)-1] != '\n':
-		if _, err := f.Write([]byte{'\n'}); err != nil {
-			return h, nil, 0, fmt.Errorf("jsonl: end last line: %w", err)
-		}
-		size++
 	}
 	return h, events, size, nil
 }
@@ -382,31 +436,52 @@ func (p *persister) Append(events []session.Event) error {
 	if cap(buf) <= 1<<20 {
 		p.buf = buf[:0]
 	}
-	created := p.f == nil
-	if created {
-		if err := p.create(); err != nil {
+	if p.f == nil {
+		if err := p.publish(buf); err != nil {
 			return err
 		}
-	}
-	if err := p.write(buf); err != nil {
-		return p.rollback(created, err)
+	} else if err := p.write(buf); err != nil {
+		return p.rollback(err)
 	}
 	p.size += int64(len(buf))
 	p.next += int64(len(events))
 	return nil
 }
 
-func (p *persister) create() error {
-	if err := os.MkdirAll(filepath.Dir(p.path), 0o700); err != nil {
+// publish creates the session file holding b (the header and the first
+// batch): it writes a temporary file under the writer's lock, then links it
+// to its name, refusing to replace anything. Readers therefore never see a
+// file without its header, nor one whose writer does not hold the lock yet.
+func (p *persister) publish(b []byte) error {
+	dir := filepath.Dir(p.path)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return fmt.Errorf("jsonl: %w", err)
 	}
-	f, err := os.OpenFile(p.path, os.O_WRONLY|os.O_CREATE|os.O_EXCL|os.O_APPEND, 0o600)
-	if errors.Is(err, fs.ErrExist) {
-		return &session.Error{Code: session.CodeExists, Msg: fmt.Sprintf("session %s is already stored at %s", p.header.ID, p.path)}
-	} else if err != nil {
+	tmp := filepath.Join(dir, fmt.Sprintf(".%s.%016x.tmp", FileName, rand.Uint64()))
+	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL|os.O_APPEND, 0o600)
+	if err != nil {
 		return fmt.Errorf("jsonl: %w", err)
 	}
 	p.f = f
+	err = lockWriter(f)
+	if err == nil {
+		err = p.write(b)
+	}
+	if err == nil {
+		err = os.Link(tmp, p.path)
+		if errors.Is(err, fs.ErrExist) {
+			err = &session.Error{Code: session.CodeExists, Msg: fmt.Sprintf("session %s is already stored at %s", p.header.ID, p.path)}
+		}
+	}
+	os.Remove(tmp)
+	if err != nil {
+		f.Close()
+		p.f = nil
+		if se := (*session.Error)(nil); errors.As(err, &se) {
+			return err
+		}
+		return fmt.Errorf("jsonl: create %s: %w", p.path, err)
+	}
 	return nil
 }
 
@@ -422,19 +497,10 @@ func (p *persister) write(b []byte) error {
 	return err
 }
 
-// rollback undoes a failed write: a file this write created is removed,
-// otherwise the file is cut back to its intact size.
-func (p *persister) rollback(created bool, err error) error {
+// rollback undoes a failed write: the file is cut back to its intact size.
+func (p *persister) rollback(err error) error {
 	err = fmt.Errorf("jsonl: write %s: %w", p.path, err)
-	var undo error
-	if created {
-		p.f.Close()
-		p.f = nil
-		undo = os.Remove(p.path)
-	} else {
-		undo = p.f.Truncate(p.size)
-	}
-	if undo != nil {
+	if undo := p.f.Truncate(p.size); undo != nil {
 		p.broken = fmt.Errorf("%w; rollback failed, file left unusable: %w", err, undo)
 		return p.broken
 	}

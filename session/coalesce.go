@@ -1,0 +1,106 @@
+package session
+
+import "github.com/dsh-go/dsh/content"
+
+// MaxCoalesced bounds the text of a stored delta chunk: consecutive deltas
+// of one block are merged into events of at most this many bytes (a single
+// larger delta is stored whole). A million one-byte deltas are thus a few
+// hundred events, not a million.
+const MaxCoalesced = 4 << 10
+
+// pendingChunk is the log's last event while it is a delta chunk that may
+// still grow. It is committed to the log when another event is appended,
+// when the log is read (Events) or flushed.
+type pendingChunk struct {
+	active bool
+	first  Event // the first delta's event, stored as is if no other joins it
+	merged bool  // later deltas joined it: its text is in buf
+	buf    []byte
+}
+
+// isDelta reports whether c is a delta chunk that later deltas may join: a
+// text, reasoning or tool-call delta carrying nothing but its block index,
+// its text (for a tool call: its id, name and argument text).
+func isDelta(c content.Chunk) bool {
+	if c.BlockType != "" || c.Block != nil || c.Usage != nil || c.Finish != nil {
+		return false
+	}
+	switch c.Type {
+	case content.ChunkTextDelta, content.ChunkReasoningDelta:
+		return c.ID == "" && c.Name == "" && c.ArgumentsDelta == ""
+	case content.ChunkToolCallDelta:
+		return c.Text == ""
+	}
+	return false
+}
+
+// deltaText returns the text a delta chunk adds to its block.
+func deltaText(c content.Chunk) string {
+	if c.Type == content.ChunkToolCallDelta {
+		return c.ArgumentsDelta
+	}
+	return c.Text
+}
+
+// joins reports whether delta next may be merged into the pending chunk: the
+// same turn, step, chunk type and block, and for a tool call only more
+// argument text (a new id or name starts a new event, as it would a new
+// call).
+func (p *pendingChunk) joins(next AssistantChunk) bool {
+	if !p.active {
+		return false
+	}
+	data := p.first.Data.(AssistantChunk)
+	first, c := data.Chunk, next.Chunk
+	if data.Turn != next.Turn || data.Step != next.Step || first.Type != c.Type || first.Index != c.Index {
+		return false
+	}
+	if c.Type == content.ChunkToolCallDelta && (c.ID != "" || c.Name != "") {
+		return false
+	}
+	size := len(deltaText(first))
+	if p.merged {
+		size = len(p.buf)
+	}
+	return size+len(deltaText(c)) <= MaxCoalesced
+}
+
+// appendDelta stores delta c (data is c, boxed), merging it into the
+// pending chunk when it joins it, and returns the event observers see: the
+// raw delta under the seq of the event that holds it. s.mu must be held.
+func (s *Session) appendDelta(c AssistantChunk, data any, now int64) Event {
+	p := &s.pending
+	if p.joins(c) {
+		if !p.merged {
+			p.buf = append(p.buf[:0], deltaText(p.first.Data.(AssistantChunk).Chunk)...)
+			p.merged = true
+		}
+		p.buf = append(p.buf, deltaText(c.Chunk)...)
+		return Event{Seq: p.first.Seq, Time: now, Type: TypeAssistantChunk, Data: data}
+	}
+	s.commitPending()
+	e := Event{Seq: int64(len(s.events)), Time: now, Type: TypeAssistantChunk, Data: data}
+	*p = pendingChunk{active: true, first: e, buf: p.buf[:0]}
+	return e
+}
+
+// commitPending adds the pending chunk, if any, to the log. s.mu must be
+// held.
+func (s *Session) commitPending() {
+	p := &s.pending
+	if !p.active {
+		return
+	}
+	e := p.first
+	if p.merged {
+		data := e.Data.(AssistantChunk)
+		if data.Chunk.Type == content.ChunkToolCallDelta {
+			data.Chunk.ArgumentsDelta = string(p.buf)
+		} else {
+			data.Chunk.Text = string(p.buf)
+		}
+		e.Data = data
+	}
+	s.commit(e)
+	*p = pendingChunk{buf: p.buf[:0]} // the buffer never outgrows MaxCoalesced
+}
