@@ -93,6 +93,9 @@ func (e *Error) Error() string {
 // Unwrap returns the underlying error.
 func (e *Error) Unwrap() error { return e.Err }
 
+// ErrorCode returns the stable code.
+func (e *Error) ErrorCode() string { return e.Code }
+
 // Is matches another *Error with the same code.
 func (e *Error) Is(target error) bool {
 	t, ok := target.(*Error)

@@ -64,6 +64,9 @@ type Failure struct {
 // Error makes a Failure usable as an error.
 func (f *Failure) Error() string { return f.Code + ": " + f.Message }
 
+// ErrorCode returns the failure's code.
+func (f *Failure) ErrorCode() string { return f.Code }
+
 // Usage counts the tokens of one or more model calls. The counts are
 // disjoint: Input excludes CacheRead.
 type Usage struct {

@@ -87,6 +87,9 @@ type Error struct {
 
 func (e *Error) Error() string { return "llm: " + e.Msg }
 
+// ErrorCode returns the stable code.
+func (e *Error) ErrorCode() string { return e.Code }
+
 // Is matches another *Error with the same code.
 func (e *Error) Is(target error) bool {
 	t, ok := target.(*Error)

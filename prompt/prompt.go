@@ -39,6 +39,12 @@ type Error struct{ Msg string }
 
 func (e *Error) Error() string { return "prompt: " + e.Msg }
 
+// CodePrompt is the code of every prompt failure.
+const CodePrompt = "PROMPT_INVALID"
+
+// ErrorCode returns CodePrompt.
+func (e *Error) ErrorCode() string { return CodePrompt }
+
 func errorf(format string, args ...any) error { return &Error{Msg: fmt.Sprintf(format, args...)} }
 
 // layer is one table of sections and variables.

@@ -80,6 +80,9 @@ type Error struct {
 
 func (e *Error) Error() string { return "session: " + e.Msg }
 
+// ErrorCode returns the stable code.
+func (e *Error) ErrorCode() string { return e.Code }
+
 // Is matches another *Error with the same code, so errors.Is(err,
 // &session.Error{Code: session.CodeNotFound}) works.
 func (e *Error) Is(target error) bool {

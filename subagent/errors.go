@@ -52,6 +52,9 @@ func (e *Error) Error() string {
 // Unwrap returns the cause.
 func (e *Error) Unwrap() error { return e.Err }
 
+// ErrorCode returns the stable code, which a tool result keeps.
+func (e *Error) ErrorCode() string { return string(e.Code) }
+
 // Is matches any *Error with the same code.
 func (e *Error) Is(target error) bool {
 	t, ok := target.(*Error)
@@ -105,6 +108,12 @@ type ConfigError struct {
 	Field    string // the offending key, e.g. "permissionMode"
 	Msg      string
 }
+
+// CodeInvalidConfig is the code of a ConfigError.
+const CodeInvalidConfig Code = "INVALID_CONFIG"
+
+// ErrorCode returns CodeInvalidConfig.
+func (e *ConfigError) ErrorCode() string { return string(CodeInvalidConfig) }
 
 // Error implements error.
 func (e *ConfigError) Error() string {

@@ -62,6 +62,9 @@ type KillError struct{ Reason string }
 
 func (e *KillError) Error() string { return "task killed: " + e.Reason }
 
+// ErrorCode returns CodeKilled.
+func (e *KillError) ErrorCode() string { return CodeKilled }
+
 // Snapshot is a task's public state.
 type Snapshot struct {
 	ID         string
@@ -91,6 +94,7 @@ const (
 	CodeForbidden = "FORBIDDEN"
 	CodeAdmission = "ADMISSION"
 	CodeInvalid   = "INVALID_TASK"
+	CodeKilled    = "TASK_KILLED" // the cause of a killed task's context
 )
 
 // Error is a task failure with a stable code.

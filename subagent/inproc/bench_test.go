@@ -13,9 +13,7 @@ import (
 	"github.com/dsh-go/dsh/session"
 	"github.com/dsh-go/dsh/session/jsonl"
 	"github.com/dsh-go/dsh/subagent"
-	"github.com/dsh-go/dsh/subagent/fork"
 	"github.com/dsh-go/dsh/subagent/inproc"
-	"github.com/dsh-go/dsh/subagent/spawn"
 	"github.com/dsh-go/dsh/tool"
 )
 
@@ -54,11 +52,11 @@ func benchDelegation(b *testing.B, backend session.Backend, mk func(*agent.Regis
 }
 
 func BenchmarkSpawnDelegation(b *testing.B) {
-	b.Run("memory", func(b *testing.B) { benchDelegation(b, nil, spawn.New) })
-	b.Run("jsonl", func(b *testing.B) { benchDelegation(b, jsonl.New(b.TempDir()), spawn.New) })
+	b.Run("memory", func(b *testing.B) { benchDelegation(b, nil, inproc.NewSpawn) })
+	b.Run("jsonl", func(b *testing.B) { benchDelegation(b, jsonl.New(b.TempDir()), inproc.NewSpawn) })
 }
 
 func BenchmarkForkDelegation(b *testing.B) {
-	b.Run("memory", func(b *testing.B) { benchDelegation(b, nil, fork.New) })
-	b.Run("jsonl", func(b *testing.B) { benchDelegation(b, jsonl.New(b.TempDir()), fork.New) })
+	b.Run("memory", func(b *testing.B) { benchDelegation(b, nil, inproc.NewFork) })
+	b.Run("jsonl", func(b *testing.B) { benchDelegation(b, jsonl.New(b.TempDir()), inproc.NewFork) })
 }

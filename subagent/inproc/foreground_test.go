@@ -10,7 +10,7 @@ import (
 	"github.com/dsh-go/dsh/agent"
 	"github.com/dsh-go/dsh/llm/scripted"
 	"github.com/dsh-go/dsh/subagent"
-	"github.com/dsh-go/dsh/subagent/spawn"
+	"github.com/dsh-go/dsh/subagent/inproc"
 	"github.com/dsh-go/dsh/subagent/subagenttest"
 	"github.com/dsh-go/dsh/tool"
 )
@@ -40,7 +40,7 @@ func foregroundWorld(t *testing.T) (*world, chan uint64) {
 
 func TestForegroundChildRunsOnTheWaitingGoroutine(t *testing.T) {
 	w, ids := foregroundWorld(t)
-	res := w.delegate(t, spawn.Name, subagent.StartRequest{Prompt: subagenttest.Prompt("go"), Foreground: true})
+	res := w.delegate(t, inproc.SpawnName, subagent.StartRequest{Prompt: subagenttest.Prompt("go"), Foreground: true})
 	if res.StopReason != subagent.Completed {
 		t.Fatalf("result %+v", res)
 	}
@@ -51,7 +51,7 @@ func TestForegroundChildRunsOnTheWaitingGoroutine(t *testing.T) {
 
 func TestForegroundChildWithCancellableWaitRunsOnItsOwnGoroutine(t *testing.T) {
 	w, ids := foregroundWorld(t)
-	run, err := w.svc.Start(context.Background(), spawn.Name, subagent.StartRequest{Prompt: subagenttest.Prompt("go"), Parent: w.Agent, Foreground: true})
+	run, err := w.svc.Start(context.Background(), inproc.SpawnName, subagent.StartRequest{Prompt: subagenttest.Prompt("go"), Parent: w.Agent, Foreground: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -69,7 +69,7 @@ func TestForegroundChildWithCancellableWaitRunsOnItsOwnGoroutine(t *testing.T) {
 
 func TestForegroundChildDisposedBeforeWaitNeverRuns(t *testing.T) {
 	w, _ := foregroundWorld(t)
-	run, err := w.svc.Start(context.Background(), spawn.Name, subagent.StartRequest{Prompt: subagenttest.Prompt("go"), Parent: w.Agent, Foreground: true})
+	run, err := w.svc.Start(context.Background(), inproc.SpawnName, subagent.StartRequest{Prompt: subagenttest.Prompt("go"), Parent: w.Agent, Foreground: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -88,7 +88,7 @@ func TestForegroundChildDisposedBeforeWaitNeverRuns(t *testing.T) {
 func TestForegroundChildStartCancelledBeforeWaitIsAborted(t *testing.T) {
 	w, _ := foregroundWorld(t)
 	ctx, cancel := context.WithCancel(context.Background())
-	run, err := w.svc.Start(ctx, spawn.Name, subagent.StartRequest{Prompt: subagenttest.Prompt("go"), Parent: w.Agent, Foreground: true})
+	run, err := w.svc.Start(ctx, inproc.SpawnName, subagent.StartRequest{Prompt: subagenttest.Prompt("go"), Parent: w.Agent, Foreground: true})
 	if err != nil {
 		t.Fatal(err)
 	}

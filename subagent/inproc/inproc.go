@@ -187,3 +187,21 @@ func compose(a *agent.Agent, req subagent.StartRequest, c *capture) error {
 	}
 	return nil
 }
+
+// The names spawn and fork providers are registered under by default.
+const (
+	SpawnName = "spawn"
+	ForkName  = "fork"
+)
+
+// NewSpawn returns a spawn provider: fresh children that do not see the
+// parent's conversation.
+func NewSpawn(agents *agent.Registry) (*Provider, error) {
+	return New(Config{Name: SpawnName, Agents: agents})
+}
+
+// NewFork returns a fork provider: children seeded with the parent's
+// completed turns.
+func NewFork(agents *agent.Registry) (*Provider, error) {
+	return New(Config{Name: ForkName, Agents: agents, Fork: true})
+}

@@ -19,9 +19,7 @@ import (
 	"github.com/dsh-go/dsh/session"
 	"github.com/dsh-go/dsh/session/jsonl"
 	"github.com/dsh-go/dsh/subagent"
-	"github.com/dsh-go/dsh/subagent/fork"
 	"github.com/dsh-go/dsh/subagent/inproc"
-	"github.com/dsh-go/dsh/subagent/spawn"
 	"github.com/dsh-go/dsh/subagent/subagenttest"
 	"github.com/dsh-go/dsh/tool"
 )
@@ -76,8 +74,8 @@ func conformance(t *testing.T, newProvider func(*agent.Registry) (*inproc.Provid
 	})
 }
 
-func TestSpawnConformance(t *testing.T) { conformance(t, spawn.New) }
-func TestForkConformance(t *testing.T)  { conformance(t, fork.New) }
+func TestSpawnConformance(t *testing.T) { conformance(t, inproc.NewSpawn) }
+func TestForkConformance(t *testing.T)  { conformance(t, inproc.NewFork) }
 
 // world is a parent with a service holding spawn and fork.
 type world struct {
@@ -101,7 +99,7 @@ func newWorld(t *testing.T, backend session.Backend, entries ...scripted.Entry) 
 		t.Cleanup(func() { w.Agents.DisposeAll(context.Background()) })
 	}
 	w.svc = subagent.NewService(w.Events, nil)
-	for _, mk := range []func(*agent.Registry) (*inproc.Provider, error){spawn.New, fork.New} {
+	for _, mk := range []func(*agent.Registry) (*inproc.Provider, error){inproc.NewSpawn, inproc.NewFork} {
 		p, err := mk(w.Agents)
 		if err != nil {
 			t.Fatal(err)
@@ -221,7 +219,7 @@ func TestParentDelegatesThroughSpawnAndFork(t *testing.T) {
 func TestForkChildTurnNumberingAndSeed(t *testing.T) {
 	w := newWorld(t, nil, scripted.Text("first"), scripted.Text("child answer"))
 	w.Agent.Run(context.Background(), content.UserText("hello"))
-	res := w.delegate(t, fork.Name, subagent.StartRequest{Prompt: subagenttest.Prompt("go")})
+	res := w.delegate(t, inproc.ForkName, subagent.StartRequest{Prompt: subagenttest.Prompt("go")})
 	if content.JoinText(res.Output) != "child answer" {
 		t.Fatalf("output %+v: must be the child's own, never seeded text", res.Output)
 	}
@@ -229,7 +227,7 @@ func TestForkChildTurnNumberingAndSeed(t *testing.T) {
 
 func TestForkWithoutCompletedTurnIsFresh(t *testing.T) {
 	w := newWorld(t, nil, scripted.Text("x"))
-	run, err := w.svc.Start(context.Background(), fork.Name, subagent.StartRequest{Prompt: subagenttest.Prompt("go"), Parent: w.Agent})
+	run, err := w.svc.Start(context.Background(), inproc.ForkName, subagent.StartRequest{Prompt: subagenttest.Prompt("go"), Parent: w.Agent})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -285,7 +283,7 @@ func TestStructuredOutput(t *testing.T) {
 				t.Error("echo ran after the capture")
 				return tool.TextResult("x"), nil
 			}})
-			run, err := w.svc.Start(context.Background(), spawn.Name, subagent.StartRequest{Prompt: subagenttest.Prompt("answer"),
+			run, err := w.svc.Start(context.Background(), inproc.SpawnName, subagent.StartRequest{Prompt: subagenttest.Prompt("answer"),
 				Parent: w.Agent, OutputSchema: objectSchema()})
 			if err != nil {
 				t.Fatal(err)
@@ -341,7 +339,7 @@ func TestToolFilter(t *testing.T) {
 			return tool.TextResult(n), nil
 		}})
 	}
-	run, err := w.svc.Start(context.Background(), spawn.Name, subagent.StartRequest{Prompt: subagenttest.Prompt("go"), Parent: w.Agent,
+	run, err := w.svc.Start(context.Background(), inproc.SpawnName, subagent.StartRequest{Prompt: subagenttest.Prompt("go"), Parent: w.Agent,
 		ToolFilter: &tool.Restriction{Allow: []string{"public", "secret"}, Deny: []string{"secret"}}, OutputSchema: nil})
 	if err != nil {
 		t.Fatal(err)
@@ -364,7 +362,7 @@ func TestToolFilter(t *testing.T) {
 
 func TestToolFilterUnknownNameLeavesNothing(t *testing.T) {
 	w := newWorld(t, nil)
-	_, err := w.svc.Start(context.Background(), spawn.Name, subagent.StartRequest{Prompt: subagenttest.Prompt("go"), Parent: w.Agent,
+	_, err := w.svc.Start(context.Background(), inproc.SpawnName, subagent.StartRequest{Prompt: subagenttest.Prompt("go"), Parent: w.Agent,
 		ToolFilter: &tool.Restriction{Deny: []string{"no-such-tool"}}})
 	if !errors.Is(err, &tool.Error{Code: tool.CodeInvalidRestriction}) {
 		t.Fatalf("err = %v", err)
@@ -377,7 +375,7 @@ func TestToolFilterUnknownNameLeavesNothing(t *testing.T) {
 func TestStructuredOutputSurvivesAllowEmpty(t *testing.T) {
 	w := newWorld(t, nil, scripted.ToolCalls("", scripted.Call{Name: "structured_output", Arguments: `{"answer":3}`}))
 	w.Tools.Register(tool.Definition{Name: "public", Execute: func(context.Context, tool.Call) (tool.Result, error) { return tool.Result{}, nil }})
-	res := w.delegate(t, spawn.Name, subagent.StartRequest{Prompt: subagenttest.Prompt("go"), OutputSchema: objectSchema(),
+	res := w.delegate(t, inproc.SpawnName, subagent.StartRequest{Prompt: subagenttest.Prompt("go"), OutputSchema: objectSchema(),
 		ToolFilter: &tool.Restriction{Allow: []string{}}})
 	req := w.model.Requests()[0]
 	if len(req.Tools) != 1 || req.Tools[0].Name != "structured_output" || res.StopReason != subagent.Completed {
@@ -390,7 +388,7 @@ func TestPersonaShadowsOnlyTheChild(t *testing.T) {
 	w.Prompt.Section(prompt.Section{Name: prompt.PersonaSection, Text: "DEPLOYMENT PERSONA"})
 	w.Agent.Run(context.Background(), content.UserText("hi"))
 	persona := "CHILD PERSONA on {{provider}}"
-	w.delegate(t, spawn.Name, subagent.StartRequest{Prompt: subagenttest.Prompt("go"), Persona: &persona})
+	w.delegate(t, inproc.SpawnName, subagent.StartRequest{Prompt: subagenttest.Prompt("go"), Persona: &persona})
 	parentReq, childReq := w.model.Requests()[0], w.model.Requests()[1]
 	if !strings.Contains(parentReq.System, "DEPLOYMENT PERSONA") || strings.Contains(parentReq.System, "CHILD") {
 		t.Fatalf("parent system %q", parentReq.System)
@@ -401,7 +399,7 @@ func TestPersonaShadowsOnlyTheChild(t *testing.T) {
 	empty := ""
 	w2 := newWorld(t, nil, scripted.Text("child"))
 	w2.Prompt.Section(prompt.Section{Name: prompt.PersonaSection, Text: "DEPLOYMENT PERSONA"})
-	w2.delegate(t, spawn.Name, subagent.StartRequest{Prompt: subagenttest.Prompt("go"), Persona: &empty})
+	w2.delegate(t, inproc.SpawnName, subagent.StartRequest{Prompt: subagenttest.Prompt("go"), Persona: &empty})
 	if strings.Contains(w2.model.Requests()[0].System, "DEPLOYMENT") {
 		t.Fatal("an empty persona must empty the section")
 	}
@@ -410,7 +408,7 @@ func TestPersonaShadowsOnlyTheChild(t *testing.T) {
 func TestPersonaWithUnknownVariableFailsStart(t *testing.T) {
 	w := newWorld(t, nil)
 	bad := "I am {{nobody}}"
-	_, err := w.svc.Start(context.Background(), spawn.Name, subagent.StartRequest{Prompt: subagenttest.Prompt("go"), Parent: w.Agent, Persona: &bad})
+	_, err := w.svc.Start(context.Background(), inproc.SpawnName, subagent.StartRequest{Prompt: subagenttest.Prompt("go"), Parent: w.Agent, Persona: &bad})
 	if err == nil || !strings.Contains(err.Error(), "nobody") {
 		t.Fatalf("err = %v", err)
 	}
@@ -425,7 +423,7 @@ func TestDepthCapAcrossLevels(t *testing.T) {
 	w := newWorld(t, nil, scripted.Hang(""), scripted.Hang(""))
 	two := 2
 	start := func(parent *agent.Agent) (subagent.Run, error) {
-		return w.svc.Start(context.Background(), spawn.Name, subagent.StartRequest{Prompt: subagenttest.Prompt("go"), Parent: parent, MaxDepth: &two})
+		return w.svc.Start(context.Background(), inproc.SpawnName, subagent.StartRequest{Prompt: subagenttest.Prompt("go"), Parent: parent, MaxDepth: &two})
 	}
 	child, err := start(w.Agent)
 	if err != nil {
@@ -450,7 +448,7 @@ func TestDepthCapAcrossLevels(t *testing.T) {
 func TestCancelAfterReadyKeepsPartialText(t *testing.T) {
 	w := newWorld(t, nil, scripted.Hang("half an answer"))
 	ctx, cancel := context.WithCancel(context.Background())
-	run, err := w.svc.Start(ctx, spawn.Name, subagent.StartRequest{Prompt: subagenttest.Prompt("go"), Parent: w.Agent})
+	run, err := w.svc.Start(ctx, inproc.SpawnName, subagent.StartRequest{Prompt: subagenttest.Prompt("go"), Parent: w.Agent})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -486,7 +484,7 @@ func TestSteerAndResume(t *testing.T) {
 		<-gate
 		return tool.TextResult("waited"), nil
 	}})
-	run, err := w.svc.Start(context.Background(), spawn.Name, subagent.StartRequest{Prompt: subagenttest.Prompt("go"), Parent: w.Agent})
+	run, err := w.svc.Start(context.Background(), inproc.SpawnName, subagent.StartRequest{Prompt: subagenttest.Prompt("go"), Parent: w.Agent})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -544,11 +542,11 @@ func lastTurnEnd(events []session.Event) session.TurnEnd {
 
 func TestUsageAndStopReasons(t *testing.T) {
 	w := newWorld(t, nil, scripted.MaxTokens("trunc"), scripted.Fail(llm.CodeRateLimit, "slow down"))
-	res := w.delegate(t, spawn.Name, subagent.StartRequest{Prompt: subagenttest.Prompt("go")})
+	res := w.delegate(t, inproc.SpawnName, subagent.StartRequest{Prompt: subagenttest.Prompt("go")})
 	if res.StopReason != subagent.MaxTokens || res.Usage["test/m1"].Output != 5 {
 		t.Fatalf("result %+v", res)
 	}
-	res = w.delegate(t, spawn.Name, subagent.StartRequest{Prompt: subagenttest.Prompt("go")})
+	res = w.delegate(t, inproc.SpawnName, subagent.StartRequest{Prompt: subagenttest.Prompt("go")})
 	if res.StopReason != subagent.Failed || !strings.Contains(res.Diagnostic, "RATE_LIMIT") {
 		t.Fatalf("result %+v", res)
 	}
@@ -560,7 +558,7 @@ func TestChildSessionsOnDisk(t *testing.T) {
 	w := newWorld(t, jsonl.New(dir), scripted.Text("parent"), scripted.Text("spawned"), scripted.Text("forked"))
 	w.Agent.Run(context.Background(), content.UserText("hi"))
 	var ids []string
-	for _, p := range []string{spawn.Name, fork.Name} {
+	for _, p := range []string{inproc.SpawnName, inproc.ForkName} {
 		run, err := w.svc.Start(context.Background(), p, subagent.StartRequest{Prompt: subagenttest.Prompt("go"), Parent: w.Agent})
 		if err != nil {
 			t.Fatal(err)

@@ -13,9 +13,7 @@ import (
 	"github.com/dsh-go/dsh/llm/scripted"
 	"github.com/dsh-go/dsh/session"
 	"github.com/dsh-go/dsh/session/jsonl"
-	"github.com/dsh-go/dsh/subagent/fork"
 	"github.com/dsh-go/dsh/subagent/inproc"
-	"github.com/dsh-go/dsh/subagent/spawn"
 	"github.com/dsh-go/dsh/subagent/subagenttool"
 	"github.com/dsh-go/dsh/task"
 )
@@ -61,7 +59,7 @@ func benchSubagentTool(b *testing.B, backend session.Backend) {
 	if _, err := rt.LLM.Register("test", llm.ModelFunc(m.stream)); err != nil {
 		b.Fatal(err)
 	}
-	for _, mk := range []func(*agent.Registry) (*inproc.Provider, error){spawn.New, fork.New} {
+	for _, mk := range []func(*agent.Registry) (*inproc.Provider, error){inproc.NewSpawn, inproc.NewFork} {
 		p, _ := mk(rt.Agents)
 		if _, err := rt.Subagents.Register(p); err != nil {
 			b.Fatal(err)
@@ -71,7 +69,7 @@ func benchSubagentTool(b *testing.B, backend session.Backend) {
 		b.Fatal(err)
 	}
 	if _, err := subagenttool.Mount(subagenttool.Deps{Subagents: rt.Subagents, Tools: rt.Tools, Tasks: rt.Tasks, Events: rt.Events},
-		subagenttool.Config{Provider: spawn.Name}); err != nil {
+		subagenttool.Config{Provider: inproc.SpawnName}); err != nil {
 		b.Fatal(err)
 	}
 	defer func() {

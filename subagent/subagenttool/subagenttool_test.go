@@ -19,9 +19,7 @@ import (
 	"github.com/dsh-go/dsh/llm/scripted"
 	"github.com/dsh-go/dsh/session"
 	"github.com/dsh-go/dsh/subagent"
-	"github.com/dsh-go/dsh/subagent/fork"
 	"github.com/dsh-go/dsh/subagent/inproc"
-	"github.com/dsh-go/dsh/subagent/spawn"
 	"github.com/dsh-go/dsh/subagent/subagenttool"
 	"github.com/dsh-go/dsh/task"
 	"github.com/dsh-go/dsh/tool"
@@ -79,7 +77,7 @@ func newEnv(t *testing.T, child childFunc, parent ...scripted.Entry) *env {
 		}
 		return e.parent.Stream(ctx, req)
 	}))
-	for _, mk := range []func(*agent.Registry) (*inproc.Provider, error){spawn.New, fork.New} {
+	for _, mk := range []func(*agent.Registry) (*inproc.Provider, error){inproc.NewSpawn, inproc.NewFork} {
 		p, _ := mk(rt.Agents)
 		if _, err := rt.Subagents.Register(p); err != nil {
 			t.Fatal(err)
@@ -88,7 +86,7 @@ func newEnv(t *testing.T, child childFunc, parent ...scripted.Entry) *env {
 	if _, err := task.Mount(rt.Tasks, rt.Tools, rt.Prompt, task.ToolOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	e.mount(subagenttool.Config{Provider: spawn.Name})
+	e.mount(subagenttool.Config{Provider: inproc.SpawnName})
 	t.Cleanup(func() {
 		if err := rt.Close(context.Background()); err != nil {
 			t.Error(err)
@@ -220,7 +218,7 @@ func TestFailureWording(t *testing.T) {
 // The tool's model-visible schema and wording.
 func TestSchemaAndWording(t *testing.T) {
 	e := newEnv(t, echoChild)
-	e.mount(subagenttool.Config{Provider: fork.Name, ToolName: "subagent_fork", EnableRunInBackground: new(bool)})
+	e.mount(subagenttool.Config{Provider: inproc.ForkName, ToolName: "subagent_fork", EnableRunInBackground: new(bool)})
 	specs := map[string]content.ToolSpec{}
 	for _, s := range e.agent.Tools().Specs() {
 		specs[s.Name] = s
@@ -251,7 +249,7 @@ func TestForcedBackgroundRefusedWhenDisabled(t *testing.T) {
 	e := newEnv(t, echoChild,
 		scripted.ToolCalls("", call("subagent_fg", `{"description":"x","prompt":"y","run_in_background":true}`)),
 		scripted.Text("ok"))
-	e.mount(subagenttool.Config{Provider: spawn.Name, ToolName: "subagent_fg", EnableRunInBackground: new(bool)})
+	e.mount(subagenttool.Config{Provider: inproc.SpawnName, ToolName: "subagent_fg", EnableRunInBackground: new(bool)})
 	e.run("go")
 	rs := results(e.agent)
 	if len(rs) != 1 || !strings.Contains(resultText(rs[0]), "run_in_background is disabled for this tool instance") {
@@ -264,17 +262,17 @@ func TestForcedBackgroundRefusedWhenDisabled(t *testing.T) {
 
 func TestMountRules(t *testing.T) {
 	e := newEnv(t, echoChild)
-	if _, err := subagenttool.Mount(e.deps(), subagenttool.Config{Provider: spawn.Name}); err == nil {
+	if _, err := subagenttool.Mount(e.deps(), subagenttool.Config{Provider: inproc.SpawnName}); err == nil {
 		t.Fatal("a duplicate tool name was accepted")
 	}
 	if _, err := subagenttool.Mount(e.deps(), subagenttool.Config{}); err == nil {
 		t.Fatal("a tool without provider was accepted")
 	}
 	neg := -1
-	if _, err := subagenttool.Mount(e.deps(), subagenttool.Config{Provider: spawn.Name, ToolName: "x", MaxDepth: &neg}); err == nil {
+	if _, err := subagenttool.Mount(e.deps(), subagenttool.Config{Provider: inproc.SpawnName, ToolName: "x", MaxDepth: &neg}); err == nil {
 		t.Fatal("a negative maxDepth was accepted")
 	}
-	if _, err := subagenttool.Mount(e.deps(), subagenttool.Config{Provider: spawn.Name, ToolName: "y", ToolFilter: &tool.Restriction{}}); err == nil {
+	if _, err := subagenttool.Mount(e.deps(), subagenttool.Config{Provider: inproc.SpawnName, ToolName: "y", ToolFilter: &tool.Restriction{}}); err == nil {
 		t.Fatal("an empty toolFilter was accepted")
 	}
 	// A provider without capabilities refuses configured ones at mount.
@@ -489,5 +487,32 @@ func TestForkDescriptionNamesTheCacheCost(t *testing.T) {
 			t.Errorf("%s: cache note %v, want %v: %q", tc.cfg.ToolName, got, tc.note, desc)
 		}
 		rt.Close(context.Background())
+	}
+}
+
+// A seam error keeps its code on its way to the model: the tool result
+// (and so the session log) says DEPTH_EXCEEDED, not TOOL_FAILED.
+func TestSeamErrorCodeReachesTheToolResult(t *testing.T) {
+	rt, err := dsh.New(dsh.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rt.Close(context.Background())
+	p, _ := inproc.New(inproc.Config{Name: "spawn", Agents: rt.Agents})
+	rt.Subagents.Register(p)
+	zero := 0
+	if _, err := subagenttool.Mount(subagenttool.Deps{Subagents: rt.Subagents, Tools: rt.Tools, Tasks: rt.Tasks, Events: rt.Events},
+		subagenttool.Config{Provider: "spawn", MaxDepth: &zero}); err != nil {
+		t.Fatal(err)
+	}
+	rt.LLM.Register("test", scripted.New())
+	a, err := rt.Agents.Create(context.Background(), agent.CreateOptions{Options: agent.Options{Provider: "test"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res := a.Tools().Execute(context.Background(), tool.Call{ID: "c1", Name: "subagent",
+		Arguments: []byte(`{"description":"x","prompt":"go"}`), Caller: a})
+	if !res.IsError || res.Code != string(subagent.CodeDepthExceeded) {
+		t.Fatalf("result %+v", res)
 	}
 }

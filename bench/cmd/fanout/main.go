@@ -45,7 +45,7 @@ import (
 	"github.com/dsh-go/dsh/content"
 	"github.com/dsh-go/dsh/llm"
 	"github.com/dsh-go/dsh/subagent"
-	"github.com/dsh-go/dsh/subagent/spawn"
+	"github.com/dsh-go/dsh/subagent/inproc"
 	"github.com/dsh-go/dsh/subagent/subagenttool"
 	"github.com/dsh-go/dsh/task"
 	"github.com/dsh-go/dsh/tool"
@@ -172,7 +172,7 @@ func fanout(n int, think time.Duration, path, store, heapProfile string) (bool, 
 	if _, err := rt.LLM.Register(dshcase.Provider, llm.ModelFunc(m.stream)); err != nil {
 		return false, err
 	}
-	sp, err := spawn.New(rt.Agents)
+	sp, err := inproc.NewSpawn(rt.Agents)
 	if err != nil {
 		return false, err
 	}
@@ -180,7 +180,7 @@ func fanout(n int, think time.Duration, path, store, heapProfile string) (bool, 
 		return false, err
 	}
 	if _, err := subagenttool.Mount(subagenttool.Deps{Subagents: rt.Subagents, Tools: rt.Tools, Tasks: rt.Tasks, Events: rt.Events, Log: dshcase.Quiet},
-		subagenttool.Config{Provider: spawn.Name}); err != nil {
+		subagenttool.Config{Provider: inproc.SpawnName}); err != nil {
 		return false, err
 	}
 	parent, err := rt.Agents.Create(ctx, agent.CreateOptions{Cwd: dir, Options: agent.Options{Provider: dshcase.Provider, Model: dshcase.Model}})
@@ -222,7 +222,7 @@ func fanout(n int, think time.Duration, path, store, heapProfile string) (bool, 
 			}
 			ids = append(ids, id)
 		case "service":
-			r, err := rt.Subagents.Start(ctx, spawn.Name, subagent.StartRequest{Label: "fan-out child", Prompt: []content.Block{content.Text(dshcase.PromptTask)}, Parent: parent})
+			r, err := rt.Subagents.Start(ctx, inproc.SpawnName, subagent.StartRequest{Label: "fan-out child", Prompt: []content.Block{content.Text(dshcase.PromptTask)}, Parent: parent})
 			if err != nil {
 				return false, fmt.Errorf("child %d: %w", i, err)
 			}

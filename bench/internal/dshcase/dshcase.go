@@ -22,9 +22,7 @@ import (
 	"github.com/dsh-go/dsh/session"
 	"github.com/dsh-go/dsh/session/jsonl"
 	"github.com/dsh-go/dsh/subagent"
-	"github.com/dsh-go/dsh/subagent/fork"
 	"github.com/dsh-go/dsh/subagent/inproc"
-	"github.com/dsh-go/dsh/subagent/spawn"
 	"github.com/dsh-go/dsh/subagent/subagenttool"
 )
 
@@ -111,7 +109,7 @@ func New(opts Options) (*Env, error) {
 	if _, err := rt.LLM.Register(Provider, llm.ModelFunc(e.stream)); err != nil {
 		return nil, err
 	}
-	for _, mk := range []func(*agent.Registry) (*inproc.Provider, error){spawn.New, fork.New} {
+	for _, mk := range []func(*agent.Registry) (*inproc.Provider, error){inproc.NewSpawn, inproc.NewFork} {
 		p, err := mk(rt.Agents)
 		if err != nil {
 			return nil, err
@@ -123,7 +121,7 @@ func New(opts Options) (*Env, error) {
 	if opts.Tool {
 		off := false
 		if _, err := subagenttool.Mount(subagenttool.Deps{Subagents: rt.Subagents, Tools: rt.Tools, Events: rt.Events, Log: Quiet},
-			subagenttool.Config{Provider: spawn.Name, EnableRunInBackground: &off}); err != nil {
+			subagenttool.Config{Provider: inproc.SpawnName, EnableRunInBackground: &off}); err != nil {
 			return nil, err
 		}
 	}
