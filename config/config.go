@@ -30,10 +30,6 @@ import (
 	"github.com/dsh-go/dsh/permission"
 	"github.com/dsh-go/dsh/session"
 	"github.com/dsh-go/dsh/session/jsonl"
-	"github.com/dsh-go/dsh/subagent"
-	"github.com/dsh-go/dsh/subagent/acpchild"
-	"github.com/dsh-go/dsh/subagent/claudecode"
-	"github.com/dsh-go/dsh/subagent/codex"
 	"github.com/dsh-go/dsh/subagent/subagenttool"
 	"github.com/dsh-go/dsh/task"
 	"github.com/dsh-go/dsh/tool/builtin"
@@ -68,6 +64,21 @@ type Config struct {
 
 	path     string   // the file Load read, absolute; "" for none
 	warnings []string // what is legal but probably not meant
+	kinds    []Kind   // the provider kinds the file was checked against
+}
+
+// Loader loads configuration files against a table of provider kinds.
+type Loader struct {
+	// Kinds are the provider kinds a file may declare (default
+	// BuiltinKinds). A program that brings a kind of its own appends it.
+	Kinds []Kind
+}
+
+func (l Loader) kinds() []Kind {
+	if l.Kinds == nil {
+		return BuiltinKinds()
+	}
+	return l.Kinds
 }
 
 // Warnings returns what the file says that is legal but probably not
@@ -201,21 +212,6 @@ type Subagents struct {
 // DefaultMaxLiveChildren is subagents.maxLiveChildren when unset.
 const DefaultMaxLiveChildren = 64
 
-// Provider is one subagent provider. Its kind's block configures it; the
-// provider's name overrides any name in the block.
-type Provider struct {
-	Name string `yaml:"name"`
-	// Kind is spawn, fork, acp, codex or claude-code (default: the name).
-	Kind string `yaml:"kind"`
-	// ACP configures an acp provider: any ACP agent as a child process;
-	// command "self" runs this dsh in acp mode.
-	ACP *acpchild.Config `yaml:"acp"`
-	// Codex configures a codex provider (`codex app-server`).
-	Codex *codex.Config `yaml:"codex"`
-	// ClaudeCode configures a claude-code provider (`claude -p`).
-	ClaudeCode *claudecode.Config `yaml:"claudeCode"`
-}
-
 // Provider kinds.
 const (
 	KindSpawn      = "spawn"
@@ -240,13 +236,17 @@ func DefaultSubagents() *Subagents {
 // Default returns the configuration used when no file exists: DeepSeek's
 // current model (openai.DeepSeekModel) through DEEPSEEK_API_KEY, and the
 // default subagents.
-func Default(getenv func(string) string) Config {
+func Default(getenv func(string) string) Config { return Loader{}.Default(getenv) }
+
+// Default is the package's Default over the loader's kinds.
+func (l Loader) Default(getenv func(string) string) Config {
 	ds := openai.DeepSeek()
 	ds.BaseURL = cmp.Or(getenv("DEEPSEEK_BASE_URL"), ds.BaseURL, "https://api.deepseek.com")
 	return Config{
 		Agent:     agent.Options{Provider: ds.Provider, Model: ds.Model},
 		Models:    []Model{{Name: ds.Provider, BaseURL: ds.BaseURL, APIKeyEnv: ds.APIKeyEnv, Model: ds.Model}},
 		Subagents: DefaultSubagents(),
+		kinds:     l.kinds(),
 	}
 }
 
@@ -265,8 +265,11 @@ func Home(getenv func(string) string) (string, error) {
 // Load reads the configuration file over the defaults. The file is path,
 // else $DSH_CONFIG, else $DSH_HOME/dsh.yaml when it exists. Unknown keys
 // and bad values are errors naming the key and its line.
-func Load(path string, getenv func(string) string) (Config, error) {
-	cfg := Default(getenv)
+func Load(path string, getenv func(string) string) (Config, error) { return Loader{}.Load(path, getenv) }
+
+// Load is the package's Load over the loader's kinds.
+func (l Loader) Load(path string, getenv func(string) string) (Config, error) {
+	cfg := l.Default(getenv)
 	explicit := path != "" || getenv("DSH_CONFIG") != ""
 	path = cmp.Or(path, getenv("DSH_CONFIG"))
 	if path == "" {
@@ -283,7 +286,7 @@ func Load(path string, getenv func(string) string) (Config, error) {
 	if err != nil {
 		return cfg, fmt.Errorf("config: %w", err)
 	}
-	cfg, err = Parse(path, data, getenv)
+	cfg, err = l.Parse(path, data, getenv)
 	if abs, aerr := filepath.Abs(path); aerr == nil {
 		cfg.path = abs
 	}
@@ -293,13 +296,21 @@ func Load(path string, getenv func(string) string) (Config, error) {
 // Parse reads a configuration file's content over the defaults; name is
 // used in error messages.
 func Parse(name string, data []byte, getenv func(string) string) (Config, error) {
-	cfg := Default(getenv)
+	return Loader{}.Parse(name, data, getenv)
+}
+
+// Parse is the package's Parse over the loader's kinds.
+func (l Loader) Parse(name string, data []byte, getenv func(string) string) (Config, error) {
+	cfg := l.Default(getenv)
 	if err := checkTypes(data); err != nil {
 		return cfg, fmt.Errorf("config %s: %w", name, err)
 	}
 	var file Config
 	if err := yaml.NewDecoder(bytes.NewReader(data), yaml.Strict(), yaml.CustomUnmarshaler(decodeDuration)).Decode(&file); err != nil {
 		return cfg, fmt.Errorf("config %s: %s", name, withSourceLine(data, yaml.FormatError(err, false, false)))
+	}
+	if err := cfg.decodeBlocks(&file); err != nil {
+		return cfg, fmt.Errorf("config %s: %w", name, err)
 	}
 	cfg, verr := cfg.merge(file)
 	if verr != nil {
@@ -355,14 +366,30 @@ func locate(data []byte, err error) error {
 		return err
 	}
 	file, perr := parser.ParseBytes(data, 0)
-	p, xerr := yaml.PathString(fe.path)
-	if perr != nil || xerr != nil {
+	if perr != nil {
 		return err
 	}
-	if node, ferr := p.FilterFile(file); ferr == nil && node != nil {
-		return fmt.Errorf("line %d: %s: %s", node.GetToken().Position.Line, fe.path[2:], fe.msg)
+	// A key the file does not have (a required one) is placed at the
+	// nearest enclosing key it does.
+	for at := fe.path; len(at) > 1; at = parentPath(at) {
+		p, xerr := yaml.PathString(at)
+		if xerr != nil {
+			continue
+		}
+		if node, ferr := p.FilterFile(file); ferr == nil && node != nil {
+			return fmt.Errorf("line %d: %s: %s", node.GetToken().Position.Line, fe.path[2:], fe.msg)
+		}
 	}
 	return err
+}
+
+// parentPath drops the last key or index of a YAML path.
+func parentPath(path string) string {
+	i := strings.LastIndexAny(path, ".[")
+	if i <= 0 {
+		return "$"
+	}
+	return path[:i]
 }
 
 // merge lays file over cfg: models replace same-named ones, a subagents
@@ -492,28 +519,8 @@ func (cfg Config) validate() error {
 			return bad(at+".name", "provider %q is declared twice", p.Name)
 		}
 		providers[p.Name] = true
-		k := cmp.Or(p.Kind, p.Name)
-		blocks := map[string]bool{KindACP: p.ACP != nil, KindCodex: p.Codex != nil, KindClaudeCode: p.ClaudeCode != nil}
-		switch k {
-		case KindSpawn, KindFork, KindCodex, KindClaudeCode:
-		case KindACP:
-			if p.ACP == nil || p.ACP.Command == "" {
-				return bad(at, "an acp provider needs acp.command (%q runs this dsh)", SelfCommand)
-			}
-		default:
-			return bad(at, "unknown kind %q (want spawn, fork, acp, codex or claude-code)", k)
-		}
-		for block, set := range blocks {
-			if set && block != k {
-				return bad(at, "a %s provider cannot have a %s block", k, map[string]string{KindACP: "acp", KindCodex: "codex", KindClaudeCode: "claudeCode"}[block])
-			}
-		}
-		if err := checkBlock(p, k); err != nil {
-			var ce *subagent.ConfigError
-			if errors.As(err, &ce) {
-				return bad(fmt.Sprintf("%s.%s.%s", at, blockKey(k), ce.Field), "%s", ce.Msg)
-			}
-			return bad(at, "%v", err)
+		if err := cfg.validateProvider(at, p); err != nil {
+			return err
 		}
 	}
 	names := map[string]bool{}

@@ -11,6 +11,8 @@ import (
 
 	"github.com/dsh-go/dsh/config"
 	"github.com/dsh-go/dsh/session"
+	"github.com/dsh-go/dsh/subagent/acpchild"
+	"github.com/dsh-go/dsh/subagent/codex"
 )
 
 func env(vars map[string]string) func(string) string {
@@ -81,8 +83,11 @@ subagents:
 	if cfg.Agent.Provider != "local" || cfg.Agent.Model != "qwen" || len(cfg.Models) != 2 || cfg.Persona != "Be brief." {
 		t.Fatalf("cfg %+v", cfg)
 	}
-	if ps := cfg.Subagents.Providers; ps[2].Codex.ReadyTimeout != 7*time.Second || ps[4].ACP.TermGrace != 1500*time.Millisecond {
-		t.Fatalf("provider timeouts: codex %+v, acp %+v", ps[2].Codex.ChildTimeouts, ps[4].ACP.ChildTimeouts)
+	ps := cfg.Subagents.Providers
+	cx, _ := ps[2].Block().(*codex.Config)
+	peer, _ := ps[4].Block().(*acpchild.Config)
+	if cx == nil || peer == nil || cx.ReadyTimeout != 7*time.Second || peer.TermGrace != 1500*time.Millisecond {
+		t.Fatalf("provider blocks: codex %+v, acp %+v", cx, peer)
 	}
 	rt, err := cfg.Build(context.Background(), nil, session.NewMemoryBackend(), env(nil))
 	if err != nil {
@@ -114,7 +119,7 @@ func TestBadConfig(t *testing.T) {
 		{"duplicate tool name", "subagents:\n  providers: [{name: spawn}, {name: fork}]\n  tools:\n    - provider: spawn\n    - provider: fork\n",
 			[]string{"line 5", `"subagent" is used twice`}},
 		{"unknown provider kind", "subagents:\n  providers:\n    - name: x\n      kind: teleport\n", []string{"line 3", "teleport"}},
-		{"acp without command", "subagents:\n  providers:\n    - name: x\n      kind: acp\n", []string{"line 3", "acp.command"}},
+		{"acp without command", "subagents:\n  providers:\n    - name: x\n      kind: acp\n", []string{"line 3", "acp.command: is required"}},
 		{"block of another kind", "subagents:\n  providers:\n    - name: spawn\n      codex: {model: m}\n", []string{"line 3", "codex block"}},
 		{"unknown key in a provider block", "subagents:\n  providers:\n    - name: c\n      kind: codex\n      codex: {modle: m}\n", []string{"modle"}},
 		{"bad thinking", "models:\n  - name: deepseek\n    baseURL: http://h\n    apiKeyEnv: K\n    thinking: on\n", []string{"line 5", "thinking", "enabled or disabled"}},

@@ -3,16 +3,12 @@ package config
 import (
 	"cmp"
 	"fmt"
-	"maps"
 	"os"
 	"strconv"
 
 	"github.com/dsh-go/dsh"
 	"github.com/dsh-go/dsh/subagent"
 	"github.com/dsh-go/dsh/subagent/acpchild"
-	"github.com/dsh-go/dsh/subagent/claudecode"
-	"github.com/dsh-go/dsh/subagent/codex"
-	"github.com/dsh-go/dsh/subagent/inproc"
 	"github.com/dsh-go/dsh/subagent/subagenttool"
 )
 
@@ -43,70 +39,11 @@ func (cfg Config) mountSubagents(rt *dsh.Runtime, getenv func(string) string) er
 }
 
 func (cfg Config) provider(rt *dsh.Runtime, p Provider, getenv func(string) string) (subagent.Provider, error) {
-	switch cmp.Or(p.Kind, p.Name) {
-	case KindSpawn:
-		return inproc.New(inproc.Config{Name: p.Name, Agents: rt.Agents})
-	case KindFork:
-		return inproc.New(inproc.Config{Name: p.Name, Agents: rt.Agents, Fork: true})
-	case KindCodex:
-		c := deref(p.Codex)
-		c.Name = p.Name
-		return codex.New(c)
-	case KindClaudeCode:
-		c := deref(p.ClaudeCode)
-		c.Name = p.Name
-		return claudecode.New(c)
+	k, ok := cfg.kindOf(p)
+	if !ok {
+		return nil, fmt.Errorf("unknown kind %q (want %s)", cmp.Or(p.Kind, p.Name), cfg.kindNames())
 	}
-	ac := deref(p.ACP)
-	ac.Name = p.Name
-	ac.Env = maps.Clone(ac.Env)
-	if ac.Env == nil {
-		ac.Env = map[string]string{}
-	}
-	if ac.Command == SelfCommand {
-		if err := cfg.selfHost(&ac, getenv); err != nil {
-			return nil, err
-		}
-	}
-	return acpchild.New(ac)
-}
-
-// checkBlock validates a provider's block with its kind's constructor, so
-// that a bad value is reported at load with its file and line.
-func checkBlock(p Provider, kind string) error {
-	var err error
-	switch kind {
-	case KindCodex:
-		c := deref(p.Codex)
-		c.Name = p.Name
-		_, err = codex.New(c)
-	case KindClaudeCode:
-		c := deref(p.ClaudeCode)
-		c.Name = p.Name
-		_, err = claudecode.New(c)
-	case KindACP:
-		c := deref(p.ACP)
-		c.Name = p.Name
-		_, err = acpchild.New(c)
-	}
-	return err
-}
-
-// blockKey is the YAML key of a kind's block.
-func blockKey(kind string) string {
-	if kind == KindClaudeCode {
-		return "claudeCode"
-	}
-	return kind
-}
-
-// deref returns a copy of *c, or the zero value.
-func deref[T any](c *T) T {
-	if c == nil {
-		var zero T
-		return zero
-	}
-	return *c
+	return k.New(BuildEnv{Runtime: rt, Config: cfg, Getenv: getenv}, p.Name, p.block)
 }
 
 // selfHost runs this dsh binary in acp mode with the parent's home, the

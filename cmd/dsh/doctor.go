@@ -89,17 +89,6 @@ func (c *cli) checkRoute(ctx context.Context, m config.Model) check {
 	return check{ok: true, what: what, detail: fmt.Sprintf("%s; %s serves %s", keyNote, m.BaseURL, cmp.Or(m.Model, strings.Join(ids, ", ")))}
 }
 
-// installHint says how to install the program of a product provider.
-func installHint(kind string) string {
-	switch kind {
-	case config.KindCodex:
-		return "npm install -g @openai/codex"
-	case config.KindClaudeCode:
-		return "npm install -g @anthropic-ai/claude-code"
-	}
-	return ""
-}
-
 // checkProviders checks that each out-of-process provider's program is on
 // PATH.
 func (c *cli) checkProviders(cfg config.Config) []check {
@@ -108,25 +97,11 @@ func (c *cli) checkProviders(cfg config.Config) []check {
 	}
 	var out []check
 	for _, p := range cfg.Subagents.Providers {
-		kind := cmp.Or(p.Kind, p.Name)
-		var program string
-		switch kind {
-		case config.KindCodex:
-			program = "codex"
-			if p.Codex != nil {
-				program = cmp.Or(p.Codex.Command, program)
-			}
-		case config.KindClaudeCode:
-			program = "claude"
-			if p.ClaudeCode != nil {
-				program = cmp.Or(p.ClaudeCode.Command, program)
-			}
-		case config.KindACP:
-			program = p.ACP.Command
-		default:
+		program, install := cfg.ProgramOf(p)
+		if program == "" {
 			continue
 		}
-		what := fmt.Sprintf("subagent provider %s (%s)", p.Name, kind)
+		what := fmt.Sprintf("subagent provider %s (%s)", p.Name, cmp.Or(p.Kind, p.Name))
 		if program == config.SelfCommand {
 			out = append(out, check{ok: true, what: what, detail: "runs this dsh"})
 			continue
@@ -134,8 +109,8 @@ func (c *cli) checkProviders(cfg config.Config) []check {
 		path, err := exec.LookPath(program)
 		if err != nil {
 			detail := fmt.Sprintf("%s is not on PATH", program)
-			if hint := installHint(kind); hint != "" {
-				detail += "; install it with: " + hint
+			if install != "" {
+				detail += "; install it with: " + install
 			}
 			out = append(out, check{what: what, detail: detail})
 			continue
