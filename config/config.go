@@ -265,7 +265,9 @@ func Home(getenv func(string) string) (string, error) {
 // Load reads the configuration file over the defaults. The file is path,
 // else $DSH_CONFIG, else $DSH_HOME/dsh.yaml when it exists. Unknown keys
 // and bad values are errors naming the key and its line.
-func Load(path string, getenv func(string) string) (Config, error) { return Loader{}.Load(path, getenv) }
+func Load(path string, getenv func(string) string) (Config, error) {
+	return Loader{}.Load(path, getenv)
+}
 
 // Load is the package's Load over the loader's kinds.
 func (l Loader) Load(path string, getenv func(string) string) (Config, error) {
