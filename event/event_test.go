@@ -172,7 +172,8 @@ func TestPanicWithErrorValue(t *testing.T) {
 	reached := false
 	b.Subscribe(func(event.Event) {
 		var m map[string]int
-		m["x"] = 1 // runtime error panic
+		//lint:ignore SA5000 the listener must panic with a runtime error
+		m["x"] = 1
 	})
 	b.Subscribe(func(event.Event) { reached = true })
 	b.Emit(&endEvent{})
