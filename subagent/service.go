@@ -310,7 +310,7 @@ func (t *tracker) announce(run Run) Run {
 	}
 	t.buffered = nil
 	t.mu.Unlock()
-	if s, ok := run.(interface{ AfterSettle(func()) }); ok {
+	if s, ok := run.(SettleNotifier); ok {
 		s.AfterSettle(func() { t.end(run) })
 	} else {
 		go func() {

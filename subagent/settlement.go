@@ -5,6 +5,14 @@ import (
 	"sync"
 )
 
+// SettleNotifier is a run that calls back once it has settled, so that a
+// consumer can follow it without a goroutine of its own. Settlement
+// implements it, and so does every run the Service returns (after its end
+// is announced).
+type SettleNotifier interface {
+	AfterSettle(fn func())
+}
+
 // Settlement is the settle-once outcome of a run. Providers embed it to
 // implement Run.Done and Run.Wait; the zero value is ready to use.
 type Settlement struct {

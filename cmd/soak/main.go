@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/dsh-go/dsh/internal/dshbin"
-	"github.com/dsh-go/dsh/internal/soak"
+	"github.com/dsh-go/dsh/cmd/soak/internal/soak"
 )
 
 func main() {

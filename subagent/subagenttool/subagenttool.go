@@ -359,7 +359,7 @@ func (t *instance) runBackground(ctx context.Context, adm *subagent.Admission, d
 		return
 	}
 	finish := func() { done(t.finishBackground(ctx, run)) }
-	if s, ok := run.(interface{ AfterSettle(func()) }); ok {
+	if s, ok := run.(subagent.SettleNotifier); ok {
 		// The callback runs on the child's goroutine, which Dispose waits
 		// for: dispose from a goroutine of its own.
 		s.AfterSettle(func() { go finish() })
