@@ -196,7 +196,7 @@ func (a *Agent) request(turn, step int) (*llm.Request, error) {
 		MaxTokens: a.opts.MaxTokens, SessionID: a.id, Messages: s.Messages()}
 	req.OnRetry = func(r llm.Retry) {
 		s.Append(session.TypeLLMRetry, session.LLMRetry{Turn: turn, Step: step, Provider: req.Provider,
-			Retry: r.Attempt, DelayMs: r.Delay.Milliseconds(), Failure: r.Failure})
+			Retry: r.Attempt, MaxRetries: r.Max, DelayMs: r.Delay.Milliseconds(), Failure: r.Failure})
 	}
 	a.logRequestHeader(req)
 	// Checkpoint: what the model is about to see (the user's message

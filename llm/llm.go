@@ -33,6 +33,7 @@ type Request struct {
 // Retry describes one retry an adapter is about to make.
 type Retry struct {
 	Attempt int // 1 for the first retry
+	Max     int // the most retries the adapter makes (0 when unknown)
 	Delay   time.Duration
 	Failure *content.Failure
 }

@@ -128,12 +128,14 @@ type RequestHeader struct {
 
 // LLMRetry records a retried model request.
 type LLMRetry struct {
-	Turn     int              `json:"turn"`
-	Step     int              `json:"step"`
-	Provider string           `json:"provider"`
-	Retry    int              `json:"retry"`
-	DelayMs  int64            `json:"delayMs"`
-	Failure  *content.Failure `json:"failure"`
+	Turn     int    `json:"turn"`
+	Step     int    `json:"step"`
+	Provider string `json:"provider"`
+	Retry    int    `json:"retry"`
+	// MaxRetries is the adapter's retry limit (0 when unknown).
+	MaxRetries int              `json:"maxRetries,omitempty"`
+	DelayMs    int64            `json:"delayMs"`
+	Failure    *content.Failure `json:"failure"`
 }
 
 // InboxSpliced records a change of an agent's inbox.

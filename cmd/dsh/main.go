@@ -16,9 +16,11 @@ import (
 )
 
 func main() {
-	// Libraries that log through slog.Default (the ACP SDK) stay quiet
-	// unless something is wrong; stdout is never used for logs.
-	slog.SetDefault(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
+	// Libraries that log through slog.Default (the ACP SDK) log to dsh's
+	// log file, at $DSH_LOG's level; the terminal shows errors only once,
+	// as dsh says them, and stdout is never used for logs.
+	level, _ := parseLevel(os.Getenv(LogEnv))
+	slog.SetDefault(slog.New(slog.NewTextHandler(&logFile{getenv: os.Getenv}, &slog.HandlerOptions{Level: level})))
 	ctx, cancel := context.WithCancelCause(context.Background())
 	last := new(lastWords)
 	stop := watchSignals(cancel, last, os.Stderr)
@@ -39,14 +41,10 @@ type cli struct {
 	getenv         func(string) string
 	configPath     string
 	verbose        bool
-}
+	logLevel       string
 
-func (c *cli) logger() *slog.Logger {
-	level := slog.LevelWarn
-	if c.verbose {
-		level = slog.LevelDebug
-	}
-	return slog.New(slog.NewTextHandler(c.stderr, &slog.HandlerOptions{Level: level}))
+	logOnce sync.Once
+	log     *slog.Logger
 }
 
 func newRoot(stdin io.Reader, stdout, stderr io.Writer, getenv func(string) string) *cobra.Command {
@@ -61,7 +59,8 @@ func newRoot(stdin io.Reader, stdout, stderr io.Writer, getenv func(string) stri
 	root.SetOut(c.stdout)
 	root.SetErr(c.stderr)
 	root.PersistentFlags().StringVar(&c.configPath, "config", "", "configuration file (default $DSH_CONFIG, else $DSH_HOME/dsh.yaml)")
-	root.PersistentFlags().BoolVarP(&c.verbose, "verbose", "v", false, "log debug information to stderr")
+	root.PersistentFlags().BoolVarP(&c.verbose, "verbose", "v", false, "also log debug information to stderr")
+	root.PersistentFlags().StringVar(&c.logLevel, "log-level", "", "level of the log file $DSH_HOME/logs/dsh.log: debug, info, warn or error (default $DSH_LOG, else warn)")
 	root.AddCommand(c.runCmd(), c.demoCmd(), c.sessionsCmd(), c.acpCmd(), c.doctorCmd())
 	return root
 }

@@ -222,3 +222,13 @@ func TestAPIKeyNeverLeaks(t *testing.T) {
 		t.Fatalf("commands the model runs must not see the key: %q", out1)
 	}
 }
+
+// runCLIWithStdin is runCLI with stdin.
+func runCLIWithStdin(t *testing.T, env map[string]string, stdin string, args ...string) (string, string, error) {
+	t.Helper()
+	var out, errOut bytes.Buffer
+	root := newRoot(strings.NewReader(stdin), &out, &errOut, func(k string) string { return env[k] })
+	root.SetArgs(args)
+	err := root.ExecuteContext(context.Background())
+	return out.String(), errOut.String(), err
+}

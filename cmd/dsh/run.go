@@ -26,9 +26,9 @@ import (
 func (c *cli) runCmd() *cobra.Command {
 	var model, provider, cwd string
 	var maxSteps int
-	var yes bool
+	var yes, jsonOut, quiet bool
 	cmd := &cobra.Command{
-		Use:   "run PROMPT",
+		Use:   "run PROMPT | -",
 		Short: "Run an agent on the configured model and print its answer as it streams",
 		Long: `Run one turn of a new agent on the configured model. The answer streams to
 stdout; reasoning, tool calls and child runs go to stderr.
@@ -51,8 +51,16 @@ Exit status:
   130  SIGINT (Ctrl-C)
   141  stdout closed
   143  SIGTERM`,
+		Example: `  dsh run "Find the TODO comments and summarise them"
+  git diff | dsh run -                      # the prompt from stdin
+  dsh run --json "list the Go files" | jq -c 'select(.type=="result")'
+  dsh run --yes --max-steps 20 "fix the failing test"`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			prompt, err := c.promptOf(args)
+			if err != nil {
+				return err
+			}
 			cfg, err := c.loadConfig()
 			if err != nil {
 				return err
@@ -79,9 +87,11 @@ Exit status:
 			if yes {
 				root.Asker = permission.AskerFunc(approveAsks)
 			}
-			return c.runTurns(cmd.Context(), rt, runSpec{root: root, price: cfg.PriceOf}, strings.Join(args, " "))
+			return c.runTurns(cmd.Context(), rt, runSpec{root: root, price: cfg.PriceOf, json: jsonOut, quiet: quiet}, prompt)
 		},
 	}
+	cmd.Flags().BoolVar(&jsonOut, "json", false, "write one JSON object per line to stdout for every event (see README)")
+	cmd.Flags().BoolVarP(&quiet, "quiet", "q", false, "write only the answer, errors and the last line")
 	cmd.Flags().IntVar(&maxSteps, "max-steps", 0, "model calls a turn may make (default agent.maxSteps, else 100; -1: no cap)")
 	cmd.Flags().BoolVarP(&yes, "yes", "y", false, "approve every tool call the permission policy says to ask about")
 	cmd.Flags().StringVar(&provider, "provider", "", "model route (a configured model name)")
@@ -112,17 +122,40 @@ func approveAsks(context.Context, permission.Request) (permission.Answer, error)
 	return permission.AllowOnce, nil
 }
 
-// runSpec describes a run's top-level agent.
+// promptOf is the prompt of `dsh run`: its arguments joined, or stdin for
+// a lone "-".
+func (c *cli) promptOf(args []string) (string, error) {
+	if len(args) != 1 || args[0] != "-" {
+		return strings.Join(args, " "), nil
+	}
+	b, err := io.ReadAll(io.LimitReader(c.stdin, maxPrompt+1))
+	switch {
+	case err != nil:
+		return "", fmt.Errorf("reading the prompt from stdin: %w", err)
+	case len(b) > maxPrompt:
+		return "", fmt.Errorf("the prompt on stdin is over %d MiB", maxPrompt>>20)
+	case strings.TrimSpace(string(b)) == "":
+		return "", errors.New("the prompt on stdin is empty")
+	}
+	return string(b), nil
+}
+
+// maxPrompt bounds a prompt read from stdin.
+const maxPrompt = 8 << 20
+
+// runSpec describes a run: its top-level agent and how it is shown.
 type runSpec struct {
 	root  agent.CreateOptions
 	price func(route string) (config.Price, bool) // nil: no prices
+	json  bool                                    // --json: one object per line on stdout
+	quiet bool                                    // --quiet: the answer, errors and the last line
 }
 
 // runTurns runs each text as one turn of a new top-level agent, streaming
 // its text to stdout and its tool and child activity to stderr. It stops at
 // the first turn that does not complete. Whatever happens once the agent
 // exists, its last line names the session and what it spent.
-func (c *cli) runTurns(ctx context.Context, rt *dsh.Runtime, spec runSpec, texts ...string) error {
+func (c *cli) runTurns(ctx context.Context, rt *dsh.Runtime, spec runSpec, texts ...string) (runErr error) {
 	defer rt.Close(context.Background())
 	root := spec.root
 	if root.Cwd == "" {
@@ -136,26 +169,38 @@ func (c *cli) runTurns(ctx context.Context, rt *dsh.Runtime, spec runSpec, texts
 	if err != nil {
 		return err
 	}
-	defer func() {
-		fmt.Fprintf(c.stderr, "[session %s · %s, children included]\n", a.ID(),
-			spentLine(subagent.UsageFromEvents(a.Session().Events()), spec.price))
-	}()
-	defer atExit(ctx, func() { rt.Sessions.FlushLive() })()
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
-	p := &printer{out: c.stdout, info: c.stderr, broken: func(error) { cancel(newInterruption("stdout closed", exitPipe)) }}
-	defer a.Session().Observe(p.event)()
-	defer watchChildren(rt.Events, c.stderr)()
+	broken := func(error) { cancel(newInterruption("stdout closed", exitPipe)) }
+	var out output = newHumanOutput(c.stdout, c.stderr, spec.quiet, broken)
+	if spec.json {
+		out = newJSONOutput(c.stdout, broken)
+	}
+	status := "completed"
+	defer func() {
+		usage := subagent.UsageFromEvents(a.Session().Events())
+		line, cost, priced := spentLine(usage, spec.price)
+		if runErr != nil && status == "completed" {
+			status = "error"
+		}
+		out.result(runResult{SessionID: a.ID(), Status: status, Err: runErr, Usage: usage, Line: line, CostUSD: cost, Priced: priced})
+	}()
+	defer atExit(ctx, func() { rt.Sessions.FlushLive() })()
+	out.session(a.ID(), root.Cwd)
+	defer a.Session().Observe(out.event)()
+	defer watch(rt.Events, out)()
 	for _, text := range texts {
-		if len(texts) > 1 {
+		if len(texts) > 1 && !spec.json {
 			fmt.Fprintf(c.stderr, "> %s\n", text)
 		}
 		end, err := a.Run(ctx, content.UserText(text))
-		p.finish()
+		out.finish()
 		if err != nil {
 			return err
 		}
+		status = end.Reason.Kind
 		if in := (*interruption)(nil); end.Reason.Kind == session.EndAborted && errors.As(context.Cause(ctx), &in) {
+			status = "interrupted"
 			return in
 		}
 		if err := endError(end); err != nil {
@@ -173,14 +218,15 @@ func (c *cli) runTurns(ctx context.Context, rt *dsh.Runtime, spec runSpec, texts
 	if err != nil || last.Load() == nil {
 		return err
 	}
+	status = last.Load().Reason.Kind
 	return endError(*last.Load())
 }
 
 // spentLine renders usage per "route/model" as one line, with the cost
-// of the routes that have a price (naming the models that have none).
-func spentLine(byModel map[string]content.Usage, price func(string) (config.Price, bool)) string {
+// of the routes that have a price (naming the models that have none), and
+// returns that cost.
+func spentLine(byModel map[string]content.Usage, price func(string) (config.Price, bool)) (line string, cost float64, priced bool) {
 	var total content.Usage
-	cost, priced := 0.0, false
 	var unpriced []string
 	for _, key := range slices.Sorted(maps.Keys(byModel)) {
 		u := byModel[key]
@@ -192,14 +238,14 @@ func spentLine(byModel map[string]content.Usage, price func(string) (config.Pric
 			unpriced = append(unpriced, key)
 		}
 	}
-	line := usageLine(total)
+	line = usageLine(total)
 	if priced {
 		line += fmt.Sprintf(" · $%.4f", cost)
 		if len(unpriced) > 0 {
 			line += " (unpriced: " + strings.Join(unpriced, ", ") + ")"
 		}
 	}
-	return line
+	return line, cost, priced
 }
 
 func priceOf(price func(string) (config.Price, bool), route string) (config.Price, bool) {
@@ -254,85 +300,4 @@ func endError(end session.TurnEnd) error {
 
 func usageLine(u content.Usage) string {
 	return "tokens " + u.String()
-}
-
-// printer renders a session's events for a terminal: text to out, the
-// model's reasoning and tool activity to info.
-type printer struct {
-	out, info io.Writer
-	midLine   bool        // out has a partial line
-	thinking  bool        // info has a partial line of reasoning
-	broken    func(error) // called at the first failed write to out
-	failed    bool
-}
-
-// print writes s to out; after a failed write it writes nothing more.
-func (p *printer) print(s string) {
-	if p.failed {
-		return
-	}
-	if _, err := io.WriteString(p.out, s); err != nil {
-		p.failed = true
-		if p.broken != nil {
-			p.broken(err)
-		}
-	}
-}
-
-func (p *printer) event(e session.Event) {
-	switch d := e.Data.(type) {
-	case session.AssistantChunk:
-		switch {
-		case d.Chunk.Type == content.ChunkReasoningDelta && d.Chunk.Text != "":
-			if !p.thinking {
-				fmt.Fprint(p.info, "thinking: ")
-				p.thinking = true
-			}
-			fmt.Fprint(p.info, d.Chunk.Text)
-		case d.Chunk.Type == content.ChunkTextDelta && d.Chunk.Text != "":
-			p.endThinking()
-			p.print(d.Chunk.Text)
-			p.midLine = !strings.HasSuffix(d.Chunk.Text, "\n")
-		}
-	case session.ToolCall:
-		p.finish()
-		fmt.Fprintf(p.info, "→ %s %s\n", d.Name, clip(d.Arguments, 200))
-	case session.ToolResult:
-		status := "ok"
-		if d.Error != nil {
-			status = "error " + d.Error.Code
-		}
-		var text string
-		if len(d.Message.Content) == 1 {
-			text = content.JoinText(d.Message.Content[0].Content)
-		}
-		fmt.Fprintf(p.info, "← %s (%d bytes)\n", status, len(text))
-	case session.AssistantMessage:
-		p.finish()
-	}
-}
-
-// endThinking ends a partial line of streamed reasoning.
-func (p *printer) endThinking() {
-	if p.thinking {
-		fmt.Fprintln(p.info)
-		p.thinking = false
-	}
-}
-
-// finish ends a partial line of streamed reasoning or text.
-func (p *printer) finish() {
-	p.endThinking()
-	if p.midLine {
-		p.print("\n")
-		p.midLine = false
-	}
-}
-
-func clip(s string, n int) string {
-	s = strings.ReplaceAll(s, "\n", " ")
-	if len(s) <= n {
-		return s
-	}
-	return s[:n] + "…"
 }

@@ -199,7 +199,7 @@ func (m *Model) stream(ctx context.Context, req *llm.Request, yield func(content
 		}
 		log.Debug("llm request failed; retrying", "code", f.Code, "status", f.Status, "retry", attempt+1, "delay", delay)
 		if req.OnRetry != nil {
-			req.OnRetry(llm.Retry{Attempt: attempt + 1, Delay: delay, Failure: f})
+			req.OnRetry(llm.Retry{Attempt: attempt + 1, Max: m.cfg.MaxRetries, Delay: delay, Failure: f})
 		}
 		t := time.NewTimer(delay)
 		select {
