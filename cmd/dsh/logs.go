@@ -42,15 +42,6 @@ func (f *logFile) Write(p []byte) (int, error) {
 	return f.w.Write(p)
 }
 
-// logPath returns where the log file is.
-func logPath(getenv func(string) string) string {
-	home, err := config.Home(getenv)
-	if err != nil {
-		return "$DSH_HOME/logs/dsh.log"
-	}
-	return filepath.Join(home, "logs", "dsh.log")
-}
-
 // parseLevel reads a log level name; "" is warn.
 func parseLevel(s string) (slog.Level, error) {
 	var l slog.Level
