@@ -22,7 +22,9 @@ import (
 
 	"github.com/dsh-go/dsh"
 	"github.com/dsh-go/dsh/agent"
+	"github.com/dsh-go/dsh/internal/secret"
 	"github.com/dsh-go/dsh/llm/openai"
+	"github.com/dsh-go/dsh/sandbox"
 	"github.com/dsh-go/dsh/session"
 	"github.com/dsh-go/dsh/session/jsonl"
 	"github.com/dsh-go/dsh/subagent/acpchild"
@@ -70,6 +72,10 @@ type Model struct {
 type Tools struct {
 	BashTimeout time.Duration `yaml:"bashTimeout"`
 	OutputLimit int           `yaml:"outputLimit"`
+	// Sandbox is where bash commands may write: workspace-write (the
+	// default: the session's working directory and temporary directories),
+	// read-only or full.
+	Sandbox sandbox.Mode `yaml:"sandbox"`
 }
 
 // Tasks configure background tasks.
@@ -132,7 +138,7 @@ func DefaultSubagents() *Subagents {
 // deepseek-chat through DEEPSEEK_API_KEY, and the default subagents.
 func Default(getenv func(string) string) Config {
 	ds := openai.DeepSeek()
-	ds.BaseURL = cmp.Or(getenv("DEEPSEEK_BASE_URL"), ds.BaseURL, "https://api.deepseek.com")
+	ds.BaseURL = cmp.Or(getenv(baseURLEnv), ds.BaseURL, "https://api.deepseek.com")
 	return Config{
 		Agent:     agent.Options{Provider: ds.Provider, Model: ds.Model},
 		Models:    []Model{{Name: ds.Provider, BaseURL: ds.BaseURL, APIKeyEnv: ds.APIKeyEnv, Model: ds.Model}},
@@ -309,6 +315,9 @@ func (cfg Config) validate() error {
 	if cfg.Tools.BashTimeout < 0 || cfg.Tools.OutputLimit < 0 {
 		return bad("$.tools", "bashTimeout and outputLimit must not be negative")
 	}
+	if _, err := sandbox.ParseMode(string(cfg.Tools.Sandbox)); err != nil {
+		return bad("$.tools.sandbox", "%v", err)
+	}
 	if cfg.Tasks.MaxPerOwner < 0 || cfg.Tasks.MaxWakes < 0 {
 		return bad("$.tasks", "maxPerOwner and maxWakes must not be negative")
 	}
@@ -374,7 +383,8 @@ func (cfg Config) SessionsRoot(getenv func(string) string) (string, error) {
 
 // Build makes a runtime from cfg: JSONL sessions (or backend, when
 // non-nil), the model routes, the built-in and task tools, the subagent
-// providers and tools, and the persona.
+// providers and tools, and the persona. The credentials cfg uses are
+// redacted from what the built-in tools return and from stored events.
 func (cfg Config) Build(ctx context.Context, log *slog.Logger, backend session.Backend, getenv func(string) string) (*dsh.Runtime, error) {
 	if backend == nil {
 		root, err := cfg.SessionsRoot(getenv)
@@ -383,6 +393,8 @@ func (cfg Config) Build(ctx context.Context, log *slog.Logger, backend session.B
 		}
 		backend = jsonl.New(root)
 	}
+	redactor := secret.NewRedactor(cfg.Credentials(getenv)...)
+	backend = redactor.Backend(backend)
 	rt, err := dsh.New(dsh.Options{Logger: log, Backend: backend, Persona: cfg.Persona, MaxTasksPerOwner: cfg.Tasks.MaxPerOwner})
 	if err != nil {
 		return nil, err
@@ -397,7 +409,12 @@ func (cfg Config) Build(ctx context.Context, log *slog.Logger, backend session.B
 			return nil, err
 		}
 	}
-	if _, err := builtin.Register(rt.Tools, builtin.Options{BashTimeout: cfg.Tools.BashTimeout, OutputLimit: cfg.Tools.OutputLimit}); err != nil {
+	mode := cfg.Tools.Sandbox.Or(sandbox.Default)
+	if err := sandbox.Check(mode); err != nil {
+		rt.Log.Warn("commands run without a sandbox", "tools.sandbox", mode, "reason", err)
+	}
+	if _, err := builtin.Register(rt.Tools, builtin.Options{BashTimeout: cfg.Tools.BashTimeout, OutputLimit: cfg.Tools.OutputLimit,
+		Sandbox: mode, Redact: redactor.String}); err != nil {
 		return nil, err
 	}
 	if _, err := task.Mount(rt.Tasks, rt.Tools, rt.Prompt, task.ToolOptions{MaxWakes: cfg.Tasks.MaxWakes}); err != nil {

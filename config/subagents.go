@@ -51,18 +51,17 @@ func (cfg Config) provider(rt *dsh.Runtime, p Provider, getenv func(string) stri
 	case KindCodex:
 		c := deref(p.Codex)
 		c.Name = p.Name
+		c.Env = passed(c.Env, c.PassEnv, getenv)
 		return codex.New(c)
 	case KindClaudeCode:
 		c := deref(p.ClaudeCode)
 		c.Name = p.Name
+		c.Env = passed(c.Env, c.PassEnv, getenv)
 		return claudecode.New(c)
 	}
 	ac := deref(p.ACP)
 	ac.Name = p.Name
-	ac.Env = maps.Clone(ac.Env)
-	if ac.Env == nil {
-		ac.Env = map[string]string{}
-	}
+	ac.Env = passed(ac.Env, ac.PassEnv, getenv)
 	if ac.Command == SelfCommand {
 		if err := cfg.selfHost(&ac, getenv); err != nil {
 			return nil, err
@@ -99,11 +98,29 @@ func (cfg Config) selfHost(ac *acpchild.Config, getenv func(string) string) erro
 	if c := getenv("DSH_CONFIG"); c != "" {
 		ac.Env["DSH_CONFIG"] = cmp.Or(ac.Env["DSH_CONFIG"], c)
 	}
-	for _, m := range cfg.Models {
-		ac.PassEnv = append(ac.PassEnv, m.APIKeyEnv)
-	}
+	// The credentials left this process's environment (internal/secret):
+	// the child gets them explicitly, and takes them out of its own.
+	ac.Env = passed(ac.Env, cfg.CredentialEnv(getenv), getenv)
 	ac.DepthEnv = DepthEnv
 	return nil
+}
+
+// passed returns a copy of env (never nil) with the value, through getenv,
+// of every variable in pass that env does not set: dsh takes credentials
+// out of its process environment, so a child's passEnv is resolved here.
+func passed(env map[string]string, pass []string, getenv func(string) string) map[string]string {
+	env = maps.Clone(env)
+	if env == nil {
+		env = map[string]string{}
+	}
+	for _, name := range pass {
+		if _, ok := env[name]; !ok {
+			if v := getenv(name); v != "" {
+				env[name] = v
+			}
+		}
+	}
+	return env
 }
 
 // DepthFrom reads the delegation depth a parent gave this process.

@@ -9,23 +9,55 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"strings"
 	"sync"
 	"syscall"
 
 	"github.com/spf13/cobra"
+
+	"github.com/dsh-go/dsh/config"
+	"github.com/dsh-go/dsh/internal/proc"
+	"github.com/dsh-go/dsh/internal/secret"
 )
 
 func main() {
+	proc.Main() // as the supervisor of one command, dsh exits here
+	// Credentials leave the environment before anything else runs; keys
+	// are read through secrets.Getenv, and stderr never shows them.
+	secrets, hideErr := secret.Take(credentialEnv(os.Args[1:]))
+	stderr := secrets.Redactor().Writer(os.Stderr)
 	// Libraries that log through slog.Default (the ACP SDK) stay quiet
 	// unless something is wrong; stdout is never used for logs.
-	slog.SetDefault(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
+	slog.SetDefault(slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
+	if hideErr != nil {
+		slog.Warn("commands may be able to read credentials", "err", hideErr)
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	err := newRoot(os.Stdin, os.Stdout, os.Stderr, os.Getenv).ExecuteContext(ctx)
+	err := newRoot(os.Stdin, os.Stdout, stderr, secrets.Getenv).ExecuteContext(ctx)
 	stop()
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "dsh:", err)
+		fmt.Fprintln(stderr, "dsh:", err)
 		os.Exit(1)
 	}
+}
+
+// credentialEnv lists the credential variables of the configuration the
+// command line names (see config.Config.CredentialEnv); a configuration
+// that does not load yields the defaults' (the command then reports why).
+func credentialEnv(args []string) []string {
+	path := ""
+	for i := 0; i < len(args); i++ {
+		switch a := args[i]; {
+		case a == "--":
+			i = len(args)
+		case a == "--config" && i+1 < len(args):
+			path, i = args[i+1], i+1
+		case strings.HasPrefix(a, "--config="):
+			path = strings.TrimPrefix(a, "--config=")
+		}
+	}
+	cfg, _ := config.Load(path, os.Getenv)
+	return cfg.CredentialEnv(os.Getenv)
 }
 
 // cli carries what every subcommand needs.

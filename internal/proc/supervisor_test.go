@@ -216,7 +216,7 @@ func outsideDir(t *testing.T) string {
 // "ok PATH" or "denied PATH" per file.
 func shWrite(t *testing.T, dir string, policy sandbox.Policy, files ...string) []string {
 	t.Helper()
-	script := `for f; do if echo x > "$f" 2>/dev/null; then echo "ok $f"; else echo "denied $f"; fi; done`
+	script := `for f; do if { echo x > "$f"; } 2>/dev/null; then echo "ok $f"; else echo "denied $f"; fi; done`
 	p, err := Start(Spec{Path: "sh", Args: append([]string{"-c", script, "sh"}, files...), Dir: dir, Sandbox: policy})
 	if err != nil {
 		t.Fatal(err)
