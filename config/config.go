@@ -395,6 +395,7 @@ func (cfg Config) Build(ctx context.Context, log *slog.Logger, backend session.B
 	}
 	redactor := secret.NewRedactor(cfg.Credentials(getenv)...)
 	backend = redactor.Backend(backend)
+	log = slog.New(redactor.Handler(cmp.Or(log, slog.Default()).Handler()))
 	rt, err := dsh.New(dsh.Options{Logger: log, Backend: backend, Persona: cfg.Persona, MaxTasksPerOwner: cfg.Tasks.MaxPerOwner})
 	if err != nil {
 		return nil, err

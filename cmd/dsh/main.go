@@ -24,8 +24,8 @@ func main() {
 	proc.Main() // as the supervisor of one command, dsh exits here
 	// Credentials leave the environment before anything else runs; keys
 	// are read through secrets.Getenv, and stderr never shows them.
-	secrets, hideErr := secret.Take(credentialEnv(os.Args[1:]))
-	stderr := secrets.Redactor().Writer(os.Stderr)
+	secrets, redactor, hideErr := takeCredentials(os.Args[1:])
+	stderr := redactor.Writer(os.Stderr)
 	// Libraries that log through slog.Default (the ACP SDK) stay quiet
 	// unless something is wrong; stdout is never used for logs.
 	slog.SetDefault(slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
@@ -41,10 +41,12 @@ func main() {
 	}
 }
 
-// credentialEnv lists the credential variables of the configuration the
-// command line names (see config.Config.CredentialEnv); a configuration
-// that does not load yields the defaults' (the command then reports why).
-func credentialEnv(args []string) []string {
+// takeCredentials takes the credential variables of the configuration the
+// command line names out of the environment (see secret.Take and
+// config.Config.CredentialEnv; a configuration that does not load yields
+// the defaults', and the command then reports why), and returns a redactor
+// of every credential it knows.
+func takeCredentials(args []string) (*secret.Store, *secret.Redactor, error) {
 	path := ""
 	for i := 0; i < len(args); i++ {
 		switch a := args[i]; {
@@ -57,7 +59,8 @@ func credentialEnv(args []string) []string {
 		}
 	}
 	cfg, _ := config.Load(path, os.Getenv)
-	return cfg.CredentialEnv(os.Getenv)
+	secrets, err := secret.Take(cfg.CredentialEnv(os.Getenv))
+	return secrets, secret.NewRedactor(append(secrets.Values(), cfg.Credentials(secrets.Getenv)...)...), err
 }
 
 // cli carries what every subcommand needs.

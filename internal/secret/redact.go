@@ -2,8 +2,10 @@ package secret
 
 import (
 	"cmp"
+	"context"
 	"encoding/json"
 	"io"
+	"log/slog"
 	"net/url"
 	"slices"
 	"strings"
@@ -103,6 +105,60 @@ func (w *writer) Write(p []byte) (int, error) {
 		return 0, err
 	}
 	return len(p), nil
+}
+
+// Handler returns h with the message and every attribute value of each
+// record redacted.
+func (r *Redactor) Handler(h slog.Handler) slog.Handler {
+	if r.Empty() {
+		return h
+	}
+	return &handler{h: h, r: r}
+}
+
+type handler struct {
+	h slog.Handler
+	r *Redactor
+}
+
+func (h *handler) Enabled(ctx context.Context, l slog.Level) bool { return h.h.Enabled(ctx, l) }
+
+func (h *handler) Handle(ctx context.Context, rec slog.Record) error {
+	out := slog.NewRecord(rec.Time, rec.Level, h.r.String(rec.Message), rec.PC)
+	rec.Attrs(func(a slog.Attr) bool {
+		out.AddAttrs(h.r.attr(a))
+		return true
+	})
+	return h.h.Handle(ctx, out)
+}
+
+func (h *handler) WithAttrs(attrs []slog.Attr) slog.Handler {
+	clean := make([]slog.Attr, len(attrs))
+	for i, a := range attrs {
+		clean[i] = h.r.attr(a)
+	}
+	return &handler{h: h.h.WithAttrs(clean), r: h.r}
+}
+
+func (h *handler) WithGroup(name string) slog.Handler { return &handler{h: h.h.WithGroup(name), r: h.r} }
+
+// attr redacts an attribute's value (as text, when it holds a secret).
+func (r *Redactor) attr(a slog.Attr) slog.Attr {
+	v := a.Value.Resolve()
+	switch v.Kind() {
+	case slog.KindGroup:
+		group := v.Group()
+		clean := make([]any, len(group))
+		for i, g := range group {
+			clean[i] = r.attr(g)
+		}
+		return slog.Group(a.Key, clean...)
+	case slog.KindString, slog.KindAny:
+		if s := v.String(); r.contains(s) {
+			return slog.String(a.Key, r.String(s))
+		}
+	}
+	return slog.Attr{Key: a.Key, Value: v}
 }
 
 // Backend returns b with every event redacted before it is stored.

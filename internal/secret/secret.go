@@ -59,9 +59,10 @@ func (s *Store) Names() []string {
 	return out
 }
 
-// Redactor redacts the taken values; of those that are URLs with secrets,
-// only the secret parts (see URLSecrets).
-func (s *Store) Redactor() *Redactor {
+// Values lists what to redact of the taken variables: their values, and
+// of those that are URLs with secrets only the secret parts (see
+// URLSecrets).
+func (s *Store) Values() []string {
 	var values []string
 	for _, v := range s.vars {
 		if parts := URLSecrets(v); len(parts) > 0 {
@@ -70,5 +71,5 @@ func (s *Store) Redactor() *Redactor {
 			values = append(values, v)
 		}
 	}
-	return NewRedactor(values...)
+	return values
 }
