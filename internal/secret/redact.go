@@ -140,7 +140,9 @@ func (h *handler) WithAttrs(attrs []slog.Attr) slog.Handler {
 	return &handler{h: h.h.WithAttrs(clean), r: h.r}
 }
 
-func (h *handler) WithGroup(name string) slog.Handler { return &handler{h: h.h.WithGroup(name), r: h.r} }
+func (h *handler) WithGroup(name string) slog.Handler {
+	return &handler{h: h.h.WithGroup(name), r: h.r}
+}
 
 // attr redacts an attribute's value (as text, when it holds a secret).
 func (r *Redactor) attr(a slog.Attr) slog.Attr {

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/dsh-go/dsh/internal/dshbin"
 	"github.com/dsh-go/dsh/internal/proc"
 	"github.com/dsh-go/dsh/sandbox"
 	"github.com/dsh-go/dsh/tool"
@@ -156,23 +157,30 @@ func TestResultsAreRedacted(t *testing.T) {
 	}
 }
 
-// BenchmarkBash is the cost of one `bash -c true` call, with and without
-// the supervisor.
+// BenchmarkBash is the cost of one `bash -c true` call: started directly,
+// supervised by this test binary, and supervised by a dsh binary (as in
+// production).
 func BenchmarkBash(b *testing.B) {
-	for _, supervised := range []bool{false, true} {
-		b.Run(map[bool]string{false: "direct", true: "supervised"}[supervised], func(b *testing.B) {
-			if !supervised {
+	for _, how := range []string{"direct", "supervised", "supervised-by-dsh"} {
+		b.Run(how, func(b *testing.B) {
+			switch how {
+			case "direct":
 				b.Setenv(proc.SupervisorEnv, "")
+			case "supervised-by-dsh":
+				dsh, err := dshbin.Build(b.TempDir())
+				if err != nil {
+					b.Fatal(err)
+				}
+				b.Setenv(proc.SupervisorEnv, dsh)
 			}
 			dir := b.TempDir()
-			s := tool.NewRegistry()
-			if _, err := Register(s, Options{}); err != nil {
+			r := tool.NewRegistry()
+			if _, err := Register(r, Options{}); err != nil {
 				b.Fatal(err)
 			}
-			scope := s.NewScope()
+			s := r.NewScope()
 			for b.Loop() {
-				res, text := runCtx(context.Background(), scope, dir, "bash", args("command", "true"))
-				if res.IsError {
+				if res, text := runCtx(context.Background(), s, dir, "bash", args("command", "true")); res.IsError {
 					b.Fatal(text)
 				}
 			}
