@@ -152,6 +152,10 @@ type supervised struct {
 
 // startSupervised runs the supervisor program sup and has it start c.
 func startSupervised(c command, sup string) (int, group, error) {
+	req := encode(request{Path: c.path, Argv: c.argv, Dir: c.dir, Env: c.env, Sandbox: c.sandbox})
+	if len(req) > maxRequest {
+		return 0, nil, fmt.Errorf("the command and its environment take %d bytes, over %d", len(req), maxRequest)
+	}
 	ctl, peer, err := socketPair()
 	if err != nil {
 		return 0, nil, err
@@ -170,7 +174,7 @@ func startSupervised(c command, sup string) (int, group, error) {
 		return 0, nil, fmt.Errorf("supervisor %s: %w", sup, err)
 	}
 	s := &supervised{cmd: cmd, ctl: ctl, r: bufio.NewReader(ctl)}
-	pid, err := s.start(request{Path: c.path, Argv: c.argv, Dir: c.dir, Env: c.env, Sandbox: c.sandbox})
+	pid, err := s.start(req)
 	if err != nil {
 		cmd.Process.Kill() // its child, if any, dies with it (parent-death signal)
 		cmd.Wait()
@@ -181,11 +185,11 @@ func startSupervised(c command, sup string) (int, group, error) {
 	return pid, s, nil
 }
 
-// start sends the request and reads the answer, within startTimeout.
-func (s *supervised) start(req request) (int, error) {
+// start sends the request line and reads the answer, within startTimeout.
+func (s *supervised) start(req []byte) (int, error) {
 	s.ctl.SetDeadline(time.Now().Add(startTimeout))
 	defer s.ctl.SetDeadline(time.Time{})
-	_, werr := s.ctl.Write(encode(req)) // on failure, the answer may still say why
+	_, werr := s.ctl.Write(req) // on failure, the answer may still say why
 	line, err := readBounded(s.r, maxMessage)
 	if err != nil {
 		if werr != nil {

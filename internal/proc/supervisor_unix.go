@@ -72,10 +72,10 @@ func supervise() int {
 	stdio := []*os.File{os.NewFile(4, "stdin"), os.NewFile(5, "stdout"), os.NewFile(6, "stderr")}
 	r := bufio.NewReader(ctl)
 	line, err := readBounded(r, maxRequest)
-	if err != nil {
-		return 1
+	var req request
+	if err == nil {
+		req, err = decodeRequest(line)
 	}
-	req, err := decodeRequest(line)
 	if err != nil {
 		ctl.Write(encode(message{Error: err.Error()}))
 		return 1

@@ -32,8 +32,8 @@ func selfExe() string {
 // that leave the child's group escape the supervisor.
 func becomeSubreaper() {}
 
-// harden sets no_new_privs' nearest macOS equivalent — none — and applies
-// p; macOS has no capabilities to drop, and p wraps the command instead.
+// harden only validates p: macOS has neither no_new_privs nor capabilities
+// to drop, and its sandbox wraps the command (sandbox.Policy.Command).
 func harden(p sandbox.Policy) error { return p.RestrictThread() }
 
 // waitExited blocks until process pid has exited, without reaping it.

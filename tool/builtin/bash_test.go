@@ -47,6 +47,9 @@ func TestBashBackgroundDiesWithTheCall(t *testing.T) {
 			if alive(pid) && (strings.HasPrefix(cmd, "sleep") || os.Getenv(proc.SupervisorEnv) != "") {
 				t.Fatalf("background process %d outlives the call", pid)
 			}
+			if err := proc.NoChildren(); err != nil {
+				t.Fatal(err)
+			}
 		})
 	}
 }
@@ -186,4 +189,48 @@ func BenchmarkBash(b *testing.B) {
 			}
 		})
 	}
+}
+
+// A command too long for the kernel fails cleanly, leaving nothing behind.
+func TestBashHugeCommand(t *testing.T) {
+	s := scope(t, Options{})
+	res, text := run(t, s, t.TempDir(), "bash", args("command", "echo "+strings.Repeat("x", 300<<10)))
+	wantErr(t, res, text, tool.CodeFailed, "argument list too long")
+	if err := proc.NoChildren(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A command that kills its supervisor: sandboxed, it may not signal it;
+// unsandboxed, it takes itself down with it, and the call still returns
+// promptly with nothing left running.
+func TestBashKillingItsSupervisor(t *testing.T) {
+	if os.Getenv(proc.SupervisorEnv) == "" {
+		t.Skip("no supervisor")
+	}
+	cmd := "echo $$ > pid; kill -9 $PPID && echo killed; sleep 30"
+	t.Run("full", func(t *testing.T) {
+		dir := t.TempDir()
+		res, text := run(t, scope(t, Options{Sandbox: sandbox.Full}), dir, "bash", args("command", cmd))
+		if !res.IsError || !strings.Contains(text, "supervisor ended without reporting") {
+			t.Fatalf("got (isError=%v) %q", res.IsError, text)
+		}
+		b, _ := os.ReadFile(filepath.Join(dir, "pid"))
+		if pid, err := strconv.Atoi(strings.TrimSpace(string(b))); err != nil || alive(pid) {
+			t.Fatalf("the command (%q) survives", b)
+		}
+		if err := proc.NoChildren(); err != nil {
+			t.Fatal(err)
+		}
+	})
+	t.Run("workspace-write", func(t *testing.T) {
+		if err := sandbox.Check(sandbox.WorkspaceWrite); err != nil {
+			t.Skip(err)
+		}
+		res, text := run(t, scope(t, Options{}), t.TempDir(), "bash", args("command", "kill -9 $PPID 2>&1; echo status $?"))
+		wantOK(t, res, text)
+		if !strings.Contains(text, "Operation not permitted") || !strings.Contains(text, "status 1") {
+			t.Fatalf("a sandboxed command signalled its supervisor: %q", text)
+		}
+	})
 }
