@@ -16,7 +16,7 @@ const baseURLEnv = "DEEPSEEK_BASE_URL"
 func (cfg Config) CredentialEnv(getenv func(string) string) []string {
 	var names []string
 	for _, m := range cfg.Models {
-		if !slices.Contains(names, m.APIKeyEnv) {
+		if m.APIKeyEnv != "" && !slices.Contains(names, m.APIKeyEnv) {
 			names = append(names, m.APIKeyEnv)
 		}
 	}
