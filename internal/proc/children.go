@@ -28,15 +28,6 @@ func NoChildren() error {
 	return nil
 }
 
-// childPIDs lists the live child processes of pid.
-func childPIDs(pid int) []int {
-	var out []int
-	for _, c := range scanChildren(pid) {
-		out = append(out, c.pid)
-	}
-	return out
-}
-
 type child struct {
 	pid  int
 	stat string // "pid (command)"

@@ -35,15 +35,16 @@
 // # Hardening
 //
 // Every child starts from a dedicated OS thread that is hardened first and
-// then dies (or, in the supervisor, parks): no_new_privs is set, and on
-// Linux the capabilities that read or write other processes' memory or the
-// kernel's (CAP_SYS_PTRACE, CAP_SYS_ADMIN, CAP_SYS_MODULE, CAP_SYS_RAWIO,
-// CAP_BPF, CAP_PERFMON, CAP_DAC_READ_SEARCH, CAP_SYSLOG,
-// CAP_CHECKPOINT_RESTORE, CAP_MAC_ADMIN, CAP_MAC_OVERRIDE) are dropped
-// from its bounding, inheritable, permitted, effective and ambient sets, so
-// that even a root child cannot ptrace or read /proc/<pid>/mem or environ
-// of a process that made itself non-dumpable. Spec.Sandbox, when set, is
-// applied there too (see package sandbox).
+// then dies (or, in the supervisor, parks), so that no other thread of the
+// starting process is touched. On Linux, no_new_privs is set and the
+// capabilities that reach into other processes' memory or the kernel
+// (CAP_SYS_PTRACE, CAP_SYS_ADMIN, CAP_SYS_MODULE, CAP_SYS_RAWIO, CAP_BPF,
+// CAP_PERFMON, CAP_DAC_READ_SEARCH, CAP_SYSLOG, CAP_CHECKPOINT_RESTORE,
+// CAP_MAC_ADMIN, CAP_MAC_OVERRIDE) are dropped from its bounding,
+// inheritable, permitted, effective and ambient sets: even a root child
+// cannot read /proc/<pid>/mem or environ of a process with more
+// capabilities, or of one that made itself non-dumpable (internal/secret).
+// Spec.Sandbox, when set, is applied there too (see package sandbox).
 //
 // Processes that leave the group (setsid, setpgid) escape the group kills
 // (on Linux the supervisor still kills them); Stop returns in bounded time

@@ -8,7 +8,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -319,8 +318,6 @@ func BenchmarkStart(b *testing.B) {
 		b.Run(map[bool]string{false: "direct", true: "supervised"}[supervised], func(b *testing.B) {
 			if !supervised {
 				b.Setenv(SupervisorEnv, "")
-			} else if runtime.GOOS != "linux" && runtime.GOOS != "darwin" {
-				b.Skip("no supervisors here")
 			}
 			for b.Loop() {
 				p, err := Start(Spec{Path: "/bin/true", Dir: "/"})

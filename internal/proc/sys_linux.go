@@ -122,3 +122,12 @@ func reapAll() bool {
 		}
 	}
 }
+
+// childPIDs lists the live child processes of pid.
+func childPIDs(pid int) []int {
+	var out []int
+	for _, c := range scanChildren(pid) {
+		out = append(out, c.pid)
+	}
+	return out
+}
