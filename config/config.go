@@ -26,8 +26,10 @@ import (
 	"github.com/dsh-go/dsh"
 	"github.com/dsh-go/dsh/agent"
 	"github.com/dsh-go/dsh/content"
+	"github.com/dsh-go/dsh/internal/secret"
 	"github.com/dsh-go/dsh/llm/openai"
 	"github.com/dsh-go/dsh/permission"
+	"github.com/dsh-go/dsh/sandbox"
 	"github.com/dsh-go/dsh/session"
 	"github.com/dsh-go/dsh/session/jsonl"
 	"github.com/dsh-go/dsh/subagent/subagenttool"
@@ -184,6 +186,10 @@ func (p Price) Cost(u content.Usage) float64 {
 type Tools struct {
 	BashTimeout time.Duration `yaml:"bashTimeout"`
 	OutputLimit int           `yaml:"outputLimit"`
+	// Sandbox is where bash commands may write: workspace-write (the
+	// default: the session's working directory and temporary directories),
+	// read-only or full.
+	Sandbox sandbox.Mode `yaml:"sandbox"`
 }
 
 // Tasks configure background tasks.
@@ -241,7 +247,7 @@ func Default(getenv func(string) string) Config { return Loader{}.Default(getenv
 // Default is the package's Default over the loader's kinds.
 func (l Loader) Default(getenv func(string) string) Config {
 	ds := openai.DeepSeek()
-	ds.BaseURL = cmp.Or(getenv("DEEPSEEK_BASE_URL"), ds.BaseURL, "https://api.deepseek.com")
+	ds.BaseURL = cmp.Or(getenv(baseURLEnv), ds.BaseURL, "https://api.deepseek.com")
 	return Config{
 		Agent:     agent.Options{Provider: ds.Provider, Model: ds.Model},
 		Models:    []Model{{Name: ds.Provider, BaseURL: ds.BaseURL, APIKeyEnv: ds.APIKeyEnv, Model: ds.Model}},
@@ -499,6 +505,9 @@ func (cfg Config) validate() error {
 	if cfg.Tools.BashTimeout < 0 || cfg.Tools.OutputLimit < 0 {
 		return bad("$.tools", "bashTimeout and outputLimit must not be negative")
 	}
+	if _, err := sandbox.ParseMode(string(cfg.Tools.Sandbox)); err != nil {
+		return bad("$.tools.sandbox", "%v", err)
+	}
 	if cfg.Tasks.MaxPerOwner < 0 || cfg.Tasks.MaxWakes < 0 {
 		return bad("$.tasks", "maxPerOwner and maxWakes must not be negative")
 	}
@@ -596,7 +605,8 @@ func (cfg Config) SessionsRoot(getenv func(string) string) (string, error) {
 
 // Build makes a runtime from cfg: JSONL sessions (or backend, when
 // non-nil), the model routes, the built-in and task tools, the subagent
-// providers and tools, and the persona.
+// providers and tools, and the persona. The credentials cfg uses are
+// redacted from what the built-in tools return and from stored events.
 func (cfg Config) Build(ctx context.Context, log *slog.Logger, backend session.Backend, getenv func(string) string) (*dsh.Runtime, error) {
 	if backend == nil {
 		root, err := cfg.SessionsRoot(getenv)
@@ -605,6 +615,9 @@ func (cfg Config) Build(ctx context.Context, log *slog.Logger, backend session.B
 		}
 		backend = jsonl.New(root)
 	}
+	redactor := secret.NewRedactor(cfg.Credentials(getenv)...)
+	backend = redactor.Backend(backend)
+	log = slog.New(redactor.Handler(cmp.Or(log, slog.Default()).Handler()))
 	rt, err := dsh.New(dsh.Options{Logger: log, Backend: backend, Persona: cfg.Persona, MaxTasksPerOwner: cfg.Tasks.MaxPerOwner})
 	if err != nil {
 		return nil, err
@@ -618,7 +631,12 @@ func (cfg Config) Build(ctx context.Context, log *slog.Logger, backend session.B
 			return nil, err
 		}
 	}
-	if _, err := builtin.Register(rt.Tools, builtin.Options{BashTimeout: cfg.Tools.BashTimeout, OutputLimit: cfg.Tools.OutputLimit}); err != nil {
+	mode := cfg.Tools.Sandbox.Or(sandbox.Default)
+	if err := sandbox.Check(mode); err != nil {
+		rt.Log.Warn("commands run without a sandbox", "tools.sandbox", mode, "reason", err)
+	}
+	if _, err := builtin.Register(rt.Tools, builtin.Options{BashTimeout: cfg.Tools.BashTimeout, OutputLimit: cfg.Tools.OutputLimit,
+		Sandbox: mode, Redact: redactor.String}); err != nil {
 		return nil, err
 	}
 	if _, err := task.Mount(rt.Tasks, rt.Tools, rt.Prompt, task.ToolOptions{MaxWakes: cfg.Tasks.MaxWakes}); err != nil {

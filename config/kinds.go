@@ -3,7 +3,6 @@ package config
 import (
 	"cmp"
 	"fmt"
-	"maps"
 	"reflect"
 
 	"github.com/goccy/go-yaml"
@@ -75,10 +74,7 @@ func BuiltinKinds() []Kind {
 			},
 			New: func(env BuildEnv, name string, block any) (subagent.Provider, error) {
 				c := blockOf[acpchild.Config](block)
-				c.Name, c.Env = name, maps.Clone(c.Env)
-				if c.Env == nil {
-					c.Env = map[string]string{}
-				}
+				c.Name, c.Env = name, passed(c.Env, c.PassEnv, env.Getenv)
 				if c.Command == SelfCommand {
 					if err := env.Config.selfHost(&c, env.Getenv); err != nil {
 						return nil, err
@@ -88,30 +84,39 @@ func BuiltinKinds() []Kind {
 			},
 			Program: func(block any) string { return blockOf[acpchild.Config](block).Command }},
 		{Name: KindCodex, Block: "codex", NewBlock: func() any { return new(codex.Config) }, Install: "npm install -g @openai/codex",
-			Check: func(name string, block any) error { _, err := newCodex(name, block); return err },
-			New: func(_ BuildEnv, name string, block any) (subagent.Provider, error) {
-				return newCodex(name, block)
+			Check: func(name string, block any) error { _, err := newCodex(name, block, nil); return err },
+			New: func(env BuildEnv, name string, block any) (subagent.Provider, error) {
+				return newCodex(name, block, env.Getenv)
 			},
 			Program: func(block any) string { return cmp.Or(blockOf[codex.Config](block).Command, "codex") }},
 		{Name: KindClaudeCode, Block: "claudeCode", NewBlock: func() any { return new(claudecode.Config) },
 			Install: "npm install -g @anthropic-ai/claude-code",
-			Check:   func(name string, block any) error { _, err := newClaudeCode(name, block); return err },
-			New: func(_ BuildEnv, name string, block any) (subagent.Provider, error) {
-				return newClaudeCode(name, block)
+			Check:   func(name string, block any) error { _, err := newClaudeCode(name, block, nil); return err },
+			New: func(env BuildEnv, name string, block any) (subagent.Provider, error) {
+				return newClaudeCode(name, block, env.Getenv)
 			},
 			Program: func(block any) string { return cmp.Or(blockOf[claudecode.Config](block).Command, "claude") }},
 	}
 }
 
-func newCodex(name string, block any) (*codex.Provider, error) {
+// newCodex and newClaudeCode build (with getenv) or only check (nil) a
+// product provider; its passEnv is resolved through getenv, since dsh
+// takes credentials out of its own environment.
+func newCodex(name string, block any, getenv func(string) string) (*codex.Provider, error) {
 	c := blockOf[codex.Config](block)
 	c.Name = name
+	if getenv != nil {
+		c.Env = passed(c.Env, c.PassEnv, getenv)
+	}
 	return codex.New(c)
 }
 
-func newClaudeCode(name string, block any) (*claudecode.Provider, error) {
+func newClaudeCode(name string, block any, getenv func(string) string) (*claudecode.Provider, error) {
 	c := blockOf[claudecode.Config](block)
 	c.Name = name
+	if getenv != nil {
+		c.Env = passed(c.Env, c.PassEnv, getenv)
+	}
 	return claudecode.New(c)
 }
 

@@ -3,6 +3,7 @@ package config
 import (
 	"cmp"
 	"fmt"
+	"maps"
 	"os"
 	"strconv"
 
@@ -66,13 +67,29 @@ func (cfg Config) selfHost(ac *acpchild.Config, getenv func(string) string) erro
 	if c := cmp.Or(cfg.path, getenv("DSH_CONFIG")); c != "" { // the file this dsh loaded, --config included
 		ac.Env["DSH_CONFIG"] = cmp.Or(ac.Env["DSH_CONFIG"], c)
 	}
-	for _, m := range cfg.Models {
-		if m.APIKeyEnv != "" {
-			ac.PassEnv = append(ac.PassEnv, m.APIKeyEnv)
-		}
-	}
+	// The credentials left this process's environment (internal/secret):
+	// the child gets them explicitly, and takes them out of its own.
+	ac.Env = passed(ac.Env, cfg.CredentialEnv(getenv), getenv)
 	ac.DepthEnv = DepthEnv
 	return nil
+}
+
+// passed returns a copy of env (never nil) with the value, through getenv,
+// of every variable in pass that env does not set: dsh takes credentials
+// out of its process environment, so a child's passEnv is resolved here.
+func passed(env map[string]string, pass []string, getenv func(string) string) map[string]string {
+	env = maps.Clone(env)
+	if env == nil {
+		env = map[string]string{}
+	}
+	for _, name := range pass {
+		if _, ok := env[name]; !ok {
+			if v := getenv(name); v != "" {
+				env[name] = v
+			}
+		}
+	}
+	return env
 }
 
 // DepthFrom reads the delegation depth a parent gave this process.

@@ -8,30 +8,63 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"strings"
 	"sync"
 
 	"github.com/spf13/cobra"
 
 	"github.com/dsh-go/dsh/config"
+	"github.com/dsh-go/dsh/internal/proc"
+	"github.com/dsh-go/dsh/internal/secret"
 )
 
 func main() {
+	proc.Main() // as the supervisor of one command, dsh exits here
+	// Credentials leave the environment before anything else runs; keys
+	// are read through secrets.Getenv, and stderr never shows them.
+	secrets, redactor, hideErr := takeCredentials(os.Args[1:])
+	stderr := redactor.Writer(os.Stderr)
 	// Libraries that log through slog.Default (the ACP SDK) log to dsh's
 	// log file, at $DSH_LOG's level; the terminal shows errors only once,
 	// as dsh says them, and stdout is never used for logs.
 	level, _ := parseLevel(os.Getenv(LogEnv))
-	slog.SetDefault(slog.New(slog.NewTextHandler(&logFile{getenv: os.Getenv}, &slog.HandlerOptions{Level: level})))
+	slog.SetDefault(slog.New(redactor.Handler(slog.NewTextHandler(&logFile{getenv: secrets.Getenv}, &slog.HandlerOptions{Level: level}))))
+	if hideErr != nil {
+		slog.Warn("commands may be able to read credentials", "err", hideErr)
+	}
 	ctx, cancel := context.WithCancelCause(context.Background())
 	last := new(lastWords)
-	stop := watchSignals(cancel, last, os.Stderr)
-	err := newRoot(os.Stdin, os.Stdout, os.Stderr, os.Getenv).ExecuteContext(withLastWords(ctx, last))
+	stop := watchSignals(cancel, last, stderr)
+	err := newRoot(os.Stdin, os.Stdout, stderr, secrets.Getenv).ExecuteContext(withLastWords(ctx, last))
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "dsh:", err)
+		fmt.Fprintln(stderr, "dsh:", err)
 	}
 	code := exitCode(ctx, err)
 	stop()
 	cancel(nil)
 	os.Exit(code)
+}
+
+// takeCredentials takes the credential variables of the configuration the
+// command line names out of the environment (see secret.Take and
+// config.Config.CredentialEnv; a configuration that does not load yields
+// the defaults', and the command then reports why), and returns a redactor
+// of every credential it knows.
+func takeCredentials(args []string) (*secret.Store, *secret.Redactor, error) {
+	path := ""
+	for i := 0; i < len(args); i++ {
+		switch a := args[i]; {
+		case a == "--":
+			i = len(args)
+		case a == "--config" && i+1 < len(args):
+			path, i = args[i+1], i+1
+		case strings.HasPrefix(a, "--config="):
+			path = strings.TrimPrefix(a, "--config=")
+		}
+	}
+	cfg, _ := config.Load(path, os.Getenv)
+	secrets, err := secret.Take(cfg.CredentialEnv(os.Getenv))
+	return secrets, secret.NewRedactor(append(secrets.Values(), cfg.Credentials(secrets.Getenv)...)...), err
 }
 
 // cli carries what every subcommand needs.

@@ -17,12 +17,14 @@ import (
 
 	"github.com/dsh-go/dsh/internal/dshbin"
 	"github.com/dsh-go/dsh/internal/llmtest"
+	"github.com/dsh-go/dsh/internal/proc"
 )
 
 // dshBinary is the dsh command built for the tests that run it as a process.
 var dshBinary string
 
 func TestMain(m *testing.M) {
+	proc.Main() // the in-process CLI's commands run supervised, as in dsh
 	if marker := os.Getenv(signalHelperEnv); marker != "" {
 		signalHelper(marker) // this binary re-run as a process to signal
 		return

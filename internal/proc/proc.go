@@ -1,17 +1,54 @@
-// Package proc runs child programs for out-of-process subagent providers
-// (an ACP client driving another agent, Codex, Claude Code) so that nothing
-// outlives them and tearing them down never hangs.
+// Package proc runs child programs — the commands of the bash tool and the
+// agents of out-of-process subagent providers (ACP agents, Codex, Claude
+// Code) — so that nothing outlives its owner, tearing a child down never
+// hangs, and no child can read the credentials of the process that started
+// it.
 //
 // A child runs in its own process group with a scrubbed environment and
 // plain pipes for stdin, stdout and stderr. Stop ends it in stages: stdin
 // EOF, then SIGTERM to the whole group, then SIGKILL to the group. Whenever
-// the child itself exits, whatever is left of its group (say the native
-// binary behind a Node launcher that forwards no signals) is killed before
-// the child is reaped, while its PID still pins the group ID. Stderr is
-// drained continuously into a bounded tail kept for diagnostics.
+// the child itself exits, whatever is left of its group (the native binary
+// behind a Node launcher that forwards no signals; `cmd > /dev/null &` in a
+// bash command) is killed before the child is reaped, while its PID still
+// pins the group ID. Stderr is drained continuously into a bounded tail
+// kept for diagnostics.
 //
-// Processes that leave the group (setsid, setpgid) escape the kills; Stop
-// still returns in bounded time and the Stdout reader still ends.
+// # Supervision
+//
+// A program that calls Main first thing (dsh does) is a supervisor: Start
+// then runs every child under a small supervisor process, the program
+// itself re-executed with the flag SupervisorFlag. The supervisor starts
+// the child in its own group, reports its PID and exit status to the owner
+// over a socket, and kills the group — and, on Linux, every descendant that
+// left it, since it is their subreaper — when the child exits, when the
+// owner asks, and when the owner's end of the socket closes: the owner
+// died, by whatever signal, SIGKILL included. On Linux the supervisor also
+// gets a parent-death signal as a second line, and the child one tied to
+// the supervisor. A child that is the supervisor program itself (a dsh
+// started by dsh, `command: self`) needs no supervisor: it gets a lifeline
+// pipe instead, and Main in the child kills its process group when the
+// lifeline's far end closes. Without Main (tests of other packages,
+// programs embedding dsh), children start directly, as before: they are
+// still killed with their group on Stop, but not when the owner is
+// SIGKILLed. DSH_SUPERVISOR names the supervisor program; Main sets it.
+//
+// # Hardening
+//
+// Every child starts from a dedicated OS thread that is hardened first and
+// then dies (or, in the supervisor, parks), so that no other thread of the
+// starting process is touched. On Linux, no_new_privs is set and the
+// capabilities that reach into other processes' memory or the kernel
+// (CAP_SYS_PTRACE, CAP_SYS_ADMIN, CAP_SYS_MODULE, CAP_SYS_RAWIO, CAP_BPF,
+// CAP_PERFMON, CAP_DAC_READ_SEARCH, CAP_SYSLOG, CAP_CHECKPOINT_RESTORE,
+// CAP_MAC_ADMIN, CAP_MAC_OVERRIDE) are dropped from its bounding,
+// inheritable, permitted, effective and ambient sets: even a root child
+// cannot read /proc/<pid>/mem or environ of a process with more
+// capabilities, or of one that made itself non-dumpable (internal/secret).
+// Spec.Sandbox, when set, is applied there too (see package sandbox).
+//
+// Processes that leave the group (setsid, setpgid) escape the group kills
+// (on Linux the supervisor still kills them); Stop returns in bounded time
+// and the Stdout reader still ends.
 package proc
 
 import (
@@ -20,12 +57,12 @@ import (
 	"io"
 	"io/fs"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"sync"
 	"syscall"
 	"time"
-	"unsafe"
+
+	"github.com/dsh-go/dsh/sandbox"
 )
 
 const (
@@ -37,6 +74,23 @@ const (
 	strayGrace = time.Second
 )
 
+// SupervisorFlag, as a program's only argument, makes Main run the
+// supervisor of one child.
+const SupervisorFlag = "-dsh-supervise"
+
+// SupervisorEnv names the variable that names the supervisor program Start
+// runs (Main sets it to this program). Children never see it: ScrubEnv
+// drops DSH_* variables.
+const SupervisorEnv = "DSH_SUPERVISOR"
+
+// lifelineEnv tells a child that is itself the supervisor program which
+// descriptor is its lifeline.
+const lifelineEnv = "DSH_LIFELINE"
+
+// ErrUnsupported is returned by Start where child processes are not
+// supported (systems other than Linux and macOS).
+var ErrUnsupported = errors.New("proc: child processes are not supported on this system")
+
 // Spec describes a child program.
 type Spec struct {
 	Path       string    // program: without a slash, looked up in the child's PATH (else the parent's); a relative path with one is relative to Dir
@@ -47,16 +101,61 @@ type Spec struct {
 	Env        []string  // explicit "NAME=value" entries layered on top (they win, unscrubbed)
 	StderrTail int       // bytes of the most recent stderr kept for diagnostics (default 4096)
 	Stderr     io.Writer // optional: stderr is also copied here (e.g. a log), from another goroutine; it must not block
+	// MergeStderr sends stderr to the Stdout pipe, interleaved as written
+	// (no tail is kept, and Stderr is unused).
+	MergeStderr bool
+	// Sandbox restricts what the child may write (see package sandbox);
+	// the zero value restricts nothing.
+	Sandbox sandbox.Policy
+}
+
+// ExitError says how a child that did not exit with status 0 ended.
+type ExitError struct {
+	Code     int            // exit status, or -1 when killed by a signal
+	Signal   syscall.Signal // the signal that killed it, or 0
+	CoreDump bool
+}
+
+func (e *ExitError) Error() string {
+	switch {
+	case e.Signal != 0 && e.CoreDump:
+		return "killed by signal " + signalName(e.Signal) + " (core dumped)"
+	case e.Signal != 0:
+		return "killed by signal " + signalName(e.Signal)
+	}
+	return fmt.Sprintf("exit status %d", e.Code)
+}
+
+// group is a started child: the leader of a process group.
+type group interface {
+	// signal sends sig to the whole group unless the leader has been
+	// reaped (its group ID could then name someone else's group).
+	signal(sig syscall.Signal) error
+	// wait blocks until the leader has exited, the rest of its group has
+	// been killed and the leader reaped. It returns the exit error (nil,
+	// an *ExitError, or why the status is unknown) and any failure to
+	// kill the rest of the group.
+	wait() (exitErr, killErr error)
+}
+
+// command is what a platform starts: a resolved, validated Spec.
+type command struct {
+	path    string
+	argv    []string // argv[0] included
+	dir     string
+	env     []string
+	stdio   [3]*os.File
+	sandbox sandbox.Policy
 }
 
 // Process is a running (or finished) child program. Always call Stop: it
 // releases the process group, the pipes and the goroutines.
 type Process struct {
-	cmd        *exec.Cmd
+	group      group
 	pid        int
 	stdin      *os.File
 	stdout     *pipeReader
-	stderr     *os.File
+	stderr     *os.File // nil with MergeStderr
 	tail       *ring
 	strayGrace time.Duration
 
@@ -65,16 +164,14 @@ type Process struct {
 	err     error         // exit error, set before done closes
 	killErr error         // failure of the at-exit group kill, set before done closes
 
-	mu     sync.Mutex // orders group signals against the reap
-	reaped bool
-
 	stopOnce sync.Once
 	stopErr  error
 }
 
 // Start validates spec, then starts the child in its own process group
-// (Setpgid) with the environment ScrubEnv(BaseEnv, PassEnv) overlaid by Env.
-// Nothing is spawned when validation fails.
+// with the environment ScrubEnv(BaseEnv, PassEnv) overlaid by Env, under a
+// supervisor when this program is one (see Main). Nothing is spawned when
+// validation fails.
 func Start(spec Spec) (*Process, error) {
 	if spec.Path == "" {
 		return nil, errors.New("proc: no program given (empty Path)")
@@ -101,50 +198,47 @@ func Start(spec Spec) (*Process, error) {
 			f.Close()
 		}
 	}
-	pipe := func() (r, w *os.File, err error) {
+	pipe := func(name string) (r, w *os.File, err error) {
 		r, w, err = os.Pipe()
-		if err == nil {
-			files = append(files, r, w)
+		if err != nil {
+			closeAll()
+			return nil, nil, fmt.Errorf("proc: %s pipe: %w", name, err)
 		}
-		return r, w, err
+		files = append(files, r, w)
+		return r, w, nil
 	}
-	inR, inW, err := pipe()
+	inR, inW, err := pipe("stdin")
 	if err != nil {
-		return nil, fmt.Errorf("proc: stdin pipe: %w", err)
+		return nil, err
 	}
-	outR, outW, err := pipe()
+	outR, outW, err := pipe("stdout")
 	if err != nil {
-		closeAll()
-		return nil, fmt.Errorf("proc: stdout pipe: %w", err)
+		return nil, err
 	}
-	errR, errW, err := pipe()
-	if err != nil {
-		closeAll()
-		return nil, fmt.Errorf("proc: stderr pipe: %w", err)
+	errR, errW := (*os.File)(nil), outW
+	if !spec.MergeStderr {
+		if errR, errW, err = pipe("stderr"); err != nil {
+			return nil, err
+		}
 	}
 
-	cmd := &exec.Cmd{
-		Path:        path,
-		Args:        append([]string{spec.Path}, spec.Args...),
-		Dir:         spec.Dir,
-		Env:         env,
-		Stdin:       inR,
-		Stdout:      outW,
-		Stderr:      errW,
-		SysProcAttr: &syscall.SysProcAttr{Setpgid: true},
-	}
-	if err := cmd.Start(); err != nil {
+	c := command{path: path, argv: append([]string{spec.Path}, spec.Args...), dir: spec.Dir, env: env,
+		stdio: [3]*os.File{inR, outW, errW}, sandbox: spec.Sandbox}
+	pid, g, err := startGroup(c)
+	if err != nil {
 		closeAll()
 		return nil, fmt.Errorf("proc: start %s: %w", spec.Path, err)
 	}
 	// The child holds its own copies; keeping ours would stop EOF.
 	inR.Close()
 	outW.Close()
-	errW.Close()
+	if errR != nil {
+		errW.Close()
+	}
 
 	p := &Process{
-		cmd:        cmd,
-		pid:        cmd.Process.Pid,
+		group:      g,
+		pid:        pid,
 		stdin:      inW,
 		stdout:     &pipeReader{f: outR},
 		stderr:     errR,
@@ -153,7 +247,11 @@ func Start(spec Spec) (*Process, error) {
 		done:       make(chan struct{}),
 		drained:    make(chan struct{}),
 	}
-	go p.drain(spec.Stderr)
+	if errR != nil {
+		go p.drain(spec.Stderr)
+	} else {
+		close(p.drained)
+	}
 	go p.wait()
 	return p, nil
 }
@@ -181,9 +279,9 @@ func checkDir(dir string) error {
 // Stdin is the child's stdin. Stop closes it; closing it earlier sends EOF.
 func (p *Process) Stdin() io.WriteCloser { return p.stdin }
 
-// Stdout is the child's stdout. It reports io.EOF once every process holding
-// the pipe is gone, and at the latest shortly after Stop returns; it closes
-// the pipe when it does.
+// Stdout is the child's stdout (and stderr, with MergeStderr). It reports
+// io.EOF once every process holding the pipe is gone, and at the latest
+// shortly after Stop returns; it closes the pipe when it does.
 func (p *Process) Stdout() io.Reader { return p.stdout }
 
 // PID is the child's process ID, which is also its process group ID.
@@ -194,7 +292,8 @@ func (p *Process) PID() int { return p.pid }
 func (p *Process) Done() <-chan struct{} { return p.done }
 
 // Err is the child's exit error once Done is closed: nil for status 0, an
-// *exec.ExitError otherwise. It is nil while the child runs.
+// *ExitError for another status or a signal, or an error saying why the
+// status is unknown. It is nil while the child runs.
 func (p *Process) Err() error {
 	select {
 	case <-p.done:
@@ -218,7 +317,10 @@ func (p *Process) Diagnostic() string {
 	status := "running"
 	select {
 	case <-p.done:
-		status = describeExit(p.err)
+		status = "exit status 0"
+		if p.err != nil {
+			status = p.err.Error()
+		}
 	default:
 	}
 	tail, cut := p.tail.text()
@@ -242,13 +344,13 @@ func (p *Process) stop(eofGrace, termGrace time.Duration) error {
 	var errs []error
 	reaped := p.exitWithin(eofGrace)
 	if !reaped {
-		if err := p.signalGroup(syscall.SIGTERM); err != nil {
+		if err := p.group.signal(syscall.SIGTERM); err != nil {
 			errs = append(errs, err)
 		}
 		reaped = p.exitWithin(termGrace)
 	}
 	if !reaped {
-		if err := p.signalGroup(syscall.SIGKILL); err != nil {
+		if err := p.group.signal(syscall.SIGKILL); err != nil {
 			// The leader may never exit: do not wait for it.
 			errs = append(errs, err)
 		} else {
@@ -283,35 +385,9 @@ func (p *Process) exitWithin(d time.Duration) bool {
 	}
 }
 
-// signalGroup sends sig to the child's process group unless the child has
-// been reaped (its group ID could then name someone else's group).
-func (p *Process) signalGroup(sig syscall.Signal) error {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.reaped {
-		return nil
-	}
-	return killGroup(p.pid, sig)
-}
-
-// killGroup sends sig to process group pgid; a group already gone is fine.
-func killGroup(pgid int, sig syscall.Signal) error {
-	err := syscall.Kill(-pgid, sig)
-	if err == nil || errors.Is(err, syscall.ESRCH) {
-		return nil
-	}
-	return fmt.Errorf("proc: send SIG%s to process group %d: %w", signalName(sig), pgid, err)
-}
-
-// wait reaps the child. Between its exit and the reap the zombie pins the
-// group ID, so the rest of the group is killed then, safely.
+// wait reaps the child (see group.wait).
 func (p *Process) wait() {
-	waitExited(p.pid)
-	p.mu.Lock()
-	p.killErr = killGroup(p.pid, syscall.SIGKILL)
-	p.err = p.cmd.Wait()
-	p.reaped = true
-	p.mu.Unlock()
+	p.err, p.killErr = p.group.wait()
 	close(p.done)
 }
 
@@ -369,51 +445,4 @@ func (r *pipeReader) Read(b []byte) (int, error) {
 		return n, io.EOF
 	}
 	return n, err
-}
-
-// waitExited blocks until process pid has exited, without reaping it.
-func waitExited(pid int) {
-	const pPID = 1      // idtype_t P_PID
-	var info [16]uint64 // siginfo_t
-	for {
-		_, _, errno := syscall.Syscall6(syscall.SYS_WAITID, pPID, uintptr(pid),
-			uintptr(unsafe.Pointer(&info)), syscall.WEXITED|syscall.WNOWAIT, 0, 0)
-		if errno != syscall.EINTR {
-			return
-		}
-	}
-}
-
-// pollFd is struct pollfd.
-type pollFd struct {
-	fd      int32
-	events  int16
-	revents int16
-}
-
-// waitHangup reports whether the pipe read end f has no writer left,
-// waiting up to d for that. A closed f counts as hung up.
-func waitHangup(f *os.File, d time.Duration) bool {
-	const pollErr, pollHup, pollNval = 0x8, 0x10, 0x20
-	rc, err := f.SyscallConn()
-	if err != nil {
-		return true
-	}
-	hup := false
-	err = rc.Control(func(fd uintptr) {
-		pfd := pollFd{fd: int32(fd)} // no events: only hang-up and errors
-		ts := syscall.NsecToTimespec(int64(max(d, 0)))
-		for {
-			n, _, errno := syscall.Syscall6(syscall.SYS_PPOLL, uintptr(unsafe.Pointer(&pfd)), 1,
-				uintptr(unsafe.Pointer(&ts)), 0, 0, 0)
-			if errno == syscall.EINTR {
-				continue // ppoll left the remaining time in ts
-			}
-			// On a failed ppoll, answer "not hung up": the caller then
-			// forces EOF rather than risk a hang.
-			hup = errno == 0 && n > 0 && pfd.revents&(pollErr|pollHup|pollNval) != 0
-			return
-		}
-	})
-	return hup || err != nil
 }

@@ -1,3 +1,5 @@
+//go:build linux
+
 package proc
 
 import (
@@ -22,7 +24,63 @@ import (
 	"go.uber.org/goleak"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+// helperCopy is a copy of the test binary: a program other than the
+// supervisor (this binary, once TestMain has called Main), so that Start
+// supervises it.
+var helperCopy string
+
+func TestMain(m *testing.M) {
+	Main()
+	if os.Getenv(helperEnv) != "" { // a helper child: see TestHelperProcess
+		os.Exit(m.Run())
+	}
+	dir, err := os.MkdirTemp("", "proc-test-")
+	if err == nil {
+		helperCopy = filepath.Join(dir, "helper")
+		err = copyFile(os.Args[0], helperCopy)
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	if code == 0 {
+		if err := goleak.Find(); err != nil {
+			fmt.Fprintln(os.Stderr, "goleak:", err)
+			code = 1
+		}
+	}
+	os.Exit(code)
+}
+
+func copyFile(from, to string) error {
+	b, err := os.ReadFile(from)
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(to, b, 0o755)
+}
+
+// launcher is one way Start runs a child.
+type launcher struct {
+	name string
+	path string // the helper program
+}
+
+// eachLauncher runs fn as a subtest per way of starting a child: under a
+// supervisor, directly (no supervisor program), and directly with a
+// lifeline (the child is the supervisor program itself).
+func eachLauncher(t *testing.T, fn func(t *testing.T, l launcher)) {
+	for _, l := range []launcher{{"supervised", helperCopy}, {"direct", os.Args[0]}, {"lifeline", os.Args[0]}} {
+		t.Run(l.name, func(t *testing.T) {
+			if l.name == "direct" {
+				t.Setenv(SupervisorEnv, "")
+			}
+			fn(t, l)
+		})
+	}
+}
 
 // helperEnv selects the behaviour of the test binary re-executed as a child.
 const helperEnv = "PROC_TEST_HELPER"
@@ -77,12 +135,18 @@ func TestHelperProcess(t *testing.T) {
 		w.WriteString("END")
 		w.Flush()
 		os.Exit(3)
-	case "env":
-		for _, kv := range os.Environ() {
+	case "env": // the environment as received (Main adds to os.Environ)
+		b, err := os.ReadFile("/proc/self/environ")
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(2)
+		}
+		for _, kv := range strings.Split(strings.TrimSuffix(string(b), "\x00"), "\x00") {
 			fmt.Println(kv)
 		}
 		os.Exit(0)
 	}
+	supervisorHelper(mode) // exits when it knows mode
 	fmt.Fprintln(os.Stderr, "unknown helper mode", mode)
 	os.Exit(2)
 }
@@ -94,10 +158,10 @@ func sleepForever() {
 }
 
 // start runs the test binary as a child in the given mode.
-func start(t *testing.T, mode string, mod func(*Spec)) *Process {
+func (l launcher) start(t *testing.T, mode string, mod func(*Spec)) *Process {
 	t.Helper()
 	spec := Spec{
-		Path: os.Args[0],
+		Path: l.path,
 		Args: []string{"-test.run=^TestHelperProcess$"},
 		Dir:  t.TempDir(),
 		// The race runtime sleeps a second before exiting unless told not to.
@@ -185,11 +249,9 @@ func waitDone(t *testing.T, p *Process) {
 
 // signalOf is the signal that killed the child, or 0.
 func signalOf(err error) syscall.Signal {
-	var ee *exec.ExitError
+	var ee *ExitError
 	if errors.As(err, &ee) {
-		if ws := ee.Sys().(syscall.WaitStatus); ws.Signaled() {
-			return ws.Signal()
-		}
+		return ee.Signal
 	}
 	return 0
 }
@@ -239,6 +301,16 @@ func assertGroupGone(t *testing.T, pgid int) {
 	}
 }
 
+// waitGone waits (bounded) for pid to be gone or a zombie.
+func waitGone(t *testing.T, pid int) {
+	t.Helper()
+	for deadline := time.Now().Add(tooLong); alive(pid); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("process %d survives", pid)
+		}
+	}
+}
+
 // alive reports whether pid exists and is not a zombie.
 func alive(pid int) bool {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
@@ -251,96 +323,102 @@ func alive(pid int) bool {
 }
 
 func TestEchoRoundTrip(t *testing.T) {
-	p := start(t, "echo", nil)
-	if p.PID() <= 0 {
-		t.Fatalf("PID = %d", p.PID())
-	}
-	if pgid, err := syscall.Getpgid(p.PID()); err != nil || pgid != p.PID() {
-		t.Fatalf("child's process group = %d, %v; want its own (%d)", pgid, err, p.PID())
-	}
-	out := bufio.NewReader(p.Stdout())
-	for _, line := range []string{"hello", "wörld"} {
-		if _, err := io.WriteString(p.Stdin(), line+"\n"); err != nil {
+	eachLauncher(t, func(t *testing.T, l launcher) {
+		p := l.start(t, "echo", nil)
+		if p.PID() <= 0 {
+			t.Fatalf("PID = %d", p.PID())
+		}
+		if pgid, err := syscall.Getpgid(p.PID()); err != nil || pgid != p.PID() {
+			t.Fatalf("child's process group = %d, %v; want its own (%d)", pgid, err, p.PID())
+		}
+		out := bufio.NewReader(p.Stdout())
+		for _, line := range []string{"hello", "wörld"} {
+			if _, err := io.WriteString(p.Stdin(), line+"\n"); err != nil {
+				t.Fatal(err)
+			}
+			if got := readLine(t, out); got != line {
+				t.Fatalf("echo = %q, want %q", got, line)
+			}
+		}
+		select {
+		case <-p.Done():
+			t.Fatal("Done closed while the child runs")
+		default:
+		}
+		if err := p.Err(); err != nil {
+			t.Fatalf("Err while running = %v", err)
+		}
+		if d := p.Diagnostic(); d != "running" {
+			t.Fatalf("Diagnostic while running = %q", d)
+		}
+		if err := p.Stdin().Close(); err != nil {
 			t.Fatal(err)
 		}
-		if got := readLine(t, out); got != line {
-			t.Fatalf("echo = %q, want %q", got, line)
+		if rest := drainBounded(t, out); rest != "" {
+			t.Fatalf("after EOF stdout = %q", rest)
 		}
-	}
-	select {
-	case <-p.Done():
-		t.Fatal("Done closed while the child runs")
-	default:
-	}
-	if err := p.Err(); err != nil {
-		t.Fatalf("Err while running = %v", err)
-	}
-	if d := p.Diagnostic(); d != "running" {
-		t.Fatalf("Diagnostic while running = %q", d)
-	}
-	if err := p.Stdin().Close(); err != nil {
-		t.Fatal(err)
-	}
-	if rest := drainBounded(t, out); rest != "" {
-		t.Fatalf("after EOF stdout = %q", rest)
-	}
-	waitDone(t, p)
-	if err := p.Err(); err != nil {
-		t.Fatalf("Err = %v", err)
-	}
-	if d := p.Diagnostic(); d != "exit status 0" {
-		t.Fatalf("Diagnostic = %q", d)
-	}
-	if err := stopBounded(t, p, grace, grace); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := io.WriteString(p.Stdin(), "late\n"); err == nil {
-		t.Fatal("writing to a stopped child's stdin succeeded")
-	}
+		waitDone(t, p)
+		if err := p.Err(); err != nil {
+			t.Fatalf("Err = %v", err)
+		}
+		if d := p.Diagnostic(); d != "exit status 0" {
+			t.Fatalf("Diagnostic = %q", d)
+		}
+		if err := stopBounded(t, p, grace, grace); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := io.WriteString(p.Stdin(), "late\n"); err == nil {
+			t.Fatal("writing to a stopped child's stdin succeeded")
+		}
+	})
 }
 
 func TestStderrTailAndDiagnostic(t *testing.T) {
-	var copied atomic.Int64
-	p := start(t, "stderr", func(s *Spec) {
-		s.Stderr = writerFunc(func(b []byte) (int, error) { copied.Add(int64(len(b))); return len(b), nil })
+	eachLauncher(t, func(t *testing.T, l launcher) {
+		var copied atomic.Int64
+		p := l.start(t, "stderr", func(s *Spec) {
+			s.Stderr = writerFunc(func(b []byte) (int, error) { copied.Add(int64(len(b))); return len(b), nil })
+		})
+		waitDone(t, p)
+		if err := stopBounded(t, p, grace, grace); err != nil {
+			t.Fatal(err)
+		}
+		var ee *ExitError
+		if !errors.As(p.Err(), &ee) || ee.Code != 3 {
+			t.Fatalf("Err = %v, want exit status 3", p.Err())
+		}
+		if n := copied.Load(); n != 1<<20-1 {
+			t.Fatalf("Spec.Stderr got %d bytes, want %d", n, 1<<20-1)
+		}
+		tail := p.StderrTail()
+		// 1 MiB - 1 bytes: the last 4096 begin inside a rune.
+		if len(tail) > defaultStderrTail || len(tail) < defaultStderrTail-utf8.UTFMax || !utf8.ValidString(tail) ||
+			!strings.HasSuffix(tail, "éEND") || strings.Trim(strings.TrimSuffix(tail, "END"), "é") != "" {
+			t.Fatalf("StderrTail: %d bytes, valid %v, ends %q", len(tail), utf8.ValidString(tail), tail[max(0, len(tail)-10):])
+		}
+		d := p.Diagnostic()
+		if len(d) > maxDiagnostic || !utf8.ValidString(d) ||
+			!strings.HasPrefix(d, "exit status 3; stderr: …[truncated]é") || !strings.HasSuffix(d, "éEND") {
+			t.Fatalf("Diagnostic (%d bytes) = %.60q…", len(d), d)
+		}
 	})
-	waitDone(t, p)
-	if err := stopBounded(t, p, grace, grace); err != nil {
-		t.Fatal(err)
-	}
-	var ee *exec.ExitError
-	if !errors.As(p.Err(), &ee) || ee.ExitCode() != 3 {
-		t.Fatalf("Err = %v, want exit status 3", p.Err())
-	}
-	if n := copied.Load(); n != 1<<20-1 {
-		t.Fatalf("Spec.Stderr got %d bytes, want %d", n, 1<<20-1)
-	}
-	tail := p.StderrTail()
-	// 1 MiB - 1 bytes: the last 4096 begin inside a rune.
-	if len(tail) > defaultStderrTail || len(tail) < defaultStderrTail-utf8.UTFMax || !utf8.ValidString(tail) ||
-		!strings.HasSuffix(tail, "éEND") || strings.Trim(strings.TrimSuffix(tail, "END"), "é") != "" {
-		t.Fatalf("StderrTail: %d bytes, valid %v, ends %q", len(tail), utf8.ValidString(tail), tail[max(0, len(tail)-10):])
-	}
-	d := p.Diagnostic()
-	if len(d) > maxDiagnostic || !utf8.ValidString(d) ||
-		!strings.HasPrefix(d, "exit status 3; stderr: …[truncated]é") || !strings.HasSuffix(d, "éEND") {
-		t.Fatalf("Diagnostic (%d bytes) = %.60q…", len(d), d)
-	}
 }
 
 func TestStderrTailSmall(t *testing.T) {
-	p := start(t, "stderr", func(s *Spec) { s.StderrTail = 6 })
-	waitDone(t, p)
-	if err := stopBounded(t, p, grace, grace); err != nil {
-		t.Fatal(err)
-	}
-	// The last 6 bytes are half an é, é, END.
-	if got := p.StderrTail(); got != "éEND" {
-		t.Fatalf("StderrTail = %q", got)
-	}
-	if got := p.Diagnostic(); got != "exit status 3; stderr: …[truncated]éEND" {
-		t.Fatalf("Diagnostic = %q", got)
-	}
+	eachLauncher(t, func(t *testing.T, l launcher) {
+		p := l.start(t, "stderr", func(s *Spec) { s.StderrTail = 6 })
+		waitDone(t, p)
+		if err := stopBounded(t, p, grace, grace); err != nil {
+			t.Fatal(err)
+		}
+		// The last 6 bytes are half an é, é, END.
+		if got := p.StderrTail(); got != "éEND" {
+			t.Fatalf("StderrTail = %q", got)
+		}
+		if got := p.Diagnostic(); got != "exit status 3; stderr: …[truncated]éEND" {
+			t.Fatalf("Diagnostic = %q", got)
+		}
+	})
 }
 
 func TestRing(t *testing.T) {
@@ -400,51 +478,57 @@ func TestDiagnosticFormat(t *testing.T) {
 }
 
 func TestStopHonouredEOF(t *testing.T) {
-	p := start(t, "echo", nil)
-	begin := time.Now()
-	// An EOF-honouring child exits long before the EOF grace would pass.
-	if err := stopBounded(t, p, tooLong/2, tooLong/2); err != nil {
-		t.Fatal(err)
-	}
-	if took := time.Since(begin); took >= tooLong/2 {
-		t.Fatalf("Stop took %v: the child was signalled", took)
-	}
-	if err := p.Err(); err != nil {
-		t.Fatalf("Err = %v, want a clean exit", err)
-	}
-	drainBounded(t, p.Stdout())
+	eachLauncher(t, func(t *testing.T, l launcher) {
+		p := l.start(t, "echo", nil)
+		begin := time.Now()
+		// An EOF-honouring child exits long before the EOF grace would pass.
+		if err := stopBounded(t, p, tooLong/2, tooLong/2); err != nil {
+			t.Fatal(err)
+		}
+		if took := time.Since(begin); took >= tooLong/2 {
+			t.Fatalf("Stop took %v: the child was signalled", took)
+		}
+		if err := p.Err(); err != nil {
+			t.Fatalf("Err = %v, want a clean exit", err)
+		}
+		drainBounded(t, p.Stdout())
+	})
 }
 
 func TestStopTerminatesEOFIgnorer(t *testing.T) {
-	p := start(t, "sleep", nil)
-	out := bufio.NewReader(p.Stdout())
-	readLine(t, out)
-	if err := stopBounded(t, p, grace, tooLong/2); err != nil {
-		t.Fatal(err)
-	}
-	if sig := signalOf(p.Err()); sig != syscall.SIGTERM {
-		t.Fatalf("Err = %v, want killed by SIGTERM", p.Err())
-	}
-	if d := p.Diagnostic(); d != "killed by signal TERM" {
-		t.Fatalf("Diagnostic = %q", d)
-	}
-	drainBounded(t, out)
+	eachLauncher(t, func(t *testing.T, l launcher) {
+		p := l.start(t, "sleep", nil)
+		out := bufio.NewReader(p.Stdout())
+		readLine(t, out)
+		if err := stopBounded(t, p, grace, tooLong/2); err != nil {
+			t.Fatal(err)
+		}
+		if sig := signalOf(p.Err()); sig != syscall.SIGTERM {
+			t.Fatalf("Err = %v, want killed by SIGTERM", p.Err())
+		}
+		if d := p.Diagnostic(); d != "killed by signal TERM" {
+			t.Fatalf("Diagnostic = %q", d)
+		}
+		drainBounded(t, out)
+	})
 }
 
 func TestStopKillsTermIgnorer(t *testing.T) {
-	p := start(t, "stubborn", nil)
-	out := bufio.NewReader(p.Stdout())
-	readLine(t, out) // SIGTERM is ignored from now on
-	if err := stopBounded(t, p, grace, grace); err != nil {
-		t.Fatal(err)
-	}
-	if sig := signalOf(p.Err()); sig != syscall.SIGKILL {
-		t.Fatalf("Err = %v, want killed by SIGKILL", p.Err())
-	}
-	if d := p.Diagnostic(); d != "killed by signal KILL" {
-		t.Fatalf("Diagnostic = %q", d)
-	}
-	drainBounded(t, out)
+	eachLauncher(t, func(t *testing.T, l launcher) {
+		p := l.start(t, "stubborn", nil)
+		out := bufio.NewReader(p.Stdout())
+		readLine(t, out) // SIGTERM is ignored from now on
+		if err := stopBounded(t, p, grace, grace); err != nil {
+			t.Fatal(err)
+		}
+		if sig := signalOf(p.Err()); sig != syscall.SIGKILL {
+			t.Fatalf("Err = %v, want killed by SIGKILL", p.Err())
+		}
+		if d := p.Diagnostic(); d != "killed by signal KILL" {
+			t.Fatalf("Diagnostic = %q", d)
+		}
+		drainBounded(t, out)
+	})
 }
 
 // grandchildPID reads the two first lines of a wrapper (its grandchild's PID
@@ -465,115 +549,127 @@ func grandchildPID(t *testing.T, out *bufio.Reader, lines int) int {
 }
 
 func TestStopKillsWrapperAndGrandchild(t *testing.T) {
-	p := start(t, "wrapper", nil)
-	out := bufio.NewReader(p.Stdout())
-	gc := grandchildPID(t, out, 2)
-	if pgid, _ := syscall.Getpgid(gc); pgid != p.PID() {
-		t.Fatalf("grandchild in group %d, want %d", pgid, p.PID())
-	}
-	if err := stopBounded(t, p, grace, grace); err != nil {
-		t.Fatal(err)
-	}
-	// The wrapper dies of SIGTERM; the grandchild ignored it and is killed
-	// once the wrapper has gone.
-	if sig := signalOf(p.Err()); sig != syscall.SIGTERM {
-		t.Fatalf("wrapper Err = %v, want killed by SIGTERM", p.Err())
-	}
-	if rest := drainBounded(t, out); rest != "" {
-		t.Fatalf("stdout after Stop = %q", rest)
-	}
-	assertGroupGone(t, p.PID())
-	if alive(gc) {
-		t.Fatalf("grandchild %d survives", gc)
-	}
+	eachLauncher(t, func(t *testing.T, l launcher) {
+		p := l.start(t, "wrapper", nil)
+		out := bufio.NewReader(p.Stdout())
+		gc := grandchildPID(t, out, 2)
+		if pgid, _ := syscall.Getpgid(gc); pgid != p.PID() {
+			t.Fatalf("grandchild in group %d, want %d", pgid, p.PID())
+		}
+		if err := stopBounded(t, p, grace, grace); err != nil {
+			t.Fatal(err)
+		}
+		// The wrapper dies of SIGTERM; the grandchild ignored it and is killed
+		// once the wrapper has gone.
+		if sig := signalOf(p.Err()); sig != syscall.SIGTERM {
+			t.Fatalf("wrapper Err = %v, want killed by SIGTERM", p.Err())
+		}
+		if rest := drainBounded(t, out); rest != "" {
+			t.Fatalf("stdout after Stop = %q", rest)
+		}
+		assertGroupGone(t, p.PID())
+		if alive(gc) {
+			t.Fatalf("grandchild %d survives", gc)
+		}
+	})
 }
 
 func TestExitedLeaderTakesGroupAlong(t *testing.T) {
-	p := start(t, "orphan", nil)
-	out := bufio.NewReader(p.Stdout())
-	gc := grandchildPID(t, out, 2)
-	waitDone(t, p)
-	if err := p.Err(); err != nil {
-		t.Fatalf("Err = %v", err)
-	}
-	// The leader exited on its own; its stubborn grandchild must not keep
-	// the pipe (and itself) alive, with or without Stop.
-	if rest := drainBounded(t, out); rest != "" {
-		t.Fatalf("stdout = %q", rest)
-	}
-	if err := stopBounded(t, p, grace, grace); err != nil {
-		t.Fatal(err)
-	}
-	assertGroupGone(t, p.PID())
-	if alive(gc) {
-		t.Fatalf("grandchild %d survives", gc)
-	}
+	eachLauncher(t, func(t *testing.T, l launcher) {
+		p := l.start(t, "orphan", nil)
+		out := bufio.NewReader(p.Stdout())
+		gc := grandchildPID(t, out, 2)
+		waitDone(t, p)
+		if err := p.Err(); err != nil {
+			t.Fatalf("Err = %v", err)
+		}
+		// The leader exited on its own; its stubborn grandchild must not keep
+		// the pipe (and itself) alive, with or without Stop.
+		if rest := drainBounded(t, out); rest != "" {
+			t.Fatalf("stdout = %q", rest)
+		}
+		if err := stopBounded(t, p, grace, grace); err != nil {
+			t.Fatal(err)
+		}
+		assertGroupGone(t, p.PID())
+		if alive(gc) {
+			t.Fatalf("grandchild %d survives", gc)
+		}
+	})
 }
 
 func TestStopBoundedWithEscapedGrandchild(t *testing.T) {
-	p := start(t, "escape", nil)
-	p.strayGrace = grace
-	out := bufio.NewReader(p.Stdout())
-	gc := grandchildPID(t, out, 2)
-	t.Cleanup(func() { syscall.Kill(gc, syscall.SIGKILL) })
-	// The grandchild left the group, so nothing kills it and it keeps
-	// stdout and stderr open: Stop must still return and stdout must end.
-	if err := stopBounded(t, p, grace, grace); err != nil {
-		t.Fatal(err)
-	}
-	drainBounded(t, out)
-	select {
-	case <-p.drained:
-	default:
-		t.Fatal("the stderr drain outlives Stop")
-	}
-	if !alive(gc) {
-		t.Fatal("the escaped grandchild is expected to survive (it is killed by the test)")
-	}
+	eachLauncher(t, func(t *testing.T, l launcher) {
+		p := l.start(t, "escape", nil)
+		p.strayGrace = grace
+		out := bufio.NewReader(p.Stdout())
+		gc := grandchildPID(t, out, 2)
+		t.Cleanup(func() { syscall.Kill(gc, syscall.SIGKILL) })
+		// The grandchild left the group, so nothing kills it and it keeps
+		// stdout and stderr open: Stop must still return and stdout must end.
+		if err := stopBounded(t, p, grace, grace); err != nil {
+			t.Fatal(err)
+		}
+		drainBounded(t, out)
+		select {
+		case <-p.drained:
+		default:
+			t.Fatal("the stderr drain outlives Stop")
+		}
+		// A supervisor is the subreaper of what leaves the group and kills
+		// it too; without one it survives (and is killed by the test).
+		if l.name == "supervised" {
+			waitGone(t, gc)
+		} else if !alive(gc) {
+			t.Fatal("the escaped grandchild is expected to survive (it is killed by the test)")
+		}
+	})
 }
 
 func TestStopIdempotentAndConcurrent(t *testing.T) {
-	p := start(t, "stubborn", nil)
-	out := bufio.NewReader(p.Stdout())
-	readLine(t, out)
-	reader := make(chan string, 1)
-	go func() {
-		b, _ := io.ReadAll(out)
-		reader <- string(b)
-	}()
-	var wg sync.WaitGroup
-	errs := make([]error, 8)
-	for i := range errs {
-		wg.Go(func() { errs[i] = p.Stop(grace, grace) })
-	}
-	stopped := make(chan struct{})
-	go func() { wg.Wait(); close(stopped) }()
-	select {
-	case <-stopped:
-	case <-time.After(tooLong):
-		t.Fatal("concurrent Stops hang")
-	}
-	for i, err := range errs {
-		if err != nil {
-			t.Fatalf("Stop %d: %v", i, err)
+	eachLauncher(t, func(t *testing.T, l launcher) {
+		p := l.start(t, "stubborn", nil)
+		out := bufio.NewReader(p.Stdout())
+		readLine(t, out)
+		reader := make(chan string, 1)
+		go func() {
+			b, _ := io.ReadAll(out)
+			reader <- string(b)
+		}()
+		var wg sync.WaitGroup
+		errs := make([]error, 8)
+		for i := range errs {
+			wg.Go(func() { errs[i] = p.Stop(grace, grace) })
 		}
-	}
-	select {
-	case <-p.Done():
-	default:
-		t.Fatal("Stop returned before the reap")
-	}
-	if err := stopBounded(t, p, grace, grace); err != nil {
-		t.Fatalf("Stop again: %v", err)
-	}
-	if sig := signalOf(p.Err()); sig != syscall.SIGKILL {
-		t.Fatalf("Err = %v", p.Err())
-	}
-	select {
-	case <-reader:
-	case <-time.After(tooLong):
-		t.Fatal("stdout reader hangs")
-	}
+		stopped := make(chan struct{})
+		go func() { wg.Wait(); close(stopped) }()
+		select {
+		case <-stopped:
+		case <-time.After(tooLong):
+			t.Fatal("concurrent Stops hang")
+		}
+		for i, err := range errs {
+			if err != nil {
+				t.Fatalf("Stop %d: %v", i, err)
+			}
+		}
+		select {
+		case <-p.Done():
+		default:
+			t.Fatal("Stop returned before the reap")
+		}
+		if err := stopBounded(t, p, grace, grace); err != nil {
+			t.Fatalf("Stop again: %v", err)
+		}
+		if sig := signalOf(p.Err()); sig != syscall.SIGKILL {
+			t.Fatalf("Err = %v", p.Err())
+		}
+		select {
+		case <-reader:
+		case <-time.After(tooLong):
+			t.Fatal("stdout reader hangs")
+		}
+	})
 }
 
 func TestScrubEnv(t *testing.T) {
@@ -618,22 +714,27 @@ func TestScrubEnv(t *testing.T) {
 }
 
 func TestChildSeesScrubbedEnv(t *testing.T) {
-	base := []string{"PATH=/usr/bin:/bin", "HOME=/home/u", "FOO_API_KEY=k", "GITHUB_TOKEN=t", "DSH_HOME=/dsh",
-		"my_password=p", "HTTPS_PROXY=http://p", "http_proxy=http://p", "DEEPSEEK_API_KEY=d", "LANG=C"}
-	p := start(t, "env", func(s *Spec) {
-		s.BaseEnv = base
-		s.PassEnv = []string{"DEEPSEEK_API_KEY"}
-		s.Env = append(s.Env, "HOME=/override", "ANTHROPIC_API_KEY=fake", "HTTP_PROXY=http://explicit")
+	eachLauncher(t, func(t *testing.T, l launcher) {
+		base := []string{"PATH=/usr/bin:/bin", "HOME=/home/u", "FOO_API_KEY=k", "GITHUB_TOKEN=t", "DSH_HOME=/dsh",
+			"my_password=p", "HTTPS_PROXY=http://p", "http_proxy=http://p", "DEEPSEEK_API_KEY=d", "LANG=C"}
+		p := l.start(t, "env", func(s *Spec) {
+			s.BaseEnv = base
+			s.PassEnv = []string{"DEEPSEEK_API_KEY"}
+			s.Env = append(s.Env, "HOME=/override", "ANTHROPIC_API_KEY=fake", "HTTP_PROXY=http://explicit")
+		})
+		got := strings.Fields(drainBounded(t, p.Stdout()))
+		waitDone(t, p)
+		want := []string{"PATH=/usr/bin:/bin", "DEEPSEEK_API_KEY=d", "LANG=C", helperEnv + "=env", "GORACE=atexit_sleep_ms=0",
+			"HOME=/override", "ANTHROPIC_API_KEY=fake", "HTTP_PROXY=http://explicit"}
+		if l.name == "lifeline" { // the lifeline's descriptor, which Main in the child reads
+			want = append(want, lifelineEnv+"=3")
+		}
+		slices.Sort(got)
+		slices.Sort(want)
+		if !slices.Equal(got, want) {
+			t.Fatalf("child env = %q\nwant %q", got, want)
+		}
 	})
-	got := strings.Fields(drainBounded(t, p.Stdout()))
-	waitDone(t, p)
-	want := []string{"PATH=/usr/bin:/bin", "DEEPSEEK_API_KEY=d", "LANG=C", helperEnv + "=env", "GORACE=atexit_sleep_ms=0",
-		"HOME=/override", "ANTHROPIC_API_KEY=fake", "HTTP_PROXY=http://explicit"}
-	slices.Sort(got)
-	slices.Sort(want)
-	if !slices.Equal(got, want) {
-		t.Fatalf("child env = %q\nwant %q", got, want)
-	}
 }
 
 func TestStartErrors(t *testing.T) {
@@ -681,35 +782,37 @@ func TestStartErrors(t *testing.T) {
 }
 
 func TestPathLookupUsesChildPath(t *testing.T) {
-	dir := t.TempDir()
-	bin := filepath.Join(dir, "bin")
-	if err := os.Mkdir(bin, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Symlink(os.Args[0], filepath.Join(bin, "helper-prog")); err != nil {
-		t.Fatal(err)
-	}
-	p := start(t, "echo", func(s *Spec) {
-		s.Path = "helper-prog"
-		s.Env = append(s.Env, "PATH="+bin)
+	eachLauncher(t, func(t *testing.T, l launcher) {
+		dir := t.TempDir()
+		bin := filepath.Join(dir, "bin")
+		if err := os.Mkdir(bin, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Symlink(l.path, filepath.Join(bin, "helper-prog")); err != nil {
+			t.Fatal(err)
+		}
+		p := l.start(t, "echo", func(s *Spec) {
+			s.Path = "helper-prog"
+			s.Env = append(s.Env, "PATH="+bin)
+		})
+		if err := stopBounded(t, p, tooLong/2, grace); err != nil {
+			t.Fatal(err)
+		}
+		if err := p.Err(); err != nil {
+			t.Fatalf("Err = %v", err)
+		}
+		// A relative path with a slash is relative to Dir.
+		p = l.start(t, "echo", func(s *Spec) {
+			s.Path = "./bin/helper-prog"
+			s.Dir = dir
+		})
+		if err := stopBounded(t, p, tooLong/2, grace); err != nil {
+			t.Fatal(err)
+		}
+		if err := p.Err(); err != nil {
+			t.Fatalf("Err = %v", err)
+		}
 	})
-	if err := stopBounded(t, p, tooLong/2, grace); err != nil {
-		t.Fatal(err)
-	}
-	if err := p.Err(); err != nil {
-		t.Fatalf("Err = %v", err)
-	}
-	// A relative path with a slash is relative to Dir.
-	p = start(t, "echo", func(s *Spec) {
-		s.Path = "./bin/helper-prog"
-		s.Dir = dir
-	})
-	if err := stopBounded(t, p, tooLong/2, grace); err != nil {
-		t.Fatal(err)
-	}
-	if err := p.Err(); err != nil {
-		t.Fatalf("Err = %v", err)
-	}
 }
 
 // children lists the PIDs whose parent is this process.

@@ -1,12 +1,8 @@
 package proc
 
 import (
-	"errors"
-	"fmt"
-	"os/exec"
 	"strings"
 	"sync"
-	"syscall"
 	"unicode/utf8"
 )
 
@@ -120,68 +116,4 @@ func diagnostic(status, tail string, cut bool) string {
 		return head + tail
 	}
 	return head + truncatedMarker + suffix(tail, maxDiagnostic-len(head)-len(truncatedMarker))
-}
-
-// describeExit says how a child ended, given its exit error.
-func describeExit(err error) string {
-	if err == nil {
-		return "exit status 0"
-	}
-	var ee *exec.ExitError
-	if errors.As(err, &ee) {
-		if ws, ok := ee.Sys().(syscall.WaitStatus); ok {
-			switch {
-			case ws.Signaled() && ws.CoreDump():
-				return "killed by signal " + signalName(ws.Signal()) + " (core dumped)"
-			case ws.Signaled():
-				return "killed by signal " + signalName(ws.Signal())
-			case ws.Exited():
-				return fmt.Sprintf("exit status %d", ws.ExitStatus())
-			}
-		}
-	}
-	return err.Error()
-}
-
-// signalName is the conventional name of sig without "SIG", e.g. "TERM".
-func signalName(sig syscall.Signal) string {
-	switch sig {
-	case syscall.SIGHUP:
-		return "HUP"
-	case syscall.SIGINT:
-		return "INT"
-	case syscall.SIGQUIT:
-		return "QUIT"
-	case syscall.SIGILL:
-		return "ILL"
-	case syscall.SIGTRAP:
-		return "TRAP"
-	case syscall.SIGABRT:
-		return "ABRT"
-	case syscall.SIGBUS:
-		return "BUS"
-	case syscall.SIGFPE:
-		return "FPE"
-	case syscall.SIGKILL:
-		return "KILL"
-	case syscall.SIGUSR1:
-		return "USR1"
-	case syscall.SIGSEGV:
-		return "SEGV"
-	case syscall.SIGUSR2:
-		return "USR2"
-	case syscall.SIGPIPE:
-		return "PIPE"
-	case syscall.SIGALRM:
-		return "ALRM"
-	case syscall.SIGTERM:
-		return "TERM"
-	case syscall.SIGXCPU:
-		return "XCPU"
-	case syscall.SIGXFSZ:
-		return "XFSZ"
-	case syscall.SIGSYS:
-		return "SYS"
-	}
-	return fmt.Sprintf("%d", int(sig))
 }

@@ -2,22 +2,18 @@ package builtin
 
 import (
 	"context"
+	"errors"
 	"fmt"
-	"os"
-	"os/exec"
+	"io"
 	"strings"
-	"syscall"
 	"time"
 	"unicode/utf8"
 
 	"github.com/dsh-go/dsh/content"
 	"github.com/dsh-go/dsh/internal/proc"
+	"github.com/dsh-go/dsh/sandbox"
 	"github.com/dsh-go/dsh/tool"
 )
-
-// waitDelay bounds how long bash waits for output after the shell exited,
-// when a background process still holds the output pipe.
-const waitDelay = time.Second
 
 type bashArgs struct {
 	Command   string `json:"command" jsonschema:"the command line, run with bash -c"`
@@ -27,7 +23,8 @@ type bashArgs struct {
 func bashTool(opts Options) tool.Definition {
 	desc := fmt.Sprintf("Run a shell command with bash -c in the working directory and return its combined stdout and stderr "+
 		"(at most %d bytes; the middle of longer output is omitted). Stdin is empty; the command is killed after %v unless "+
-		"timeout_ms says otherwise; background processes must redirect their output.", opts.OutputLimit, opts.BashTimeout)
+		"timeout_ms says otherwise; processes it leaves in the background are killed when it ends.%s",
+		opts.OutputLimit, opts.BashTimeout, sandboxNote(opts.Sandbox))
 	return tool.Func("bash", desc, false, func(ctx context.Context, call tool.Call, args bashArgs) (tool.Result, error) {
 		timeout := opts.BashTimeout
 		switch {
@@ -36,46 +33,63 @@ func bashTool(opts Options) tool.Definition {
 		case args.TimeoutMS > 0:
 			timeout = min(time.Duration(args.TimeoutMS)*time.Millisecond, MaxBashTimeout)
 		}
-		return runBash(ctx, resolve(call.Cwd, "."), args.Command, timeout, opts.OutputLimit)
+		mode := opts.Sandbox
+		if m, ok := sandbox.FromContext(ctx); ok { // a child's policy narrows, never widens
+			mode = sandbox.Narrow(mode, m)
+		}
+		dir := resolve(call.Cwd, ".")
+		return runBash(ctx, dir, args.Command, timeout, opts.OutputLimit, sandbox.For(mode, dir))
 	})
 }
 
-// runBash runs command in its own process group and kills the whole group
-// when ctx is done or timeout expires.
-func runBash(ctx context.Context, dir, command string, timeout time.Duration, limit int) (tool.Result, error) {
+// sandboxNote tells the model what the sandbox allows.
+func sandboxNote(m sandbox.Mode) string {
+	switch m {
+	case sandbox.ReadOnly:
+		return " Commands cannot write files (a read-only sandbox)."
+	case sandbox.WorkspaceWrite:
+		return " Commands can write only under the working directory and the temporary directories (a sandbox)."
+	}
+	return ""
+}
+
+// runBash runs command in its own process group (see internal/proc: it is
+// supervised, hardened and sandboxed by policy) and kills the whole group
+// when the command ends, when ctx is done or when timeout expires.
+func runBash(ctx context.Context, dir, command string, timeout time.Duration, limit int, policy sandbox.Policy) (tool.Result, error) {
 	runCtx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	out := &headTail{limit: limit}
-	cmd := exec.Command("bash", "-c", command)
-	cmd.Dir = dir
-	// Commands the model runs never see the harness's credentials.
-	cmd.Env = proc.ScrubEnv(os.Environ(), nil)
-	cmd.Stdout, cmd.Stderr = out, out
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	cmd.WaitDelay = waitDelay
-	if err := cmd.Start(); err != nil {
+	p, err := proc.Start(proc.Spec{Path: "bash", Args: []string{"-c", command}, Dir: dir, MergeStderr: true, Sandbox: policy})
+	if err != nil {
 		return tool.Result{}, tool.Errorf(tool.CodeFailed, "cannot run command: %v", err)
 	}
-	pgid := cmd.Process.Pid
-	stop := context.AfterFunc(runCtx, func() { syscall.Kill(-pgid, syscall.SIGKILL) })
-	err := cmd.Wait()
-	stop()
+	p.Stdin().Close() // stdin is empty
+	out := &headTail{limit: limit}
+	copied := make(chan struct{})
+	go func() {
+		io.Copy(out, p.Stdout())
+		close(copied)
+	}()
+	select {
+	case <-p.Done():
+	case <-runCtx.Done():
+	}
+	p.Stop(0, 0) // kills what is left of the group; bounded even when something escaped it
+	<-copied
 
 	text := out.String()
-	switch {
+	var ee *proc.ExitError
+	switch err := p.Err(); {
 	case ctx.Err() != nil:
 		return tool.Result{}, fmt.Errorf("command aborted: %w", ctx.Err())
 	case runCtx.Err() != nil:
 		return textResult(CodeTimeout, fmt.Sprintf("%scommand timed out after %v and was killed", withNL(text), timeout)), nil
-	case cmd.ProcessState == nil:
+	case errors.As(err, &ee) && ee.Signal != 0:
+		return textResult(CodeExitStatus, fmt.Sprintf("%scommand killed by signal %v", withNL(text), ee.Signal)), nil
+	case errors.As(err, &ee):
+		return textResult(CodeExitStatus, fmt.Sprintf("%sexit code %d", withNL(text), ee.Code)), nil
+	case err != nil:
 		return tool.Result{}, tool.Errorf(tool.CodeFailed, "command failed: %v", err)
-	}
-	ws, _ := cmd.ProcessState.Sys().(syscall.WaitStatus)
-	switch {
-	case ws.Signaled():
-		return textResult(CodeExitStatus, fmt.Sprintf("%scommand killed by signal %v", withNL(text), ws.Signal())), nil
-	case ws.ExitStatus() != 0:
-		return textResult(CodeExitStatus, fmt.Sprintf("%sexit code %d", withNL(text), ws.ExitStatus())), nil
 	case text == "":
 		return tool.TextResult("(no output)"), nil
 	}

@@ -12,6 +12,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/dsh-go/dsh/sandbox"
 	"github.com/dsh-go/dsh/tool"
 )
 
@@ -32,6 +33,13 @@ const (
 type Options struct {
 	BashTimeout time.Duration // default timeout of a bash call
 	OutputLimit int           // cap in bytes of one tool result's text
+	// Sandbox is where bash commands may write (default sandbox.Default,
+	// workspace-write); a call's context may narrow it (sandbox.WithMode),
+	// never widen it.
+	Sandbox sandbox.Mode
+	// Redact, when set, rewrites the text of every result and error (dsh
+	// removes the credentials it holds).
+	Redact func(string) string
 }
 
 func (o Options) withDefaults() Options {
@@ -41,15 +49,14 @@ func (o Options) withDefaults() Options {
 	if o.OutputLimit <= 0 {
 		o.OutputLimit = DefaultOutputLimit
 	}
+	o.Sandbox = o.Sandbox.Or(sandbox.Default)
 	return o
 }
 
 // Tools returns the built-in tool definitions.
 func Tools(opts Options) []tool.Definition {
 	opts = opts.withDefaults()
-	return []tool.Definition{
-		bashTool(opts), readFileTool(opts), writeFileTool(), editFileTool(), globTool(opts), grepTool(opts),
-	}
+	return redacted(opts.Redact, bashTool(opts), readFileTool(opts), writeFileTool(), editFileTool(), globTool(opts), grepTool(opts))
 }
 
 // Register adds every built-in tool to r as a global tool. It is

@@ -18,10 +18,14 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/dsh-go/dsh/content"
+	"github.com/dsh-go/dsh/internal/proc"
 	"github.com/dsh-go/dsh/tool"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) {
+	proc.Main() // bash commands run supervised, as in dsh
+	goleak.VerifyTestMain(m)
+}
 
 // scope returns a scope over a registry holding the built-in tools.
 func scope(t *testing.T, opts Options) *tool.Scope {

@@ -1,0 +1,39 @@
+package config
+
+import (
+	"slices"
+
+	"github.com/dsh-go/dsh/internal/secret"
+)
+
+// baseURLEnv overrides the default route's endpoint (see Default).
+const baseURLEnv = "DEEPSEEK_BASE_URL"
+
+// CredentialEnv lists the variables that hold credentials under cfg: every
+// model route's apiKeyEnv, and DEEPSEEK_BASE_URL when its URL carries a
+// secret (user-info, or a key in its query). dsh takes them out of its
+// environment at start-up (see internal/secret).
+func (cfg Config) CredentialEnv(getenv func(string) string) []string {
+	var names []string
+	for _, m := range cfg.Models {
+		if m.APIKeyEnv != "" && !slices.Contains(names, m.APIKeyEnv) {
+			names = append(names, m.APIKeyEnv)
+		}
+	}
+	if len(secret.URLSecrets(getenv(baseURLEnv))) > 0 {
+		names = append(names, baseURLEnv)
+	}
+	return names
+}
+
+// Credentials lists the secret values cfg uses: the routes' keys and the
+// secret parts of their base URLs. They are redacted from tool results,
+// session files and logs.
+func (cfg Config) Credentials(getenv func(string) string) []string {
+	var values []string
+	for _, m := range cfg.Models {
+		values = append(values, getenv(m.APIKeyEnv))
+		values = append(values, secret.URLSecrets(m.BaseURL)...)
+	}
+	return values
+}

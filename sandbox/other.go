@@ -1,0 +1,23 @@
+//go:build !linux && !darwin
+
+package sandbox
+
+import (
+	"fmt"
+	"runtime"
+)
+
+// Check reports whether this system can enforce m: only Full and unset
+// modes can be honoured here.
+func Check(m Mode) error {
+	if !(Policy{Mode: m}).Restricted() {
+		return nil
+	}
+	return fmt.Errorf("sandbox: %s cannot be enforced on %s", m, runtime.GOOS)
+}
+
+// RestrictThread only validates p: nothing can be enforced here.
+func (p Policy) RestrictThread() error { return p.validate() }
+
+// Command returns path and argv unchanged.
+func (p Policy) Command(path string, argv []string) (string, []string) { return path, argv }
