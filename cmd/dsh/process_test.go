@@ -101,7 +101,7 @@ func TestNoProcessOutlivesDsh(t *testing.T) {
   providers:
     - name: isolated
       kind: acp
-      acp: {command: self, permission: allow}
+      acp: {command: self}
   tools:
     - provider: isolated
       toolName: subagent_isolated
@@ -215,7 +215,8 @@ models:
   - name: bearer
     baseURL: %s/v1?key=%s
     apiKeyEnv: LLM_BEARER
-    model: m
+    model: deepseek-flash
+    passBackReasoning: true
 tools: {sandbox: %s}
 `, srv.URL, secrets[2], mode)), 0o644)
 				os.WriteFile(filepath.Join(cwd, "planted.txt"), []byte("KEY="+secrets[0]+"\n"), 0o644)
