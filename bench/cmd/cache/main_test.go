@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -17,7 +18,10 @@ import (
 	"github.com/dsh-go/dsh/bench/internal/scriptllm"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) {
+	slog.SetDefault(slog.New(slog.DiscardHandler)) // as main does
+	goleak.VerifyTestMain(m)
+}
 
 func TestActor(t *testing.T) {
 	msgs := func(ms ...scriptllm.Message) scriptllm.Request { return scriptllm.Request{Messages: ms} }

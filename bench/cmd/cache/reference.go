@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/dsh-go/dsh/bench/internal/dshbin"
-	"github.com/dsh-go/dsh/bench/internal/scriptllm"
 )
 
 // refName is the scenario that runs the reference harness: the fork
@@ -47,7 +46,7 @@ func (o options) reference(tmp string) (result, error) {
 		}
 	}
 	dir := filepath.Join(tmp, refName)
-	srv := scriptllm.Start(sc.reply)
+	srv := o.server(sc)
 	defer srv.Close()
 	cwd, _, err := workspace(dir, sc, srv.URL)
 	if err != nil {

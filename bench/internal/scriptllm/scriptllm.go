@@ -4,8 +4,9 @@
 // from the request's messages; a reply may hold its answer until other
 // named requests have arrived, so that children started together reach the
 // model together. Each request's prompt-cache hit is simulated
-// (promptcache) at its arrival and reported in the usage the answer
-// carries, in DeepSeek's fields.
+// (promptcache) at its arrival, against the requests answered before it
+// (or, with CacheOnArrival, that arrived before it), and reported in the
+// usage the answer carries, in DeepSeek's fields.
 package scriptllm
 
 import (
@@ -59,9 +60,13 @@ type Server struct {
 	*httptest.Server
 	// AwaitTimeout bounds how long a reply waits for the keys it awaits;
 	// past it the answer goes out anyway and a warning is recorded. Set it
-	// before the first request.
+	// before Start.
 	AwaitTimeout time.Duration
-	reply        func(Request) Reply
+	// CacheOnArrival makes a request's prefix cacheable from its arrival
+	// rather than from its answer: requests held together then hit each
+	// other in arrival order. Set it before Start.
+	CacheOnArrival bool
+	reply          func(Request) Reply
 
 	cache    promptcache.Cache
 	mu       sync.Mutex
@@ -71,10 +76,18 @@ type Server struct {
 	warnings []string
 }
 
+// New returns a server answering with reply, not yet started: set its
+// fields, then call Start.
+func New(reply func(Request) Reply) *Server {
+	s := &Server{AwaitTimeout: DefaultAwaitTimeout, reply: reply, arrived: map[string]chan struct{}{}}
+	s.Server = httptest.NewUnstartedServer(http.HandlerFunc(s.serve))
+	return s
+}
+
 // Start starts a server answering with reply.
 func Start(reply func(Request) Reply) *Server {
-	s := &Server{AwaitTimeout: DefaultAwaitTimeout, reply: reply, arrived: map[string]chan struct{}{}}
-	s.Server = httptest.NewServer(http.HandlerFunc(s.serve))
+	s := New(reply)
+	s.Start()
 	return s
 }
 
@@ -137,7 +150,10 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	s.mu.Lock()
 	req.Seq = s.next
 	s.next++
-	prefix := s.cache.Lookup(rendered) // only requests answered before this one arrived
+	prefix := s.cache.Lookup(rendered) // the requests answered (or arrived) before this one arrived
+	if s.CacheOnArrival {
+		s.cache.Add(rendered)
+	}
 	s.mu.Unlock()
 
 	rep := s.reply(req)
@@ -164,7 +180,9 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		stream(w, req, rep, len(rendered), promptcache.Floor(prefix))
 	}
 	s.mu.Lock()
-	s.cache.Add(rendered)
+	if !s.CacheOnArrival {
+		s.cache.Add(rendered)
+	}
 	s.log = append(s.log, x)
 	s.mu.Unlock()
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"strings"
 	"sync"
@@ -113,9 +114,16 @@ func TestScriptedAnswerThroughTheDeepSeekAdapter(t *testing.T) {
 }
 
 // Two requests that await each other are answered only once both arrived,
-// so neither hits the other's prefix; a third one, later, hits.
+// so neither hits the other's prefix; a third one, later, hits. With
+// CacheOnArrival the second to arrive hits the first.
 func TestAwaitedRequestsAreSimultaneous(t *testing.T) {
-	srv := Start(func(r Request) Reply {
+	for _, onArrival := range []bool{false, true} {
+		t.Run(fmt.Sprint("CacheOnArrival=", onArrival), func(t *testing.T) { testAwaited(t, onArrival) })
+	}
+}
+
+func testAwaited(t *testing.T, onArrival bool) {
+	srv := New(func(r Request) Reply {
 		switch last := r.Messages[len(r.Messages)-1].Text; last {
 		case "a", "b":
 			other := map[string]string{"a": "b", "b": "a"}[last]
@@ -123,6 +131,8 @@ func TestAwaitedRequestsAreSimultaneous(t *testing.T) {
 		}
 		return Reply{Text: "later"}
 	})
+	srv.CacheOnArrival = onArrival
+	srv.Start()
 	defer srv.Close()
 	m := model(t, srv)
 	system := strings.Repeat("shared ", 200)
@@ -138,8 +148,11 @@ func TestAwaitedRequestsAreSimultaneous(t *testing.T) {
 	wg.Wait()
 	blocks(t, m, request(system, "c"))
 	xs := srv.Exchanges()
-	if len(xs) != 3 || xs[0].Prefix != 0 || xs[1].Prefix != 0 {
-		t.Fatalf("simultaneous requests hit each other: %d, %d", xs[0].Prefix, xs[1].Prefix)
+	if len(xs) != 3 || xs[0].Prefix != 0 {
+		t.Fatalf("%d exchanges; the first arrival hit %d bytes", len(xs), xs[0].Prefix)
+	}
+	if hit := xs[1].Prefix >= len(system); hit != onArrival {
+		t.Fatalf("the second arrival hit %d bytes of the first", xs[1].Prefix)
 	}
 	if xs[2].Prefix < len(system) {
 		t.Errorf("the later request's prefix %d is shorter than the shared system prompt", xs[2].Prefix)
@@ -150,8 +163,9 @@ func TestAwaitedRequestsAreSimultaneous(t *testing.T) {
 }
 
 func TestAwaitTimesOutWithAWarning(t *testing.T) {
-	srv := Start(func(Request) Reply { return Reply{Await: []string{"never"}, Text: "alone"} })
+	srv := New(func(Request) Reply { return Reply{Await: []string{"never"}, Text: "alone"} })
 	srv.AwaitTimeout = 10 * time.Millisecond
+	srv.Start()
 	defer srv.Close()
 	got, _ := blocks(t, model(t, srv), request("s", "u"))
 	if len(got) != 1 || got[0].Text != "alone" {
