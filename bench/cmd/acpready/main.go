@@ -105,7 +105,7 @@ func run(runs, sdkPrompts int, names []string, node string) error {
 					}
 				}
 			}
-			p, err := acpchild.New(acpchild.Config{Name: "sdk", Command: node, Args: []string{agentJS},
+			p, err := acpchild.New(acpchild.Config{Name: "sdk", Command: node, Args: []string{agentJS}, Permission: acpchild.PermissionPolicy,
 				// It does not exit on end of input; a short grace keeps the run bounded.
 				ChildTimeouts: subagent.ChildTimeouts{EOFGrace: 200 * time.Millisecond, TermGrace: time.Second}})
 			if err != nil {

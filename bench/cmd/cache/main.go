@@ -45,6 +45,7 @@ func main() {
 	refSrc := flag.String("ref-src", "/work/shared/bench-ref", "("+refName+") the reference harness to copy")
 	refDir := flag.String("ref-dir", "", "("+refName+") its writable copy (default <root>/.cache/bench-ref, git-ignored)")
 	timeout := flag.Duration("timeout", 60*time.Second, "time limit of one scenario")
+	src := flag.String("src", "", "build dsh from this checkout (default: the working tree of this bench module), e.g. a git worktree of an older commit")
 	cache := flag.String("cache", "answered", "what a request can hit: answered (requests answered before it arrived; children started together are simultaneous) or arrived (every request that arrived before it)")
 	flag.Parse()
 	if *cache != "answered" && *cache != "arrived" {
@@ -52,7 +53,7 @@ func main() {
 		os.Exit(2)
 	}
 	slog.SetDefault(slog.New(slog.DiscardHandler)) // the ACP SDK logs through slog.Default
-	o := options{json: *asJSON, keep: *keep, refSrc: *refSrc, refDir: *refDir, timeout: *timeout, onArrival: *cache == "arrived", out: os.Stdout}
+	o := options{json: *asJSON, keep: *keep, refSrc: *refSrc, refDir: *refDir, timeout: *timeout, onArrival: *cache == "arrived", src: *src, out: os.Stdout}
 	if err := o.run(strings.Split(*list, ",")); err != nil {
 		fmt.Fprintln(os.Stderr, "cache:", err)
 		os.Exit(1)
@@ -64,7 +65,8 @@ type options struct {
 	keep           string
 	refSrc, refDir string
 	timeout        time.Duration
-	onArrival      bool // scriptllm.Server.CacheOnArrival
+	onArrival      bool   // scriptllm.Server.CacheOnArrival
+	src            string // the checkout dsh is built from
 	out            io.Writer
 }
 
@@ -75,7 +77,7 @@ type result struct {
 	Warnings []string `json:"warnings,omitempty"`
 }
 
-func (o options) run(list []string) error {
+func (o *options) run(list []string) error {
 	all := map[string]*scenario{}
 	for _, sc := range scenarios() {
 		all[sc.name] = sc
@@ -90,7 +92,7 @@ func (o options) run(list []string) error {
 		return err
 	}
 	defer os.RemoveAll(tmp)
-	bin, err := dshbin.Build(tmp)
+	bin, err := o.build(tmp)
 	if err != nil {
 		return err
 	}
@@ -101,7 +103,7 @@ func (o options) run(list []string) error {
 		}
 		fmt.Fprintf(o.out, "prompt cache, dsh %s: tokens = bytes/4 in chat-template order (system, tools, messages); "+
 			"a hit is the longest prefix shared with a request %s, floored to %d tokens; cost in full-price tokens, hit = %.1f\n\n",
-			revision(), before, promptcache.BlockTokens, promptcache.HitPrice)
+			revision(o.src), before, promptcache.BlockTokens, promptcache.HitPrice)
 		fmt.Fprintf(o.out, "%-11s %4s %10s %7s %10s %10s %6s %7s\n", "scenario", "req", "input tok", "hit", "cost", "no cache", "ratio", "append")
 	}
 	var total promptcache.Report
@@ -237,14 +239,29 @@ func tempDir() (string, error) {
 	}
 }
 
-// revision names the working tree's commit, with "+dirty" when it has
-// uncommitted changes.
-func revision() string {
-	root, err := dshbin.Root()
-	if err != nil {
-		return "?"
+// build builds the dsh command of o.src (default: this working tree) into
+// dir.
+func (o *options) build(dir string) (string, error) {
+	if o.src == "" {
+		root, err := dshbin.Root()
+		if err != nil {
+			return "", err
+		}
+		o.src = root
 	}
-	out, err := exec.Command("git", "-C", root, "describe", "--always", "--dirty=+dirty").Output()
+	bin := filepath.Join(dir, "dsh")
+	cmd := exec.Command("go", "build", "-o", bin, "./cmd/dsh")
+	cmd.Dir = o.src
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("go build ./cmd/dsh in %s: %v\n%s", o.src, err, out)
+	}
+	return bin, nil
+}
+
+// revision names the commit of the tree at src, with "+dirty" when it has
+// uncommitted changes.
+func revision(src string) string {
+	out, err := exec.Command("git", "-C", src, "describe", "--always", "--dirty=+dirty").Output()
 	if err != nil {
 		return "?"
 	}
