@@ -134,7 +134,7 @@ func (o *options) run(list []string) error {
 }
 
 // scenario runs one scenario in a fresh DSH_HOME and working directory.
-func (o options) scenario(tmp, bin string, sc *scenario) (result, error) {
+func (o *options) scenario(tmp, bin string, sc *scenario) (result, error) {
 	res := result{Scenario: sc.name}
 	dir := filepath.Join(tmp, sc.name)
 	srv := o.server(sc)
@@ -158,11 +158,11 @@ func (o options) scenario(tmp, bin string, sc *scenario) (result, error) {
 	if err != nil {
 		return res, err
 	}
-	return o.analyze(res, sc, srv, xs), nil
+	return analyze(res, sc, srv, xs), nil
 }
 
 // server starts the scripted model of a scenario.
-func (o options) server(sc *scenario) *scriptllm.Server {
+func (o *options) server(sc *scenario) *scriptllm.Server {
 	srv := scriptllm.New(sc.reply)
 	srv.CacheOnArrival = o.onArrival
 	srv.Start()
@@ -171,7 +171,7 @@ func (o options) server(sc *scenario) *scriptllm.Server {
 
 // analyze prices a scenario's exchanges and notes where the run left its
 // script.
-func (o options) analyze(res result, sc *scenario, srv *scriptllm.Server, xs []promptcache.Exchange) result {
+func analyze(res result, sc *scenario, srv *scriptllm.Server, xs []promptcache.Exchange) result {
 	res.Report = promptcache.Analyze(xs)
 	res.Warnings = srv.Warnings()
 	if n := len(res.Children); n != sc.children {
@@ -186,7 +186,7 @@ func (o options) analyze(res result, sc *scenario, srv *scriptllm.Server, xs []p
 }
 
 // keepBodies writes the request bodies under o.keep, when set.
-func (o options) keepBodies(name string, xs []promptcache.Exchange) error {
+func (o *options) keepBodies(name string, xs []promptcache.Exchange) error {
 	if o.keep == "" {
 		return nil
 	}
@@ -202,7 +202,7 @@ func (o options) keepBodies(name string, xs []promptcache.Exchange) error {
 	return nil
 }
 
-func (o options) print(r result) {
+func (o *options) print(r result) {
 	if o.json {
 		b, _ := json.Marshal(r)
 		fmt.Fprintln(o.out, string(b))
@@ -259,11 +259,11 @@ func (o *options) build(dir string) (string, error) {
 }
 
 // revision names the commit of the tree at src, with "+dirty" when it has
-// uncommitted changes.
+// uncommitted changes; src itself when it is not a git checkout.
 func revision(src string) string {
 	out, err := exec.Command("git", "-C", src, "describe", "--always", "--dirty=+dirty").Output()
 	if err != nil {
-		return "?"
+		return src
 	}
 	return strings.TrimSpace(string(out))
 }

@@ -4,6 +4,8 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
+	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -13,6 +15,8 @@ import (
 	"time"
 
 	"go.uber.org/goleak"
+
+	"github.com/dsh-go/dsh/internal/proc"
 
 	"github.com/dsh-go/dsh/bench/internal/promptcache"
 	"github.com/dsh-go/dsh/bench/internal/scriptllm"
@@ -160,5 +164,33 @@ func TestCommandRunsEveryScenario(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(keep, "spawn", "000.json")); err != nil {
 		t.Error(err)
+	}
+	if err := proc.NoChildren(); err != nil {
+		t.Error(err)
+	}
+}
+
+// A model that never answers: the scenario fails at its time limit, and
+// neither `dsh run` nor `dsh acp` is left behind.
+func TestHungModelFailsTheScenarioAndLeavesNoProcess(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs dsh")
+	}
+	tmp := t.TempDir()
+	o := options{timeout: time.Second, out: io.Discard}
+	bin, err := o.build(tmp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, acp := range []bool{false, true} {
+		sc := &scenario{name: fmt.Sprint("hang-acp-", acp), acp: acp, prompts: []string{"[cb:hang] wait"},
+			script: map[string][]scriptllm.Reply{"hang": {together(text("never"), "nobody#0")}}}
+		_, err := o.scenario(tmp, bin, sc)
+		if err == nil {
+			t.Errorf("%s: no error", sc.name)
+		}
+		if err := proc.NoChildren(); err != nil {
+			t.Errorf("%s: %v", sc.name, err)
+		}
 	}
 }

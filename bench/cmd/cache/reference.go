@@ -33,7 +33,7 @@ var refExtras = []string{
 }
 
 // reference runs the fork scenario's script on the reference harness.
-func (o options) reference(tmp string) (result, error) {
+func (o *options) reference(tmp string) (result, error) {
 	res := result{Scenario: refName}
 	node, err := o.refSetup()
 	if err != nil {
@@ -74,7 +74,7 @@ func (o options) reference(tmp string) (result, error) {
 	if err != nil {
 		return res, fmt.Errorf("node cache-fork.mjs: %v\n%s", err, tail(out.String(), 2000))
 	}
-	return o.analyze(res, sc, srv, xs), nil
+	return analyze(res, sc, srv, xs), nil
 }
 
 // refSetup copies the harness to its writable place, installs it once
