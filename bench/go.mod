@@ -11,7 +11,9 @@ require (
 	// (undefined: GoMapIterator); v1.15.5 does.
 	github.com/bytedance/sonic v1.15.5 // indirect
 	github.com/cloudwego/eino v0.7.36
+	github.com/coder/acp-go-sdk v0.13.0
 	github.com/dsh-go/dsh v0.0.0
+	go.uber.org/goleak v1.3.0
 )
 
 require (
@@ -20,7 +22,6 @@ require (
 	github.com/bytedance/gopkg v0.1.3 // indirect
 	github.com/bytedance/sonic/loader v0.5.3 // indirect
 	github.com/cloudwego/base64x v0.1.6 // indirect
-	github.com/coder/acp-go-sdk v0.13.0 // indirect
 	github.com/dustin/go-humanize v1.0.1 // indirect
 	github.com/eino-contrib/jsonschema v1.0.3 // indirect
 	github.com/go-json-experiment/json v1.27.2 // indirect
