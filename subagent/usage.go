@@ -8,9 +8,14 @@ import (
 )
 
 // UsageMeta is the tool-result meta a delegating tool records, so that the
-// usage of a child's own children rolls up into the child's usage.
+// usage of a child's own children rolls up into the child's usage, and a
+// reader of the log can find the child.
 type UsageMeta struct {
 	SubagentUsage map[string]content.Usage `json:"subagentUsage,omitempty"`
+	// SubagentChild is the run's id: the child's session id for a local
+	// run; SubagentProvider the provider it ran on.
+	SubagentChild    string `json:"subagentChild,omitempty"`
+	SubagentProvider string `json:"subagentProvider,omitempty"`
 }
 
 // AddUsage adds u to sum under key, allocating sum when nil.

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io/fs"
 	"net/http"
@@ -79,15 +80,21 @@ func TestDemoDelegatesAndPersists(t *testing.T) {
 	if id == nil {
 		t.Fatalf("no session id in %q", errOut)
 	}
-	list, _, err := runCLI(t, env, "sessions", "list")
-	if err != nil || !strings.Contains(list, id[1]) {
+	list, _, err := runCLI(t, env, "sessions", "list", "--all", "--json")
+	var rows []struct{ ID, Parent, Status, Title string }
+	if err != nil || json.Unmarshal([]byte(list), &rows) != nil {
 		t.Fatalf("sessions list: %v\n%s", err, list)
 	}
-	// The parent and its two children are stored; the children name their parent.
-	if n := strings.Count(list, id[1]); n != 3 {
-		t.Fatalf("session %s appears %d times in the list, want itself and two children:\n%s", id[1], n, list)
+	// The parent and its two children are stored; the children name their
+	// parent and come after it.
+	if len(rows) != 3 || rows[0].ID != id[1] || rows[1].Parent != id[1] || rows[2].Parent != id[1] || rows[0].Status != "completed" ||
+		rows[0].Title != demoTurn1 {
+		t.Fatalf("sessions list --json:\n%s", list)
 	}
-	show, _, err := runCLI(t, env, "sessions", "show", id[1])
+	if text, _, _ := runCLI(t, env, "sessions", "list", "--all"); !strings.Contains(text, "\n  "+id[1][:8]) && !strings.Contains(text, "\n"+id[1][:8]) {
+		t.Fatalf("sessions list:\n%s", text)
+	}
+	show, _, err := runCLI(t, env, "sessions", "show", id[1][:6])
 	if err != nil || !strings.Contains(show, "tool subagent_fork") || !strings.Contains(show, "── end: completed") {
 		t.Fatalf("sessions show: %v\n%s", err, show)
 	}

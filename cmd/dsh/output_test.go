@@ -228,3 +228,38 @@ func TestREADMEJSONExample(t *testing.T) {
 		}
 	}
 }
+
+// sessions show: each turn's usage and end (a failed turn's error), each
+// subagent call's child session; ids by unambiguous prefix.
+func TestSessionsShow(t *testing.T) {
+	srv := llmtest.NewServer(t, func(r llmtest.Request) llmtest.Reply {
+		switch {
+		case r.Child:
+			return llmtest.Reply{Text: "child done"}
+		case r.LastUser == "fail":
+			return llmtest.Reply{Status: http.StatusBadRequest, Body: `{"error":{"message":"nope"}}`}
+		case len(r.ToolResults) == 0:
+			return llmtest.Reply{ToolCall: &llmtest.ToolCall{Name: "subagent", Arguments: `{"description":"d","prompt":"p"}`}}
+		}
+		return llmtest.Reply{Text: "done"}
+	})
+	env := map[string]string{"DSH_HOME": t.TempDir(), "DEEPSEEK_API_KEY": "sk-test", "DEEPSEEK_BASE_URL": srv.URL}
+	_, errOut, err := runCLI(t, env, "run", "--cwd", t.TempDir(), "go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := regexp.MustCompile(`\[session ([0-9a-f-]{36})`).FindStringSubmatch(errOut)[1]
+	show, _, err := runCLI(t, env, "sessions", "show", id[:5])
+	if err != nil || !regexp.MustCompile(`  child [0-9a-f-]{36} \(spawn\): dsh sessions show [0-9a-f]{8}`).MatchString(show) ||
+		!strings.Contains(show, "── end: completed · tokens in 9 (0 cached) out 6") {
+		t.Fatalf("sessions show: %v\n%s", err, show)
+	}
+	_, errOut, _ = runCLI(t, env, "run", "--cwd", t.TempDir(), "fail")
+	failed := regexp.MustCompile(`\[session ([0-9a-f-]{36})`).FindStringSubmatch(errOut)[1]
+	if show, _, _ := runCLI(t, env, "sessions", "show", failed); !strings.Contains(show, "── end: error: INVALID_REQUEST: deepseek: HTTP 400 Bad Request: nope") {
+		t.Errorf("failed turn:\n%s", show)
+	}
+	if _, _, err := runCLI(t, env, "sessions", "show", ""); err == nil || !strings.Contains(err.Error(), "is ambiguous") {
+		t.Errorf("ambiguous prefix: %v", err)
+	}
+}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -121,14 +122,23 @@ enabled = false
 	if len(tools) == 3 && (id[2] != "21" || id[3] != "14") {
 		t.Errorf("usage in %s out %s, want 21 and 14 (children included)", id[2], id[3])
 	}
-	list := exec.Command(dshBinary, "--config", cfgPath, "sessions", "list")
+	list := exec.Command(dshBinary, "--config", cfgPath, "sessions", "list", "--all", "--json")
 	list.Env = env
 	listed, err := list.Output()
-	if err != nil {
-		t.Fatal(err)
+	var rows []struct {
+		Parent string
+		Depth  int
 	}
-	children := regexp.MustCompile(`(?m)^\S+\s+\S+ \S+\s+1\s+`+id[1]).FindAll(listed, -1)
-	if len(children) != 3 { // spawn, fork and the self child; Codex and Claude Code keep their own logs
-		t.Errorf("%d sessions at depth 1 under %s, want 3:\n%s", len(children), id[1], listed)
+	if err != nil || json.Unmarshal(listed, &rows) != nil {
+		t.Fatalf("sessions list: %v\n%s", err, listed)
+	}
+	children := 0
+	for _, r := range rows {
+		if r.Parent == id[1] && r.Depth == 1 {
+			children++
+		}
+	}
+	if children != 3 { // spawn, fork and the self child; Codex and Claude Code keep their own logs
+		t.Errorf("%d sessions at depth 1 under %s, want 3:\n%s", children, id[1], listed)
 	}
 }

@@ -273,7 +273,7 @@ func (t *instance) execute(ctx context.Context, call tool.Call) (tool.Result, er
 	}
 	res, werr := run.Wait(context.WithoutCancel(ctx))
 	derr := run.Dispose(context.WithoutCancel(ctx))
-	meta := usageMeta(res.Usage)
+	meta := runMeta(run, t.cfg.Provider, res.Usage)
 	switch {
 	case werr != nil || derr != nil:
 		r := tool.ErrorResult(tool.CodeFailed, errors.Join(werr, derr).Error())
@@ -296,6 +296,13 @@ func usageMeta(u map[string]content.Usage) json.RawMessage {
 		return nil
 	}
 	raw, _ := json.Marshal(subagent.UsageMeta{SubagentUsage: u})
+	return raw
+}
+
+// runMeta is the result meta of a foreground run: its usage, and which
+// child it was.
+func runMeta(run subagent.Run, provider string, u map[string]content.Usage) json.RawMessage {
+	raw, _ := json.Marshal(subagent.UsageMeta{SubagentUsage: u, SubagentChild: run.ID(), SubagentProvider: provider})
 	return raw
 }
 
