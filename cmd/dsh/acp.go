@@ -29,7 +29,8 @@ func (c *cli) acpCmd() *cobra.Command {
 				ask = *cfg.ACP.AskPermission
 			}
 			err = acp.Serve(cmd.Context(), acp.Options{Agents: rt.Agents, AgentOptions: cfg.Agent, AskPermission: ask,
-				Version: version, Log: rt.Log}, c.stdin, c.stdout)
+				PermissionTimeout: cfg.ACP.PermissionTimeout, MaxSessions: cfg.ACP.MaxSessions, Version: version, Log: rt.Log},
+				c.stdin, c.stdout)
 			return errors.Join(err, rt.Close(cmd.Context()))
 		},
 	}
