@@ -249,7 +249,7 @@ func waitFor(cond func() bool) {
 func TestWokenTurnReachesTheClient(t *testing.T) {
 	rec := &recorder{}
 	release := make(chan struct{})
-	conn, srv := connect(t, acp.Options{AskPermission: []string{}}, scripted.New(
+	conn, srv := connect(t, acp.Options{}, scripted.New(
 		scripted.ToolCalls("", scripted.Call{ID: "c1", Name: "start_job", Arguments: `{}`}),
 		scripted.Text("started"),
 		scripted.Text("the job said 42")), rec)
@@ -337,7 +337,7 @@ func TestUnansweredPermissionIsDenied(t *testing.T) {
 			result = content.JoinText(r.Message.Content[0].Content)
 		}
 	}
-	if !strings.Contains(result, "did not answer the permission request for bash within 50ms; denied") {
+	if !strings.Contains(result, "the permission request for bash failed, so it is denied: the client did not answer within 50ms") {
 		t.Fatalf("tool result %q", result)
 	}
 }

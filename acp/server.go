@@ -82,14 +82,13 @@ func Serve(ctx context.Context, opts Options, in io.Reader, out io.Writer) error
 		opts.MaxFrame = DefaultMaxFrame
 	}
 	opts.MaxFrame = min(opts.MaxFrame, sdkMaxFrame)
-	s := &server{opts: opts, sessions: map[acpsdk.SessionId]*acpSession{}}
+	s := &server{opts: opts, sessions: map[acpsdk.SessionId]*acpSession{}, ready: make(chan struct{})}
 	w := &frameWriter{w: out}
 	sdkIn, gateOut := io.Pipe()
 	// No SetLogger: in acp-go-sdk v0.13.0 it races with the connection's
-	// receive goroutine; the connection logs through slog.Default. No
-	// handler runs before the gate starts passing frames, so every handler
-	// sees s.conn set.
+	// receive goroutine; the connection logs through slog.Default.
 	s.conn = acpsdk.NewAgentSideConnection(s, w, sdkIn)
+	close(s.ready)
 
 	g := &gate{limit: opts.MaxFrame, reply: w, log: opts.Log, admit: s.admitPrompt, cancel: s.cancelNotification}
 	var inputErr error
@@ -118,13 +117,23 @@ func Serve(ctx context.Context, opts Options, in io.Reader, out io.Writer) error
 
 // server implements acpsdk.Agent.
 type server struct {
-	opts Options
-	conn *acpsdk.AgentSideConnection
+	opts  Options
+	conn  *acpsdk.AgentSideConnection // read through connection()
+	ready chan struct{}               // closed once conn is set
 
 	mu       sync.Mutex
 	sessions map[acpsdk.SessionId]*acpSession
 	creating int // sessions being created, counted against MaxSessions
 	closed   bool
+}
+
+// connection returns the client connection. Requests can reach a handler
+// before NewAgentSideConnection has returned (its receive goroutine starts
+// inside it, and the SDK sets its own connection field after that), so
+// handlers wait until both are set.
+func (s *server) connection() *acpsdk.AgentSideConnection {
+	<-s.ready
+	return s.conn
 }
 
 // acpSession is one ACP session: a dsh agent, the observer that streams
@@ -225,7 +234,7 @@ func (s *server) NewSession(ctx context.Context, p acpsdk.NewSessionRequest) (ac
 		a.Dispose(context.Background())
 		return acpsdk.NewSessionResponse{}, acpsdk.NewInternalError("the server is shutting down")
 	}
-	ss := &acpSession{id: id, agent: a, updates: newUpdater(s.conn, id, s.opts.Log)}
+	ss := &acpSession{id: id, agent: a, updates: newUpdater(s.connection(), id, s.opts.Log)}
 	ss.stop = a.Session().Observe(ss.updates.event)
 	s.sessions[id] = ss
 	return acpsdk.NewSessionResponse{SessionId: id}, nil
@@ -235,28 +244,35 @@ func (s *server) NewSession(ctx context.Context, p acpsdk.NewSessionRequest) (ac
 // client did not answer in time.
 var errPermissionTimeout = errors.New("no answer in time")
 
-// permission asks the client before a tool of AskPermission runs, and
-// waits for the answer at most PermissionTimeout.
+// requestPermission sends a permission request to the client and waits
+// for the answer at most PermissionTimeout: a request left unanswered
+// fails, and the SDK cancels it with the client.
+func (s *server) requestPermission(ctx context.Context, req acpsdk.RequestPermissionRequest) (acpsdk.RequestPermissionResponse, error) {
+	wait, cancel := context.WithTimeoutCause(ctx, s.opts.PermissionTimeout, errPermissionTimeout)
+	defer cancel()
+	resp, err := s.connection().RequestPermission(wait, req)
+	if err != nil && ctx.Err() == nil && errors.Is(context.Cause(wait), errPermissionTimeout) {
+		err = fmt.Errorf("the client did not answer within %s", s.opts.PermissionTimeout)
+	}
+	return resp, err
+}
+
+// permission asks the client before a tool of AskPermission runs.
 func (s *server) permission(id acpsdk.SessionId) func(ctx context.Context, call tool.Call) error {
 	return func(ctx context.Context, call tool.Call) error {
 		if !slices.Contains(s.opts.AskPermission, call.Name) {
 			return nil
 		}
 		title := call.Name + " " + clip(string(call.Arguments), 200)
-		wait, cancel := context.WithTimeoutCause(ctx, s.opts.PermissionTimeout, errPermissionTimeout)
-		defer cancel()
-		resp, err := s.conn.RequestPermission(wait, acpsdk.RequestPermissionRequest{SessionId: id,
+		resp, err := s.requestPermission(ctx, acpsdk.RequestPermissionRequest{SessionId: id,
 			ToolCall: acpsdk.ToolCallUpdate{ToolCallId: acpsdk.ToolCallId(call.ID), Title: &title},
 			Options: []acpsdk.PermissionOption{
 				{OptionId: "allow-once", Name: "Allow", Kind: acpsdk.PermissionOptionKindAllowOnce},
 				{OptionId: "reject-once", Name: "Reject", Kind: acpsdk.PermissionOptionKindRejectOnce},
 			}})
 		switch {
-		case err != nil && ctx.Err() == nil && errors.Is(context.Cause(wait), errPermissionTimeout):
-			return tool.Errorf(tool.CodeDenied, "the client did not answer the permission request for %s within %s; denied",
-				call.Name, s.opts.PermissionTimeout)
 		case err != nil:
-			return tool.Errorf(tool.CodeDenied, "permission request failed: %v", err)
+			return tool.Errorf(tool.CodeDenied, "the permission request for %s failed, so it is denied: %v", call.Name, err)
 		case resp.Outcome.Selected != nil && resp.Outcome.Selected.OptionId == "allow-once":
 			return nil
 		case resp.Outcome.Cancelled != nil:
