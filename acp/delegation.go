@@ -66,7 +66,7 @@ func (s *server) asker(id acpsdk.SessionId) permission.Asker {
 			input = string(req.Arguments)
 		}
 		kind := kindOf(req.Tool)
-		resp, err := s.connection().RequestPermission(ctx, acpsdk.RequestPermissionRequest{SessionId: id,
+		resp, err := s.requestPermission(ctx, acpsdk.RequestPermissionRequest{SessionId: id,
 			Meta:     acpmeta.Set(nil, acpmeta.Permission{Tool: req.Tool, Agent: req.Agent}),
 			ToolCall: acpsdk.ToolCallUpdate{ToolCallId: acpsdk.ToolCallId(req.CallID), Title: &title, Kind: &kind, RawInput: input},
 			Options: []acpsdk.PermissionOption{

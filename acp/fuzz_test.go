@@ -15,8 +15,9 @@ import (
 	"github.com/dsh-go/dsh/llm/scripted"
 )
 
-// FuzzServe feeds arbitrary client frames to the ACP server: it must answer
-// or reject them, never panic, and return once the input ends, leaving no
+// FuzzServe feeds arbitrary client frames to the ACP server (with a frame
+// limit of 512 bytes, so that over-limit frames occur): it must answer or
+// reject them, never panic, and return nil once the input ends, leaving no
 // agent behind.
 func FuzzServe(f *testing.F) {
 	for _, seed := range []string{
@@ -27,6 +28,8 @@ func FuzzServe(f *testing.F) {
 		`{"jsonrpc":"2.0","id":"a","method":"nope"}`,
 		`{"id":3,"result":{}}`,
 		"not json\n{}\n[1,2]",
+		`{"jsonrpc":"2.0","id":4,"method":"session/prompt","params":{"sessionId":"x","prompt":[{"type":"text","text":"` + strings.Repeat("x", 600) + `"}]}}`,
+		`{"jsonrpc":"2.0","id":5,"method":"session/close","params":{"sessionId":"x"}}`,
 	} {
 		f.Add([]byte(seed + "\n"))
 	}
@@ -44,11 +47,14 @@ func FuzzServe(f *testing.F) {
 		defer cancel()
 		done := make(chan error, 1)
 		go func() {
-			done <- acp.Serve(ctx, acp.Options{Agents: rt.Agents, AgentOptions: agent.Options{Provider: "test"}, Log: quiet},
+			done <- acp.Serve(ctx, acp.Options{Agents: rt.Agents, AgentOptions: agent.Options{Provider: "test"}, MaxFrame: 512, Log: quiet},
 				bytes.NewReader(input), io.Discard)
 		}()
 		select {
-		case <-done:
+		case err := <-done:
+			if err != nil {
+				t.Fatalf("Serve: %v", err)
+			}
 		case <-ctx.Done():
 			t.Fatalf("Serve did not return after the input ended: %q", strings.TrimSpace(string(data)))
 		}

@@ -5,6 +5,7 @@ package acp
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -14,6 +15,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	acpsdk "github.com/coder/acp-go-sdk"
 	"github.com/google/uuid"
@@ -38,17 +40,36 @@ type Options struct {
 	// TokenBudget bounds the tokens each session's tree may use (0:
 	// unbounded).
 	TokenBudget int64
+	// PermissionTimeout bounds the wait for the client's answer to a
+	// permission request (default DefaultPermissionTimeout); unanswered,
+	// the call is denied and the turn goes on.
+	PermissionTimeout time.Duration
+	// MaxSessions caps the sessions one connection holds at once (default
+	// DefaultMaxSessions); session/close frees one.
+	MaxSessions int
+	// MaxFrame is the limit in bytes of one client frame (default
+	// DefaultMaxFrame, at most just under the SDK's 10 MiB); a longer one
+	// is answered with an error and the connection goes on.
+	MaxFrame int
 	// Version is reported in agentInfo.
 	Version string
 	Log     *slog.Logger
 }
 
+// Defaults of Options.
+const (
+	DefaultPermissionTimeout = 5 * time.Minute
+	DefaultMaxSessions       = 32
+)
+
 // DefaultAskPermission returns the tools that need approval by default:
 // those that change the machine.
 func DefaultAskPermission() []string { return []string{"bash", "write_file", "edit_file"} }
 
-// Serve speaks ACP on in/out until the client disconnects or ctx ends, then
-// cancels and disposes every agent it created.
+// Serve speaks ACP on in/out until the client's input ends or ctx ends,
+// then cancels and disposes every agent it created. It returns an error
+// when the input failed, or when the connection ended before its input
+// did.
 func Serve(ctx context.Context, opts Options, in io.Reader, out io.Writer) error {
 	if opts.Agents == nil {
 		return errors.New("acp: Serve needs an agent registry")
@@ -56,16 +77,47 @@ func Serve(ctx context.Context, opts Options, in io.Reader, out io.Writer) error
 	if opts.Log == nil {
 		opts.Log = slog.Default()
 	}
+	if opts.PermissionTimeout <= 0 {
+		opts.PermissionTimeout = DefaultPermissionTimeout
+	}
+	if opts.MaxSessions <= 0 {
+		opts.MaxSessions = DefaultMaxSessions
+	}
+	if opts.MaxFrame <= 0 {
+		opts.MaxFrame = DefaultMaxFrame
+	}
+	opts.MaxFrame = min(opts.MaxFrame, sdkMaxFrame)
 	s := &server{opts: opts, sessions: map[acpsdk.SessionId]*acpSession{}, ready: make(chan struct{})}
+	w := &frameWriter{w: out}
+	sdkIn, gateOut := io.Pipe()
 	// No SetLogger: in acp-go-sdk v0.13.0 it races with the connection's
 	// receive goroutine; the connection logs through slog.Default.
-	s.conn = acpsdk.NewAgentSideConnection(s, out, in)
+	s.conn = acpsdk.NewAgentSideConnection(s, w, sdkIn)
 	close(s.ready)
+
+	g := &gate{limit: opts.MaxFrame, reply: w, log: opts.Log, admit: s.admitPrompt, cancel: s.cancelNotification}
+	var inputErr error
+	inputDone := make(chan struct{})
+	go func() {
+		inputErr = g.run(in, gateOut)
+		close(inputDone) // before the SDK can see the end of its input
+		gateOut.CloseWithError(inputErr)
+	}()
+	var err error
 	select {
 	case <-s.conn.Done():
+		select {
+		case <-inputDone:
+			if inputErr != nil {
+				err = fmt.Errorf("acp: reading the client's frames: %w", inputErr)
+			}
+		default:
+			err = errors.New("acp: the connection ended before the client's input did")
+		}
 	case <-ctx.Done():
 	}
-	return s.close()
+	sdkIn.CloseWithError(errServerClosed) // ends the SDK's reader, and the gate at its next frame
+	return errors.Join(err, s.close())
 }
 
 // server implements acpsdk.Agent.
@@ -76,6 +128,7 @@ type server struct {
 
 	mu       sync.Mutex
 	sessions map[acpsdk.SessionId]*acpSession
+	creating int // sessions being created, counted against MaxSessions
 	closed   bool
 }
 
@@ -88,12 +141,22 @@ func (s *server) connection() *acpsdk.AgentSideConnection {
 	return s.conn
 }
 
-// acpSession is one ACP session: a dsh agent and its prompt in flight.
+// acpSession is one ACP session: a dsh agent, the observer that streams
+// its activity to the client for the session's whole life (turns woken
+// between prompts included), and whether a prompt is in flight.
 type acpSession struct {
-	id       acpsdk.SessionId
-	agent    *agent.Agent
-	mu       sync.Mutex
-	inFlight bool
+	id      acpsdk.SessionId
+	agent   *agent.Agent
+	updates *updater
+	stop    func() // stops the observer
+	mu      sync.Mutex
+	busy    bool // a session/prompt was admitted and has not returned
+}
+
+// dispose stops the session's updates and disposes its agent.
+func (ss *acpSession) dispose() error {
+	ss.stop()
+	return ss.agent.Dispose(context.Background())
 }
 
 var _ acpsdk.Agent = (*server)(nil)
@@ -111,19 +174,20 @@ func (s *server) close() error {
 	s.mu.Unlock()
 	var errs []error
 	for _, ss := range sessions {
-		errs = append(errs, ss.agent.Dispose(context.Background()))
+		errs = append(errs, ss.dispose())
 	}
 	return errors.Join(errs...)
 }
 
 // Initialize implements acpsdk.Agent: protocol version 1, text and
-// resource-link prompts, no optional capability.
+// resource-link prompts, session/close.
 func (s *server) Initialize(ctx context.Context, p acpsdk.InitializeRequest) (acpsdk.InitializeResponse, error) {
 	return acpsdk.InitializeResponse{
-		ProtocolVersion:   acpsdk.ProtocolVersionNumber,
-		AgentCapabilities: acpsdk.AgentCapabilities{LoadSession: false},
-		AgentInfo:         &acpsdk.Implementation{Name: "dsh", Version: cmpOr(s.opts.Version, "dev")},
-		AuthMethods:       []acpsdk.AuthMethod{},
+		ProtocolVersion: acpsdk.ProtocolVersionNumber,
+		AgentCapabilities: acpsdk.AgentCapabilities{LoadSession: false,
+			SessionCapabilities: acpsdk.SessionCapabilities{Close: &acpsdk.SessionCloseCapabilities{}}},
+		AgentInfo:   &acpsdk.Implementation{Name: "dsh", Version: cmpOr(s.opts.Version, "dev")},
+		AuthMethods: []acpsdk.AuthMethod{},
 	}, nil
 }
 
@@ -139,7 +203,8 @@ func (s *server) Authenticate(ctx context.Context, p acpsdk.AuthenticateRequest)
 	return acpsdk.AuthenticateResponse{}, nil
 }
 
-// NewSession implements acpsdk.Agent: it creates a dsh agent working in cwd.
+// NewSession implements acpsdk.Agent: it creates a dsh agent working in
+// cwd, within MaxSessions.
 func (s *server) NewSession(ctx context.Context, p acpsdk.NewSessionRequest) (acpsdk.NewSessionResponse, error) {
 	if !filepath.IsAbs(p.Cwd) {
 		return acpsdk.NewSessionResponse{}, acpsdk.NewInvalidParams(fmt.Sprintf("cwd must be an absolute path, got %q", p.Cwd))
@@ -150,20 +215,47 @@ func (s *server) NewSession(ctx context.Context, p acpsdk.NewSessionRequest) (ac
 	if len(p.McpServers) > 0 || len(p.AdditionalDirectories) > 0 {
 		return acpsdk.NewSessionResponse{}, acpsdk.NewInvalidParams("MCP servers and additional directories are not supported")
 	}
+	s.mu.Lock()
+	if n := len(s.sessions) + s.creating; n >= s.opts.MaxSessions {
+		s.mu.Unlock()
+		return acpsdk.NewSessionResponse{}, acpsdk.NewInvalidRequest(fmt.Sprintf(
+			"this connection already holds %d sessions, the limit; close one with session/close", n))
+	}
+	s.creating++
+	s.mu.Unlock()
 	id := acpsdk.SessionId(uuid.NewString())
 	a, err := s.opts.Agents.Create(ctx, s.createOptions(id, p.Cwd, p.Meta))
-	if err != nil {
-		return acpsdk.NewSessionResponse{}, acpsdk.NewInternalError(err.Error())
-	}
 	s.mu.Lock()
-	if s.closed {
-		s.mu.Unlock()
+	defer s.mu.Unlock()
+	s.creating--
+	switch {
+	case err != nil:
+		return acpsdk.NewSessionResponse{}, acpsdk.NewInternalError(err.Error())
+	case s.closed:
 		a.Dispose(context.Background())
 		return acpsdk.NewSessionResponse{}, acpsdk.NewInternalError("the server is shutting down")
 	}
-	s.sessions[id] = &acpSession{id: id, agent: a}
-	s.mu.Unlock()
+	ss := &acpSession{id: id, agent: a, updates: newUpdater(s.connection(), id, s.opts.Log)}
+	ss.stop = a.Session().Observe(ss.updates.event)
+	s.sessions[id] = ss
 	return acpsdk.NewSessionResponse{SessionId: id}, nil
+}
+
+// errPermissionTimeout is the cause of a permission request that the
+// client did not answer in time.
+var errPermissionTimeout = errors.New("no answer in time")
+
+// requestPermission sends a permission request to the client and waits
+// for the answer at most PermissionTimeout: a request left unanswered
+// fails, and the SDK cancels it with the client.
+func (s *server) requestPermission(ctx context.Context, req acpsdk.RequestPermissionRequest) (acpsdk.RequestPermissionResponse, error) {
+	wait, cancel := context.WithTimeoutCause(ctx, s.opts.PermissionTimeout, errPermissionTimeout)
+	defer cancel()
+	resp, err := s.connection().RequestPermission(wait, req)
+	if err != nil && ctx.Err() == nil && errors.Is(context.Cause(wait), errPermissionTimeout) {
+		err = fmt.Errorf("the client did not answer within %s", s.opts.PermissionTimeout)
+	}
+	return resp, err
 }
 
 func clip(s string, n int) string {
@@ -183,34 +275,49 @@ func (s *server) session(id acpsdk.SessionId) (*acpSession, error) {
 	return ss, nil
 }
 
-// Prompt implements acpsdk.Agent: it runs one turn and streams its
-// activity as session/update notifications.
+// admitPrompt runs in the gate before a session/prompt request reaches the
+// SDK: it claims the session, or refuses the request when the session is
+// busy. Refused there, a second prompt never reaches the SDK, which would
+// cancel the first. A request the SDK will reject before calling Prompt
+// (bad params) or for an unknown session claims nothing; any other is
+// certain to reach Prompt, which releases the claim.
+func (s *server) admitPrompt(params json.RawMessage) *acpsdk.RequestError {
+	var p acpsdk.PromptRequest
+	if json.Unmarshal(params, &p) != nil || p.Validate() != nil {
+		return nil
+	}
+	ss, err := s.session(p.SessionId)
+	if err != nil {
+		return nil
+	}
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	if ss.busy {
+		return acpsdk.NewInvalidParams("a prompt is already in flight for this session; wait for its response, or send session/cancel")
+	}
+	ss.busy = true
+	return nil
+}
+
+// Prompt implements acpsdk.Agent: it runs one turn, whose activity the
+// session's observer streams as session/update notifications.
 func (s *server) Prompt(ctx context.Context, p acpsdk.PromptRequest) (acpsdk.PromptResponse, error) {
 	ss, err := s.session(p.SessionId)
 	if err != nil {
 		return acpsdk.PromptResponse{}, err
 	}
+	defer func() {
+		ss.mu.Lock()
+		ss.busy = false
+		ss.mu.Unlock()
+	}()
 	msg, err := userMessage(p.Prompt)
 	if err != nil {
 		return acpsdk.PromptResponse{}, err
 	}
-	ss.mu.Lock()
-	if ss.inFlight {
-		ss.mu.Unlock()
-		return acpsdk.PromptResponse{}, acpsdk.NewInvalidParams("a prompt is already in flight for this session")
-	}
-	ss.inFlight = true
-	ss.mu.Unlock()
-	defer func() {
-		ss.mu.Lock()
-		ss.inFlight = false
-		ss.mu.Unlock()
-	}()
-	u := &updater{conn: s.connection(), id: p.SessionId, log: s.opts.Log, messages: map[[2]int]string{}}
-	stop := ss.agent.Session().Observe(u.event)
 	from := len(ss.agent.Session().Events())
+	ss.updates.prompted(msg.ID)
 	end, err := ss.agent.Run(ctx, msg)
-	stop()
 	if err != nil {
 		return acpsdk.PromptResponse{}, acpsdk.NewInternalError(err.Error())
 	}
@@ -263,8 +370,9 @@ func userMessage(blocks []acpsdk.ContentBlock) (content.Message, error) {
 	return content.UserText(text), nil
 }
 
-// Cancel implements acpsdk.Agent. The SDK cancels the prompt's context;
-// the running turn is cancelled too in case the prompt already returned.
+// Cancel implements acpsdk.Agent: it cancels the session's running turn,
+// whether a prompt's or one woken between prompts. (The gate handles
+// session/cancel, so the SDK never calls it.)
 func (s *server) Cancel(ctx context.Context, p acpsdk.CancelNotification) error {
 	if ss, err := s.session(p.SessionId); err == nil {
 		ss.agent.Cancel(session.Cause{Kind: agent.CauseUser}, false)
@@ -272,11 +380,33 @@ func (s *server) Cancel(ctx context.Context, p acpsdk.CancelNotification) error 
 	return nil
 }
 
-// The remaining methods are optional and unsupported.
-
-func (s *server) CloseSession(context.Context, acpsdk.CloseSessionRequest) (acpsdk.CloseSessionResponse, error) {
-	return acpsdk.CloseSessionResponse{}, acpsdk.NewMethodNotFound("session/close")
+// cancelNotification handles a session/cancel notification for the gate.
+func (s *server) cancelNotification(params json.RawMessage) {
+	var p acpsdk.CancelNotification
+	if err := json.Unmarshal(params, &p); err != nil {
+		s.opts.Log.Debug("acp: bad session/cancel", "err", err)
+		return
+	}
+	s.Cancel(context.Background(), p)
 }
+
+// CloseSession implements acpsdk.Agent: it cancels the session's work and
+// disposes its agent, freeing its place under MaxSessions.
+func (s *server) CloseSession(ctx context.Context, p acpsdk.CloseSessionRequest) (acpsdk.CloseSessionResponse, error) {
+	s.mu.Lock()
+	ss, ok := s.sessions[p.SessionId]
+	delete(s.sessions, p.SessionId)
+	s.mu.Unlock()
+	if !ok {
+		return acpsdk.CloseSessionResponse{}, acpsdk.NewInvalidParams(fmt.Sprintf("unknown session %q", p.SessionId))
+	}
+	if err := ss.dispose(); err != nil {
+		return acpsdk.CloseSessionResponse{}, acpsdk.NewInternalError(err.Error())
+	}
+	return acpsdk.CloseSessionResponse{}, nil
+}
+
+// The remaining methods are optional and unsupported.
 
 func (s *server) ListSessions(context.Context, acpsdk.ListSessionsRequest) (acpsdk.ListSessionsResponse, error) {
 	return acpsdk.ListSessionsResponse{}, acpsdk.NewMethodNotFound("session/list")

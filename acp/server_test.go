@@ -17,6 +17,7 @@ import (
 	"github.com/dsh-go/dsh/acp"
 	"github.com/dsh-go/dsh/agent"
 	"github.com/dsh-go/dsh/internal/acpmeta"
+	"github.com/dsh-go/dsh/llm"
 	"github.com/dsh-go/dsh/llm/scripted"
 	"github.com/dsh-go/dsh/permission"
 	"github.com/dsh-go/dsh/tool"
@@ -90,44 +91,89 @@ func (r *recorder) texts() (message, thought string, tools []string) {
 	return
 }
 
-// serve runs dsh's ACP server on a scripted model, connected by pipes to an
-// SDK client.
-func serve(t *testing.T, rec *recorder, entries ...scripted.Entry) (*acpsdk.ClientSideConnection, *dsh.Runtime) {
+// userTexts returns the user message chunks the client received.
+func (r *recorder) userTexts() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []string
+	for _, u := range r.updates {
+		if u.UserMessageChunk != nil && u.UserMessageChunk.Content.Text != nil {
+			out = append(out, u.UserMessageChunk.Content.Text.Text)
+		}
+	}
+	return out
+}
+
+// server is dsh's ACP server running on a model, connected by pipes to a
+// client.
+type server struct {
+	rt   *dsh.Runtime
+	in   io.WriteCloser // the client's frames to the server
+	out  io.Reader      // the server's frames to the client
+	done chan error     // Serve's result
+}
+
+// start runs Serve with opts (Agents, AgentOptions and a Policy asking
+// before the default tools filled in when unset) on model and a bash tool that only says "ran". The
+// cleanup closes the client's side and checks that Serve returned without
+// an error and left no agent.
+func start(t *testing.T, opts acp.Options, model llm.Model) *server {
 	t.Helper()
 	rt, err := dsh.New(dsh.Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		t.Fatal(err)
 	}
-	rt.LLM.Register("test", scripted.New(entries...))
+	rt.LLM.Register("test", model)
 	rt.Tools.Register(tool.Definition{Name: "bash", Execute: func(context.Context, tool.Call) (tool.Result, error) {
 		return tool.TextResult("ran"), nil
 	}})
+	opts.Agents, opts.AgentOptions = rt.Agents, agent.Options{Provider: "test"}
+	if opts.Policy.Unrestricted() {
+		opts.Policy = permission.Policy{}.Narrow(permission.AskFor(acp.DefaultAskPermission()...))
+	}
+	if opts.Log == nil {
+		opts.Log = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
 	clientIn, serverOut := io.Pipe()
 	serverIn, clientOut := io.Pipe()
 	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() {
-		done <- acp.Serve(ctx, acp.Options{Agents: rt.Agents, AgentOptions: agent.Options{Provider: "test"},
-			Policy: permission.Policy{}.Narrow(permission.AskFor(acp.DefaultAskPermission()...))}, serverIn, serverOut)
-	}()
-	conn := acpsdk.NewClientSideConnection(rec, clientOut, clientIn)
+	srv := &server{rt: rt, in: clientOut, out: clientIn, done: make(chan error, 1)}
+	go func() { srv.done <- acp.Serve(ctx, opts, serverIn, serverOut) }()
 	t.Cleanup(func() {
-		cancel()
 		clientOut.Close()
-		serverOut.Close()
-		if err := <-done; err != nil {
+		if err := <-srv.done; err != nil {
 			t.Errorf("serve: %v", err)
 		}
-		<-conn.Done()
+		cancel()
+		serverOut.Close()
 		if n := len(rt.Agents.List()); n != 0 {
 			t.Errorf("%d agents left after the connection closed", n)
 		}
 		rt.Close(context.Background())
 	})
+	return srv
+}
+
+// connect starts a server and an SDK client recording into rec, and
+// initializes the connection.
+func connect(t *testing.T, opts acp.Options, model llm.Model, rec acpsdk.Client) (*acpsdk.ClientSideConnection, *server) {
+	t.Helper()
+	var conn *acpsdk.ClientSideConnection
+	t.Cleanup(func() { <-conn.Done() }) // after start's cleanup closed the pipes
+	srv := start(t, opts, model)
+	conn = acpsdk.NewClientSideConnection(rec, srv.in, srv.out)
 	if _, err := conn.Initialize(context.Background(), acpsdk.InitializeRequest{ProtocolVersion: acpsdk.ProtocolVersionNumber}); err != nil {
 		t.Fatal(err)
 	}
-	return conn, rt
+	return conn, srv
+}
+
+// serve runs dsh's ACP server on a scripted model, connected by pipes to an
+// SDK client.
+func serve(t *testing.T, rec *recorder, entries ...scripted.Entry) (*acpsdk.ClientSideConnection, *dsh.Runtime) {
+	t.Helper()
+	conn, srv := connect(t, acp.Options{}, scripted.New(entries...), rec)
+	return conn, srv.rt
 }
 
 func newSession(t *testing.T, conn *acpsdk.ClientSideConnection) acpsdk.SessionId {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"log/slog"
+	"sync"
 
 	acpsdk "github.com/coder/acp-go-sdk"
 	"github.com/google/uuid"
@@ -14,16 +15,55 @@ import (
 
 // updater turns an agent's session events into session/update
 // notifications: streamed text and reasoning as message and thought chunks
-// (one message id per model call), and tool calls with their results.
+// (one message id per model call), and tool calls with their results. It
+// observes the session for its whole life, so a turn woken between prompts
+// (by a background task's completion notice) reaches the client too; the
+// user messages of such turns, which the client did not send, come as user
+// message chunks.
 type updater struct {
-	conn     *acpsdk.AgentSideConnection
-	id       acpsdk.SessionId
-	log      *slog.Logger
-	messages map[[2]int]string // (turn, step) → message id
+	conn *acpsdk.AgentSideConnection
+	id   acpsdk.SessionId
+	log  *slog.Logger
+
+	mu       sync.Mutex
+	messages map[[2]int]string // (turn, step) → message id, for the current turn
+	prompts  map[string]bool   // ids of the client's prompts not yet seen in the log
+}
+
+func newUpdater(conn *acpsdk.AgentSideConnection, id acpsdk.SessionId, log *slog.Logger) *updater {
+	return &updater{conn: conn, id: id, log: log, messages: map[[2]int]string{}, prompts: map[string]bool{}}
+}
+
+// prompted records the id of a message the client sent as a prompt.
+func (u *updater) prompted(msgID string) {
+	u.mu.Lock()
+	u.prompts[msgID] = true
+	u.mu.Unlock()
+}
+
+// fromClient reports whether msg is one of the client's prompts, once.
+func (u *updater) fromClient(msg content.Message) bool {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	ok := u.prompts[msg.ID]
+	delete(u.prompts, msg.ID)
+	return ok
 }
 
 func (u *updater) event(e session.Event) {
 	switch d := e.Data.(type) {
+	case session.TurnStart:
+		u.mu.Lock()
+		clear(u.messages)
+		u.mu.Unlock()
+	case content.Message:
+		if e.Type != session.TypeUserMessage || u.fromClient(d) {
+			return
+		}
+		if text := content.JoinText(d.Content); text != "" {
+			u.send(acpsdk.SessionUpdate{UserMessageChunk: &acpsdk.SessionUpdateUserMessageChunk{
+				SessionUpdate: "user_message_chunk", Content: acpsdk.TextBlock(text)}})
+		}
 	case session.AssistantChunk:
 		if d.Chunk.Text == "" {
 			return
@@ -60,6 +100,8 @@ func (u *updater) event(e session.Event) {
 }
 
 func (u *updater) messageID(turn, step int) string {
+	u.mu.Lock()
+	defer u.mu.Unlock()
 	k := [2]int{turn, step}
 	if id, ok := u.messages[k]; ok {
 		return id

@@ -204,6 +204,12 @@ type ACP struct {
 	// AskPermission names the tools whose calls need the client's approval
 	// (default: bash, write_file, edit_file; an empty list asks for none).
 	AskPermission *[]string `yaml:"askPermission"`
+	// PermissionTimeout bounds the wait for the client's answer to a
+	// permission request (default 5m); unanswered, the call is denied and
+	// the turn goes on.
+	PermissionTimeout time.Duration `yaml:"permissionTimeout"`
+	// MaxSessions caps the sessions one connection holds (default 32).
+	MaxSessions int `yaml:"maxSessions"`
 }
 
 // Subagents declares providers and the model-facing tools bound to them.
@@ -460,9 +466,7 @@ func (cfg Config) merge(file Config) (Config, error) {
 	if file.Subagents != nil {
 		cfg.Subagents = file.Subagents
 	}
-	if file.ACP.AskPermission != nil {
-		cfg.ACP = file.ACP
-	}
+	cfg.ACP = file.ACP
 	if err := cfg.validate(); err != nil {
 		return cfg, err
 	}
@@ -510,6 +514,9 @@ func (cfg Config) validate() error {
 	}
 	if cfg.Tasks.MaxPerOwner < 0 || cfg.Tasks.MaxWakes < 0 {
 		return bad("$.tasks", "maxPerOwner and maxWakes must not be negative")
+	}
+	if cfg.ACP.PermissionTimeout < 0 || cfg.ACP.MaxSessions < 0 {
+		return bad("$.acp", "permissionTimeout and maxSessions must not be negative")
 	}
 	tools := cfg.knownTools()
 	for _, name := range slices.Sorted(maps.Keys(cfg.Permissions.Tools)) {

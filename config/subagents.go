@@ -32,7 +32,7 @@ func (cfg Config) mountSubagents(rt *dsh.Runtime, getenv func(string) string) er
 	}
 	for _, t := range cfg.Subagents.Tools {
 		if _, err := subagenttool.Mount(subagenttool.Deps{Subagents: rt.Subagents, Tools: rt.Tools, Tasks: rt.Tasks,
-			Events: rt.Events, Log: rt.Log}, t); err != nil {
+			Events: rt.Events, Log: rt.Log, OutputLimit: cfg.Tools.OutputLimit}, t); err != nil {
 			return err
 		}
 	}

@@ -98,14 +98,27 @@ func (a *Assembler) Usage() *Usage { return a.usage }
 
 // Blocks returns the assembled blocks. On a max-tokens finish every tool call
 // is dropped: a truncated call cannot be executed safely. A tool call without
-// an id is named call-<index>.
+// an id is named call-<index>, and one whose id an earlier call of the
+// message already has is renamed <id>-<n> with the first free n from 2: a
+// model that repeats an id still gets one result per call, and the next
+// request pairs each result with its own call, as the API requires.
 func (a *Assembler) Blocks() []Block {
 	dropCalls := a.finish != nil && a.finish.Kind == FinishMaxTokens
 	out := make([]Block, 0, len(a.parts))
+	var ids map[string]bool
 	for _, p := range a.parts {
 		b := p.built()
-		if b.Type == TypeToolCall && dropCalls {
-			continue
+		if b.Type == TypeToolCall {
+			if dropCalls {
+				continue
+			}
+			if ids == nil {
+				ids = map[string]bool{}
+			}
+			for n, id := 2, b.ID; ids[b.ID]; n++ {
+				b.ID = fmt.Sprintf("%s-%d", id, n)
+			}
+			ids[b.ID] = true
 		}
 		out = append(out, b)
 	}

@@ -253,3 +253,16 @@ func TestAssemblerBlocksIsRepeatable(t *testing.T) {
 		t.Errorf("text after further delta = %q, want ab", got)
 	}
 }
+
+func TestAssemblerRenamesDuplicateCallIDs(t *testing.T) {
+	a := assemble(
+		callDelta(0, "x", "bash", "{}"), callDelta(1, "x", "bash", "{}"), callDelta(2, "x-2", "bash", "{}"),
+		callDelta(3, "", "bash", "{}"), callDelta(4, "call-3", "bash", "{}"), finish(content.FinishToolCalls))
+	var ids []string
+	for _, c := range content.ToolCalls(a.Blocks()) {
+		ids = append(ids, c.ID)
+	}
+	if diff := cmp.Diff([]string{"x", "x-2", "x-2-2", "call-3", "call-3-2"}, ids); diff != "" {
+		t.Fatalf("ids (-want +got):\n%s", diff)
+	}
+}

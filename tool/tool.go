@@ -53,6 +53,11 @@ type Result struct {
 	Meta          json.RawMessage
 }
 
+// DefaultOutputLimit is the default cap in bytes of the text of one tool
+// result: bash output, read_file, task_output and a foreground subagent's
+// answer.
+const DefaultOutputLimit = 30000
+
 // TextResult returns a successful result holding one text block.
 func TextResult(s string) Result { return Result{Content: []content.Block{content.Text(s)}} }
 

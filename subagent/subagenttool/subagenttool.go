@@ -12,6 +12,7 @@ import (
 	"log/slog"
 	"strings"
 	"sync"
+	"unicode/utf8"
 
 	"github.com/google/jsonschema-go/jsonschema"
 
@@ -56,6 +57,10 @@ type Deps struct {
 	Tasks     *task.Runtime // nil: background runs are unavailable
 	Events    *event.Bus
 	Log       *slog.Logger
+	// OutputLimit caps in bytes the answer a foreground child returns into
+	// the parent's conversation (default tool.DefaultOutputLimit, as for
+	// bash and read_file); the whole answer stays in the child's session.
+	OutputLimit int
 }
 
 // Validate checks cfg on its own and fills in defaults.
@@ -93,6 +98,9 @@ func Mount(deps Deps, cfg Config) (dispose func(), err error) {
 	}
 	if deps.Log == nil {
 		deps.Log = slog.Default()
+	}
+	if deps.OutputLimit <= 0 {
+		deps.OutputLimit = tool.DefaultOutputLimit
 	}
 	m := &mount{deps: deps, cfg: cfg}
 	m.mu.Lock()
@@ -274,6 +282,9 @@ func (t *instance) execute(ctx context.Context, call tool.Call) (tool.Result, er
 	res, werr := run.Wait(context.WithoutCancel(ctx))
 	derr := run.Dispose(context.WithoutCancel(ctx))
 	meta := runMeta(run, t.cfg.Provider, res.Usage)
+	if text := content.JoinText(res.Output); len(text) > t.deps.OutputLimit {
+		res.Output = []content.Block{content.Text(capAnswer(text, t.deps.OutputLimit, wholeAnswer(run, t.cfg.Provider)))}
+	}
 	switch {
 	case werr != nil || derr != nil:
 		r := tool.ErrorResult(tool.CodeFailed, errors.Join(werr, derr).Error())
@@ -289,6 +300,31 @@ func (t *instance) execute(ctx context.Context, call tool.Call) (tool.Result, er
 		text = "(the subagent returned no text)"
 	}
 	return tool.Result{Content: []content.Block{content.Text(text)}, Meta: meta}, nil
+}
+
+// capAnswer keeps the head and the tail of an answer over limit bytes, on
+// rune boundaries, and says in between how much was cut and where the
+// whole answer is.
+func capAnswer(text string, limit int, where string) string {
+	head, tail := limit/2, len(text)-(limit-limit/2)
+	for head > 0 && !utf8.RuneStart(text[head]) {
+		head--
+	}
+	for tail < len(text) && !utf8.RuneStart(text[tail]) {
+		tail++
+	}
+	return fmt.Sprintf("%s\n[… %d of the answer's %d bytes cut here (the tool result limit is %d); %s …]\n%s",
+		text[:head], tail-head, len(text), limit, where, text[tail:])
+}
+
+// wholeAnswer says where the whole answer of run is: the child's session
+// for a local run; a remote child's product keeps its own record.
+func wholeAnswer(run subagent.Run, provider string) string {
+	if run.LocalAgent() != nil {
+		return fmt.Sprintf("the whole answer is in the child's session %s: read it with `dsh sessions show %s`", run.ID(), run.ID())
+	}
+	return fmt.Sprintf("provider %s ran the child out of process (run %s) and dsh keeps no copy of the whole answer; "+
+		"ask for a shorter answer, or for the details in a file", provider, run.ID())
 }
 
 func usageMeta(u map[string]content.Usage) json.RawMessage {

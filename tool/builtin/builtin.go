@@ -26,7 +26,7 @@ const (
 const (
 	DefaultBashTimeout = 2 * time.Minute
 	MaxBashTimeout     = 10 * time.Minute // cap of a per-call timeout_ms
-	DefaultOutputLimit = 30000
+	DefaultOutputLimit = tool.DefaultOutputLimit
 )
 
 // Options configures the built-in tools. Zero values take the defaults.

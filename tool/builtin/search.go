@@ -1,7 +1,6 @@
 package builtin
 
 import (
-	"bufio"
 	"bytes"
 	"cmp"
 	"context"
@@ -15,6 +14,7 @@ import (
 	"slices"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/dsh-go/dsh/tool"
 )
@@ -23,6 +23,7 @@ const (
 	maxGlobResults    = 1000
 	defaultGrepResult = 200
 	maxGrepLineLen    = 500
+	maxGrepScan       = 1 << 20 // bytes of a line grep searches
 )
 
 type globArgs struct {
@@ -115,8 +116,9 @@ type grepArgs struct {
 }
 
 func grepTool(opts Options) tool.Definition {
-	const desc = "Search file contents for a regular expression (Go RE2 syntax) under a directory or in one file, skipping .git " +
-		"and binary files; prints path:line:text per matching line, up to max_results (default 200) lines cut at 500 bytes."
+	const desc = "Search file contents for a regular expression (Go RE2 syntax) under a directory or in one file, skipping .git, " +
+		"binary files and anything that is not a regular file (pipes, devices, sockets); prints path:line:text per matching " +
+		"line, up to max_results (default 200) lines cut at 500 bytes. Lines longer than 1 MiB are searched in their first MiB."
 	return tool.Func("grep", desc, true, func(ctx context.Context, call tool.Call, args grepArgs) (tool.Result, error) {
 		expr := args.Pattern
 		if args.IgnoreCase {
@@ -142,39 +144,12 @@ func grepTool(opts Options) tool.Definition {
 		if err != nil {
 			return tool.Result{}, statErr(root, err)
 		}
-		out := lines{limit: opts.OutputLimit}
-		count, full := 0, false
-		search := func(p string, shown string) error {
-			f, err := os.Open(p)
-			if err != nil {
-				return nil // unreadable files are skipped
-			}
-			defer f.Close()
-			r := bufio.NewReaderSize(f, 64<<10)
-			if head, _ := r.Peek(sniffLen); bytes.IndexByte(head, 0) >= 0 {
-				return nil
-			}
-			for n := 1; ; n++ {
-				line, err := r.ReadString('\n')
-				if line == "" && err != nil {
-					return nil
-				}
-				if n%4096 == 0 && ctx.Err() != nil {
-					return ctx.Err()
-				}
-				line = strings.TrimRight(line, "\r\n")
-				if !re.MatchString(line) {
-					continue
-				}
-				if count == maxResults || !out.add(fmt.Sprintf("%s:%d:%s", shown, n, truncLine(line, maxGrepLineLen))) {
-					full = true
-					return io.EOF
-				}
-				count++
-			}
-		}
+		g := &grepper{ctx: ctx, re: re, max: maxResults, out: lines{limit: opts.OutputLimit}}
 		if !fi.IsDir() {
-			err = search(root, filepath.Base(root))
+			if err := checkRegular(root, fi); err != nil {
+				return tool.Result{}, err
+			}
+			err = g.file(root, filepath.Base(root))
 		} else {
 			err = walk(ctx, root, func(p string, d fs.DirEntry) error {
 				if d.IsDir() {
@@ -188,19 +163,27 @@ func grepTool(opts Options) tool.Definition {
 					return nil
 				}
 				rel, _ := filepath.Rel(root, p)
-				return search(p, filepath.ToSlash(rel))
+				return g.file(p, filepath.ToSlash(rel))
 			})
 		}
 		if err != nil && err != io.EOF {
 			return tool.Result{}, err
 		}
-		switch {
-		case full:
-			fmt.Fprintf(&out, "[stopped after %d matches; narrow the search or raise max_results]\n", count)
-		case count == 0:
-			return tool.TextResult(fmt.Sprintf("no matches for %s", args.Pattern)), nil
+		var notes strings.Builder
+		if g.skipped > 0 {
+			fmt.Fprintf(&notes, "[skipped %d file(s) that are not regular files (pipes, devices, sockets)]\n", g.skipped)
 		}
-		return tool.TextResult(out.String()), nil
+		if g.long > 0 {
+			fmt.Fprintf(&notes, "[%d line(s) longer than 1 MiB were searched in their first MiB only]\n", g.long)
+		}
+		switch {
+		case g.full:
+			fmt.Fprintf(&g.out, "[stopped after %d matches; narrow the search or raise max_results]\n", g.count)
+		case g.count == 0:
+			return tool.TextResult(strings.TrimSpace("no matches for " + args.Pattern + "\n" + notes.String())), nil
+		}
+		g.out.WriteString(notes.String())
+		return tool.TextResult(g.out.String()), nil
 	})
 }
 
@@ -264,4 +247,61 @@ func dirErr(root string, err error) error {
 		return statErr(root, err)
 	}
 	return tool.Errorf(tool.CodeFailed, "%s is not a directory", root)
+}
+
+// grepper searches files for a pattern, collecting matching lines.
+type grepper struct {
+	ctx     context.Context
+	re      *regexp.Regexp
+	max     int // matching lines to collect
+	out     lines
+	count   int
+	full    bool // max or the output limit was reached
+	skipped int  // files that are not regular
+	long    int  // lines searched in their first maxGrepScan bytes only
+}
+
+// file searches the file at p, shown as shown; it returns io.EOF once the
+// results are full. A file that is not regular is counted and skipped, a
+// binary or unreadable one skipped; a NUL byte past the sniffed head ends
+// the search of that file.
+func (g *grepper) file(p, shown string) error {
+	if err := g.ctx.Err(); err != nil {
+		return err
+	}
+	switch fi, err := os.Stat(p); {
+	case err != nil || fi.IsDir(): // unreadable, or a link to a directory
+		return nil
+	case !fi.Mode().IsRegular():
+		g.skipped++
+		return nil
+	}
+	f, _, err := openRegular(p)
+	if err != nil {
+		return nil
+	}
+	defer f.Close()
+	lr := newLineReader(g.ctx, f, maxGrepScan)
+	if head, _ := lr.r.Peek(sniffLen); bytes.IndexByte(head, 0) >= 0 {
+		return nil
+	}
+	for n := 1; ; n++ {
+		line, err := lr.next()
+		switch {
+		case g.ctx.Err() != nil:
+			return g.ctx.Err()
+		case err != nil: // the end, a NUL byte or a read error
+			return nil
+		case lr.cut:
+			g.long++
+		}
+		if !g.re.Match(line) {
+			continue
+		}
+		if g.count == g.max || !g.out.add(fmt.Sprintf("%s:%d:%s", shown, n, truncLine(string(line[:min(len(line), maxGrepLineLen+utf8.UTFMax)]), maxGrepLineLen))) {
+			g.full = true
+			return io.EOF
+		}
+		g.count++
+	}
 }

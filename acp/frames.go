@@ -1,0 +1,251 @@
+package acp
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"sync"
+
+	acpsdk "github.com/coder/acp-go-sdk"
+)
+
+// DefaultMaxFrame is the default limit in bytes of one client frame.
+const DefaultMaxFrame = 8 << 20
+
+// sdkMaxFrame is the longest line acp-go-sdk v0.13.0 reads: a line of
+// 10 MiB ends its connection, and with it `dsh acp`. Larger limits are
+// clamped below it.
+const sdkMaxFrame = 10<<20 - 1<<10
+
+// peekLen is how much of an over-limit frame is kept to find its id.
+const peekLen = 64 << 10
+
+// gate reads the client's frames before the SDK does, and answers those
+// that would otherwise break the connection or go unanswered: a frame over
+// the limit gets an error reply instead of ending the connection, invalid
+// JSON a -32700 parse error, a request before initialize an error, a second
+// prompt for a busy session an error that leaves the first alone. Client
+// notifications are handled here in order (session/cancel) or dropped, so
+// that a flood of them cannot overflow the SDK's notification queue, which
+// would also end the connection. Everything else passes to the SDK
+// unchanged, one frame per line.
+type gate struct {
+	limit int
+	reply io.Writer // the client's side, shared with the SDK's writes
+	log   *slog.Logger
+	// admit decides whether a session/prompt request may reach the SDK,
+	// claiming its session; cancel handles session/cancel.
+	admit  func(params json.RawMessage) *acpsdk.RequestError
+	cancel func(params json.RawMessage)
+
+	initialized bool
+}
+
+// run passes frames from in to sdk until in ends. It returns nil at the
+// end of in, and the error of a failed read or of a write to sdk.
+func (g *gate) run(in io.Reader, sdk io.Writer) error {
+	r := bufio.NewReaderSize(in, peekLen)
+	var buf []byte
+	for {
+		frame, size, rerr := readFrame(r, buf[:0], g.limit)
+		buf = frame[:0]
+		if size > 0 || len(frame) > 0 {
+			if fwd := g.handle(frame, size); fwd != nil {
+				if _, err := sdk.Write(append(fwd, '\n')); err != nil {
+					return err
+				}
+			}
+		}
+		switch {
+		case rerr == io.EOF:
+			return nil
+		case rerr != nil:
+			return rerr
+		}
+	}
+}
+
+// readFrame reads one line of r into buf, keeping at most limit+1 bytes of
+// it: the rest of a longer line is read and dropped. It returns what it
+// kept and the line's whole length without the newline. At the end of r it
+// returns io.EOF with the last line, if any.
+func readFrame(r *bufio.Reader, buf []byte, limit int) ([]byte, int, error) {
+	size := 0
+	for {
+		chunk, err := r.ReadSlice('\n')
+		if err == nil {
+			chunk = chunk[:len(chunk)-1]
+		}
+		size += len(chunk)
+		if room := limit + 1 - len(buf); room > 0 {
+			buf = append(buf, chunk[:min(room, len(chunk))]...)
+		}
+		if err != bufio.ErrBufferFull {
+			return buf, size, err
+		}
+	}
+}
+
+// message is a JSON-RPC message as the SDK decodes it.
+type message struct {
+	ID     *json.RawMessage     `json:"id,omitempty"`
+	Method string               `json:"method,omitempty"`
+	Params json.RawMessage      `json:"params,omitempty"`
+	Result json.RawMessage      `json:"result,omitempty"`
+	Error  *acpsdk.RequestError `json:"error,omitempty"`
+}
+
+// handle decides about one frame of size bytes (frame holds at most
+// limit+1 of them). It returns the frame to pass to the SDK, or nil when
+// the frame was answered or dropped here.
+func (g *gate) handle(frame []byte, size int) []byte {
+	if size > g.limit {
+		return g.overLimit(frame, size)
+	}
+	frame = bytes.TrimSpace(frame)
+	if len(frame) == 0 {
+		return nil
+	}
+	var m message
+	if err := json.Unmarshal(frame, &m); err != nil {
+		if !json.Valid(frame) {
+			g.send(nil, acpsdk.NewParseError(fmt.Sprintf("invalid JSON: %v", err)))
+			return nil
+		}
+		id, _, _ := peek(frame)
+		g.send(id, acpsdk.NewInvalidRequest(fmt.Sprintf("not a JSON-RPC message (batches are not supported): %v", err)))
+		return nil
+	}
+	switch {
+	case m.Method == "" && m.ID == nil:
+		g.send(nil, acpsdk.NewInvalidRequest("a message needs a method or an id"))
+		return nil
+	case m.Method == "": // a response to one of our requests
+		return frame
+	case m.ID == nil:
+		return g.notification(m, frame)
+	case !g.initialized && m.Method != acpsdk.AgentMethodInitialize:
+		g.send(*m.ID, acpsdk.NewInvalidRequest(fmt.Sprintf("%s before initialize: send initialize first", m.Method)))
+		return nil
+	}
+	switch m.Method {
+	case acpsdk.AgentMethodInitialize:
+		var p acpsdk.InitializeRequest
+		g.initialized = g.initialized || json.Unmarshal(m.Params, &p) == nil && p.Validate() == nil
+	case acpsdk.AgentMethodSessionPrompt:
+		if err := g.admit(m.Params); err != nil {
+			g.send(*m.ID, err)
+			return nil
+		}
+	}
+	return frame
+}
+
+// notification handles a client notification: session/cancel here, in
+// order; $/cancel_request goes to the SDK, which handles it at once without
+// queueing it; any other is dropped, as ACP says unknown notifications are.
+// It returns the frame to pass on, or nil.
+func (g *gate) notification(m message, frame []byte) []byte {
+	switch {
+	case !g.initialized:
+		g.log.Debug("acp: notification before initialize dropped", "method", m.Method)
+	case m.Method == acpsdk.AgentMethodSessionCancel:
+		g.cancel(m.Params)
+	case m.Method == "$/cancel_request":
+		return frame
+	default:
+		g.log.Debug("acp: notification dropped", "method", m.Method)
+	}
+	return nil
+}
+
+// overLimit answers a frame over the limit. A request gets an error reply
+// (with its id when its first bytes name one, else id null). A response to
+// one of our requests reaches the SDK as an error response, so that the
+// request fails at once instead of waiting.
+func (g *gate) overLimit(frame []byte, size int) []byte {
+	id, isResponse, isRequest := peek(frame[:min(len(frame), peekLen)])
+	msg := fmt.Sprintf("frame of %d bytes is over the limit of %d bytes", size, g.limit)
+	g.log.Warn("acp: over-limit frame refused", "bytes", size, "limit", g.limit)
+	if isResponse && !isRequest {
+		if id == nil {
+			return nil
+		}
+		b, _ := json.Marshal(reply{JSONRPC: "2.0", ID: id, Error: acpsdk.NewInvalidRequest(msg)})
+		return b
+	}
+	g.send(id, acpsdk.NewInvalidRequest(msg))
+	return nil
+}
+
+// peek finds, among the top-level members of the JSON object that frame
+// begins (it may be cut short), its id if that is a string or a number,
+// and whether it has the members of a response or of a request.
+func peek(frame []byte) (id json.RawMessage, isResponse, isRequest bool) {
+	dec := json.NewDecoder(bytes.NewReader(frame))
+	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
+		return nil, false, false
+	}
+	for dec.More() {
+		t, err := dec.Token()
+		if err != nil {
+			break
+		}
+		switch t {
+		case "result", "error":
+			isResponse = true
+		case "method":
+			isRequest = true
+		}
+		var v json.RawMessage
+		if err := dec.Decode(&v); err != nil {
+			break
+		}
+		if t == "id" && len(v) > 0 && (v[0] == '"' || v[0] == '-' || v[0] >= '0' && v[0] <= '9') {
+			id = v
+		}
+	}
+	return id, isResponse, isRequest
+}
+
+// reply is an error response written by the gate.
+type reply struct {
+	JSONRPC string               `json:"jsonrpc"`
+	ID      json.RawMessage      `json:"id"`
+	Error   *acpsdk.RequestError `json:"error"`
+}
+
+// send writes an error response for id (null when nil) to the client.
+func (g *gate) send(id json.RawMessage, e *acpsdk.RequestError) {
+	if id == nil {
+		id = json.RawMessage("null")
+	}
+	b, err := json.Marshal(reply{JSONRPC: "2.0", ID: id, Error: e})
+	if err != nil {
+		g.log.Error("acp: cannot encode a reply", "err", err)
+		return
+	}
+	if _, err := g.reply.Write(append(b, '\n')); err != nil {
+		g.log.Debug("acp: reply not delivered", "err", err)
+	}
+}
+
+// frameWriter serializes writes to the client: the SDK writes each frame
+// with one Write, and so does the gate, so frames never interleave.
+type frameWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (w *frameWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.w.Write(p)
+}
+
+// errServerClosed ends the SDK's input when Serve returns.
+var errServerClosed = errors.New("acp: server closed")
