@@ -270,6 +270,7 @@ type Scope struct {
 	masks   []*mask
 	maskGen uint64
 	guards  []*guard
+	afters  []*after
 	cached  specCache
 }
 
@@ -282,6 +283,10 @@ type specCache struct {
 
 type guard struct {
 	check func(context.Context, Call) error
+}
+
+type after struct {
+	fn func(context.Context, Call, Result) Result
 }
 
 type mask struct {
@@ -350,6 +355,25 @@ func (s *Scope) Guard(check func(ctx context.Context, call Call) error) (dispose
 		once.Do(func() {
 			s.mu.Lock()
 			s.guards = slices.DeleteFunc(slices.Clone(s.guards), func(x *guard) bool { return x == g })
+			s.mu.Unlock()
+		})
+	}
+}
+
+// After adds fn, which runs after every call in this scope that reached its
+// tool (not one refused or invalid before dispatch), on the call's
+// goroutine; the result it returns replaces the call's. It returns fn's
+// disposer.
+func (s *Scope) After(fn func(ctx context.Context, call Call, res Result) Result) (dispose func()) {
+	a := &after{fn: fn}
+	s.mu.Lock()
+	s.afters = append(s.afters, a)
+	s.mu.Unlock()
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			s.mu.Lock()
+			s.afters = slices.DeleteFunc(slices.Clone(s.afters), func(x *after) bool { return x == a })
 			s.mu.Unlock()
 		})
 	}
@@ -464,6 +488,18 @@ func (s *Scope) Execute(ctx context.Context, call Call) (res Result) {
 		return ErrorResult(CodeInvalidArgs, fmt.Sprintf("invalid arguments: %v", err))
 	}
 	call.Arguments = args
+	res = dispatch(ctx, e, call)
+	s.mu.RLock()
+	afters := s.afters
+	s.mu.RUnlock()
+	for _, a := range afters {
+		res = a.fn(ctx, call, res)
+	}
+	return res
+}
+
+// dispatch runs a validated call in its tool.
+func dispatch(ctx context.Context, e *entry, call Call) (res Result) {
 	defer func() {
 		if r := recover(); r != nil {
 			res = ErrorResult(CodeFailed, fmt.Sprintf("tool %s panicked: %v", call.Name, r))

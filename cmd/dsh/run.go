@@ -52,6 +52,7 @@ agent.maxSteps, else 100), and the whole tree after budget.tokens tokens.`,
 			if maxSteps != 0 {
 				cfg.Agent.MaxSteps = maxSteps
 			}
+			cfg.ProjectDir = cwd
 			rt, err := cfg.Build(cmd.Context(), c.logger(), nil, c.getenv)
 			if err != nil {
 				return err
