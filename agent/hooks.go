@@ -40,7 +40,7 @@ func (a *Agent) afterTool(ctx context.Context, call tool.Call, res tool.Result) 
 	in.ToolResponse = &hook.ToolResponse{Content: content.JoinText(res.Content), IsError: res.IsError, Code: res.Code}
 	var b *hook.Blocked
 	if errors.As(a.hooks.Run(context.WithoutCancel(ctx), in), &b) {
-		res.Content = append(append([]content.Block(nil), res.Content...), content.Text("PostToolUse hook: "+strings.TrimSpace(b.Reason)))
+		res.Content = append(append([]content.Block(nil), res.Content...), content.Text("\nPostToolUse hook: "+strings.TrimSpace(b.Reason)))
 	}
 	return res
 }

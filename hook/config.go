@@ -150,9 +150,8 @@ func compileMatcher(m string) (*regexp.Regexp, error) {
 	if m == "" || m == "*" {
 		return nil, nil
 	}
-	re, err := regexp.Compile("^(?:" + m + ")$")
-	if err != nil {
+	if _, err := regexp.Compile(m); err != nil {
 		return nil, fmt.Errorf("bad regular expression %q: %v", m, err)
 	}
-	return re, nil
+	return regexp.Compile("^(?:" + m + ")$")
 }
