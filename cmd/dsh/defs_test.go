@@ -28,7 +28,7 @@ func readmeBlock(t *testing.T, lang, after string) string {
 		t.Fatal(err)
 	}
 	_, rest, ok := strings.Cut(string(data), after)
-	m := regexp.MustCompile("(?s)```"+lang+"\n(.*?)```").FindStringSubmatch(rest)
+	m := regexp.MustCompile("(?s)```" + lang + "\n(.*?)```").FindStringSubmatch(rest)
 	if !ok || m == nil {
 		t.Fatalf("README.md has no %s block after %q", lang, after)
 	}
