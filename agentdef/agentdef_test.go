@@ -210,7 +210,7 @@ func TestErrors(t *testing.T) {
 		{"unknown field", "---\nname: x\ndescription: d\nmodle: cheap\n---\n", false, `:4: modle: unknown field (did you mean "model"?); known fields: name, description, tools, disallowedTools, model, provider, maxSteps, maxTurns, outputSchema, background, isolation, permissions, permissionMode, hooks`},
 		{"unknown tool", "---\nname: x\ndescription: d\ntools: read_file, grpe\n---\n", false, `:4: tools: unknown tool "grpe" (did you mean "grep"?); known tools: bash, edit_file, glob, grep, read_file, subagent, task_list, write_file`},
 		{"claude tool in a dsh file", "---\nname: x\ndescription: d\ntools: WebFetch\n---\n", false, `:4: tools: unknown tool "WebFetch"`},
-		{"unknown tool in a claude file", "---\nname: x\ndescription: d\ntools: Raed\n---\n", true, `:4: tools: unknown tool "Raed"`},
+		{"unknown tool in a claude file", "---\nname: x\ndescription: d\ntools: Raed\n---\n", true, `:4: tools: unknown tool "Raed" (did you mean "Read"?)`},
 		{"tool pattern", "---\nname: x\ndescription: d\ntools: [\"mcp_*\"]\n---\n", false, `:4: tools: "mcp_*": a tool list names tools, not patterns`},
 		{"tools not a list", "---\nname: x\ndescription: d\ntools: {a: b}\n---\n", false, ":4: tools: want a string, got {a: b}"},
 		{"unknown route", "---\nname: x\ndescription: d\nmodel: chaep\n---\n", false, `:4: model: "chaep" is not a configured model route (did you mean "cheap"?); routes: cheap, deepseek, or inherit`},

@@ -51,6 +51,17 @@ func claudeModel(m string) bool {
 	return slices.Contains([]string{"sonnet", "opus", "haiku", "opusplan"}, m) || strings.HasPrefix(m, "claude-")
 }
 
+// withClaudeNames adds Claude Code's names of the built-in tools to names.
+func withClaudeNames(names []string) []string {
+	out := slices.Clone(names)
+	for _, n := range names {
+		if c := builtin.ClaudeName(n); c != "" {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
 // readOnlyRules is permissionMode "plan": nothing that changes files or
 // runs commands.
 func readOnlyRules() permission.Rules {
@@ -176,9 +187,6 @@ func (p *fileParser) field(key string, line int, node ast.Node) error {
 		d.Description, err = p.str(key, line, node)
 	case "tools":
 		d.Tools, err = p.tools(key, line, node)
-		if err == nil && d.Tools == nil {
-			d.Tools = []string{}
-		}
 	case "disallowedTools":
 		d.DisallowedTools, err = p.tools(key, line, node)
 	case "model":
@@ -223,9 +231,21 @@ func (p *fileParser) field(key string, line int, node ast.Node) error {
 // decode reads node into v, saying what was wanted when it does not fit.
 func (p *fileParser) decode(key string, line int, node ast.Node, v any, want string) error {
 	if err := yaml.NodeToValue(node, v); err != nil {
-		return p.fail(line, key, "want %s, got %s", want, strings.TrimSpace(node.String()))
+		return p.fail(line, key, "want %s, got %s", want, shown(node))
 	}
 	return nil
+}
+
+// shown is a node's YAML for a message: its first line, clipped.
+func shown(node ast.Node) string {
+	s, _, more := strings.Cut(strings.TrimSpace(node.String()), "\n")
+	if len(s) > 60 {
+		s, more = s[:60], true
+	}
+	if more {
+		s += " …"
+	}
+	return s
 }
 
 func (p *fileParser) str(key string, line int, node ast.Node) (string, error) {
@@ -237,7 +257,7 @@ func (p *fileParser) str(key string, line int, node ast.Node) (string, error) {
 	case *ast.NullNode:
 		return "", nil
 	}
-	return "", p.fail(line, key, "want a string, got %s", strings.TrimSpace(node.String()))
+	return "", p.fail(line, key, "want a string, got %s", shown(node))
 }
 
 // tools reads a tool list: a comma-separated string or a list, in dsh's
@@ -275,7 +295,7 @@ func (p *fileParser) tools(key string, line int, node ast.Node) ([]string, error
 			return nil, p.fail(line, key, "%q: a tool list names tools, not patterns", n)
 		default:
 			msg := fmt.Sprintf("unknown tool %q", n)
-			if near := tool.Suggest(p.opts.Tools, n); near != "" {
+			if near := tool.Suggest(withClaudeNames(p.opts.Tools), n); near != "" {
 				msg += fmt.Sprintf(" (did you mean %q?)", near)
 			}
 			return nil, p.fail(line, key, "%s; known tools: %s", msg, strings.Join(p.opts.Tools, ", "))

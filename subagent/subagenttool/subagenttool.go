@@ -199,7 +199,7 @@ func (m *mount) register(p subagent.Provider) error {
 	for _, d := range t.deps.Types.List() {
 		if d.Provider == "" || d.Provider == p.Name() {
 			if err := d.Check(p.Name(), caps); err != nil {
-				return fmt.Errorf("subagent tool %s: %w", m.cfg.ToolName, err)
+				return fmt.Errorf("subagent tool %s: %w (give the definition a provider that can, or set subagentTypes: false on the tool)", m.cfg.ToolName, err)
 			}
 		}
 	}

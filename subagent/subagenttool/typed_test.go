@@ -395,3 +395,28 @@ func TestAbortedChildsWorktree(t *testing.T) {
 		t.Fatalf("worktrees %+v", infos)
 	}
 }
+
+// A tool offering the types checks those without a provider of their own
+// against its provider's capabilities when it mounts.
+func TestTypesCheckedAgainstTheToolsProvider(t *testing.T) {
+	e := newEnv(t, echoChild)
+	if _, err := e.rt.Subagents.Register(bareProvider{}); err != nil {
+		t.Fatal(err)
+	}
+	catalog, _, err := agentdef.Load(agentdef.Options{Tools: []string{"read_file", "grep", "glob"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	deps := e.deps()
+	deps.Types = catalog
+	on := true
+	_, err = subagenttool.Mount(deps, subagenttool.Config{Provider: "bare", ToolName: "subagent_bare", SubagentTypes: &on})
+	want := `subagent tool subagent_bare: agent definition explore (built-in): tools: provider "bare" does not support the toolFilter capability`
+	if err == nil || !strings.HasPrefix(err.Error(), want) {
+		t.Fatalf("err = %v\nwant %s", err, want)
+	}
+	off := false
+	if _, err := subagenttool.Mount(deps, subagenttool.Config{Provider: "bare", ToolName: "subagent_bare", SubagentTypes: &off}); err != nil {
+		t.Fatalf("without types: %v", err)
+	}
+}
