@@ -132,8 +132,9 @@ func (s *Service) Names() []string {
 // depthLimit, toolFilter, persona, policy (UNSUPPORTED_CAPABILITY for the
 // first one missing), an absolute Cwd, the MaxDepth domain, the child's
 // depth against MaxDepth (DEPTH_EXCEEDED), the output schema
-// (UNSUPPORTED_SCHEMA) and the tree's live-children cap (LIMIT_REACHED). Only then is the provider called. ctx
-// governs the whole run (see Provider.Start).
+// (UNSUPPORTED_SCHEMA) and the tree's live-children cap (LIMIT_REACHED).
+// Only then is the provider called. ctx governs the whole run (see
+// Provider.Start).
 func (s *Service) Start(ctx context.Context, name string, req StartRequest) (Run, error) {
 	adm, err := s.Admit(name, req)
 	if err != nil {

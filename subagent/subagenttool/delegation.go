@@ -129,13 +129,14 @@ func narrowFilter(base *tool.Restriction, r tool.Restriction) *tool.Restriction 
 }
 
 // isolate gives the child a worktree of its own when it asks for one.
-func (d *delegation) isolate(ctx context.Context, m *worktree.Manager, parent *agent.Agent) error {
+func (d *delegation) isolate(ctx context.Context, m *worktree.Manager) error {
 	if d.isolation != agentdef.IsolationWorktree {
 		return nil
 	}
 	if m == nil {
 		return tool.Errorf(tool.CodeInvalidArgs, "worktree isolation is not available here")
 	}
+	parent := d.req.Parent
 	if parent.Cwd() == "" {
 		return tool.Errorf(tool.CodeInvalidArgs, "worktree isolation needs a working directory, and this agent has none")
 	}
@@ -165,10 +166,10 @@ func (d *delegation) release(ctx context.Context) string {
 
 // end follows a settled child: its worktree is removed or kept, and the
 // SubagentStop hooks run. It returns a note for the model.
-func (d *delegation) end(ctx context.Context, parent *agent.Agent, res subagent.Result) string {
+func (d *delegation) end(ctx context.Context, res subagent.Result) string {
 	note := d.release(ctx)
 	if d.hooks.Has(hook.SubagentStop) {
-		in := d.hookInput(parent, hook.SubagentStop)
+		in := d.hookInput(hook.SubagentStop)
 		in.StopReason = string(res.StopReason)
 		if in.Output = content.JoinText(res.Output); len(in.Output) > maxHookOutput {
 			in.Output = in.Output[:maxHookOutput]
@@ -179,8 +180,8 @@ func (d *delegation) end(ctx context.Context, parent *agent.Agent, res subagent.
 }
 
 // hookInput describes the child for the parent's subagent hooks.
-func (d *delegation) hookInput(parent *agent.Agent, ev hook.Event) hook.Input {
-	in := parent.HookInput(ev)
+func (d *delegation) hookInput(ev hook.Event) hook.Input {
+	in := d.req.Parent.HookInput(ev)
 	in.AgentType, in.Provider, in.Description, in.Prompt = d.typ, d.provider, d.req.Label, content.JoinText(d.req.Prompt)
 	return in
 }

@@ -296,14 +296,14 @@ func (t *instance) execute(ctx context.Context, call tool.Call) (tool.Result, er
 	if err != nil {
 		return tool.Result{}, err
 	}
-	if err := d.hooks.Run(ctx, d.hookInput(parent, hook.SubagentStart)); err != nil {
+	if err := d.hooks.Run(ctx, d.hookInput(hook.SubagentStart)); err != nil {
 		return tool.Result{}, err
 	}
-	if err := d.isolate(ctx, t.deps.Worktrees, parent); err != nil {
+	if err := d.isolate(ctx, t.deps.Worktrees); err != nil {
 		return tool.Result{}, err
 	}
 	if d.background {
-		return t.startBackground(ctx, parent, d)
+		return t.startBackground(ctx, d)
 	}
 	d.req.Foreground = true
 	run, err := t.deps.Subagents.Start(ctx, d.provider, d.req)
@@ -313,7 +313,7 @@ func (t *instance) execute(ctx context.Context, call tool.Call) (tool.Result, er
 	}
 	res, werr := run.Wait(context.WithoutCancel(ctx))
 	derr := run.Dispose(context.WithoutCancel(ctx))
-	note := d.end(ctx, parent, res)
+	note := d.end(ctx, res)
 	meta := usageMeta(res.Usage)
 	switch {
 	case werr != nil || derr != nil:
@@ -381,7 +381,7 @@ func Failure(res subagent.Result) string {
 
 // startBackground registers a task owned by the parent and returns its id
 // at once; the child runs under the task's cancellation, not the call's.
-func (t *instance) startBackground(ctx context.Context, parent *agent.Agent, d *delegation) (tool.Result, error) {
+func (t *instance) startBackground(ctx context.Context, d *delegation) (tool.Result, error) {
 	if ctx.Err() != nil {
 		d.release(ctx)
 		return tool.Result{}, tool.Errorf(tool.CodeAborted, "tool call aborted")
@@ -391,8 +391,8 @@ func (t *instance) startBackground(ctx context.Context, parent *agent.Agent, d *
 		d.release(ctx)
 		return tool.Result{}, err
 	}
-	id, err := t.deps.Tasks.Start(task.Spec{Kind: TaskKind, Label: d.req.Label, Owner: parent,
-		Run: func(tctx context.Context, done func(task.Outcome)) { go t.runBackground(tctx, parent, d, adm, done) }})
+	id, err := t.deps.Tasks.Start(task.Spec{Kind: TaskKind, Label: d.req.Label, Owner: d.req.Parent,
+		Run: func(tctx context.Context, done func(task.Outcome)) { go t.runBackground(tctx, d, adm, done) }})
 	if err != nil {
 		adm.Release()
 		d.release(ctx)
@@ -403,7 +403,7 @@ func (t *instance) startBackground(ctx context.Context, parent *agent.Agent, d *
 
 // runBackground starts the child of a background task. Once it is ready
 // no goroutine waits for it: the run's settlement finishes the task.
-func (t *instance) runBackground(ctx context.Context, parent *agent.Agent, d *delegation, adm *subagent.Admission, done func(task.Outcome)) {
+func (t *instance) runBackground(ctx context.Context, d *delegation, adm *subagent.Admission, done func(task.Outcome)) {
 	run, err := adm.Start(ctx)
 	if err != nil {
 		note := d.release(ctx)
@@ -414,7 +414,7 @@ func (t *instance) runBackground(ctx context.Context, parent *agent.Agent, d *de
 		}
 		return
 	}
-	finish := func() { done(t.finishBackground(ctx, parent, d, run)) }
+	finish := func() { done(t.finishBackground(ctx, d, run)) }
 	if s, ok := run.(interface{ AfterSettle(func()) }); ok {
 		// The callback runs on the child's goroutine, which Dispose waits
 		// for: dispose from a goroutine of its own.
@@ -426,10 +426,10 @@ func (t *instance) runBackground(ctx context.Context, parent *agent.Agent, d *de
 
 // finishBackground collects a settled background run, disposes it and says
 // how the task ended.
-func (t *instance) finishBackground(ctx context.Context, parent *agent.Agent, d *delegation, run subagent.Run) task.Outcome {
+func (t *instance) finishBackground(ctx context.Context, d *delegation, run subagent.Run) task.Outcome {
 	res, werr := run.Wait(context.WithoutCancel(ctx))
 	derr := run.Dispose(context.WithoutCancel(ctx))
-	note := d.end(ctx, parent, res)
+	note := d.end(ctx, res)
 	out := task.Outcome{Meta: usageMeta(res.Usage)}
 	switch {
 	case werr != nil || derr != nil:

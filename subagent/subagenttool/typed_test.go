@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/dsh-go/dsh/agent"
 	"github.com/dsh-go/dsh/agentdef"
@@ -418,5 +419,39 @@ func TestTypesCheckedAgainstTheToolsProvider(t *testing.T) {
 	off := false
 	if _, err := subagenttool.Mount(deps, subagenttool.Config{Provider: "bare", ToolName: "subagent_bare", SubagentTypes: &off}); err != nil {
 		t.Fatalf("without types: %v", err)
+	}
+}
+
+// A background child in a worktree: its task's output names the kept
+// worktree; a type's background default starts it as a task.
+func TestBackgroundChildInAWorktree(t *testing.T) {
+	repo := gitRepo(t)
+	release := make(chan struct{})
+	child := func(ctx context.Context, req *llm.Request) iter.Seq[content.Chunk] {
+		<-release // after the parent's first turn, so that the notice opens a turn of its own
+		return writer(ctx, req)
+	}
+	e := newEnv(t, child,
+		scripted.ToolCalls("", call("subagent_typed", `{"description":"bg","prompt":"from bg","subagent_type":"isolated"}`)),
+		scripted.Text("started"),
+		scripted.ToolCalls("", call("task_output", `{"task_id":"subagent-1","wait":true,"timeout_ms":10000}`)),
+		scripted.Text("collected"))
+	a := e.typed(repo, map[string]string{"i.md": "---\nname: isolated\ndescription: d\nbackground: true\nisolation: worktree\n---\n"})
+	rs := runOn(t, a, "go")
+	if resultText(rs[0]) != "started background subagent task subagent-1" {
+		t.Fatalf("ack %q", resultText(rs[0]))
+	}
+	close(release)
+	for a.Session().LastTurn() < 2 { // the completion notice opens a turn that collects the output
+		time.Sleep(time.Millisecond)
+	}
+	if err := a.WaitIdle(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	rs = results(a)
+	out := resultText(rs[len(rs)-1])
+	infos, _ := worktree.List(t.Context(), repo)
+	if len(infos) != 1 || !strings.Contains(out, "wrote it\n[worktree] the changes are kept in the git worktree "+infos[0].Path) {
+		t.Fatalf("task output %q, worktrees %+v", out, infos)
 	}
 }
