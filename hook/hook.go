@@ -8,7 +8,6 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"os/exec"
 	"regexp"
 	"slices"
 	"strings"
@@ -261,16 +260,27 @@ func execute(ctx context.Context, h compiled, cwd string, stdin []byte) (result,
 	}
 	p.Stop(0, termGrace)
 	wg.Wait()
-	res.stdout, res.stderr = out.String(), p.StderrTail()
-	var exitErr *exec.ExitError
-	switch err := p.Err(); {
-	case err == nil:
-	case errors.As(err, &exitErr):
-		res.exit = exitErr.ExitCode()
-	default:
-		res.exit = -1
-	}
+	res.stdout, res.stderr, res.exit = out.String(), p.StderrTail(), exitStatus(p.Err())
 	return res, nil
+}
+
+// exitStatus reads an exit status from the error of a process that ended:
+// 0 for none, -1 when it did not exit by itself. An error without an
+// ExitCode method is read from its "exit status N" text, which exec's and
+// proc's exit errors share.
+func exitStatus(err error) int {
+	if err == nil {
+		return 0
+	}
+	var coded interface{ ExitCode() int }
+	if errors.As(err, &coded) {
+		return coded.ExitCode()
+	}
+	var n int
+	if _, serr := fmt.Sscanf(err.Error(), "exit status %d", &n); serr == nil {
+		return n
+	}
+	return -1
 }
 
 func clip(s string, n int) string {

@@ -15,7 +15,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"hash/fnv"
 	"os"
@@ -25,7 +24,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 )
 
 // BranchPrefix starts the name of every branch this package creates.
@@ -257,12 +255,6 @@ func List(ctx context.Context, dir string) ([]Info, error) {
 		infos = append(infos, in)
 	}
 	return infos, nil
-}
-
-// alive reports whether a process pid exists.
-func alive(pid int) bool {
-	err := syscall.Kill(pid, 0)
-	return err == nil || errors.Is(err, syscall.EPERM)
 }
 
 // git runs git in dir and returns its trimmed stdout; a failure says what
