@@ -22,7 +22,6 @@ import (
 	"github.com/dsh-go/dsh/llm/scripted"
 	"github.com/dsh-go/dsh/session"
 	"github.com/dsh-go/dsh/subagent"
-	"github.com/dsh-go/dsh/subagent/spawn"
 	"github.com/dsh-go/dsh/subagent/subagenttool"
 	"github.com/dsh-go/dsh/tool/builtin"
 	"github.com/dsh-go/dsh/worktree"
@@ -58,7 +57,7 @@ func (e *env) typed(cwd string, defs map[string]string) *agent.Agent {
 	deps := e.deps()
 	deps.Types, deps.Worktrees = catalog, wts
 	on := true
-	if _, err := subagenttool.Mount(deps, subagenttool.Config{Provider: spawn.Name, ToolName: "subagent_typed", SubagentTypes: &on}); err != nil {
+	if _, err := subagenttool.Mount(deps, subagenttool.Config{Provider: "spawn", ToolName: "subagent_typed", SubagentTypes: &on}); err != nil {
 		t.Fatal(err)
 	}
 	a, err := e.rt.Agents.Create(context.Background(), agent.CreateOptions{Cwd: cwd, Options: agent.Options{Provider: "test"}})
