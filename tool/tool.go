@@ -462,9 +462,10 @@ func (s *Scope) buildSpecs() []content.ToolSpec {
 	return specs
 }
 
-// Execute runs a call in this scope. It never fails: an unknown or hidden
-// tool, invalid arguments, a cancelled ctx, an error or a panic in the tool
-// all become error results the model can read.
+// Execute runs a call in this scope: its guards, then the tool, then the
+// scope's After functions. It never fails: an unknown or hidden tool,
+// invalid arguments, a cancelled ctx, an error or a panic in the tool all
+// become error results the model can read.
 func (s *Scope) Execute(ctx context.Context, call Call) (res Result) {
 	if ctx.Err() != nil {
 		return ErrorResult(CodeAbortedBeforeDispatch, "tool call aborted before dispatch")

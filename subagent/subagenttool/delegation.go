@@ -65,20 +65,21 @@ func (t *instance) delegation(parent *agent.Agent, a args) (*delegation, error) 
 
 // apply lays a definition over the request.
 func (d *delegation) apply(t *instance, def *agentdef.Definition) error {
-	p, ok := t.deps.Subagents.Provider(d.provider)
-	if def.Provider != "" && def.Provider != d.provider {
+	req := &d.req
+	moved := def.Provider != "" && def.Provider != d.provider
+	if moved {
 		d.provider = def.Provider
-		d.req.AgentOptions, d.req.Persona, d.req.ToolFilter = nil, nil, nil
-		p, ok = t.deps.Subagents.Provider(d.provider)
-		if ok {
-			d.req.MaxDepth = t.cfg.depthCap(p.Capabilities())
-		}
+		req.AgentOptions, req.Persona, req.ToolFilter = nil, nil, nil
 	}
+	p, ok := t.deps.Subagents.Provider(d.provider)
 	if !ok {
-		return &subagent.Error{Code: subagent.CodeNoProvider, Provider: d.provider, Msg: fmt.Sprintf("provider %q of subagent_type %s is not registered", d.provider, def.Name)}
+		return &subagent.Error{Code: subagent.CodeNoProvider, Provider: d.provider,
+			Msg: fmt.Sprintf("provider %q of subagent_type %s is not registered", d.provider, def.Name)}
 	}
 	caps := p.Capabilities()
-	req := &d.req
+	if moved {
+		req.MaxDepth = t.cfg.depthCap(caps)
+	}
 	if def.Instructions != "" {
 		if caps.Persona {
 			req.Persona = &def.Instructions
