@@ -10,6 +10,7 @@ import (
 
 	"github.com/dsh-go/dsh/agent"
 	"github.com/dsh-go/dsh/event"
+	"github.com/dsh-go/dsh/hook"
 	"github.com/dsh-go/dsh/llm"
 	"github.com/dsh-go/dsh/prompt"
 	"github.com/dsh-go/dsh/session"
@@ -44,6 +45,9 @@ type Options struct {
 	// MaxTasksPerOwner caps an agent's running background tasks
 	// (default task.DefaultMaxPerOwner).
 	MaxTasksPerOwner int
+	// Hooks are the hooks of every top-level agent, and through them of
+	// their children (nil: none).
+	Hooks *hook.Set
 }
 
 // New builds a runtime with the harness identity section registered.
@@ -56,7 +60,7 @@ func New(opts Options) (*Runtime, error) {
 	rt := &Runtime{Log: log, Events: bus, Sessions: session.NewStore(opts.Backend, bus), LLM: llm.NewRegistry(),
 		Tools: tool.NewRegistry(), Prompt: prompt.NewRegistry()}
 	rt.Agents = agent.NewRegistry(agent.Deps{Sessions: rt.Sessions, LLM: rt.LLM, Tools: rt.Tools, Prompt: rt.Prompt,
-		Events: bus, Log: log})
+		Events: bus, Log: log, Hooks: opts.Hooks})
 	rt.Subagents = subagent.NewService(bus, log)
 	rt.Tasks = task.New(bus, log, opts.MaxTasksPerOwner)
 	if _, err := rt.Prompt.Section(prompt.Section{Name: prompt.IdentitySection, Order: prompt.IdentityOrder, Text: Identity}); err != nil {

@@ -17,6 +17,7 @@ import (
 
 	"github.com/dsh-go/dsh/content"
 	"github.com/dsh-go/dsh/event"
+	"github.com/dsh-go/dsh/hook"
 	"github.com/dsh-go/dsh/llm"
 	"github.com/dsh-go/dsh/permission"
 	"github.com/dsh-go/dsh/prompt"
@@ -110,6 +111,9 @@ type Deps struct {
 	Prompt   *prompt.Registry
 	Events   *event.Bus
 	Log      *slog.Logger
+	// Hooks are the hooks of every top-level agent (and, through them, of
+	// every descendant); nil: none.
+	Hooks *hook.Set
 }
 
 // Registry creates agents and holds the live ones.
@@ -155,6 +159,9 @@ type CreateOptions struct {
 	// the tree a root agent starts may use, every descendant included; 0
 	// is unbounded. Agents with an owner share their root's budget.
 	TokenBudget int64
+	// Hooks are added after the hooks the agent inherits: its owner's, or
+	// for a top-level agent the registry's (Deps.Hooks).
+	Hooks *hook.Set
 	// Setup runs before the agent and its session are published; it may
 	// register scoped tools, prompt sections and restrictions. An error
 	// rolls everything back.
@@ -301,6 +308,7 @@ type Agent struct {
 	prompt  *prompt.Scope
 	owner   *Agent
 	policy  permission.Policy // captured at creation; never widened
+	hooks   *hook.Set         // inherited, plus CreateOptions.Hooks
 	path    []string          // labels from the root's child down to this agent
 	tree    *tree             // shared by every agent of the delegation tree
 
@@ -335,15 +343,19 @@ func newAgent(r *Registry, s *session.Session, opts CreateOptions) *Agent {
 	a := &Agent{reg: r, id: s.ID(), session: s, opts: o, owner: opts.Owner,
 		tools: r.deps.Tools.NewScope(), disposeDone: make(chan struct{})}
 	if p := opts.Owner; p != nil {
-		a.tree, a.policy = p.tree, p.policy
+		a.tree, a.policy, a.hooks = p.tree, p.policy, p.hooks
 		a.path = append(slices.Clip(p.path), cmp.Or(opts.Label, "child "+a.id))
 	} else {
-		a.tree = newTree(opts.Asker, opts.TokenBudget)
+		a.tree, a.hooks = newTree(opts.Asker, opts.TokenBudget), r.deps.Hooks
 	}
 	if opts.Policy != nil {
 		a.policy = a.policy.NarrowBy(*opts.Policy)
 	}
+	a.hooks = a.hooks.With(opts.Hooks)
 	a.tools.Guard(a.guard)
+	if a.hooks.Has(hook.PostToolUse) {
+		a.tools.After(a.afterTool)
+	}
 	a.prompt = r.deps.Prompt.NewScopeWith(a.builtin)
 	if s.Header().Cwd != "" {
 		a.prompt.Section(prompt.Section{Name: "harness:environment", Order: prompt.IdentityOrder + 1, Text: "Working directory: {{cwd}}"})

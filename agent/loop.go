@@ -88,6 +88,7 @@ func (a *Agent) endTurn(ctx context.Context, n int, claimed []item, reason sessi
 			end.Reason = session.EndReason{Kind: session.EndError, Error: failureOf(err)}
 		}
 	}
+	a.stopHooks(end)
 	for _, it := range claimed {
 		if it.onEnd != nil {
 			it.onEnd(end)

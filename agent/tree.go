@@ -63,10 +63,14 @@ func (a *Agent) TokensUsed() (used, budget int64) { return a.tree.used.Load(), a
 // model calls (an out-of-process child's usage) against its budget.
 func (a *Agent) Charge(u content.Usage) { a.tree.charge(u) }
 
-// guard is the policy check every call in the agent's scope passes.
+// guard is the check every call in the agent's scope passes: its
+// PreToolUse hooks, then its permission policy.
 func (a *Agent) guard(ctx context.Context, call tool.Call) error {
 	if !a.tools.Has(call.Name) {
 		return nil // the scope reports the unknown tool itself
+	}
+	if err := a.preToolHooks(ctx, call); err != nil {
+		return err
 	}
 	return a.Authorize(ctx, permission.Request{Tool: call.Name, CallID: call.ID, Arguments: call.Arguments})
 }

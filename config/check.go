@@ -13,6 +13,7 @@ import (
 
 	"github.com/dsh-go/dsh/permission"
 	"github.com/dsh-go/dsh/task"
+	"github.com/dsh-go/dsh/tool"
 	"github.com/dsh-go/dsh/tool/builtin"
 )
 
@@ -188,40 +189,8 @@ func checkToolName(known []string, path, name string) error {
 		return nil
 	}
 	msg := fmt.Sprintf("unknown tool %q", name)
-	if near := nearest(known, name); near != "" {
+	if near := tool.Suggest(known, name); near != "" {
 		msg += fmt.Sprintf(" (did you mean %q?)", near)
 	}
 	return bad(path, "%s; known tools: %s", msg, strings.Join(known, ", "))
-}
-
-// nearest returns the known name closest to name, if it is close.
-func nearest(known []string, name string) string {
-	best, bestD := "", len(name)/2+2
-	for _, k := range known {
-		if d := distance(k, name); d < bestD {
-			best, bestD = k, d
-		}
-	}
-	return best
-}
-
-// distance is the Levenshtein distance between a and b.
-func distance(a, b string) int {
-	prev := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur := make([]int, len(b)+1)
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev = cur
-	}
-	return prev[len(b)]
 }

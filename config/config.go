@@ -26,6 +26,7 @@ import (
 	"github.com/dsh-go/dsh"
 	"github.com/dsh-go/dsh/agent"
 	"github.com/dsh-go/dsh/content"
+	"github.com/dsh-go/dsh/hook"
 	"github.com/dsh-go/dsh/internal/secret"
 	"github.com/dsh-go/dsh/llm/openai"
 	"github.com/dsh-go/dsh/permission"
@@ -63,6 +64,14 @@ type Config struct {
 	Budget Budget `yaml:"budget"`
 	// SessionsDir holds the JSONL session files (default $DSH_HOME/sessions).
 	SessionsDir string `yaml:"sessionsDir"`
+	// Hooks are commands run around the tool calls, children and turns of
+	// every agent (Claude Code's format; see package hook).
+	Hooks hook.Config `yaml:"hooks"`
+
+	// ProjectDir is the project whose .dsh/agents and .claude/agents hold
+	// agent definitions (default: the current directory). It is not read
+	// from the file.
+	ProjectDir string `yaml:"-"`
 
 	path     string   // the file Load read, absolute; "" for none
 	warnings []string // what is legal but probably not meant
@@ -467,6 +476,16 @@ func (cfg Config) merge(file Config) (Config, error) {
 		cfg.Subagents = file.Subagents
 	}
 	cfg.ACP = file.ACP
+	if err := file.Hooks.Validate(); err != nil {
+		var ce *hook.ConfigError
+		if errors.As(err, &ce) {
+			return cfg, bad("$.hooks."+ce.Field, "%s", ce.Msg)
+		}
+		return cfg, err
+	}
+	if file.Hooks != nil {
+		cfg.Hooks = file.Hooks
+	}
 	if err := cfg.validate(); err != nil {
 		return cfg, err
 	}
@@ -625,7 +644,11 @@ func (cfg Config) Build(ctx context.Context, log *slog.Logger, backend session.B
 	redactor := secret.NewRedactor(cfg.Credentials(getenv)...)
 	backend = redactor.Backend(backend)
 	log = slog.New(redactor.Handler(cmp.Or(log, slog.Default()).Handler()))
-	rt, err := dsh.New(dsh.Options{Logger: log, Backend: backend, Persona: cfg.Persona, MaxTasksPerOwner: cfg.Tasks.MaxPerOwner})
+	hooks, err := hook.New(cfg.Hooks, cmp.Or(cfg.path, "dsh.yaml"), log)
+	if err != nil {
+		return nil, err
+	}
+	rt, err := dsh.New(dsh.Options{Logger: log, Backend: backend, Persona: cfg.Persona, MaxTasksPerOwner: cfg.Tasks.MaxPerOwner, Hooks: hooks})
 	if err != nil {
 		return nil, err
 	}

@@ -171,6 +171,12 @@ func TestConfigErrorMessages(t *testing.T) {
 			`config dsh.yaml: line 3: permissions.tools.write_fle: unknown tool "write_fle" (did you mean "write_file"?); known tools: bash, edit_file, glob, grep, read_file, subagent, subagent_fork, task_kill, task_list, task_output, write_file`},
 		{"bad decision", "permissions:\n  tools: {bash: maybe}\n", `config dsh.yaml: line 2: permissions.tools.bash: want allow, ask or deny, got "maybe"`},
 		{"negative budget", "budget: {tokens: -1}\n", `config dsh.yaml: line 1: budget.tokens: must not be negative`},
+		{"hook matcher", "hooks:\n  PreToolUse:\n    - matcher: \"(\"\n      hooks: [{command: x}]\n",
+			`config dsh.yaml: line 3: hooks.PreToolUse[0].matcher: bad regular expression "(": error parsing regexp: missing closing ): ` + "`(`"},
+		{"hook event", "hooks:\n  BeforeTool: [{hooks: [{command: x}]}]\n",
+			`config dsh.yaml: line 2: hooks.BeforeTool: unknown hook event (want one of PreToolUse, PostToolUse, SubagentStart, SubagentStop, Stop)`},
+		{"hook timeout", "hooks:\n  Stop: [{hooks: [{command: x, timeout: soon}]}]\n",
+			`config dsh.yaml: line 2: hooks.Stop[0].hooks[0].timeout: want a number, got "soon"`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := config.Parse("dsh.yaml", []byte(tc.yaml), env(nil))

@@ -5,12 +5,15 @@ import (
 	"fmt"
 	"maps"
 	"os"
+	"path/filepath"
 	"strconv"
 
 	"github.com/dsh-go/dsh"
+	"github.com/dsh-go/dsh/agentdef"
 	"github.com/dsh-go/dsh/subagent"
 	"github.com/dsh-go/dsh/subagent/acpchild"
 	"github.com/dsh-go/dsh/subagent/subagenttool"
+	"github.com/dsh-go/dsh/worktree"
 )
 
 // DepthEnv tells a dsh started as an ACP child its delegation depth.
@@ -30,13 +33,60 @@ func (cfg Config) mountSubagents(rt *dsh.Runtime, getenv func(string) string) er
 			return fmt.Errorf("subagent provider %s: %w", p.Name, err)
 		}
 	}
+	types, warnings, err := cfg.LoadAgents(rt, getenv)
+	if err != nil {
+		return err
+	}
+	for _, w := range warnings {
+		rt.Log.Warn(w)
+	}
+	home, err := Home(getenv)
+	if err != nil {
+		return err
+	}
+	worktrees, err := worktree.New(filepath.Join(home, "worktrees"))
+	if err != nil {
+		return err
+	}
 	for _, t := range cfg.Subagents.Tools {
 		if _, err := subagenttool.Mount(subagenttool.Deps{Subagents: rt.Subagents, Tools: rt.Tools, Tasks: rt.Tasks,
-			Events: rt.Events, Log: rt.Log, OutputLimit: cfg.Tools.OutputLimit}, t); err != nil {
+			Events: rt.Events, Log: rt.Log, OutputLimit: cfg.Tools.OutputLimit, Types: types, Worktrees: worktrees}, t); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// LoadAgents reads the agent definitions: built-in, then those of
+// $HOME/.claude/agents, $DSH_HOME/agents, and the project's .claude/agents
+// and .dsh/agents (ProjectDir, default the current directory), the later
+// winning on a name clash. They are checked against the configured tools
+// and model routes and rt's subagent providers; it also returns the
+// warnings for what dsh ignores in Claude Code's files.
+func (cfg Config) LoadAgents(rt *dsh.Runtime, getenv func(string) string) (*agentdef.Catalog, []string, error) {
+	project := cfg.ProjectDir
+	if project == "" {
+		wd, err := os.Getwd()
+		if err != nil {
+			return nil, nil, err
+		}
+		project = wd
+	}
+	home, err := Home(getenv)
+	if err != nil {
+		return nil, nil, err
+	}
+	opts := agentdef.Options{Dirs: agentdef.Dirs(project, home, getenv("HOME")), Tools: cfg.knownTools(),
+		Providers: map[string]subagent.Capabilities{}, Log: rt.Log}
+	for _, m := range cfg.Models {
+		opts.Routes = append(opts.Routes, m.Name)
+	}
+	for _, name := range rt.Subagents.Names() {
+		if p, ok := rt.Subagents.Provider(name); ok {
+			opts.Providers[name] = p.Capabilities()
+		}
+	}
+	return agentdef.Load(opts)
 }
 
 func (cfg Config) provider(rt *dsh.Runtime, p Provider, getenv func(string) string) (subagent.Provider, error) {

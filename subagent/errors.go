@@ -26,6 +26,7 @@ const (
 	CapDepthLimit   = "depthLimit"
 	CapToolFilter   = "toolFilter"
 	CapPersona      = "persona"
+	CapPolicy       = "policy"
 )
 
 // Error is a seam failure. Match it with errors.Is against a sentinel

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -128,11 +129,12 @@ func (s *Service) Names() []string {
 // Start validates req against the named provider and starts a child. In
 // order, before any child exists: the request's shape, provider lookup
 // (NO_PROVIDER), each requested capability in the order outputSchema,
-// depthLimit, toolFilter, persona (UNSUPPORTED_CAPABILITY for the first one
-// missing), the MaxDepth domain, the child's depth against MaxDepth
-// (DEPTH_EXCEEDED), the output schema (UNSUPPORTED_SCHEMA) and the tree's
-// live-children cap (LIMIT_REACHED). Only then is the provider called. ctx
-// governs the whole run (see Provider.Start).
+// depthLimit, toolFilter, persona, policy (UNSUPPORTED_CAPABILITY for the
+// first one missing), an absolute Cwd, the MaxDepth domain, the child's
+// depth against MaxDepth (DEPTH_EXCEEDED), the output schema
+// (UNSUPPORTED_SCHEMA) and the tree's live-children cap (LIMIT_REACHED).
+// Only then is the provider called. ctx governs the whole run (see
+// Provider.Start).
 func (s *Service) Start(ctx context.Context, name string, req StartRequest) (Run, error) {
 	adm, err := s.Admit(name, req)
 	if err != nil {
@@ -227,6 +229,10 @@ func (s *Service) validate(name string, req *StartRequest) error {
 		return unsupported(name, CapToolFilter)
 	case req.Persona != nil && !caps.Persona:
 		return unsupported(name, CapPersona)
+	case (req.Policy != nil || !req.Hooks.Empty()) && !caps.Policy:
+		return unsupported(name, CapPolicy)
+	case req.Cwd != "" && !filepath.IsAbs(req.Cwd):
+		return invalid("start: cwd must be an absolute path, got %q", req.Cwd)
 	}
 	req.Depth = req.Parent.Depth() + 1
 	if req.MaxDepth != nil {

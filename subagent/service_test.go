@@ -15,6 +15,8 @@ import (
 	"github.com/dsh-go/dsh/agent"
 	"github.com/dsh-go/dsh/content"
 	"github.com/dsh-go/dsh/event"
+	"github.com/dsh-go/dsh/hook"
+	"github.com/dsh-go/dsh/permission"
 	"github.com/dsh-go/dsh/subagent"
 	"github.com/dsh-go/dsh/subagent/subagenttest"
 	"github.com/dsh-go/dsh/tool"
@@ -70,7 +72,15 @@ func done(text string) subagenttest.Script {
 }
 
 func allCaps() subagent.Capabilities {
-	return subagent.Capabilities{OutputSchema: true, DepthLimit: true, ToolFilter: true, Persona: true}
+	return subagent.Capabilities{OutputSchema: true, DepthLimit: true, ToolFilter: true, Persona: true, Policy: true}
+}
+
+func mustHooks(t *testing.T) *hook.Set {
+	s, err := hook.New(hook.Config{hook.Stop: {{Hooks: []hook.Command{{Command: "true"}}}}}, "test", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
 }
 
 func ptr[T any](v T) *T { return &v }
@@ -139,6 +149,11 @@ func TestStartValidation(t *testing.T) {
 		{name: "B3 empty allow list still needs toolFilter", provider: "p",
 			mutate: func(r *subagent.StartRequest) { r.ToolFilter = &tool.Restriction{Allow: []string{}} },
 			want:   subagent.ErrUnsupportedCapability, check: capability(subagent.CapToolFilter)},
+		{name: "policy needs the capability", provider: "p", caps: subagent.Capabilities{OutputSchema: true, DepthLimit: true, ToolFilter: true, Persona: true},
+			mutate: func(r *subagent.StartRequest) { r.Policy = &permission.Policy{} }, want: subagent.ErrUnsupportedCapability, check: capability(subagent.CapPolicy)},
+		{name: "hooks need the policy capability", provider: "p",
+			mutate: func(r *subagent.StartRequest) { r.Hooks = mustHooks(t) }, want: subagent.ErrUnsupportedCapability, check: capability(subagent.CapPolicy)},
+		{name: "relative cwd", provider: "p", caps: allCaps(), mutate: func(r *subagent.StartRequest) { r.Cwd = "work/tree" }, want: subagent.ErrInvalidRequest},
 		{name: "B4 negative maxDepth", provider: "p", caps: allCaps(), mutate: func(r *subagent.StartRequest) { r.MaxDepth = ptr(-1) }, want: subagent.ErrInvalidRequest},
 		{name: "B4 capability check precedes the domain check", provider: "p", mutate: func(r *subagent.StartRequest) { r.MaxDepth = ptr(-1) },
 			want: subagent.ErrUnsupportedCapability, check: capability(subagent.CapDepthLimit)},

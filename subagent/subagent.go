@@ -14,6 +14,8 @@ import (
 
 	"github.com/dsh-go/dsh/agent"
 	"github.com/dsh-go/dsh/content"
+	"github.com/dsh-go/dsh/hook"
+	"github.com/dsh-go/dsh/permission"
 	"github.com/dsh-go/dsh/tool"
 )
 
@@ -25,6 +27,9 @@ type Capabilities struct {
 	DepthLimit   bool // enforces StartRequest.MaxDepth
 	ToolFilter   bool // applies StartRequest.ToolFilter
 	Persona      bool // applies StartRequest.Persona
+	// Policy: applies StartRequest.Policy and StartRequest.Hooks to the
+	// child's own tool calls.
+	Policy bool
 }
 
 // StartRequest is what a caller asks of a child. A nil pointer field means
@@ -50,6 +55,14 @@ type StartRequest struct {
 	ToolFilter *tool.Restriction
 	// Persona replaces the deployment persona for this child.
 	Persona *string
+	// Policy narrows the permission policy the child inherits from Parent
+	// (it can never widen it).
+	Policy *permission.Policy
+	// Hooks are run in the child after those it inherits from Parent.
+	Hooks *hook.Set
+	// Cwd is the child's working directory (absolute), instead of the
+	// parent's; every provider honours it, over its own configured cwd.
+	Cwd string
 	// Foreground promises that the caller waits for the run right after
 	// Start, with a Wait whose ctx cannot end (context.WithoutCancel or
 	// Background). An in-process provider may then run the child's turn on

@@ -275,6 +275,7 @@ type Scope struct {
 	masks   []*mask
 	maskGen uint64
 	guards  []*guard
+	afters  []*after
 	cached  specCache
 }
 
@@ -287,6 +288,10 @@ type specCache struct {
 
 type guard struct {
 	check func(context.Context, Call) error
+}
+
+type after struct {
+	fn func(context.Context, Call, Result) Result
 }
 
 type mask struct {
@@ -355,6 +360,25 @@ func (s *Scope) Guard(check func(ctx context.Context, call Call) error) (dispose
 		once.Do(func() {
 			s.mu.Lock()
 			s.guards = slices.DeleteFunc(slices.Clone(s.guards), func(x *guard) bool { return x == g })
+			s.mu.Unlock()
+		})
+	}
+}
+
+// After adds fn, which runs after every call in this scope that reached its
+// tool (not one refused or invalid before dispatch), on the call's
+// goroutine; the result it returns replaces the call's. It returns fn's
+// disposer.
+func (s *Scope) After(fn func(ctx context.Context, call Call, res Result) Result) (dispose func()) {
+	a := &after{fn: fn}
+	s.mu.Lock()
+	s.afters = append(s.afters, a)
+	s.mu.Unlock()
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			s.mu.Lock()
+			s.afters = slices.DeleteFunc(slices.Clone(s.afters), func(x *after) bool { return x == a })
 			s.mu.Unlock()
 		})
 	}
@@ -446,9 +470,10 @@ func (s *Scope) buildSpecs() []content.ToolSpec {
 	return specs
 }
 
-// Execute runs a call in this scope. It never fails: an unknown or hidden
-// tool, invalid arguments, a cancelled ctx, an error or a panic in the tool
-// all become error results the model can read.
+// Execute runs a call in this scope: its guards, then the tool, then the
+// scope's After functions. It never fails: an unknown or hidden tool,
+// invalid arguments, a cancelled ctx, an error or a panic in the tool all
+// become error results the model can read.
 func (s *Scope) Execute(ctx context.Context, call Call) (res Result) {
 	if ctx.Err() != nil {
 		return ErrorResult(CodeAbortedBeforeDispatch, "tool call aborted before dispatch")
@@ -472,6 +497,18 @@ func (s *Scope) Execute(ctx context.Context, call Call) (res Result) {
 		return ErrorResult(CodeInvalidArgs, fmt.Sprintf("invalid arguments: %v", err))
 	}
 	call.Arguments = args
+	res = dispatch(ctx, e, call)
+	s.mu.RLock()
+	afters := s.afters
+	s.mu.RUnlock()
+	for _, a := range afters {
+		res = a.fn(ctx, call, res)
+	}
+	return res
+}
+
+// dispatch runs a validated call in its tool.
+func dispatch(ctx context.Context, e *entry, call Call) (res Result) {
 	defer func() {
 		if r := recover(); r != nil {
 			res = ErrorResult(CodeFailed, fmt.Sprintf("tool %s panicked: %v", call.Name, r))

@@ -901,3 +901,42 @@ func TestRestrictExplicitEmptyAllowHidesAllGlobals(t *testing.T) {
 		t.Errorf("visible = %v, want [own]", got)
 	}
 }
+
+// After sees every call that reached its tool, and may replace the result;
+// refused, unknown and invalid calls never reach it.
+func TestAfter(t *testing.T) {
+	r := tool.NewRegistry()
+	mustRegister(t, r.Register, tool.Definition{Name: "x", Parameters: &jsonschema.Schema{Type: "object",
+		Properties: map[string]*jsonschema.Schema{"n": {Type: "integer"}}},
+		Execute: func(context.Context, tool.Call) (tool.Result, error) { return tool.TextResult("out"), nil }})
+	mustRegister(t, r.Register, tool.Definition{Name: "boom",
+		Execute: func(context.Context, tool.Call) (tool.Result, error) { panic("boom") }})
+	s := r.NewScope()
+	s.Guard(func(_ context.Context, c tool.Call) error {
+		if c.Name == "boom" && string(c.Arguments) == `{"refuse":true}` {
+			return errors.New("no")
+		}
+		return nil
+	})
+	var seen []string
+	dispose := s.After(func(_ context.Context, c tool.Call, res tool.Result) tool.Result {
+		seen = append(seen, fmt.Sprintf("%s:%v:%s", c.Name, res.IsError, content.JoinText(res.Content)))
+		res.Content = append(res.Content, content.Text("+after"))
+		return res
+	})
+	if _, text := exec(t, s, "x", `{"n":1}`); text != "out+after" {
+		t.Errorf("x answers %q", text)
+	}
+	exec(t, s, "boom", `{}`)
+	exec(t, s, "boom", `{"refuse":true}`)
+	exec(t, s, "x", `{"n":"one"}`)
+	exec(t, s, "missing", `{}`)
+	want := []string{"x:false:out", "boom:true:Error: tool boom panicked: boom"}
+	if !slices.Equal(seen, want) {
+		t.Errorf("After saw %q, want %q", seen, want)
+	}
+	dispose()
+	if _, text := exec(t, s, "x", `{}`); text != "out" {
+		t.Errorf("after dispose, x answers %q", text)
+	}
+}

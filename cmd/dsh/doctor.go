@@ -14,6 +14,7 @@ import (
 
 	"github.com/dsh-go/dsh/config"
 	"github.com/dsh-go/dsh/llm/openai"
+	"github.com/dsh-go/dsh/worktree"
 )
 
 // check is the outcome of one doctor check.
@@ -30,8 +31,10 @@ func (c *cli) doctorCmd() *cobra.Command {
 		Long: `Check what dsh needs, one line per check: each model route's key variable
 is set, its endpoint answers and serves the configured model (the list the
 endpoint serves is printed when it does not); each configured subagent
-provider's program is on PATH; $DSH_HOME is writable. Exits 1 when a check
-fails.
+provider's program is on PATH; $DSH_HOME is writable; no git worktree that
+a child was given (isolation: worktree) was left behind by a dsh that was
+killed (each one found is listed with how to clean it up). Exits 1 when a
+check fails.
 
 Environment: DEEPSEEK_API_KEY, DEEPSEEK_BASE_URL, DSH_HOME, DSH_CONFIG, and
 the key variable of every configured route.`,
@@ -47,6 +50,7 @@ the key variable of every configured route.`,
 			}
 			checks = append(checks, c.checkProviders(cfg)...)
 			checks = append(checks, c.checkHome())
+			checks = append(checks, checkWorktrees(cmd.Context())...)
 			failed := 0
 			for _, ch := range checks {
 				mark := "ok  "
@@ -136,4 +140,32 @@ func (c *cli) checkHome() check {
 	f.Close()
 	os.Remove(f.Name())
 	return check{ok: true, what: "DSH_HOME", detail: filepath.Clean(home) + " is writable"}
+}
+
+// checkWorktrees reports the children's git worktrees of the repository
+// holding the current directory: one left by a dsh that is gone fails.
+func checkWorktrees(ctx context.Context) []check {
+	wd, err := os.Getwd()
+	if err != nil {
+		return nil
+	}
+	infos, err := worktree.List(ctx, wd)
+	if err != nil {
+		return nil // not in a git repository: nothing to check
+	}
+	var out []check
+	for _, in := range infos {
+		what := "worktree " + in.Path
+		switch {
+		case in.Missing:
+			out = append(out, check{what: what, detail: fmt.Sprintf("its folder is gone: git worktree prune && git branch -D %s", in.Branch)})
+		case in.Stale:
+			out = append(out, check{what: what, detail: fmt.Sprintf("left behind by dsh pid %d, which is gone; %s", in.Owner, in.Remedy())})
+		case in.Owner != 0:
+			out = append(out, check{ok: true, what: what, detail: fmt.Sprintf("in use by dsh pid %d", in.Owner)})
+		default:
+			out = append(out, check{ok: true, what: what, detail: "kept for review: " + in.Remedy()})
+		}
+	}
+	return out
 }

@@ -74,6 +74,7 @@ Exit status:
 			if maxSteps != 0 {
 				cfg.Agent.MaxSteps = maxSteps
 			}
+			cfg.ProjectDir = cwd
 			rt, err := cfg.Build(cmd.Context(), c.logger(), nil, c.getenv)
 			if err != nil {
 				return err

@@ -128,7 +128,7 @@ func (p *Provider) Start(ctx context.Context, req subagent.StartRequest) (subage
 		return nil, &subagent.Error{Code: subagent.CodeDepthExceeded, Provider: p.cfg.Name, Attempted: depth, Max: p.cfg.MaxDepth,
 			Msg: fmt.Sprintf("provider %q: subagent depth %d exceeds its maxDepth %d", p.cfg.Name, depth, p.cfg.MaxDepth)}
 	}
-	cwd := cmp.Or(p.cfg.Cwd, req.Parent.Cwd())
+	cwd := cmp.Or(req.Cwd, p.cfg.Cwd, req.Parent.Cwd())
 	if err := checkDir(cwd); err != nil {
 		return nil, fmt.Errorf("acp provider %s: %w", p.cfg.Name, err)
 	}

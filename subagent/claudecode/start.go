@@ -36,7 +36,7 @@ func (p *Provider) Start(ctx context.Context, req subagent.StartRequest) (subage
 	if len(texts) == 0 {
 		return nil, &subagent.Error{Code: subagent.CodeInvalidRequest, Provider: p.cfg.Name, Msg: "start: the prompt has no text"}
 	}
-	cwd := cmp.Or(p.cfg.Cwd, req.Parent.Cwd())
+	cwd := cmp.Or(req.Cwd, p.cfg.Cwd, req.Parent.Cwd())
 	if err := checkDir(cwd); err != nil {
 		return nil, fail("cwd", err)
 	}

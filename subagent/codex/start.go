@@ -43,7 +43,7 @@ func (p *Provider) Start(ctx context.Context, req subagent.StartRequest) (subage
 	if len(input) == 0 {
 		return nil, fail("request", errors.New("the prompt has no text"))
 	}
-	cwd := cmp.Or(p.cfg.Cwd, req.Parent.Cwd())
+	cwd := cmp.Or(req.Cwd, p.cfg.Cwd, req.Parent.Cwd())
 	if err := checkDir(cwd); err != nil {
 		return nil, fail("cwd", err)
 	}

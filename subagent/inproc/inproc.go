@@ -5,6 +5,7 @@
 package inproc
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -56,9 +57,9 @@ func New(cfg Config) (*Provider, error) {
 // Name implements subagent.Provider.
 func (p *Provider) Name() string { return p.cfg.Name }
 
-// Capabilities implements subagent.Provider: all four.
+// Capabilities implements subagent.Provider: every one.
 func (p *Provider) Capabilities() subagent.Capabilities {
-	return subagent.Capabilities{OutputSchema: true, DepthLimit: true, ToolFilter: true, Persona: true}
+	return subagent.Capabilities{OutputSchema: true, DepthLimit: true, ToolFilter: true, Persona: true, Policy: true}
 }
 
 // InheritsParentContext implements subagent.Provider: true for fork.
@@ -86,7 +87,7 @@ func (p *Provider) Start(ctx context.Context, req subagent.StartRequest) (subage
 	capture := &capture{}
 	child, err := p.cfg.Agents.Create(ctx, agent.CreateOptions{
 		SessionID:       uuid.NewString(),
-		Cwd:             parent.Cwd(),
+		Cwd:             cmp.Or(req.Cwd, parent.Cwd()),
 		ParentSession:   parent.ID(),
 		Origin:          session.OriginSubagent,
 		DelegationDepth: depth,
@@ -94,6 +95,8 @@ func (p *Provider) Start(ctx context.Context, req subagent.StartRequest) (subage
 		Options:         childOptions(parent.Options(), req.AgentOptions, depth),
 		Owner:           parent,
 		Label:           subagent.ChildLabel(p.cfg.Name, req.Label),
+		Policy:          req.Policy,
+		Hooks:           req.Hooks,
 		Setup:           func(a *agent.Agent) error { return compose(a, req, capture) },
 	})
 	if err != nil {

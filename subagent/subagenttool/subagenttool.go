@@ -17,11 +17,14 @@ import (
 	"github.com/google/jsonschema-go/jsonschema"
 
 	"github.com/dsh-go/dsh/agent"
+	"github.com/dsh-go/dsh/agentdef"
 	"github.com/dsh-go/dsh/content"
 	"github.com/dsh-go/dsh/event"
+	"github.com/dsh-go/dsh/hook"
 	"github.com/dsh-go/dsh/subagent"
 	"github.com/dsh-go/dsh/task"
 	"github.com/dsh-go/dsh/tool"
+	"github.com/dsh-go/dsh/worktree"
 )
 
 // Config binds one tool instance to one provider.
@@ -42,6 +45,9 @@ type Config struct {
 	// MaxDepth caps delegation depth. Default 3 when the provider enforces
 	// depth; setting it for a provider that cannot is an error.
 	MaxDepth *int `yaml:"maxDepth"`
+	// SubagentTypes offers the agent definitions (Deps.Types) through a
+	// subagent_type argument (default: true for the tool named "subagent").
+	SubagentTypes *bool `yaml:"subagentTypes"`
 }
 
 // DefaultMaxDepth is the depth cap used when none is configured.
@@ -61,6 +67,11 @@ type Deps struct {
 	// the parent's conversation (default tool.DefaultOutputLimit, as for
 	// bash and read_file); the whole answer stays in the child's session.
 	OutputLimit int
+	// Types are the agent definitions a subagent_type names (nil: none).
+	Types *agentdef.Catalog
+	// Worktrees gives children a git worktree of their own (nil: the
+	// isolation argument is not offered).
+	Worktrees *worktree.Manager
 }
 
 // Validate checks cfg on its own and fills in defaults.
@@ -74,6 +85,10 @@ func (cfg *Config) validate() error {
 	if cfg.EnableRunInBackground == nil {
 		on := true
 		cfg.EnableRunInBackground = &on
+	}
+	if cfg.SubagentTypes == nil {
+		on := cfg.ToolName == "subagent"
+		cfg.SubagentTypes = &on
 	}
 	if f := cfg.ToolFilter; f != nil && f.Allow == nil && len(f.Deny) == 0 {
 		return fmt.Errorf("subagent tool %s: toolFilter needs allow or deny", cfg.ToolName)
@@ -185,18 +200,35 @@ func (m *mount) register(p subagent.Provider) error {
 				m.cfg.ToolName, p.Name(), n.name)
 		}
 	}
-	maxDepth := m.cfg.MaxDepth
-	if maxDepth == nil && caps.DepthLimit {
-		d := DefaultMaxDepth
-		maxDepth = &d
+	t := &instance{deps: m.deps, cfg: m.cfg, maxDepth: m.cfg.depthCap(caps)}
+	if !*m.cfg.SubagentTypes {
+		t.deps.Types = nil
 	}
-	t := &instance{deps: m.deps, cfg: m.cfg, maxDepth: maxDepth}
+	for _, d := range t.deps.Types.List() {
+		if d.Provider == "" || d.Provider == p.Name() {
+			if err := d.Check(p.Name(), caps); err != nil {
+				return fmt.Errorf("subagent tool %s: %w (give the definition a provider that can, or set subagentTypes: false on the tool)", m.cfg.ToolName, err)
+			}
+		}
+	}
 	un, err := m.deps.Tools.Register(t.definition(p.InheritsParentContext()))
 	if err != nil {
 		return err
 	}
 	m.unregister = un
 	return nil
+}
+
+// depthCap is the depth cap of the tool's children on a provider with caps.
+func (cfg Config) depthCap(caps subagent.Capabilities) *int {
+	if !caps.DepthLimit {
+		return nil
+	}
+	if cfg.MaxDepth != nil {
+		return cfg.MaxDepth
+	}
+	d := DefaultMaxDepth
+	return &d
 }
 
 // instance executes calls of one mounted tool.
@@ -225,6 +257,9 @@ const (
 	// says what it costs.
 	uncachedWording = " This subagent's persona, tools or model differ from yours, so it re-reads the whole conversation " +
 		"at full price: prefer it for tasks that need them."
+	typesWording      = " Set subagent_type to use a specialised agent; the types are:"
+	isolationWording  = " Set isolation to \"worktree\" to run the subagent in a git worktree of its own, on a new branch " +
+		"of this repository's last commit: its changes stay out of this working tree, and the result says where they are."
 )
 
 func (t *instance) definition(inherits bool) tool.Definition {
@@ -245,6 +280,14 @@ func (t *instance) definition(inherits bool) tool.Definition {
 	} else {
 		desc += foregroundWording
 	}
+	if t.deps.Worktrees != nil {
+		desc += isolationWording
+		props["isolation"] = &jsonschema.Schema{Type: "string", Description: `"worktree": a git worktree of its own.`}
+	}
+	if t.deps.Types != nil {
+		desc += typesWording + t.deps.Types.Describe()
+		props["subagent_type"] = &jsonschema.Schema{Type: "string", Description: "The type of agent to use (default: a plain subagent)."}
+	}
 	return tool.Definition{Name: t.cfg.ToolName, Description: desc, ConcurrencySafe: true,
 		Parameters: &jsonschema.Schema{Type: "object", Properties: props, Required: []string{"description", "prompt"}},
 		Execute:    t.execute}
@@ -254,6 +297,8 @@ type args struct {
 	Description     string `json:"description"`
 	Prompt          string `json:"prompt"`
 	RunInBackground *bool  `json:"run_in_background"`
+	SubagentType    string `json:"subagent_type"`
+	Isolation       string `json:"isolation"`
 }
 
 func (t *instance) execute(ctx context.Context, call tool.Call) (tool.Result, error) {
@@ -265,41 +310,58 @@ func (t *instance) execute(ctx context.Context, call tool.Call) (tool.Result, er
 	if err := json.Unmarshal(call.Arguments, &a); err != nil {
 		return tool.Result{}, tool.Errorf(tool.CodeInvalidArgs, "invalid arguments: %v", err)
 	}
-	background := a.RunInBackground != nil && *a.RunInBackground
-	if background && !*t.cfg.EnableRunInBackground {
-		return tool.Result{}, tool.Errorf(tool.CodeInvalidArgs, disabledMessage)
-	}
-	req := subagent.StartRequest{Label: a.Description, Prompt: []content.Block{content.Text(a.Prompt)}, Parent: parent,
-		AgentOptions: t.cfg.AgentOptions, Persona: t.cfg.Persona, ToolFilter: t.cfg.ToolFilter, MaxDepth: t.maxDepth}
-	if background {
-		return t.startBackground(ctx, parent, req)
-	}
-	req.Foreground = true
-	run, err := t.deps.Subagents.Start(ctx, t.cfg.Provider, req)
+	d, err := t.delegation(parent, a)
 	if err != nil {
+		return tool.Result{}, err
+	}
+	if err := d.hooks.Run(ctx, d.hookInput(hook.SubagentStart)); err != nil {
+		return tool.Result{}, err
+	}
+	if err := d.isolate(ctx, t.deps.Worktrees); err != nil {
+		return tool.Result{}, err
+	}
+	if d.background {
+		return t.startBackground(ctx, d)
+	}
+	d.req.Foreground = true
+	run, err := t.deps.Subagents.Start(ctx, d.provider, d.req)
+	if err != nil {
+		d.release(ctx)
 		return tool.Result{}, err
 	}
 	res, werr := run.Wait(context.WithoutCancel(ctx))
 	derr := run.Dispose(context.WithoutCancel(ctx))
-	meta := runMeta(run, t.cfg.Provider, res.Usage)
+	note := d.end(ctx, res)
+	meta := runMeta(run, d.provider, res.Usage)
 	if text := content.JoinText(res.Output); len(text) > t.deps.OutputLimit {
-		res.Output = []content.Block{content.Text(capAnswer(text, t.deps.OutputLimit, wholeAnswer(run, t.cfg.Provider)))}
+		res.Output = []content.Block{content.Text(capAnswer(text, t.deps.OutputLimit, wholeAnswer(run, d.provider)))}
 	}
 	switch {
 	case werr != nil || derr != nil:
-		r := tool.ErrorResult(tool.CodeFailed, errors.Join(werr, derr).Error())
+		r := tool.ErrorResult(tool.CodeFailed, errors.Join(werr, derr).Error()+note)
 		r.Meta = meta
 		return r, nil
 	case res.StopReason != subagent.Completed:
-		r := tool.ErrorResult(string(res.StopReason), Failure(res))
+		r := tool.ErrorResult(string(res.StopReason), Failure(res)+note)
 		r.Meta = meta
 		return r, nil
+	}
+	return tool.Result{Content: []content.Block{content.Text(outputText(res) + note)}, Meta: meta}, nil
+}
+
+// outputText is what a completed child returns to the model: its
+// structured result as JSON when it has one, else its final text.
+func outputText(res subagent.Result) string {
+	if res.Structured != nil {
+		if b, err := json.Marshal(res.Structured); err == nil {
+			return string(b)
+		}
 	}
 	text := content.JoinText(res.Output)
 	if strings.TrimSpace(text) == "" {
 		text = "(the subagent returned no text)"
 	}
-	return tool.Result{Content: []content.Block{content.Text(text)}, Meta: meta}, nil
+	return text
 }
 
 // capAnswer keeps the head and the tail of an answer over limit bytes, on
@@ -372,18 +434,21 @@ func Failure(res subagent.Result) string {
 
 // startBackground registers a task owned by the parent and returns its id
 // at once; the child runs under the task's cancellation, not the call's.
-func (t *instance) startBackground(ctx context.Context, parent *agent.Agent, req subagent.StartRequest) (tool.Result, error) {
+func (t *instance) startBackground(ctx context.Context, d *delegation) (tool.Result, error) {
 	if ctx.Err() != nil {
+		d.release(ctx)
 		return tool.Result{}, tool.Errorf(tool.CodeAborted, "tool call aborted")
 	}
-	adm, err := t.deps.Subagents.Admit(t.cfg.Provider, req) // a refusal is this call's error, not the task's
+	adm, err := t.deps.Subagents.Admit(d.provider, d.req) // a refusal is this call's error, not the task's
 	if err != nil {
+		d.release(ctx)
 		return tool.Result{}, err
 	}
-	id, err := t.deps.Tasks.Start(task.Spec{Kind: TaskKind, Label: req.Label, Owner: parent,
-		Run: func(tctx context.Context, done func(task.Outcome)) { go t.runBackground(tctx, adm, done) }})
+	id, err := t.deps.Tasks.Start(task.Spec{Kind: TaskKind, Label: d.req.Label, Owner: d.req.Parent,
+		Run: func(tctx context.Context, done func(task.Outcome)) { go t.runBackground(tctx, d, adm, done) }})
 	if err != nil {
 		adm.Release()
+		d.release(ctx)
 		return tool.Result{}, err
 	}
 	return tool.TextResult("started background subagent task " + id), nil
@@ -391,17 +456,18 @@ func (t *instance) startBackground(ctx context.Context, parent *agent.Agent, req
 
 // runBackground starts the child of a background task. Once it is ready
 // no goroutine waits for it: the run's settlement finishes the task.
-func (t *instance) runBackground(ctx context.Context, adm *subagent.Admission, done func(task.Outcome)) {
+func (t *instance) runBackground(ctx context.Context, d *delegation, adm *subagent.Admission, done func(task.Outcome)) {
 	run, err := adm.Start(ctx)
 	if err != nil {
+		note := d.release(ctx)
 		if ctx.Err() != nil {
-			done(task.Outcome{Status: task.Killed, Detail: killReason(ctx)})
+			done(task.Outcome{Status: task.Killed, Detail: killReason(ctx) + note})
 		} else {
-			done(task.Outcome{Status: task.Failed, Detail: err.Error()})
+			done(task.Outcome{Status: task.Failed, Detail: err.Error() + note})
 		}
 		return
 	}
-	finish := func() { done(t.finishBackground(ctx, run)) }
+	finish := func() { done(t.finishBackground(ctx, d, run)) }
 	if s, ok := run.(subagent.SettleNotifier); ok {
 		// The callback runs on the child's goroutine, which Dispose waits
 		// for: dispose from a goroutine of its own.
@@ -413,22 +479,24 @@ func (t *instance) runBackground(ctx context.Context, adm *subagent.Admission, d
 
 // finishBackground collects a settled background run, disposes it and says
 // how the task ended.
-func (t *instance) finishBackground(ctx context.Context, run subagent.Run) task.Outcome {
+func (t *instance) finishBackground(ctx context.Context, d *delegation, run subagent.Run) task.Outcome {
 	res, werr := run.Wait(context.WithoutCancel(ctx))
 	derr := run.Dispose(context.WithoutCancel(ctx))
+	note := d.end(ctx, res)
 	out := task.Outcome{Meta: usageMeta(res.Usage)}
 	switch {
 	case werr != nil || derr != nil:
-		out.Status, out.Detail = task.Failed, errors.Join(werr, derr).Error()
+		out.Status, out.Detail = task.Failed, errors.Join(werr, derr).Error()+note
 	case res.StopReason == subagent.Completed:
-		out.Status, out.Output = task.Completed, content.JoinText(res.Output)
+		out.Status, out.Output = task.Completed, outputText(res)+note
 	case res.StopReason == subagent.Aborted:
-		out.Status, out.Detail = task.Killed, killReason(ctx)
+		out.Status, out.Detail = task.Killed, killReason(ctx)+note
 	default:
 		out.Status, out.Detail = task.Failed, string(res.StopReason)
 		if res.Diagnostic != "" {
 			out.Detail += "; diagnostic: " + res.Diagnostic
 		}
+		out.Detail += note
 		out.Output = content.JoinText(res.Output)
 	}
 	return out

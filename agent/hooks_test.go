@@ -1,0 +1,152 @@
+package agent_test
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/dsh-go/dsh/agent"
+	"github.com/dsh-go/dsh/content"
+	"github.com/dsh-go/dsh/event"
+	"github.com/dsh-go/dsh/hook"
+	"github.com/dsh-go/dsh/internal/proc"
+	"github.com/dsh-go/dsh/llm"
+	"github.com/dsh-go/dsh/llm/scripted"
+	"github.com/dsh-go/dsh/prompt"
+	"github.com/dsh-go/dsh/session"
+	"github.com/dsh-go/dsh/tool"
+)
+
+func hooks(t *testing.T, cfg hook.Config) *hook.Set {
+	t.Helper()
+	s, err := hook.New(cfg, "test", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func command(line string) []hook.Group { return []hook.Group{{Hooks: []hook.Command{{Command: line}}}} }
+
+// hookEnv is a registry whose top-level agents have hooks, with a "bash"
+// tool that leaves a marker file when it runs.
+func hookEnv(t *testing.T, root *hook.Set, entries ...scripted.Entry) (*agent.Registry, string) {
+	t.Helper()
+	dir := t.TempDir()
+	tools := tool.NewRegistry()
+	tools.Register(tool.Definition{Name: "bash", Execute: func(ctx context.Context, c tool.Call) (tool.Result, error) {
+		os.WriteFile(filepath.Join(dir, "bash-ran"), nil, 0o644)
+		return tool.TextResult("ran"), nil
+	}})
+	bus := event.New(nil)
+	reg := llm.NewRegistry()
+	reg.Register("test", scripted.New(entries...))
+	agents := agent.NewRegistry(agent.Deps{Sessions: session.NewStore(nil, bus), LLM: reg, Tools: tools,
+		Prompt: prompt.NewRegistry(), Events: bus, Hooks: root})
+	t.Cleanup(func() {
+		if err := agents.DisposeAll(context.Background()); err != nil {
+			t.Error(err)
+		}
+		if err := proc.NoChildren(); err != nil {
+			t.Error(err)
+		}
+	})
+	return agents, dir
+}
+
+// A PreToolUse hook blocks bash: the model reads the hook's reason and the
+// command never runs.
+func TestPreToolUseHookBlocks(t *testing.T) {
+	guard := hooks(t, hook.Config{hook.PreToolUse: {{Matcher: "Bash", Hooks: []hook.Command{
+		{Command: `grep -q '"tool_name":"bash"' && echo "no shell commands in this repository" >&2 && exit 2`}}}}})
+	agents, dir := hookEnv(t, guard, scripted.ToolCalls("", scripted.Call{Name: "bash", Arguments: `{}`}), scripted.Text("ok"))
+	a, err := agents.Create(context.Background(), agent.CreateOptions{Cwd: dir, Options: agent.Options{Provider: "test"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	run(t, a, "run something")
+	rs := results(a.Session().Events())
+	if len(rs) != 1 || rs[0].Error == nil || rs[0].Error.Code != hook.CodeBlocked {
+		t.Fatalf("results %+v", rs)
+	}
+	text := content.JoinText(rs[0].Message.Content[0].Content)
+	if !strings.Contains(text, "blocked by a PreToolUse hook") || !strings.Contains(text, "no shell commands in this repository") {
+		t.Fatalf("the model reads %q", text)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "bash-ran")); err == nil {
+		t.Fatal("the blocked command ran")
+	}
+}
+
+// A PostToolUse hook sees the call and its result; a Stop hook sees the
+// turn's end; a hook that exits 2 after the call adds its reason to the
+// result.
+func TestPostToolUseAndStopHooks(t *testing.T) {
+	dir := t.TempDir()
+	log := filepath.Join(dir, "log.jsonl")
+	set := hooks(t, hook.Config{
+		hook.PostToolUse: {{Hooks: []hook.Command{{Command: "cat >> " + log + "; echo >> " + log}, {Command: "echo 'remember to run the tests' >&2; exit 2"}}}},
+		hook.Stop:        command("cat >> " + log + "; echo >> " + log),
+	})
+	agents, cwd := hookEnv(t, set, scripted.ToolCalls("", scripted.Call{ID: "c1", Name: "bash", Arguments: `{"command":"ls"}`}), scripted.Text("ok"))
+	a, err := agents.Create(context.Background(), agent.CreateOptions{Cwd: cwd, Options: agent.Options{Provider: "test"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	run(t, a, "go")
+	rs := results(a.Session().Events())
+	if len(rs) != 1 || rs[0].Error != nil || len(rs[0].Message.Content) != 1 {
+		t.Fatalf("results %+v", rs)
+	}
+	if text := content.JoinText(rs[0].Message.Content[0].Content); text != "ran\nPostToolUse hook: remember to run the tests" {
+		t.Errorf("result %q", text)
+	}
+	raw, _ := os.ReadFile(log)
+	lines := strings.Split(strings.TrimSpace(string(raw)), "\n")
+	if len(lines) != 2 {
+		t.Fatalf("log:\n%s", raw)
+	}
+	var post, stop hook.Input
+	json.Unmarshal([]byte(lines[0]), &post)
+	json.Unmarshal([]byte(lines[1]), &stop)
+	if post.Event != hook.PostToolUse || post.ToolName != "bash" || post.ToolUseID != "c1" || string(post.ToolInput) != `{"command":"ls"}` ||
+		post.ToolResponse == nil || post.ToolResponse.Content != "ran" || post.SessionID != a.ID() || post.Cwd != cwd {
+		t.Errorf("PostToolUse input %+v", post)
+	}
+	if stop.Event != hook.Stop || stop.StopReason != session.EndCompleted || stop.SessionID != a.ID() {
+		t.Errorf("Stop input %+v", stop)
+	}
+}
+
+// A child runs its parent's hooks and its own; it fires no Stop hook (its
+// end is its parent's SubagentStop).
+func TestChildrenInheritHooks(t *testing.T) {
+	dir := t.TempDir()
+	log := filepath.Join(dir, "log")
+	parentHooks := hooks(t, hook.Config{hook.PreToolUse: command("echo parent >> " + log), hook.Stop: command("echo stop >> " + log)})
+	childHooks := hooks(t, hook.Config{hook.PreToolUse: command("echo child >> " + log)})
+	agents, cwd := hookEnv(t, parentHooks, scripted.ToolCalls("", scripted.Call{Name: "bash", Arguments: `{}`}), scripted.Text("ok"))
+	root, err := agents.Create(context.Background(), agent.CreateOptions{Cwd: cwd, Options: agent.Options{Provider: "test"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	child, err := agents.Create(context.Background(), agent.CreateOptions{Cwd: cwd, Options: agent.Options{Provider: "test"}, Owner: root,
+		Label: "spawn · x", Hooks: childHooks})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if root.Hooks() != parentHooks {
+		t.Error("the root's hooks are not the registry's")
+	}
+	run(t, child, "go")
+	if got, _ := os.ReadFile(log); string(got) != "parent\nchild\n" {
+		t.Fatalf("hooks ran %q, want the parent's then the child's, and no Stop", got)
+	}
+	in := child.HookInput(hook.PreToolUse)
+	if len(in.Agent) != 1 || in.Agent[0] != "spawn · x" || in.SessionID != child.ID() {
+		t.Errorf("child's hook input %+v", in)
+	}
+}

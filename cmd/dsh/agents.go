@@ -1,0 +1,70 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+
+	"github.com/dsh-go/dsh/session"
+)
+
+func (c *cli) agentsCmd() *cobra.Command {
+	cmd := &cobra.Command{Use: "agents", Short: "Show the agent definitions the subagent tool offers as subagent_type"}
+	var cwd string
+	list := &cobra.Command{
+		Use:   "list",
+		Short: "List the agent definitions and where each came from",
+		Long: `List the agent definitions the subagent tool offers as subagent_type: the
+built-in ones (explore, general), then those read from $HOME/.claude/agents,
+$DSH_HOME/agents, and the project's .claude/agents and .dsh/agents, the later
+winning on a name clash. What a Claude Code file says that dsh does not use
+is a warning on stderr; a bad file is an error naming its file and line.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			cfg, err := c.loadConfig()
+			if err != nil {
+				return err
+			}
+			cfg.ProjectDir = cwd
+			if cwd == "" {
+				if cfg.ProjectDir, err = os.Getwd(); err != nil {
+					return err
+				}
+			}
+			quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+			rt, err := cfg.Build(cmd.Context(), quiet, session.NewMemoryBackend(), c.getenv)
+			if err != nil {
+				return err
+			}
+			defer rt.Close(context.Background())
+			catalog, warnings, err := cfg.LoadAgents(rt, c.getenv)
+			if err != nil {
+				return err
+			}
+			for _, w := range warnings {
+				fmt.Fprintln(c.stderr, "dsh: warning:", w)
+			}
+			w := tabwriter.NewWriter(c.stdout, 0, 4, 2, ' ', 0)
+			fmt.Fprintln(w, "NAME\tPROVIDER\tFROM\tDESCRIPTION")
+			for _, d := range catalog.List() {
+				provider := d.Provider
+				if provider == "" {
+					provider = "(the tool's)"
+				}
+				fmt.Fprintf(w, "%s\t%s\t%s\t%s\n", d.Name, provider, d.Source, clip(d.Description, 72))
+				for _, o := range d.Overrides {
+					fmt.Fprintf(w, "\t\t  overrides %s\t\n", o)
+				}
+			}
+			return w.Flush()
+		},
+	}
+	list.Flags().StringVar(&cwd, "cwd", "", "project directory (default: the current directory)")
+	cmd.AddCommand(list)
+	return cmd
+}
