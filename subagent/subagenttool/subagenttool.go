@@ -257,8 +257,8 @@ const (
 	// says what it costs.
 	uncachedWording = " This subagent's persona, tools or model differ from yours, so it re-reads the whole conversation " +
 		"at full price: prefer it for tasks that need them."
-	typesWording      = " Set subagent_type to use a specialised agent; the types are:"
-	isolationWording  = " Set isolation to \"worktree\" to run the subagent in a git worktree of its own, on a new branch " +
+	typesWording     = " Set subagent_type to use a specialised agent; the types are:"
+	isolationWording = " Set isolation to \"worktree\" to run the subagent in a git worktree of its own, on a new branch " +
 		"of this repository's last commit: its changes stay out of this working tree, and the result says where they are."
 )
 
