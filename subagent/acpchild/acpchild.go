@@ -7,10 +7,7 @@ package acpchild
 import (
 	"cmp"
 	"context"
-	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
 	"sync"
 	"time"
 
@@ -20,8 +17,8 @@ import (
 	"github.com/dsh-go/dsh/agent"
 	"github.com/dsh-go/dsh/content"
 	"github.com/dsh-go/dsh/internal/acpmeta"
-	"github.com/dsh-go/dsh/internal/proc"
 	"github.com/dsh-go/dsh/subagent"
+	"github.com/dsh-go/dsh/subagent/childproc"
 )
 
 // How the provider answers the child's permission requests.
@@ -35,14 +32,13 @@ const (
 	PermissionReject = "reject"
 )
 
-// Config configures an ACP provider.
+// Config configures an ACP provider. Its Options are the kit's shared
+// block: name (default "acp"), command (the agent program, required),
+// args, cwd, env, passEnv (e.g. a model key) and the timeouts
+// (ReadyTimeout bounds the handshake; CancelGrace is how long a cancelled
+// prompt may take to answer).
 type Config struct {
-	Name    string            `yaml:"name"`    // registry name (default "acp")
-	Command string            `yaml:"command"` // the agent program (required)
-	Args    []string          `yaml:"args"`
-	Cwd     string            `yaml:"cwd"`     // working directory override (default: the parent's)
-	Env     map[string]string `yaml:"env"`     // explicit variables, layered on the scrubbed environment
-	PassEnv []string          `yaml:"passEnv"` // parent variables kept despite scrubbing (e.g. a model key)
+	childproc.Options `yaml:",inline"`
 	// Permission is policy (default) or reject.
 	Permission string `yaml:"permission"`
 	// MaxDepth is the deepest delegation depth this provider starts a
@@ -52,9 +48,6 @@ type Config struct {
 	// DepthEnv, when set, names a variable that tells the child its depth
 	// (dsh children read DSH_DEPTH).
 	DepthEnv string `yaml:"depthEnv"`
-	// ChildTimeouts: ReadyTimeout bounds the handshake; CancelGrace is how
-	// long a cancelled prompt may take to answer.
-	subagent.ChildTimeouts `yaml:",inline"`
 }
 
 // Provider runs ACP agents as children.
@@ -62,47 +55,25 @@ type Provider struct{ cfg Config }
 
 // New validates cfg and returns a provider.
 func New(cfg Config) (*Provider, error) {
-	cfg.Name = cmp.Or(cfg.Name, "acp")
+	if err := cfg.Options.Check(providerKind, "acp", "", nil); err != nil {
+		return nil, err
+	}
 	cfg.Permission = cmp.Or(cfg.Permission, PermissionPolicy)
-	cfg.ChildTimeouts = cfg.ChildTimeouts.WithDefaults()
 	cfg.MaxDepth = cmp.Or(cfg.MaxDepth, 4)
 	bad := func(field, format string, args ...any) error {
-		return &subagent.ConfigError{Kind: "acp", Provider: cfg.Name, Field: field, Msg: fmt.Sprintf(format, args...)}
+		return &subagent.ConfigError{Kind: providerKind, Provider: cfg.Name, Field: field, Msg: fmt.Sprintf(format, args...)}
 	}
-	key, d := cfg.Negative()
 	switch {
-	case cfg.Command == "":
-		return nil, bad("command", "is required")
 	case cfg.Permission != PermissionReject && cfg.Permission != PermissionPolicy:
 		return nil, bad("permission", "must be %q (the parent's permission policy decides) or %q, got %q", PermissionPolicy, PermissionReject, cfg.Permission)
-	case key != "":
-		return nil, bad(key, "must be positive, got %s", d)
 	case cfg.MaxDepth < 0:
 		return nil, bad("maxDepth", "must not be negative, got %d", cfg.MaxDepth)
-	}
-	if cfg.Cwd != "" {
-		abs, err := filepath.Abs(cfg.Cwd)
-		if err != nil {
-			return nil, bad("cwd", "%v", err)
-		}
-		if err := checkDir(abs); err != nil {
-			return nil, bad("cwd", "%v", err)
-		}
-		cfg.Cwd = abs
 	}
 	return &Provider{cfg: cfg}, nil
 }
 
-func checkDir(dir string) error {
-	if !filepath.IsAbs(dir) {
-		return fmt.Errorf("working directory %q is not absolute", dir)
-	}
-	fi, err := os.Stat(dir)
-	if err != nil || !fi.IsDir() {
-		return fmt.Errorf("working directory %q is not an existing directory", dir)
-	}
-	return nil
-}
+// providerKind is the provider kind, as errors name it.
+const providerKind = "acp"
 
 // Name implements subagent.Provider.
 func (p *Provider) Name() string { return p.cfg.Name }
@@ -117,31 +88,28 @@ func (p *Provider) InheritsParentContext() bool { return false }
 // Start spawns the agent, performs initialize and session/new, and only then
 // returns the run; the prompt is sent once it is ready.
 func (p *Provider) Start(ctx context.Context, req subagent.StartRequest) (subagent.Run, error) {
-	if req.Parent == nil {
-		return nil, errors.New("acp: the request has no parent agent")
+	fail := func(stage string, err error) error {
+		return &childproc.StartError{Kind: providerKind, Provider: p.cfg.Name, Stage: stage, Err: err}
 	}
-	if err := ctx.Err(); err != nil {
-		return nil, subagent.AbortedBeforeReady(p.cfg.Name, context.Cause(ctx))
+	if err := childproc.Request(ctx, p.cfg.Name, req); err != nil {
+		return nil, err
 	}
 	depth := cmp.Or(req.Depth, req.Parent.Depth()+1)
 	if depth > p.cfg.MaxDepth {
 		return nil, &subagent.Error{Code: subagent.CodeDepthExceeded, Provider: p.cfg.Name, Attempted: depth, Max: p.cfg.MaxDepth,
 			Msg: fmt.Sprintf("provider %q: subagent depth %d exceeds its maxDepth %d", p.cfg.Name, depth, p.cfg.MaxDepth)}
 	}
-	cwd := cmp.Or(req.Cwd, p.cfg.Cwd, req.Parent.Cwd())
-	if err := checkDir(cwd); err != nil {
-		return nil, fmt.Errorf("acp provider %s: %w", p.cfg.Name, err)
-	}
-	env := make([]string, 0, len(p.cfg.Env))
-	for k, v := range p.cfg.Env {
-		env = append(env, k+"="+v)
-	}
-	if p.cfg.DepthEnv != "" {
-		env = append(env, fmt.Sprintf("%s=%d", p.cfg.DepthEnv, depth))
-	}
-	child, err := proc.Start(proc.Spec{Path: p.cfg.Command, Args: p.cfg.Args, Dir: cwd, PassEnv: p.cfg.PassEnv, Env: env})
+	cwd, err := p.cfg.WorkDir(req)
 	if err != nil {
-		return nil, fmt.Errorf("acp provider %s: %w", p.cfg.Name, err)
+		return nil, fail("cwd", err)
+	}
+	var extra []string
+	if p.cfg.DepthEnv != "" {
+		extra = append(extra, fmt.Sprintf("%s=%d", p.cfg.DepthEnv, depth))
+	}
+	child, err := p.cfg.Spawn(cwd, p.cfg.Args, extra...)
+	if err != nil {
+		return nil, fail("spawn", err)
 	}
 	r := &run{cfg: p.cfg, id: "acp-" + uuid.NewString(), proc: child, progress: req.Progress,
 		parent: req.Parent, label: subagent.ChildLabel(p.cfg.Name, req.Label)}
@@ -155,7 +123,8 @@ func (p *Provider) Start(ctx context.Context, req subagent.StartRequest) (subage
 		if ctx.Err() != nil {
 			return nil, subagent.AbortedBeforeReady(p.cfg.Name, context.Cause(ctx))
 		}
-		return nil, fmt.Errorf("acp provider %s: %w", p.cfg.Name, err)
+		return nil, &childproc.StartError{Kind: providerKind, Provider: p.cfg.Name, Stage: "handshake", Err: err,
+			Diagnostic: subagent.Diagnostic(child.Diagnostic())}
 	}
 	r.start(ctx, req.Prompt)
 	return r, nil
@@ -170,7 +139,8 @@ func (r *run) handshake(ctx context.Context, cwd string, depth int) error {
 	if used, budget := r.parent.TokensUsed(); budget > 0 {
 		meta.TokenBudget = max(budget-used, 1)
 	}
-	hctx, cancel := context.WithTimeoutCause(ctx, r.cfg.ReadyTimeout, fmt.Errorf("no answer to the handshake within %s", r.cfg.ReadyTimeout))
+	hctx, cancel := context.WithTimeoutCause(ctx, r.cfg.ReadyTimeout,
+		&childproc.ReadyTimeoutError{After: r.cfg.ReadyTimeout, Waiting: "answer to the handshake"})
 	defer cancel()
 	errc := make(chan error, 1)
 	go func() {
@@ -194,7 +164,7 @@ func (r *run) handshake(ctx context.Context, cwd string, depth int) error {
 	case <-hctx.Done():
 		return context.Cause(hctx)
 	case <-r.proc.Done():
-		return fmt.Errorf("the agent exited during the handshake: %s", r.proc.Diagnostic())
+		return &childproc.ExitError{Program: "the agent", During: "the handshake", Diagnostic: r.proc.Diagnostic()}
 	}
 }
 
@@ -202,7 +172,7 @@ func (r *run) handshake(ctx context.Context, cwd string, depth int) error {
 type run struct {
 	cfg      Config
 	id       string
-	proc     *proc.Process
+	proc     *childproc.Process
 	conn     *acpsdk.ClientSideConnection
 	client   *client
 	session  acpsdk.SessionId
@@ -357,12 +327,7 @@ func (r *run) LocalAgent() *agent.Agent { return nil }
 // process group), returning once it is reaped.
 func (r *run) Dispose(ctx context.Context) error {
 	r.disposeOnce.Do(func() {
-		select {
-		case <-r.Done():
-		default:
-			r.cancel()
-			<-r.Done()
-		}
+		childproc.Settle(r.Done(), r.cancel)
 		r.disposeErr = r.proc.Stop(r.cfg.EOFGrace, r.cfg.TermGrace)
 	})
 	return r.disposeErr

@@ -25,6 +25,7 @@ import (
 	"github.com/dsh-go/dsh/internal/proc"
 	"github.com/dsh-go/dsh/subagent"
 	"github.com/dsh-go/dsh/subagent/acpchild"
+	"github.com/dsh-go/dsh/subagent/childproc"
 	"github.com/dsh-go/dsh/subagent/subagenttest"
 )
 
@@ -79,9 +80,9 @@ func modelServer(t *testing.T) *httptest.Server {
 // selfLoop returns the config of an acp provider running this build of dsh
 // in acp mode against the loopback model server.
 func selfLoop(t *testing.T, srv *httptest.Server) acpchild.Config {
-	return acpchild.Config{Command: dshBinary, Args: []string{"acp"},
+	return acpchild.Config{Options: childproc.Options{Command: dshBinary, Args: []string{"acp"},
 		Env:           map[string]string{"DSH_HOME": t.TempDir(), "DEEPSEEK_API_KEY": "sk-test", "DEEPSEEK_BASE_URL": srv.URL},
-		ChildTimeouts: subagent.ChildTimeouts{EOFGrace: 500 * time.Millisecond, TermGrace: 500 * time.Millisecond, CancelGrace: 2 * time.Second}}
+		ChildTimeouts: subagent.ChildTimeouts{EOFGrace: 500 * time.Millisecond, TermGrace: 500 * time.Millisecond, CancelGrace: 2 * time.Second}}}
 }
 
 func newProvider(t *testing.T, cfg acpchild.Config) *acpchild.Provider {
@@ -200,12 +201,12 @@ func TestChildKilledMidTurnIsAnError(t *testing.T) {
 }
 
 func TestBadConfigAndCwd(t *testing.T) {
-	for _, cfg := range []acpchild.Config{{}, {Command: "x", Permission: "maybe"}, {Command: "x", Cwd: "/no/such/dir"}} {
+	for _, cfg := range []acpchild.Config{{}, {Options: childproc.Options{Command: "x"}, Permission: "maybe"}, {Options: childproc.Options{Command: "x", Cwd: "/no/such/dir"}}} {
 		if _, err := acpchild.New(cfg); err == nil {
 			t.Errorf("config %+v accepted", cfg)
 		}
 	}
-	p := newProvider(t, acpchild.Config{Command: "/no/such/agent"})
+	p := newProvider(t, acpchild.Config{Options: childproc.Options{Command: "/no/such/agent"}})
 	if _, err := p.Start(context.Background(), subagent.StartRequest{Prompt: subagenttest.Prompt("x"), Parent: parent(t)}); err == nil {
 		t.Fatal("a missing command started")
 	}
@@ -216,8 +217,8 @@ func TestBadConfigAndCwd(t *testing.T) {
 
 // fakeConfig runs this test binary as a misbehaving ACP agent.
 func fakeConfig(mode string) acpchild.Config {
-	return acpchild.Config{Command: os.Args[0], Args: []string{"-test.run=^$"}, Env: map[string]string{"ACPCHILD_FAKE_AGENT": mode, "GORACE": "atexit_sleep_ms=0"},
-		ChildTimeouts: subagent.ChildTimeouts{ReadyTimeout: time.Second, EOFGrace: 200 * time.Millisecond, TermGrace: 200 * time.Millisecond, CancelGrace: 300 * time.Millisecond}}
+	return acpchild.Config{Options: childproc.Options{Command: os.Args[0], Args: []string{"-test.run=^$"}, Env: map[string]string{"ACPCHILD_FAKE_AGENT": mode, "GORACE": "atexit_sleep_ms=0"},
+		ChildTimeouts: subagent.ChildTimeouts{ReadyTimeout: time.Second, EOFGrace: 200 * time.Millisecond, TermGrace: 200 * time.Millisecond, CancelGrace: 300 * time.Millisecond}}}
 }
 
 func TestMisbehavingAgents(t *testing.T) {
@@ -350,7 +351,7 @@ func (stubborn) SetSessionMode(context.Context, acpsdk.SetSessionModeRequest) (a
 // ACP cannot carry a depth cap to the child, so the provider enforces its
 // own before spawning anything.
 func TestProviderDepthCap(t *testing.T) {
-	p := newProvider(t, acpchild.Config{Command: "/no/such/agent", MaxDepth: 1})
+	p := newProvider(t, acpchild.Config{Options: childproc.Options{Command: "/no/such/agent"}, MaxDepth: 1})
 	_, err := p.Start(context.Background(), subagent.StartRequest{Prompt: subagenttest.Prompt("x"), Parent: parent(t), Depth: 2})
 	var se *subagent.Error
 	if !errors.As(err, &se) || se.Code != subagent.CodeDepthExceeded || se.Attempted != 2 || se.Max != 1 {

@@ -12,6 +12,7 @@ import (
 	"github.com/dsh-go/dsh/permission"
 	"github.com/dsh-go/dsh/subagent"
 	"github.com/dsh-go/dsh/subagent/acpchild"
+	"github.com/dsh-go/dsh/subagent/childproc"
 	"github.com/dsh-go/dsh/subagent/subagenttest"
 )
 
@@ -22,8 +23,8 @@ import (
 func TestTypeScriptExampleAgent(t *testing.T) {
 	agentJS := testpeers.Path(t, "node_modules/@agentclientprotocol/sdk/dist/examples/agent.js")
 	cfg := func(permission string) acpchild.Config {
-		return acpchild.Config{Command: "node", Args: []string{agentJS}, Permission: permission, PassEnv: nil,
-			ChildTimeouts: subagent.ChildTimeouts{EOFGrace: 500 * time.Millisecond, TermGrace: 500 * time.Millisecond, CancelGrace: 3 * time.Second}}
+		return acpchild.Config{Permission: permission, Options: childproc.Options{Command: "node", Args: []string{agentJS},
+			ChildTimeouts: subagent.ChildTimeouts{EOFGrace: 500 * time.Millisecond, TermGrace: 500 * time.Millisecond, CancelGrace: 3 * time.Second}}}
 	}
 	for _, tc := range []struct {
 		name, permission, want string

@@ -37,6 +37,7 @@ import (
 	"strings"
 
 	"github.com/dsh-go/dsh/subagent"
+	"github.com/dsh-go/dsh/subagent/childproc"
 )
 
 // Answers to can_use_tool permission requests (Config.Permission).
@@ -56,15 +57,16 @@ func permissionModes() []string {
 	return []string{"acceptEdits", "auto", "bypassPermissions", "default", "dontAsk", "manual", "plan"}
 }
 
-// Config configures a Claude Code provider.
+// Config configures a Claude Code provider. Its Options are the kit's
+// shared block: name (default "claude-code"), command (default "claude",
+// looked up in PATH), args (extra arguments appended to the provider's own,
+// e.g. "--bare", "--settings", "--append-system-prompt"), cwd, env, passEnv
+// (e.g. ANTHROPIC_API_KEY) and the timeouts (ReadyTimeout bounds the wait
+// for system/init; CancelGrace how long an interrupted run may take to send
+// its result).
 type Config struct {
-	Name    string `yaml:"name"`    // registry name (default "claude-code")
-	Command string `yaml:"command"` // the claude program (default "claude", looked up in PATH)
-	// Args are extra arguments appended to the provider's own (e.g.
-	// "--bare", "--settings", "--append-system-prompt").
-	Args  []string `yaml:"args"`
-	Cwd   string   `yaml:"cwd"`   // working directory override (default: the parent's)
-	Model string   `yaml:"model"` // --model (default: the CLI's)
+	childproc.Options `yaml:",inline"`
+	Model             string `yaml:"model"` // --model (default: the CLI's)
 	// PermissionMode is the --permission-mode (default "dontAsk"). In
 	// dontAsk mode the CLI denies what its rules do not allow by itself;
 	// other modes send permission asks to Permission.
@@ -78,13 +80,7 @@ type Config struct {
 	// means a fresh temporary directory per run, removed when the run is
 	// disposed (so authenticate through Env or PassEnv, e.g.
 	// ANTHROPIC_API_KEY).
-	ConfigDir string            `yaml:"configDir"`
-	Env       map[string]string `yaml:"env"`     // explicit variables, layered on the scrubbed environment
-	PassEnv   []string          `yaml:"passEnv"` // parent variables kept despite scrubbing (e.g. ANTHROPIC_API_KEY)
-	// ChildTimeouts: ReadyTimeout bounds the wait for system/init;
-	// CancelGrace is how long an interrupted run may take to send its
-	// result.
-	subagent.ChildTimeouts `yaml:",inline"`
+	ConfigDir string `yaml:"configDir"`
 }
 
 // Provider runs Claude Code children. It holds no state across runs.
@@ -97,13 +93,13 @@ var _ subagent.Provider = (*Provider)(nil)
 
 // New validates cfg, applies its defaults and returns a provider.
 func New(cfg Config) (*Provider, error) {
-	cfg.Name = cmp.Or(cfg.Name, "claude-code")
-	cfg.Command = cmp.Or(cfg.Command, "claude")
+	if err := cfg.Options.Check(providerKind, "claude-code", "claude", map[string]string{"CLAUDE_CONFIG_DIR": "configDir"}); err != nil {
+		return nil, err
+	}
 	cfg.PermissionMode = cmp.Or(cfg.PermissionMode, "dontAsk")
 	cfg.Permission = cmp.Or(cfg.Permission, PermissionPolicy)
-	cfg.ChildTimeouts = cfg.ChildTimeouts.WithDefaults()
 	bad := func(field, format string, args ...any) error {
-		return &ConfigError{Kind: "claude-code", Provider: cfg.Name, Field: field, Msg: fmt.Sprintf(format, args...)}
+		return &ConfigError{Kind: providerKind, Provider: cfg.Name, Field: field, Msg: fmt.Sprintf(format, args...)}
 	}
 	switch {
 	case !slices.Contains(permissionModes(), cfg.PermissionMode):
@@ -112,9 +108,6 @@ func New(cfg Config) (*Provider, error) {
 		return nil, bad("permission", "must be %q (the parent's permission policy decides) or %q, got %q", PermissionPolicy, PermissionDeny, cfg.Permission)
 	case cfg.MaxTurns < 0:
 		return nil, bad("maxTurns", "must not be negative, got %d", cfg.MaxTurns)
-	}
-	if key, d := cfg.Negative(); key != "" {
-		return nil, bad(key, "must be positive, got %s", d)
 	}
 	for _, tools := range []struct {
 		field string
@@ -126,24 +119,6 @@ func New(cfg Config) (*Provider, error) {
 			}
 		}
 	}
-	for k := range cfg.Env {
-		switch {
-		case k == "" || strings.ContainsAny(k, "=\x00"):
-			return nil, bad("env", "invalid variable name %q", k)
-		case k == "CLAUDE_CONFIG_DIR":
-			return nil, bad("env", "set configDir instead of CLAUDE_CONFIG_DIR")
-		}
-	}
-	if cfg.Cwd != "" {
-		abs, err := filepath.Abs(cfg.Cwd)
-		if err == nil {
-			err = checkDir(abs)
-		}
-		if err != nil {
-			return nil, bad("cwd", "%v", err)
-		}
-		cfg.Cwd = abs
-	}
 	if cfg.ConfigDir != "" {
 		abs, err := filepath.Abs(cfg.ConfigDir)
 		if err != nil {
@@ -153,6 +128,9 @@ func New(cfg Config) (*Provider, error) {
 	}
 	return &Provider{cfg: cfg, maxLine: MaxLine}, nil
 }
+
+// providerKind is the provider kind, as errors name it.
+const providerKind = "claude-code"
 
 // Name implements subagent.Provider.
 func (p *Provider) Name() string { return p.cfg.Name }

@@ -20,6 +20,7 @@ import (
 	"github.com/dsh-go/dsh/internal/proc"
 	"github.com/dsh-go/dsh/permission"
 	"github.com/dsh-go/dsh/subagent"
+	"github.com/dsh-go/dsh/subagent/childproc"
 	"github.com/dsh-go/dsh/subagent/claudecode"
 	"github.com/dsh-go/dsh/subagent/subagenttest"
 )
@@ -40,8 +41,8 @@ func TestMain(m *testing.M) {
 
 // fakeConfig runs this test binary as a fake claude.
 func fakeConfig() claudecode.Config {
-	return claudecode.Config{Command: os.Args[0], Env: map[string]string{fakeEnv: "1", "GORACE": "atexit_sleep_ms=0"},
-		ChildTimeouts: subagent.ChildTimeouts{ReadyTimeout: 10 * time.Second, CancelGrace: 2 * time.Second, EOFGrace: 300 * time.Millisecond, TermGrace: 300 * time.Millisecond}}
+	return claudecode.Config{Options: childproc.Options{Command: os.Args[0], Env: map[string]string{fakeEnv: "1", "GORACE": "atexit_sleep_ms=0"},
+		ChildTimeouts: subagent.ChildTimeouts{ReadyTimeout: 10 * time.Second, CancelGrace: 2 * time.Second, EOFGrace: 300 * time.Millisecond, TermGrace: 300 * time.Millisecond}}}
 }
 
 func newProvider(t *testing.T, cfg claudecode.Config) *claudecode.Provider {
@@ -482,7 +483,7 @@ func TestStartErrors(t *testing.T) {
 	if _, err := p.Start(context.Background(), subagent.StartRequest{Parent: parent(t)}); !errors.Is(err, subagent.ErrInvalidRequest) {
 		t.Errorf("no prompt: %v", err)
 	}
-	missing := newProvider(t, claudecode.Config{Command: "/no/such/claude"})
+	missing := newProvider(t, claudecode.Config{Options: childproc.Options{Command: "/no/such/claude"}})
 	_, err := missing.Start(context.Background(), subagent.StartRequest{Prompt: subagenttest.Prompt("x"), Parent: parent(t)})
 	var startErr *claudecode.StartError
 	if !errors.As(err, &startErr) || startErr.Stage != "spawn" {
@@ -495,19 +496,19 @@ func TestConfig(t *testing.T) {
 	if p.Name() != "claude-code" || p.Capabilities() != (subagent.Capabilities{}) || p.InheritsParentContext() {
 		t.Errorf("provider %s %+v %v", p.Name(), p.Capabilities(), p.InheritsParentContext())
 	}
-	if p := newProvider(t, claudecode.Config{Name: "cc"}); p.Name() != "cc" {
+	if p := newProvider(t, claudecode.Config{Options: childproc.Options{Name: "cc"}}); p.Name() != "cc" {
 		t.Errorf("name %q", p.Name())
 	}
 	for field, cfg := range map[string]claudecode.Config{
 		"permissionMode":  {PermissionMode: "yolo"},
 		"permission":      {Permission: "maybe"},
 		"maxTurns":        {MaxTurns: -1},
-		"readyTimeout":    {ChildTimeouts: subagent.ChildTimeouts{ReadyTimeout: -time.Second}},
-		"cancelGrace":     {ChildTimeouts: subagent.ChildTimeouts{CancelGrace: -time.Second}},
-		"eofGrace":        {ChildTimeouts: subagent.ChildTimeouts{EOFGrace: -time.Second}},
-		"termGrace":       {ChildTimeouts: subagent.ChildTimeouts{TermGrace: -time.Second}},
-		"cwd":             {Cwd: "/no/such/dir"},
-		"env":             {Env: map[string]string{"CLAUDE_CONFIG_DIR": "/x"}},
+		"readyTimeout":    {Options: childproc.Options{ChildTimeouts: subagent.ChildTimeouts{ReadyTimeout: -time.Second}}},
+		"cancelGrace":     {Options: childproc.Options{ChildTimeouts: subagent.ChildTimeouts{CancelGrace: -time.Second}}},
+		"eofGrace":        {Options: childproc.Options{ChildTimeouts: subagent.ChildTimeouts{EOFGrace: -time.Second}}},
+		"termGrace":       {Options: childproc.Options{ChildTimeouts: subagent.ChildTimeouts{TermGrace: -time.Second}}},
+		"cwd":             {Options: childproc.Options{Cwd: "/no/such/dir"}},
+		"env":             {Options: childproc.Options{Env: map[string]string{"CLAUDE_CONFIG_DIR": "/x"}}},
 		"allowedTools":    {AllowedTools: []string{"Read,Write"}},
 		"disallowedTools": {DisallowedTools: []string{" "}},
 	} {

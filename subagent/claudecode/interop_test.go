@@ -14,6 +14,7 @@ import (
 	"github.com/dsh-go/dsh/internal/llmtest"
 	"github.com/dsh-go/dsh/internal/testpeers"
 	"github.com/dsh-go/dsh/subagent"
+	"github.com/dsh-go/dsh/subagent/childproc"
 	"github.com/dsh-go/dsh/subagent/claudecode"
 	"github.com/dsh-go/dsh/subagent/subagenttest"
 )
@@ -28,11 +29,11 @@ func claudeBinary(t *testing.T) string {
 }
 
 func realConfig(t *testing.T, bin string, m *llmtest.Anthropic) claudecode.Config {
-	return claudecode.Config{Command: bin, Model: "mock-model",
+	return claudecode.Config{Model: "mock-model", Options: childproc.Options{Command: bin,
 		Env: map[string]string{"ANTHROPIC_BASE_URL": m.URL, "ANTHROPIC_API_KEY": "fake", "HOME": t.TempDir(),
 			"CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1", "DISABLE_TELEMETRY": "1", "DISABLE_ERROR_REPORTING": "1",
 			"DISABLE_AUTOUPDATER": "1", "CLAUDE_CODE_MAX_RETRIES": "0"},
-		ChildTimeouts: subagent.ChildTimeouts{ReadyTimeout: 20 * time.Second, CancelGrace: 5 * time.Second, EOFGrace: 2 * time.Second, TermGrace: 2 * time.Second}}
+		ChildTimeouts: subagent.ChildTimeouts{ReadyTimeout: 20 * time.Second, CancelGrace: 5 * time.Second, EOFGrace: 2 * time.Second, TermGrace: 2 * time.Second}}}
 }
 
 const authError = `{"type":"error","error":{"type":"authentication_error","message":"invalid x-api-key"}}`

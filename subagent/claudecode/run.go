@@ -11,9 +11,9 @@ import (
 
 	"github.com/dsh-go/dsh/agent"
 	"github.com/dsh-go/dsh/content"
-	"github.com/dsh-go/dsh/internal/proc"
 	"github.com/dsh-go/dsh/permission"
 	"github.com/dsh-go/dsh/subagent"
+	"github.com/dsh-go/dsh/subagent/childproc"
 )
 
 // interruptID is the request id of the provider's one interrupt request.
@@ -23,7 +23,7 @@ const interruptID = "dsh-interrupt"
 type run struct {
 	cfg       Config
 	id        string
-	proc      *proc.Process
+	proc      *childproc.Process
 	w         *writer
 	tmpDir    string // the per-run CLAUDE_CONFIG_DIR to remove, or ""
 	progress  func(subagent.Progress)
@@ -56,7 +56,7 @@ var (
 	_ subagent.Run = (*run)(nil)
 )
 
-func newRun(cfg Config, child *proc.Process, tmpDir string, req subagent.StartRequest) *run {
+func newRun(cfg Config, child *childproc.Process, tmpDir string, req subagent.StartRequest) *run {
 	r := &run{cfg: cfg, id: newRunID(), proc: child, w: newWriter(child.Stdin()), tmpDir: tmpDir, progress: req.Progress,
 		ready: make(chan struct{}), resultc: make(chan struct{}), streamEnd: make(chan struct{}),
 		cancelc: make(chan struct{})}
@@ -175,7 +175,7 @@ func (r *run) lost() subagent.Result {
 	if cancelled {
 		return r.aborted()
 	}
-	var err error = &ExitError{During: "the turn", Diagnostic: r.proc.Diagnostic()}
+	var err error = &ExitError{Program: "claude", During: "the turn", Diagnostic: r.proc.Diagnostic()}
 	if r.readErr != nil {
 		err = fmt.Errorf("%w; claude %s", r.readErr, r.proc.Diagnostic())
 	}
@@ -283,12 +283,7 @@ func (r *run) CostUSD() (float64, bool) {
 // returning once nothing of the run remains.
 func (r *run) Dispose(ctx context.Context) error {
 	r.disposeOnce.Do(func() {
-		select {
-		case <-r.Done():
-		default:
-			r.cancel()
-			<-r.Done()
-		}
+		childproc.Settle(r.Done(), r.cancel)
 		err := r.proc.Stop(r.cfg.EOFGrace, r.cfg.TermGrace)
 		<-r.streamEnd
 		r.w.stop()

@@ -1,21 +1,17 @@
 package claudecode
 
 import (
-	"cmp"
 	"context"
-	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"time"
 
 	"github.com/google/uuid"
 
-	"github.com/dsh-go/dsh/content"
-	"github.com/dsh-go/dsh/internal/proc"
 	"github.com/dsh-go/dsh/subagent"
+	"github.com/dsh-go/dsh/subagent/childproc"
 )
 
 // Start spawns Claude Code in the configured (else the parent's) working
@@ -24,20 +20,13 @@ import (
 // before that, it returns an error after the process has been reaped.
 func (p *Provider) Start(ctx context.Context, req subagent.StartRequest) (subagent.Run, error) {
 	fail := func(stage string, err error) error {
-		return &StartError{Provider: p.cfg.Name, Stage: stage, Err: err}
+		return &StartError{Kind: providerKind, Provider: p.cfg.Name, Stage: stage, Err: err}
 	}
-	if req.Parent == nil {
-		return nil, &subagent.Error{Code: subagent.CodeInvalidRequest, Provider: p.cfg.Name, Msg: "start: the request has no parent agent"}
+	if err := childproc.Request(ctx, p.cfg.Name, req); err != nil {
+		return nil, err
 	}
-	if err := ctx.Err(); err != nil {
-		return nil, subagent.AbortedBeforeReady(p.cfg.Name, context.Cause(ctx))
-	}
-	texts := promptTexts(req.Prompt)
-	if len(texts) == 0 {
-		return nil, &subagent.Error{Code: subagent.CodeInvalidRequest, Provider: p.cfg.Name, Msg: "start: the prompt has no text"}
-	}
-	cwd := cmp.Or(req.Cwd, p.cfg.Cwd, req.Parent.Cwd())
-	if err := checkDir(cwd); err != nil {
+	cwd, err := p.cfg.WorkDir(req)
+	if err != nil {
 		return nil, fail("cwd", err)
 	}
 	configDir, tmpDir := p.cfg.ConfigDir, ""
@@ -48,22 +37,21 @@ func (p *Provider) Start(ctx context.Context, req subagent.StartRequest) (subage
 		}
 		configDir, tmpDir = dir, dir
 	}
-	child, err := proc.Start(proc.Spec{Path: p.cfg.Command, Args: p.cfg.args(), Dir: cwd,
-		PassEnv: p.cfg.PassEnv, Env: p.cfg.env(configDir)})
+	child, err := p.cfg.Spawn(cwd, p.cfg.args(), "CLAUDE_CONFIG_DIR="+configDir)
 	if err != nil {
 		removeTemp(tmpDir)
 		return nil, fail("spawn", err)
 	}
 	r := newRun(p.cfg, child, tmpDir, req)
 	go r.read(p.maxLine)
-	r.w.send(userPrompt(texts))
+	r.w.send(userPrompt(childproc.Texts(req.Prompt)))
 
 	if err := r.awaitReady(ctx); err != nil {
 		diag := r.abandon()
 		if ctx.Err() != nil {
 			return nil, subagent.AbortedBeforeReady(p.cfg.Name, context.Cause(ctx))
 		}
-		return nil, &StartError{Provider: p.cfg.Name, Stage: "ready", Err: err, Diagnostic: diag}
+		return nil, &StartError{Kind: providerKind, Provider: p.cfg.Name, Stage: "ready", Err: err, Diagnostic: diag}
 	}
 	r.begin(ctx)
 	return r, nil
@@ -80,7 +68,7 @@ func (r *run) awaitReady(ctx context.Context) error {
 	case <-ctx.Done():
 		return context.Cause(ctx)
 	case <-timer.C:
-		return &ReadyTimeoutError{After: r.cfg.ReadyTimeout}
+		return &ReadyTimeoutError{After: r.cfg.ReadyTimeout, Waiting: "system/init message"}
 	case <-r.streamEnd:
 		select {
 		case <-r.ready: // init was the last line before the end
@@ -91,7 +79,7 @@ func (r *run) awaitReady(ctx context.Context) error {
 			return err
 		}
 		r.awaitExit(time.Second)
-		return &ExitError{During: "startup", Diagnostic: r.proc.Diagnostic()}
+		return &ExitError{Program: "claude", During: "startup", Diagnostic: r.proc.Diagnostic()}
 	}
 }
 
@@ -107,45 +95,6 @@ func (r *run) abandon() string {
 		diag += "; " + err.Error()
 	}
 	return subagent.Diagnostic(diag)
-}
-
-// promptTexts is the text of every non-empty text block of prompt.
-func promptTexts(prompt []content.Block) []string {
-	var texts []string
-	for _, b := range prompt {
-		if b.Type == content.TypeText && b.Text != "" {
-			texts = append(texts, b.Text)
-		}
-	}
-	return texts
-}
-
-// env is the explicit environment of a run, in a stable order.
-func (c Config) env(configDir string) []string {
-	env := make([]string, 0, len(c.Env)+1)
-	for k, v := range c.Env {
-		env = append(env, k+"="+v)
-	}
-	slices.Sort(env)
-	return append(env, "CLAUDE_CONFIG_DIR="+configDir)
-}
-
-// checkDir requires dir to be an absolute path to an existing directory.
-func checkDir(dir string) error {
-	if dir == "" {
-		return errors.New("no working directory: neither cwd nor the parent's")
-	}
-	if !filepath.IsAbs(dir) {
-		return fmt.Errorf("working directory %q is not absolute", dir)
-	}
-	fi, err := os.Stat(dir)
-	if err != nil {
-		return fmt.Errorf("working directory: %w", err)
-	}
-	if !fi.IsDir() {
-		return fmt.Errorf("working directory %q is not a directory", dir)
-	}
-	return nil
 }
 
 // removeTemp removes a per-run config directory ("" is none).

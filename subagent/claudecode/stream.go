@@ -8,14 +8,15 @@ import (
 
 	"github.com/dsh-go/dsh/permission"
 	"github.com/dsh-go/dsh/subagent"
+	"github.com/dsh-go/dsh/subagent/childproc"
 )
 
 // read handles Claude Code's stdout until it ends.
 func (r *run) read(maxLine int) {
 	defer close(r.streamEnd)
-	lr := newLineReader(r.proc.Stdout(), maxLine)
+	lr := childproc.NewLineReader(r.proc.Stdout(), maxLine, "stream-json")
 	for {
-		line, err := lr.next()
+		line, err := lr.Next()
 		if err != nil {
 			if !errors.Is(err, io.EOF) {
 				r.readErr = err

@@ -1,57 +1,14 @@
 package claudecode
 
 import (
-	"bufio"
 	"bytes"
 	"encoding/json"
 	"errors"
-	"io"
 )
 
 // MaxLine bounds one stream-json line from Claude Code, in bytes. A longer
 // line fails the run instead of being buffered.
 const MaxLine = 16 << 20
-
-// lineReader splits a stream into lines of at most max bytes (without the
-// newline), holding no more than that in memory.
-type lineReader struct {
-	r   *bufio.Reader
-	max int
-	buf []byte
-}
-
-func newLineReader(r io.Reader, max int) *lineReader {
-	return &lineReader{r: bufio.NewReaderSize(r, min(max+1, 64<<10)), max: max}
-}
-
-// next returns the next line without its "\n" (and "\r"); a final line
-// without a newline counts. It returns io.EOF at the end of the stream and
-// a *LineTooLongError, after which it must not be called again, for a line
-// over the limit. The line is valid until the next call.
-func (l *lineReader) next() ([]byte, error) {
-	l.buf = l.buf[:0]
-	for {
-		frag, err := l.r.ReadSlice('\n')
-		body := frag
-		if len(body) > 0 && body[len(body)-1] == '\n' {
-			body = body[:len(body)-1]
-		}
-		if len(l.buf)+len(body) > l.max {
-			return nil, &LineTooLongError{Limit: l.max}
-		}
-		l.buf = append(l.buf, frag...)
-		switch {
-		case errors.Is(err, bufio.ErrBufferFull):
-			continue
-		case err == nil:
-			return bytes.TrimSuffix(l.buf[:len(l.buf)-1], []byte("\r")), nil
-		case errors.Is(err, io.EOF) && len(l.buf) > 0:
-			return bytes.TrimSuffix(l.buf, []byte("\r")), nil
-		default:
-			return nil, err
-		}
-	}
-}
 
 // Message types and subtypes of the stream-json protocol.
 const (

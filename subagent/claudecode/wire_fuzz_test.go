@@ -6,6 +6,8 @@ import (
 	"io"
 	"strings"
 	"testing"
+
+	"github.com/dsh-go/dsh/subagent/childproc"
 )
 
 // Real lines of Claude Code 2.1.332 (trimmed of fields the provider does
@@ -36,13 +38,13 @@ func FuzzReader(f *testing.F) {
 	f.Add(bytes.Repeat([]byte("x"), 3000))
 	const limit = 1024
 	f.Fuzz(func(t *testing.T, data []byte) {
-		lr := newLineReader(bytes.NewReader(data), limit)
+		lr := childproc.NewLineReader(bytes.NewReader(data), limit, "stream-json")
 		consumed := 0
 		for lines := 0; ; lines++ {
 			if lines > len(data)+1 {
 				t.Fatal("more lines than bytes: the reader does not advance")
 			}
-			line, err := lr.next()
+			line, err := lr.Next()
 			if err != nil {
 				var long *LineTooLongError
 				if !errors.Is(err, io.EOF) && !errors.As(err, &long) {
@@ -69,26 +71,4 @@ func FuzzReader(f *testing.F) {
 			}
 		}
 	})
-}
-
-func TestLineReader(t *testing.T) {
-	lr := newLineReader(strings.NewReader("a\r\n\nbb\n"+strings.Repeat("c", 10)+"\nlast"), 8)
-	for _, want := range []string{"a", "", "bb"} {
-		if got, err := lr.next(); err != nil || string(got) != want {
-			t.Fatalf("next = %q, %v; want %q", got, err, want)
-		}
-	}
-	var long *LineTooLongError
-	if _, err := lr.next(); !errors.As(err, &long) || long.Limit != 8 {
-		t.Fatalf("err = %v", err)
-	}
-	lr = newLineReader(strings.NewReader(strings.Repeat("d", 8)+"\nlast"), 8)
-	for _, want := range []string{"dddddddd", "last"} {
-		if got, err := lr.next(); err != nil || string(got) != want {
-			t.Fatalf("next = %q, %v; want %q", got, err, want)
-		}
-	}
-	if _, err := lr.next(); !errors.Is(err, io.EOF) {
-		t.Fatalf("err = %v", err)
-	}
 }

@@ -9,11 +9,10 @@ import (
 	"cmp"
 	"encoding/json"
 	"fmt"
-	"os"
 	"path/filepath"
-	"strings"
 
 	"github.com/dsh-go/dsh/subagent"
+	"github.com/dsh-go/dsh/subagent/childproc"
 )
 
 // Permission modes (Config.PermissionMode).
@@ -30,26 +29,22 @@ const (
 	PermissionBypass = "dangerously-bypass-approvals-and-sandbox"
 )
 
-// Config configures a Codex provider.
+// Config configures a Codex provider. Its Options are the kit's shared
+// block: name (default "codex"), command (default "codex", looked up in
+// PATH), args (default ["app-server"]), cwd, env, passEnv (e.g.
+// OPENAI_API_KEY) and the timeouts (ReadyTimeout bounds the handshake;
+// CancelGrace how long an interrupted turn may take to end).
 type Config struct {
-	Name    string   `yaml:"name"`    // registry name (default "codex")
-	Command string   `yaml:"command"` // the codex program (default "codex", looked up in PATH)
-	Args    []string `yaml:"args"`    // its arguments (default ["app-server"])
-	Cwd     string   `yaml:"cwd"`     // working directory override (default: the parent's)
-	Model   string   `yaml:"model"`   // thread model (default: Codex's configured one)
+	childproc.Options `yaml:",inline"`
+	Model             string `yaml:"model"` // thread model (default: Codex's configured one)
 	// CodexHome is the CODEX_HOME of every run, used as is. Empty means a
 	// fresh temporary directory per run, removed when the run is disposed.
-	CodexHome string            `yaml:"codexHome"`
-	Env       map[string]string `yaml:"env"`     // explicit variables, layered on the scrubbed environment
-	PassEnv   []string          `yaml:"passEnv"` // parent variables kept despite scrubbing (e.g. OPENAI_API_KEY)
+	CodexHome string `yaml:"codexHome"`
 	// PermissionMode is never (default), approve-for-me or
 	// dangerously-bypass-approvals-and-sandbox.
 	PermissionMode string `yaml:"permissionMode"`
 	// Config holds Codex config overrides sent with thread/start.
 	Config map[string]any `yaml:"config"`
-	// ChildTimeouts: ReadyTimeout bounds the handshake; CancelGrace is how
-	// long an interrupted turn may take to end.
-	subagent.ChildTimeouts `yaml:",inline"`
 }
 
 // Provider runs Codex app-server children. It holds no state across runs.
@@ -60,46 +55,25 @@ type Provider struct {
 
 // New validates cfg, applies its defaults and returns a provider.
 func New(cfg Config) (*Provider, error) {
-	cfg.Name = cmp.Or(cfg.Name, "codex")
-	cfg.Command = cmp.Or(cfg.Command, "codex")
+	if err := cfg.Options.Check(providerKind, "codex", "codex", map[string]string{"CODEX_HOME": "codexHome"}); err != nil {
+		return nil, err
+	}
 	if cfg.Args == nil {
 		cfg.Args = []string{"app-server"}
 	}
 	cfg.PermissionMode = cmp.Or(cfg.PermissionMode, PermissionNever)
-	cfg.ChildTimeouts = cfg.ChildTimeouts.WithDefaults()
 	bad := func(field, format string, args ...any) error {
-		return &ConfigError{Kind: "codex", Provider: cfg.Name, Field: field, Msg: fmt.Sprintf(format, args...)}
+		return &ConfigError{Kind: providerKind, Provider: cfg.Name, Field: field, Msg: fmt.Sprintf(format, args...)}
 	}
 	switch cfg.PermissionMode {
 	case PermissionNever, PermissionApproveForMe, PermissionBypass:
 	default:
 		return nil, bad("permissionMode", "must be %q, %q or %q, got %q", PermissionNever, PermissionApproveForMe, PermissionBypass, cfg.PermissionMode)
 	}
-	if key, d := cfg.Negative(); key != "" {
-		return nil, bad(key, "must be positive, got %s", d)
-	}
-	for k := range cfg.Env {
-		switch {
-		case k == "" || strings.ContainsAny(k, "=\x00"):
-			return nil, bad("env", "bad variable name %q", k)
-		case k == "CODEX_HOME":
-			return nil, bad("env", "set codexHome instead of CODEX_HOME")
-		}
-	}
 	if cfg.Config != nil {
 		if _, err := json.Marshal(cfg.Config); err != nil {
 			return nil, bad("config", "not representable as JSON: %v", err)
 		}
-	}
-	if cfg.Cwd != "" {
-		abs, err := filepath.Abs(cfg.Cwd)
-		if err != nil {
-			return nil, bad("cwd", "%v", err)
-		}
-		if err := checkDir(abs); err != nil {
-			return nil, bad("cwd", "%v", err)
-		}
-		cfg.Cwd = abs
 	}
 	if cfg.CodexHome != "" {
 		abs, err := filepath.Abs(cfg.CodexHome)
@@ -111,17 +85,8 @@ func New(cfg Config) (*Provider, error) {
 	return &Provider{cfg: cfg, maxLine: MaxLine}, nil
 }
 
-// checkDir requires dir to be an absolute path to an existing directory.
-func checkDir(dir string) error {
-	if !filepath.IsAbs(dir) {
-		return fmt.Errorf("directory %q is not absolute", dir)
-	}
-	fi, err := os.Stat(dir)
-	if err != nil || !fi.IsDir() {
-		return fmt.Errorf("%q is not an existing directory", dir)
-	}
-	return nil
-}
+// kind is the provider kind, as errors name it.
+const providerKind = "codex"
 
 // Name implements subagent.Provider.
 func (p *Provider) Name() string { return p.cfg.Name }

@@ -15,6 +15,7 @@ import (
 	"github.com/dsh-go/dsh/content"
 	"github.com/dsh-go/dsh/permission"
 	"github.com/dsh-go/dsh/subagent"
+	"github.com/dsh-go/dsh/subagent/childproc"
 	"github.com/dsh-go/dsh/subagent/codex"
 	"github.com/dsh-go/dsh/subagent/subagenttest"
 )
@@ -23,10 +24,10 @@ import (
 // what it receives to the returned file.
 func fakeConfig(t *testing.T, mode string) (codex.Config, string) {
 	log := filepath.Join(t.TempDir(), "received.jsonl")
-	return codex.Config{Command: os.Args[0], Args: []string{"-test.run=^$"},
+	return codex.Config{Options: childproc.Options{Command: os.Args[0], Args: []string{"-test.run=^$"},
 		Env: map[string]string{fakeEnv: mode, fakeLogEnv: log, "GORACE": "atexit_sleep_ms=0"},
 		ChildTimeouts: subagent.ChildTimeouts{ReadyTimeout: 5 * time.Second, CancelGrace: 300 * time.Millisecond,
-			EOFGrace: 200 * time.Millisecond, TermGrace: 200 * time.Millisecond}}, log
+			EOFGrace: 200 * time.Millisecond, TermGrace: 200 * time.Millisecond}}}, log
 }
 
 func newProvider(t *testing.T, cfg codex.Config) *codex.Provider {
@@ -478,7 +479,7 @@ func TestStartFailures(t *testing.T) {
 		checkNoChildren(t)
 	})
 	t.Run("missing program", func(t *testing.T) {
-		p := newProvider(t, codex.Config{Command: "/no/such/codex"})
+		p := newProvider(t, codex.Config{Options: childproc.Options{Command: "/no/such/codex"}})
 		_, err := p.Start(context.Background(), request(t, "x"))
 		var se *codex.StartError
 		if !errors.As(err, &se) || se.Stage != "spawn" {
@@ -543,10 +544,10 @@ func TestConfiguredCodexHomeAndScrubbedEnv(t *testing.T) {
 func TestNewValidates(t *testing.T) {
 	for _, cfg := range []codex.Config{
 		{PermissionMode: "sometimes"},
-		{Cwd: "/no/such/dir"},
-		{ChildTimeouts: subagent.ChildTimeouts{ReadyTimeout: -time.Second}},
-		{Env: map[string]string{"CODEX_HOME": "/tmp"}},
-		{Env: map[string]string{"A=B": "x"}},
+		{Options: childproc.Options{Cwd: "/no/such/dir"}},
+		{Options: childproc.Options{ChildTimeouts: subagent.ChildTimeouts{ReadyTimeout: -time.Second}}},
+		{Options: childproc.Options{Env: map[string]string{"CODEX_HOME": "/tmp"}}},
+		{Options: childproc.Options{Env: map[string]string{"A=B": "x"}}},
 		{Config: map[string]any{"bad": make(chan int)}},
 	} {
 		var ce *codex.ConfigError

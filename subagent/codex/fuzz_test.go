@@ -46,8 +46,8 @@ func FuzzReader(f *testing.F) {
 			if err != io.EOF && !errors.As(err, &long) && !errors.As(err, &proto) {
 				t.Fatalf("reader failed with %T %v", err, err)
 			}
-			if cap(r.buf) > limit {
-				t.Fatalf("reader buffer of %d bytes", cap(r.buf))
+			if r.lines.Cap() > limit {
+				t.Fatalf("reader buffer of %d bytes", r.lines.Cap())
 			}
 			if turn != nil {
 				res := s.outcome(*turn)

@@ -15,6 +15,7 @@ import (
 	"github.com/dsh-go/dsh/internal/llmtest"
 	"github.com/dsh-go/dsh/internal/testpeers"
 	"github.com/dsh-go/dsh/subagent"
+	"github.com/dsh-go/dsh/subagent/childproc"
 	"github.com/dsh-go/dsh/subagent/codex"
 	"github.com/dsh-go/dsh/subagent/subagenttest"
 )
@@ -48,9 +49,9 @@ enabled = false
 	if err := os.WriteFile(filepath.Join(home, "config.toml"), []byte(toml), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	return codex.Config{Command: bin, CodexHome: home,
+	return codex.Config{CodexHome: home, Options: childproc.Options{Command: bin,
 		Env:           map[string]string{"HOME": t.TempDir(), "MOCK_API_KEY": "fake", "NO_PROXY": "127.0.0.1"},
-		ChildTimeouts: subagent.ChildTimeouts{ReadyTimeout: 10 * time.Second, CancelGrace: 3 * time.Second, EOFGrace: time.Second, TermGrace: time.Second}}
+		ChildTimeouts: subagent.ChildTimeouts{ReadyTimeout: 10 * time.Second, CancelGrace: 3 * time.Second, EOFGrace: time.Second, TermGrace: time.Second}}}
 }
 
 func TestRealCodexAnswers(t *testing.T) {

@@ -8,15 +8,15 @@ import (
 
 	"github.com/dsh-go/dsh/agent"
 	"github.com/dsh-go/dsh/content"
-	"github.com/dsh-go/dsh/internal/proc"
 	"github.com/dsh-go/dsh/subagent"
+	"github.com/dsh-go/dsh/subagent/childproc"
 )
 
 // run is one Codex child running one turn.
 type run struct {
 	cfg        Config
 	id         string
-	proc       *proc.Process
+	proc       *childproc.Process
 	conn       *conn
 	turn       *turnState
 	threadID   string // Codex's, private to the run
@@ -154,7 +154,7 @@ func (r *run) lost() subagent.Result {
 		return res
 	}
 	r.exited()
-	res.Diagnostic = subagent.Diagnostic((&ExitError{During: "the turn", Diagnostic: r.proc.Diagnostic()}).Error())
+	res.Diagnostic = subagent.Diagnostic((&ExitError{Program: "codex", During: "the turn", Diagnostic: r.proc.Diagnostic()}).Error())
 	return res
 }
 

@@ -5,15 +5,13 @@ import (
 	"context"
 	"errors"
 	"os"
-	"sort"
 	"time"
 
 	"github.com/google/uuid"
 
-	"github.com/dsh-go/dsh/content"
-	"github.com/dsh-go/dsh/internal/proc"
 	"github.com/dsh-go/dsh/permission"
 	"github.com/dsh-go/dsh/subagent"
+	"github.com/dsh-go/dsh/subagent/childproc"
 )
 
 // inputItem is a turn/start UserInput of type text.
@@ -27,24 +25,18 @@ type inputItem struct {
 // within ReadyTimeout, and only then returns the run; the prompt's text
 // blocks are sent as one turn once it is ready.
 func (p *Provider) Start(ctx context.Context, req subagent.StartRequest) (subagent.Run, error) {
-	fail := func(stage string, err error) error { return &StartError{Provider: p.cfg.Name, Stage: stage, Err: err} }
-	if req.Parent == nil {
-		return nil, fail("request", errors.New("the request has no parent agent"))
+	fail := func(stage string, err error) error {
+		return &StartError{Kind: providerKind, Provider: p.cfg.Name, Stage: stage, Err: err}
 	}
-	if ctx.Err() != nil {
-		return nil, subagent.AbortedBeforeReady(p.cfg.Name, context.Cause(ctx))
+	if err := childproc.Request(ctx, p.cfg.Name, req); err != nil {
+		return nil, err
 	}
 	var input []inputItem
-	for _, b := range req.Prompt {
-		if b.Type == content.TypeText && b.Text != "" {
-			input = append(input, inputItem{Type: "text", Text: b.Text, TextElements: []any{}})
-		}
+	for _, text := range childproc.Texts(req.Prompt) {
+		input = append(input, inputItem{Type: "text", Text: text, TextElements: []any{}})
 	}
-	if len(input) == 0 {
-		return nil, fail("request", errors.New("the prompt has no text"))
-	}
-	cwd := cmp.Or(req.Cwd, p.cfg.Cwd, req.Parent.Cwd())
-	if err := checkDir(cwd); err != nil {
+	cwd, err := p.cfg.WorkDir(req)
+	if err != nil {
 		return nil, fail("cwd", err)
 	}
 	home, tempHome := p.cfg.CodexHome, false
@@ -54,7 +46,7 @@ func (p *Provider) Start(ctx context.Context, req subagent.StartRequest) (subage
 			return nil, fail("codex home", err)
 		}
 		home, tempHome = dir, true
-	} else if err := checkDir(home); err != nil {
+	} else if err := childproc.CheckDir(home); err != nil {
 		return nil, fail("codex home", err)
 	}
 	removeHome := func() {
@@ -62,14 +54,7 @@ func (p *Provider) Start(ctx context.Context, req subagent.StartRequest) (subage
 			os.RemoveAll(home)
 		}
 	}
-
-	env := make([]string, 0, len(p.cfg.Env)+1)
-	for k, v := range p.cfg.Env {
-		env = append(env, k+"="+v)
-	}
-	sort.Strings(env)
-	env = append(env, "CODEX_HOME="+home)
-	child, err := proc.Start(proc.Spec{Path: p.cfg.Command, Args: p.cfg.Args, Dir: cwd, PassEnv: p.cfg.PassEnv, Env: env})
+	child, err := p.cfg.Spawn(cwd, p.cfg.Args, "CODEX_HOME="+home)
 	if err != nil {
 		removeHome()
 		return nil, fail("spawn", err)
@@ -89,7 +74,7 @@ func (p *Provider) Start(ctx context.Context, req subagent.StartRequest) (subage
 		if ctx.Err() != nil {
 			return nil, subagent.AbortedBeforeReady(p.cfg.Name, context.Cause(ctx))
 		}
-		return nil, &StartError{Provider: p.cfg.Name, Stage: "handshake", Err: err, Diagnostic: child.Diagnostic()}
+		return nil, &StartError{Kind: providerKind, Provider: p.cfg.Name, Stage: "handshake", Err: err, Diagnostic: child.Diagnostic()}
 	}
 	if ctx.Err() != nil { // aborted between the handshake and publication
 		r.teardown(0)
@@ -102,7 +87,7 @@ func (p *Provider) Start(ctx context.Context, req subagent.StartRequest) (subage
 // handshake performs initialize, initialized and thread/start within
 // ReadyTimeout.
 func (r *run) handshake(ctx context.Context, cwd string) error {
-	hctx, cancel := context.WithTimeoutCause(ctx, r.cfg.ReadyTimeout, &ReadyTimeoutError{After: r.cfg.ReadyTimeout})
+	hctx, cancel := context.WithTimeoutCause(ctx, r.cfg.ReadyTimeout, &ReadyTimeoutError{After: r.cfg.ReadyTimeout, Waiting: "answer to the handshake"})
 	defer cancel()
 	errc := make(chan error, 1)
 	r.writers.Go(func() { errc <- r.greet(hctx, cwd) })
@@ -120,7 +105,7 @@ func (r *run) handshake(ctx context.Context, cwd string) error {
 		}
 	}
 	if err != nil && hctx.Err() == nil && lostConnection(err) && r.exited() {
-		return &ExitError{During: "the handshake", Diagnostic: r.proc.Diagnostic()}
+		return &ExitError{Program: "codex", During: "the handshake", Diagnostic: r.proc.Diagnostic()}
 	}
 	return err
 }

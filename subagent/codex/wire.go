@@ -1,13 +1,13 @@
 package codex
 
 import (
-	"bufio"
 	"bytes"
 	"encoding/json"
-	"errors"
 	"io"
 	"strconv"
 	"unicode/utf8"
+
+	"github.com/dsh-go/dsh/subagent/childproc"
 )
 
 // MaxLine bounds one line of Codex's stdout, in bytes (newline excluded).
@@ -91,21 +91,17 @@ func quote(line []byte) string {
 
 // reader splits Codex's stdout into messages. It holds at most max bytes
 // of one line (plus bufio's buffer), failing with *LineTooLongError beyond.
-type reader struct {
-	br  *bufio.Reader
-	max int
-	buf []byte
-}
+type reader struct{ lines *childproc.LineReader }
 
 func newReader(r io.Reader, max int) *reader {
-	return &reader{br: bufio.NewReaderSize(r, 64<<10), max: max}
+	return &reader{lines: childproc.NewLineReader(r, max, "codex")}
 }
 
 // next returns the next message, skipping blank lines; io.EOF at the end.
 // After any other error the reader is unusable.
 func (r *reader) next() (message, error) {
 	for {
-		line, err := r.line()
+		line, err := r.lines.Next()
 		if err != nil {
 			return message{}, err
 		}
@@ -113,46 +109,4 @@ func (r *reader) next() (message, error) {
 			return decode(line)
 		}
 	}
-}
-
-// line returns the next line without its newline (a final line may lack
-// one); the slice is valid until the next call.
-func (r *reader) line() ([]byte, error) {
-	if cap(r.buf) > 1<<20 { // do not pin a past large line
-		r.buf = nil
-	}
-	r.buf = r.buf[:0]
-	for {
-		chunk, err := r.br.ReadSlice('\n')
-		if n := len(chunk); n > 0 && chunk[n-1] == '\n' {
-			chunk = chunk[:n-1]
-		}
-		if len(r.buf)+len(chunk) > r.max {
-			return nil, &LineTooLongError{Limit: r.max}
-		}
-		r.buf = grow(r.buf, len(chunk), r.max)
-		r.buf = append(r.buf, chunk...)
-		switch {
-		case err == nil:
-			return r.buf, nil
-		case errors.Is(err, bufio.ErrBufferFull):
-		case errors.Is(err, io.EOF) && len(r.buf) > 0:
-			return r.buf, nil
-		default:
-			return nil, err
-		}
-	}
-}
-
-// grow makes room for n more bytes in b without its capacity exceeding
-// limit.
-func grow(b []byte, n, limit int) []byte {
-	need := len(b) + n
-	if need <= cap(b) {
-		return b
-	}
-	c := min(max(2*cap(b), need, 4096), limit)
-	nb := make([]byte, len(b), c)
-	copy(nb, b)
-	return nb
 }

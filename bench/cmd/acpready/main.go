@@ -38,6 +38,7 @@ import (
 	"github.com/dsh-go/dsh/llm"
 	"github.com/dsh-go/dsh/subagent"
 	"github.com/dsh-go/dsh/subagent/acpchild"
+	"github.com/dsh-go/dsh/subagent/childproc"
 )
 
 type impl struct {
@@ -87,7 +88,7 @@ func run(runs, sdkPrompts int, names []string, node string) error {
 			if err != nil {
 				return err
 			}
-			p, err := acpchild.New(acpchild.Config{Name: "dsh", Command: bin, Args: []string{"acp"}, Env: env, DepthEnv: "DSH_DEPTH"})
+			p, err := acpchild.New(acpchild.Config{Options: childproc.Options{Name: "dsh", Command: bin, Args: []string{"acp"}, Env: env}, DepthEnv: "DSH_DEPTH"})
 			if err != nil {
 				return err
 			}
@@ -105,9 +106,9 @@ func run(runs, sdkPrompts int, names []string, node string) error {
 					}
 				}
 			}
-			p, err := acpchild.New(acpchild.Config{Name: "sdk", Command: node, Args: []string{agentJS}, Permission: acpchild.PermissionPolicy,
+			p, err := acpchild.New(acpchild.Config{Permission: acpchild.PermissionPolicy, Options: childproc.Options{Name: "sdk", Command: node, Args: []string{agentJS},
 				// It does not exit on end of input; a short grace keeps the run bounded.
-				ChildTimeouts: subagent.ChildTimeouts{EOFGrace: 200 * time.Millisecond, TermGrace: time.Second}})
+				ChildTimeouts: subagent.ChildTimeouts{EOFGrace: 200 * time.Millisecond, TermGrace: time.Second}}})
 			if err != nil {
 				return err
 			}

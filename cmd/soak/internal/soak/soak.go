@@ -27,6 +27,7 @@ import (
 	"github.com/dsh-go/dsh/session/jsonl"
 	"github.com/dsh-go/dsh/subagent"
 	"github.com/dsh-go/dsh/subagent/acpchild"
+	"github.com/dsh-go/dsh/subagent/childproc"
 	"github.com/dsh-go/dsh/subagent/inproc"
 	"github.com/dsh-go/dsh/tool"
 )
@@ -144,9 +145,9 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 			return llmtest.Reply{Text: "done"}
 		})
 		defer srv.Close()
-		prov, err := acpchild.New(acpchild.Config{Name: "acp", Command: cfg.DshBinary, Args: []string{"acp"},
+		prov, err := acpchild.New(acpchild.Config{Options: childproc.Options{Name: "acp", Command: cfg.DshBinary, Args: []string{"acp"},
 			Env:           map[string]string{"DSH_HOME": filepath.Join(cfg.Dir, "acp-home"), "DEEPSEEK_API_KEY": "sk-soak", "DEEPSEEK_BASE_URL": srv.URL},
-			ChildTimeouts: subagent.ChildTimeouts{EOFGrace: 500 * time.Millisecond, TermGrace: 500 * time.Millisecond, CancelGrace: 2 * time.Second}})
+			ChildTimeouts: subagent.ChildTimeouts{EOFGrace: 500 * time.Millisecond, TermGrace: 500 * time.Millisecond, CancelGrace: 2 * time.Second}}})
 		if err != nil {
 			return Report{}, err
 		}
