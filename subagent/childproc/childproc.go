@@ -16,6 +16,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/dsh-go/dsh/content"
 	"github.com/dsh-go/dsh/internal/proc"
@@ -130,6 +131,19 @@ func (o Options) Spawn(dir string, args []string, extra ...string) (*Process, er
 		return nil, err
 	}
 	return &Process{p}, nil
+}
+
+// Exited reports whether the process is reaped within d, so that a lost
+// connection can be explained by the exit it came from.
+func (p *Process) Exited(d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-p.Done():
+		return true
+	case <-t.C:
+		return false
+	}
 }
 
 // Texts returns the text of a prompt's non-empty text blocks.

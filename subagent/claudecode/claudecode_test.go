@@ -433,8 +433,8 @@ func TestSilentChildFailsStartAfterReadyTimeout(t *testing.T) {
 	cfg.ReadyTimeout = 500 * time.Millisecond
 	began := time.Now()
 	_, err := newProvider(t, cfg).Start(context.Background(), subagent.StartRequest{Prompt: subagenttest.Prompt(scenarioSilent), Parent: parent(t)})
-	var startErr *claudecode.StartError
-	var timeout *claudecode.ReadyTimeoutError
+	var startErr *childproc.StartError
+	var timeout *childproc.ReadyTimeoutError
 	if !errors.As(err, &startErr) || startErr.Stage != "ready" || !errors.As(err, &timeout) {
 		t.Fatalf("err = %v", err)
 	}
@@ -455,7 +455,7 @@ func TestSilentChildFailsStartAfterReadyTimeout(t *testing.T) {
 func TestExitBeforeReadyFailsStart(t *testing.T) {
 	checkNoChildren(t)
 	_, err := newProvider(t, fakeConfig()).Start(context.Background(), subagent.StartRequest{Prompt: subagenttest.Prompt(scenarioExit), Parent: parent(t)})
-	var exit *claudecode.ExitError
+	var exit *childproc.ExitError
 	if !errors.As(err, &exit) || !strings.Contains(exit.Diagnostic, "exit status 3") || !strings.Contains(exit.Diagnostic, "fatal: cannot start") {
 		t.Fatalf("err = %v", err)
 	}
@@ -485,7 +485,7 @@ func TestStartErrors(t *testing.T) {
 	}
 	missing := newProvider(t, claudecode.Config{Options: childproc.Options{Command: "/no/such/claude"}})
 	_, err := missing.Start(context.Background(), subagent.StartRequest{Prompt: subagenttest.Prompt("x"), Parent: parent(t)})
-	var startErr *claudecode.StartError
+	var startErr *childproc.StartError
 	if !errors.As(err, &startErr) || startErr.Stage != "spawn" {
 		t.Errorf("missing command: %v", err)
 	}

@@ -158,7 +158,7 @@ func (r *run) fromResult() subagent.Result {
 		stop = subagent.MaxTokens
 	}
 	diag := describe(m)
-	if r.awaitExit(min(r.cfg.EOFGrace, time.Second)) {
+	if r.proc.Exited(min(r.cfg.EOFGrace, time.Second)) {
 		diag += "; claude " + r.proc.Diagnostic()
 	}
 	return subagent.Result{StopReason: stop, Output: textOutput(partial), Usage: usage, Diagnostic: subagent.Diagnostic(diag)}
@@ -166,7 +166,7 @@ func (r *run) fromResult() subagent.Result {
 
 // lost is the outcome of a stream that ended without a result.
 func (r *run) lost() subagent.Result {
-	if r.readErr != nil || !r.awaitExit(time.Second) {
+	if r.readErr != nil || !r.proc.Exited(time.Second) {
 		r.proc.Stop(0, r.cfg.TermGrace) // a protocol failure, or a child that closed its stdout
 	}
 	r.mu.Lock()
@@ -175,7 +175,7 @@ func (r *run) lost() subagent.Result {
 	if cancelled {
 		return r.aborted()
 	}
-	var err error = &ExitError{Program: "claude", During: "the turn", Diagnostic: r.proc.Diagnostic()}
+	var err error = &childproc.ExitError{Program: "claude", During: "the turn", Diagnostic: r.proc.Diagnostic()}
 	if r.readErr != nil {
 		err = fmt.Errorf("%w; claude %s", r.readErr, r.proc.Diagnostic())
 	}
@@ -184,18 +184,6 @@ func (r *run) lost() subagent.Result {
 		diag = joinNonEmpty("; ", diag, fmt.Sprintf("last non-JSON stdout line: %q", junk))
 	}
 	return subagent.Result{StopReason: subagent.Failed, Output: textOutput(partial), Diagnostic: subagent.Diagnostic(diag)}
-}
-
-// awaitExit reports whether the child is reaped within d.
-func (r *run) awaitExit(d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-r.proc.Done():
-		return true
-	case <-t.C:
-		return false
-	}
 }
 
 // usage converts the result's per-model usage (else its total, under the

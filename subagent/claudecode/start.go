@@ -20,7 +20,7 @@ import (
 // before that, it returns an error after the process has been reaped.
 func (p *Provider) Start(ctx context.Context, req subagent.StartRequest) (subagent.Run, error) {
 	fail := func(stage string, err error) error {
-		return &StartError{Kind: providerKind, Provider: p.cfg.Name, Stage: stage, Err: err}
+		return &childproc.StartError{Kind: providerKind, Provider: p.cfg.Name, Stage: stage, Err: err}
 	}
 	if err := childproc.Request(ctx, p.cfg.Name, req); err != nil {
 		return nil, err
@@ -51,7 +51,7 @@ func (p *Provider) Start(ctx context.Context, req subagent.StartRequest) (subage
 		if ctx.Err() != nil {
 			return nil, subagent.AbortedBeforeReady(p.cfg.Name, context.Cause(ctx))
 		}
-		return nil, &StartError{Kind: providerKind, Provider: p.cfg.Name, Stage: "ready", Err: err, Diagnostic: diag}
+		return nil, &childproc.StartError{Kind: providerKind, Provider: p.cfg.Name, Stage: "ready", Err: err, Diagnostic: diag}
 	}
 	r.begin(ctx)
 	return r, nil
@@ -68,7 +68,7 @@ func (r *run) awaitReady(ctx context.Context) error {
 	case <-ctx.Done():
 		return context.Cause(ctx)
 	case <-timer.C:
-		return &ReadyTimeoutError{After: r.cfg.ReadyTimeout, Waiting: "system/init message"}
+		return &childproc.ReadyTimeoutError{After: r.cfg.ReadyTimeout, Waiting: "system/init message"}
 	case <-r.streamEnd:
 		select {
 		case <-r.ready: // init was the last line before the end
@@ -78,8 +78,8 @@ func (r *run) awaitReady(ctx context.Context) error {
 		if err := r.readErr; err != nil {
 			return err
 		}
-		r.awaitExit(time.Second)
-		return &ExitError{Program: "claude", During: "startup", Diagnostic: r.proc.Diagnostic()}
+		r.proc.Exited(time.Second)
+		return &childproc.ExitError{Program: "claude", During: "startup", Diagnostic: r.proc.Diagnostic()}
 	}
 }
 

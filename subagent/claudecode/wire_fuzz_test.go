@@ -27,7 +27,7 @@ var seedLines = []string{
 
 // FuzzReader feeds arbitrary stdout to the line reader and decoder: they
 // never panic, never return a line over the limit, and end every stream
-// with io.EOF or a LineTooLongError.
+// with io.EOF or a childproc.LineTooLongError.
 func FuzzReader(f *testing.F) {
 	f.Add([]byte(strings.Join(seedLines, "\n") + "\n"))
 	for _, l := range seedLines {
@@ -46,7 +46,7 @@ func FuzzReader(f *testing.F) {
 			}
 			line, err := lr.Next()
 			if err != nil {
-				var long *LineTooLongError
+				var long *childproc.LineTooLongError
 				if !errors.Is(err, io.EOF) && !errors.As(err, &long) {
 					t.Fatalf("error %v", err)
 				}

@@ -437,8 +437,8 @@ func TestNeverReadyTimesOut(t *testing.T) {
 	t0 := time.Now()
 	_, err := newProvider(t, cfg).Start(context.Background(), request(t, "x"))
 	elapsed := time.Since(t0)
-	var timeout *codex.ReadyTimeoutError
-	var se *codex.StartError
+	var timeout *childproc.ReadyTimeoutError
+	var se *childproc.StartError
 	if !errors.As(err, &timeout) || !errors.As(err, &se) || se.Stage != "handshake" {
 		t.Fatalf("err = %v", err)
 	}
@@ -463,7 +463,7 @@ func TestStartFailures(t *testing.T) {
 	t.Run("exit", func(t *testing.T) {
 		cfg, _ := fakeConfig(t, "exit")
 		_, err := newProvider(t, cfg).Start(context.Background(), request(t, "x"))
-		var exit *codex.ExitError
+		var exit *childproc.ExitError
 		if !errors.As(err, &exit) || !strings.Contains(err.Error(), "exit status 2") || !strings.Contains(err.Error(), "cannot load config.toml") {
 			t.Fatalf("err = %v", err)
 		}
@@ -481,7 +481,7 @@ func TestStartFailures(t *testing.T) {
 	t.Run("missing program", func(t *testing.T) {
 		p := newProvider(t, codex.Config{Options: childproc.Options{Command: "/no/such/codex"}})
 		_, err := p.Start(context.Background(), request(t, "x"))
-		var se *codex.StartError
+		var se *childproc.StartError
 		if !errors.As(err, &se) || se.Stage != "spawn" {
 			t.Fatalf("err = %v", err)
 		}
@@ -493,7 +493,7 @@ func TestStartFailures(t *testing.T) {
 			t.Fatal(err)
 		}
 		_, err := newProvider(t, cfg).Start(context.Background(), req)
-		var se *codex.StartError
+		var se *childproc.StartError
 		if !errors.As(err, &se) || se.Stage != "cwd" {
 			t.Fatalf("err = %v", err)
 		}

@@ -5,25 +5,10 @@ import (
 	"fmt"
 
 	"github.com/dsh-go/dsh/subagent"
-	"github.com/dsh-go/dsh/subagent/childproc"
 )
 
 // ConfigError is a Config that New rejects.
 type ConfigError = subagent.ConfigError
-
-// The kit's errors, as the provider reports them.
-type (
-	// StartError is a Start that failed before the run was ready.
-	StartError = childproc.StartError
-	// ReadyTimeoutError is the cause of a StartError when Codex did not
-	// finish the handshake within Config.ReadyTimeout.
-	ReadyTimeoutError = childproc.ReadyTimeoutError
-	// ExitError is the cause of a failure when Codex exited (or closed
-	// its stdout) during the handshake or a turn.
-	ExitError = childproc.ExitError
-	// LineTooLongError is a line on Codex's stdout longer than MaxLine.
-	LineTooLongError = childproc.LineTooLongError
-)
 
 // RPCError is a JSON-RPC error response from Codex.
 type RPCError struct {

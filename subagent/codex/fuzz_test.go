@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/dsh-go/dsh/subagent/childproc"
+
 	"github.com/dsh-go/dsh/permission"
 	"github.com/dsh-go/dsh/subagent"
 )
@@ -41,7 +43,7 @@ func FuzzReader(f *testing.F) {
 			}
 			r := newReader(bytes.NewReader(data), limit)
 			turn, err := replay(r, data, s)
-			var long *LineTooLongError
+			var long *childproc.LineTooLongError
 			var proto *ProtocolError
 			if err != io.EOF && !errors.As(err, &long) && !errors.As(err, &proto) {
 				t.Fatalf("reader failed with %T %v", err, err)

@@ -153,8 +153,8 @@ func (r *run) lost() subagent.Result {
 		res.Diagnostic = subagent.Diagnostic(fmt.Sprintf("%v; codex %s", err, r.proc.Diagnostic()))
 		return res
 	}
-	r.exited()
-	res.Diagnostic = subagent.Diagnostic((&ExitError{Program: "codex", During: "the turn", Diagnostic: r.proc.Diagnostic()}).Error())
+	r.proc.Exited(time.Second)
+	res.Diagnostic = subagent.Diagnostic((&childproc.ExitError{Program: "codex", During: "the turn", Diagnostic: r.proc.Diagnostic()}).Error())
 	return res
 }
 

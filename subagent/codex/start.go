@@ -26,7 +26,7 @@ type inputItem struct {
 // blocks are sent as one turn once it is ready.
 func (p *Provider) Start(ctx context.Context, req subagent.StartRequest) (subagent.Run, error) {
 	fail := func(stage string, err error) error {
-		return &StartError{Kind: providerKind, Provider: p.cfg.Name, Stage: stage, Err: err}
+		return &childproc.StartError{Kind: providerKind, Provider: p.cfg.Name, Stage: stage, Err: err}
 	}
 	if err := childproc.Request(ctx, p.cfg.Name, req); err != nil {
 		return nil, err
@@ -74,7 +74,7 @@ func (p *Provider) Start(ctx context.Context, req subagent.StartRequest) (subage
 		if ctx.Err() != nil {
 			return nil, subagent.AbortedBeforeReady(p.cfg.Name, context.Cause(ctx))
 		}
-		return nil, &StartError{Kind: providerKind, Provider: p.cfg.Name, Stage: "handshake", Err: err, Diagnostic: child.Diagnostic()}
+		return nil, &childproc.StartError{Kind: providerKind, Provider: p.cfg.Name, Stage: "handshake", Err: err, Diagnostic: child.Diagnostic()}
 	}
 	if ctx.Err() != nil { // aborted between the handshake and publication
 		r.teardown(0)
@@ -87,7 +87,7 @@ func (p *Provider) Start(ctx context.Context, req subagent.StartRequest) (subage
 // handshake performs initialize, initialized and thread/start within
 // ReadyTimeout.
 func (r *run) handshake(ctx context.Context, cwd string) error {
-	hctx, cancel := context.WithTimeoutCause(ctx, r.cfg.ReadyTimeout, &ReadyTimeoutError{After: r.cfg.ReadyTimeout, Waiting: "answer to the handshake"})
+	hctx, cancel := context.WithTimeoutCause(ctx, r.cfg.ReadyTimeout, &childproc.ReadyTimeoutError{After: r.cfg.ReadyTimeout, Waiting: "answer to the handshake"})
 	defer cancel()
 	errc := make(chan error, 1)
 	r.writers.Go(func() { errc <- r.greet(hctx, cwd) })
@@ -104,8 +104,8 @@ func (r *run) handshake(ctx context.Context, cwd string) error {
 			return context.Cause(hctx)
 		}
 	}
-	if err != nil && hctx.Err() == nil && lostConnection(err) && r.exited() {
-		return &ExitError{Program: "codex", During: "the handshake", Diagnostic: r.proc.Diagnostic()}
+	if err != nil && hctx.Err() == nil && lostConnection(err) && r.proc.Exited(time.Second) {
+		return &childproc.ExitError{Program: "codex", During: "the handshake", Diagnostic: r.proc.Diagnostic()}
 	}
 	return err
 }
@@ -115,7 +115,7 @@ func (r *run) handshake(ctx context.Context, cwd string) error {
 func lostConnection(err error) bool {
 	var rpc *RPCError
 	var proto *ProtocolError
-	var long *LineTooLongError
+	var long *childproc.LineTooLongError
 	return !errors.As(err, &rpc) && !errors.As(err, &proto) && !errors.As(err, &long)
 }
 
@@ -170,17 +170,4 @@ func (r *run) threadParams(cwd string) map[string]any {
 		p["config"] = r.cfg.Config
 	}
 	return p
-}
-
-// exited reports whether Codex has exited, giving a lost connection up to
-// a second to be explained by the exit (so the diagnostic names it).
-func (r *run) exited() bool {
-	t := time.NewTimer(time.Second)
-	defer t.Stop()
-	select {
-	case <-r.proc.Done():
-		return true
-	case <-t.C:
-		return false
-	}
 }

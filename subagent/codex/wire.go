@@ -90,7 +90,7 @@ func quote(line []byte) string {
 }
 
 // reader splits Codex's stdout into messages. It holds at most max bytes
-// of one line (plus bufio's buffer), failing with *LineTooLongError beyond.
+// of one line (plus bufio's buffer), failing with *childproc.LineTooLongError beyond.
 type reader struct{ lines *childproc.LineReader }
 
 func newReader(r io.Reader, max int) *reader {

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/dsh-go/dsh/subagent/childproc"
+
 	"github.com/dsh-go/dsh/content"
 	"github.com/dsh-go/dsh/subagent"
 )
@@ -125,15 +127,15 @@ func TestReaderLines(t *testing.T) {
 		t.Fatalf("kinds %v", kinds)
 	}
 	for in, want := range map[string]any{
-		strings.Repeat("x", 65) + "\n": &LineTooLongError{},
+		strings.Repeat("x", 65) + "\n": &childproc.LineTooLongError{},
 		"[1,2]\n":                      &ProtocolError{},
 		`{"id":null}` + "\n":           &ProtocolError{},
 		`{"result":1}`:                 &ProtocolError{},
 	} {
 		_, err := newReader(strings.NewReader(in), 64).next()
 		switch want.(type) {
-		case *LineTooLongError:
-			var e *LineTooLongError
+		case *childproc.LineTooLongError:
+			var e *childproc.LineTooLongError
 			if !errors.As(err, &e) {
 				t.Errorf("%q: %v", in, err)
 			}
