@@ -331,6 +331,7 @@ func newAgent(r *Registry, s *session.Session, opts CreateOptions) *Agent {
 	if p := opts.Owner; p != nil {
 		a.tree, a.policy = p.tree, p.policy
 		a.path = append(slices.Clip(p.path), cmp.Or(opts.Label, "child "+a.id))
+		a.tools.AddLayers(p.tools.Layers()...) // a tree's shared tools, e.g. its ACP client's MCP servers
 	} else {
 		a.tree = newTree(opts.Asker, opts.TokenBudget)
 	}
