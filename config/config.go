@@ -27,6 +27,7 @@ import (
 	"github.com/dsh-go/dsh/agent"
 	"github.com/dsh-go/dsh/content"
 	"github.com/dsh-go/dsh/llm/openai"
+	"github.com/dsh-go/dsh/mcptool"
 	"github.com/dsh-go/dsh/permission"
 	"github.com/dsh-go/dsh/session"
 	"github.com/dsh-go/dsh/session/jsonl"
@@ -65,9 +66,18 @@ type Config struct {
 	Budget Budget `yaml:"budget"`
 	// SessionsDir holds the JSONL session files (default $DSH_HOME/sessions).
 	SessionsDir string `yaml:"sessionsDir"`
+	// MCPServers are Model Context Protocol servers whose tools every agent
+	// and child may use, as mcp__<server>__<tool>: a map from a server's
+	// name to its block, as in Claude Code's .mcp.json.
+	MCPServers map[string]mcptool.ServerConfig `yaml:"mcpServers"`
+	// ProjectMCP reads the working directory's .mcp.json (Claude Code's
+	// project file) too (default true); a server of dsh.yaml wins over a
+	// same-named one there.
+	ProjectMCP *bool `yaml:"projectMCP"`
 
-	path     string   // the file Load read, absolute; "" for none
-	warnings []string // what is legal but probably not meant
+	path       string            // the file Load read, absolute; "" for none
+	warnings   []string          // what is legal but probably not meant
+	mcpSources map[string]string // server name → the .mcp.json it came from
 }
 
 // Warnings returns what the file says that is legal but probably not
@@ -264,8 +274,21 @@ func Home(getenv func(string) string) (string, error) {
 
 // Load reads the configuration file over the defaults. The file is path,
 // else $DSH_CONFIG, else $DSH_HOME/dsh.yaml when it exists. Unknown keys
-// and bad values are errors naming the key and its line.
+// and bad values are errors naming the key and its line. Unless the file
+// sets projectMCP: false, the MCP servers of the working directory's
+// .mcp.json join it (see WithProjectMCP).
 func Load(path string, getenv func(string) string) (Config, error) {
+	cfg, err := loadFile(path, getenv)
+	if err != nil {
+		return cfg, err
+	}
+	if wd, werr := os.Getwd(); werr == nil {
+		cfg = cfg.WithProjectMCP(wd)
+	}
+	return cfg, nil
+}
+
+func loadFile(path string, getenv func(string) string) (Config, error) {
 	cfg := Default(getenv)
 	explicit := path != "" || getenv("DSH_CONFIG") != ""
 	path = cmp.Or(path, getenv("DSH_CONFIG"))
@@ -348,19 +371,25 @@ func bad(path, format string, args ...any) error {
 	return &fieldError{path: path, msg: fmt.Sprintf(format, args...)}
 }
 
-// locate adds the line of a fieldError's key.
+// locate adds the line of a fieldError's key, or of the nearest enclosing
+// key the file has (a missing key is reported at its block).
 func locate(data []byte, err error) error {
 	var fe *fieldError
 	if !errors.As(err, &fe) {
 		return err
 	}
 	file, perr := parser.ParseBytes(data, 0)
-	p, xerr := yaml.PathString(fe.path)
-	if perr != nil || xerr != nil {
+	if perr != nil {
 		return err
 	}
-	if node, ferr := p.FilterFile(file); ferr == nil && node != nil {
-		return fmt.Errorf("line %d: %s: %s", node.GetToken().Position.Line, fe.path[2:], fe.msg)
+	for at := fe.path; strings.Count(at, ".") > 0; at = at[:strings.LastIndexByte(at, '.')] {
+		p, xerr := yaml.PathString(at)
+		if xerr != nil {
+			continue
+		}
+		if node, ferr := p.FilterFile(file); ferr == nil && node != nil {
+			return fmt.Errorf("line %d: %s: %s", node.GetToken().Position.Line, fe.path[2:], fe.msg)
+		}
 	}
 	return err
 }
@@ -427,6 +456,17 @@ func (cfg Config) merge(file Config) (Config, error) {
 	}
 	if file.ACP.AskPermission != nil {
 		cfg.ACP = file.ACP
+	}
+	for _, name := range slices.Sorted(maps.Keys(file.MCPServers)) {
+		if err := mcpError("$.mcpServers", file.MCPServers[name].Validate(name)); err != nil {
+			return cfg, err
+		}
+	}
+	if file.MCPServers != nil {
+		cfg.MCPServers = file.MCPServers
+	}
+	if file.ProjectMCP != nil {
+		cfg.ProjectMCP = file.ProjectMCP
 	}
 	if err := cfg.validate(); err != nil {
 		return cfg, err
@@ -616,6 +656,9 @@ func (cfg Config) Build(ctx context.Context, log *slog.Logger, backend session.B
 		return nil, err
 	}
 	if err := cfg.mountSubagents(rt, getenv); err != nil {
+		return nil, err
+	}
+	if err := cfg.mountMCP(rt, getenv); err != nil {
 		return nil, err
 	}
 	maxLive := DefaultMaxLiveChildren
