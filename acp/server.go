@@ -20,6 +20,7 @@ import (
 
 	"github.com/dsh-go/dsh/agent"
 	"github.com/dsh-go/dsh/content"
+	"github.com/dsh-go/dsh/mcptool"
 	"github.com/dsh-go/dsh/permission"
 	"github.com/dsh-go/dsh/session"
 )
@@ -41,6 +42,9 @@ type Options struct {
 	// Version is reported in agentInfo.
 	Version string
 	Log     *slog.Logger
+	// MCP configures the MCP servers a client passes in session/new (log,
+	// event bus, client version); they serve that session's tree only.
+	MCP mcptool.Options
 }
 
 // DefaultAskPermission returns the tools that need approval by default:
@@ -117,11 +121,12 @@ func (s *server) close() error {
 }
 
 // Initialize implements acpsdk.Agent: protocol version 1, text and
-// resource-link prompts, no optional capability.
+// resource-link prompts, MCP servers over stdio, HTTP and SSE.
 func (s *server) Initialize(ctx context.Context, p acpsdk.InitializeRequest) (acpsdk.InitializeResponse, error) {
 	return acpsdk.InitializeResponse{
-		ProtocolVersion:   acpsdk.ProtocolVersionNumber,
-		AgentCapabilities: acpsdk.AgentCapabilities{LoadSession: false},
+		ProtocolVersion: acpsdk.ProtocolVersionNumber,
+		AgentCapabilities: acpsdk.AgentCapabilities{LoadSession: false,
+			McpCapabilities: acpsdk.McpCapabilities{Http: true, Sse: true}},
 		AgentInfo:         &acpsdk.Implementation{Name: "dsh", Version: cmpOr(s.opts.Version, "dev")},
 		AuthMethods:       []acpsdk.AuthMethod{},
 	}, nil
@@ -147,12 +152,23 @@ func (s *server) NewSession(ctx context.Context, p acpsdk.NewSessionRequest) (ac
 	if fi, err := os.Stat(p.Cwd); err != nil || !fi.IsDir() {
 		return acpsdk.NewSessionResponse{}, acpsdk.NewInvalidParams(fmt.Sprintf("cwd %q is not an existing directory", p.Cwd))
 	}
-	if len(p.McpServers) > 0 || len(p.AdditionalDirectories) > 0 {
-		return acpsdk.NewSessionResponse{}, acpsdk.NewInvalidParams("MCP servers and additional directories are not supported")
+	if len(p.AdditionalDirectories) > 0 {
+		return acpsdk.NewSessionResponse{}, acpsdk.NewInvalidParams("additional directories are not supported")
 	}
 	id := acpsdk.SessionId(uuid.NewString())
-	a, err := s.opts.Agents.Create(ctx, s.createOptions(id, p.Cwd, p.Meta))
+	co := s.createOptions(id, p.Cwd, p.Meta)
+	mcp, err := s.sessionMCP(ctx, p.Cwd, p.McpServers)
 	if err != nil {
+		return acpsdk.NewSessionResponse{}, err
+	}
+	if mcp != nil {
+		co.Setup = mcp.attach
+	}
+	a, err := s.opts.Agents.Create(ctx, co)
+	if err != nil {
+		if mcp != nil {
+			mcp.set.Close(context.Background())
+		}
 		return acpsdk.NewSessionResponse{}, acpsdk.NewInternalError(err.Error())
 	}
 	s.mu.Lock()

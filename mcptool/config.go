@@ -56,6 +56,9 @@ type ServerConfig struct {
 	// CallTimeout bounds each tool call (default: none; a call ends when
 	// its turn is cancelled).
 	CallTimeout time.Duration `yaml:"callTimeout"`
+	// Literal takes every value as it is, without ${VAR} expansion (the
+	// servers an ACP client passes, whose values are meant literally).
+	Literal bool `yaml:"-"`
 }
 
 // Transport returns the server's transport: Type, else stdio when Command
@@ -129,7 +132,7 @@ func (c ServerConfig) Validate(name string) error {
 		case c.Command != "" || len(c.Args) > 0 || len(c.Env) > 0 || len(c.PassEnv) > 0 || c.Cwd != "":
 			return bad("command", "an %s server has a url, not a command, args, env, passEnv or cwd", t)
 		}
-		if !strings.Contains(c.URL, "${") {
+		if c.Literal || !strings.Contains(c.URL, "${") {
 			if u, err := url.Parse(c.URL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 				return bad("url", "want an http:// or https:// URL, got %q", c.URL)
 			}
@@ -138,11 +141,19 @@ func (c ServerConfig) Validate(name string) error {
 		return bad("type", "want stdio, http or sse, got %q", t)
 	}
 	for _, s := range c.strings() {
-		if _, err := expand(s, func(string) (string, bool) { return "x", true }); err != nil {
+		if _, err := c.expand(s, func(string) (string, bool) { return "x", true }); err != nil {
 			return bad("", "%v", err)
 		}
 	}
 	return nil
+}
+
+// expand expands s unless the block is literal.
+func (c ServerConfig) expand(s string, lookup func(string) (string, bool)) (string, error) {
+	if c.Literal {
+		return s, nil
+	}
+	return expand(s, lookup)
 }
 
 // strings returns every value that may name environment variables.
@@ -161,6 +172,9 @@ func (c ServerConfig) strings() []string {
 // default, that lookup does not find.
 func (c ServerConfig) Missing(lookup func(string) (string, bool)) []string {
 	var missing []string
+	if c.Literal {
+		return nil
+	}
 	for _, s := range c.strings() {
 		_, names, _ := substitute(s, lookup)
 		for _, n := range names {
@@ -176,7 +190,7 @@ func (c ServerConfig) Missing(lookup func(string) (string, bool)) []string {
 func (c ServerConfig) expanded(lookup func(string) (string, bool)) (ServerConfig, error) {
 	var err error
 	one := func(s string) string {
-		v, e := expand(s, lookup)
+		v, e := c.expand(s, lookup)
 		if e != nil && err == nil {
 			err = e
 		}
