@@ -9,6 +9,7 @@ import (
 
 	"github.com/dsh-go/dsh/content"
 	"github.com/dsh-go/dsh/event"
+	"github.com/dsh-go/dsh/mcptool"
 	"github.com/dsh-go/dsh/subagent"
 )
 
@@ -42,6 +43,12 @@ func (t *childTree) event(e event.Event) {
 		if e.Kind == subagent.ProgressToolCall {
 			t.line(t.depth[e.ChildID]+1, "· %s", e.Tool)
 		}
+	case mcptool.Progress:
+		done := fmt.Sprint(e.Progress)
+		if e.Total > 0 {
+			done += fmt.Sprintf("/%v", e.Total)
+		}
+		t.line(t.depth[e.AgentID]+1, "· %s %s %s", e.Tool, done, clip(e.Message, 120))
 	case subagent.Ended:
 		elapsed := time.Since(t.start[e.RunID]).Round(time.Millisecond)
 		var u content.Usage

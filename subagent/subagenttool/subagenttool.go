@@ -177,12 +177,7 @@ func (m *mount) register(p subagent.Provider) error {
 				m.cfg.ToolName, p.Name(), n.name)
 		}
 	}
-	maxDepth := m.cfg.MaxDepth
-	if maxDepth == nil && caps.DepthLimit {
-		d := DefaultMaxDepth
-		maxDepth = &d
-	}
-	t := &instance{deps: m.deps, cfg: m.cfg, maxDepth: maxDepth}
+	t := &instance{deps: m.deps, cfg: m.cfg, caps: caps}
 	un, err := m.deps.Tools.Register(t.definition(p.InheritsParentContext()))
 	if err != nil {
 		return err
@@ -193,9 +188,23 @@ func (m *mount) register(p subagent.Provider) error {
 
 // instance executes calls of one mounted tool.
 type instance struct {
-	deps     Deps
-	cfg      Config
-	maxDepth *int
+	deps Deps
+	cfg  Config
+	caps subagent.Capabilities // the provider's
+}
+
+// Request is the start request of a call of the tool instance cfg, bound
+// to a provider with caps, on behalf of parent: the task, and the
+// instance's agent options, persona, tool filter and depth cap
+// (DefaultMaxDepth when unset and the provider enforces depth).
+func Request(cfg Config, caps subagent.Capabilities, parent *agent.Agent, label, prompt string) subagent.StartRequest {
+	maxDepth := cfg.MaxDepth
+	if maxDepth == nil && caps.DepthLimit {
+		d := DefaultMaxDepth
+		maxDepth = &d
+	}
+	return subagent.StartRequest{Label: label, Prompt: []content.Block{content.Text(prompt)}, Parent: parent,
+		AgentOptions: cfg.AgentOptions, Persona: cfg.Persona, ToolFilter: cfg.ToolFilter, MaxDepth: maxDepth}
 }
 
 // Model-visible wording.
@@ -251,8 +260,7 @@ func (t *instance) execute(ctx context.Context, call tool.Call) (tool.Result, er
 	if background && !*t.cfg.EnableRunInBackground {
 		return tool.Result{}, tool.Errorf(tool.CodeInvalidArgs, disabledMessage)
 	}
-	req := subagent.StartRequest{Label: a.Description, Prompt: []content.Block{content.Text(a.Prompt)}, Parent: parent,
-		AgentOptions: t.cfg.AgentOptions, Persona: t.cfg.Persona, ToolFilter: t.cfg.ToolFilter, MaxDepth: t.maxDepth}
+	req := Request(t.cfg, t.caps, parent, a.Description, a.Prompt)
 	if background {
 		return t.startBackground(ctx, parent, req)
 	}
