@@ -127,8 +127,8 @@ func (s *server) Initialize(ctx context.Context, p acpsdk.InitializeRequest) (ac
 		ProtocolVersion: acpsdk.ProtocolVersionNumber,
 		AgentCapabilities: acpsdk.AgentCapabilities{LoadSession: false,
 			McpCapabilities: acpsdk.McpCapabilities{Http: true, Sse: true}},
-		AgentInfo:         &acpsdk.Implementation{Name: "dsh", Version: cmpOr(s.opts.Version, "dev")},
-		AuthMethods:       []acpsdk.AuthMethod{},
+		AgentInfo:   &acpsdk.Implementation{Name: "dsh", Version: cmpOr(s.opts.Version, "dev")},
+		AuthMethods: []acpsdk.AuthMethod{},
 	}, nil
 }
 

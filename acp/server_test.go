@@ -16,8 +16,8 @@ import (
 	"github.com/dsh-go/dsh"
 	"github.com/dsh-go/dsh/acp"
 	"github.com/dsh-go/dsh/agent"
-	"github.com/dsh-go/dsh/llm/scripted"
 	"github.com/dsh-go/dsh/internal/acpmeta"
+	"github.com/dsh-go/dsh/llm/scripted"
 	"github.com/dsh-go/dsh/permission"
 	"github.com/dsh-go/dsh/tool"
 )
