@@ -230,7 +230,11 @@ func (s *server) open() (*conn, []tool.Definition, error) {
 	fail := func(what string, err error) (*conn, []tool.Definition, error) {
 		timer.Stop()
 		c.close(s.set.opts.StopGrace)
-		msg := fmt.Sprintf("%s failed: %v", what, err)
+		reason := err.Error()
+		if errors.Is(err, mcp.ErrConnectionClosed) || errors.Is(err, io.EOF) {
+			reason = "the server closed the connection"
+		}
+		msg := fmt.Sprintf("%s failed: %s", what, reason)
 		if timedOut.Load() {
 			msg = fmt.Sprintf("%s did not finish within %s (startTimeout)", what, timeout)
 		}

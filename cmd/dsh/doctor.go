@@ -3,6 +3,7 @@ package main
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -171,7 +172,11 @@ func (c *cli) checkMCP(ctx context.Context, cfg config.Config) []check {
 			what += " from " + src
 		}
 		if st.Err != nil {
-			out = append(out, check{what: what, detail: st.Err.Error()})
+			detail := st.Err.Error()
+			if e := (*mcptool.Error)(nil); errors.As(st.Err, &e) {
+				detail = e.Msg // the line names the server already
+			}
+			out = append(out, check{what: what, detail: detail})
 			continue
 		}
 		out = append(out, check{ok: true, what: what, detail: fmt.Sprintf("%d tools: %s", len(st.Tools), strings.Join(st.Tools, ", "))})
