@@ -5,9 +5,12 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -357,10 +360,22 @@ func TestClaudeCodeDelegatesThroughDshMCP(t *testing.T) {
 		}
 		return llmtest.AnthropicReply{Text: "ok"}
 	})
-	mcpConfig, _ := json.Marshal(map[string]any{"mcpServers": map[string]any{"dsh": map[string]any{
-		"command": dshBinary, "args": []string{"mcp", "--cwd", cwd},
-		"env": map[string]string{"DSH_HOME": home, "DEEPSEEK_API_KEY": "sk-test", "DEEPSEEK_BASE_URL": childModel(t)}}}})
-	cmd := exec.Command(claude, "-p", "ask dsh what 6*7 is", "--model", "mock-model", "--mcp-config", string(mcpConfig),
+	// The README's --mcp-config, wired to this dsh binary and the loopback
+	// model.
+	var mcpConfig struct {
+		MCPServers map[string]map[string]any `json:"mcpServers"`
+	}
+	if err := json.Unmarshal([]byte(readmeBlock(t, "## MCP, both ways", "json")), &mcpConfig); err != nil {
+		t.Fatal(err)
+	}
+	server := mcpConfig.MCPServers["dsh"]
+	if server["command"] != "dsh" {
+		t.Fatalf("the README's mcp config changed: %v", mcpConfig)
+	}
+	server["command"] = dshBinary
+	server["env"] = map[string]string{"DSH_HOME": home, "DEEPSEEK_API_KEY": "sk-test", "DEEPSEEK_BASE_URL": childModel(t)}
+	wired, _ := json.Marshal(mcpConfig)
+	cmd := exec.Command(claude, "-p", "ask dsh what 6*7 is", "--model", "mock-model", "--mcp-config", string(wired),
 		"--strict-mcp-config", "--allowedTools", "mcp__dsh__subagent", "--output-format", "text")
 	cmd.Dir = cwd
 	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + home, "ANTHROPIC_BASE_URL=" + mock.URL, "ANTHROPIC_API_KEY=fake",
@@ -440,6 +455,113 @@ func TestACPClientPassesAnMCPServer(t *testing.T) {
 	}
 	stop()
 	if left := leftovers(cwd); len(left) > 0 {
+		t.Errorf("processes left: %v", left)
+	}
+}
+
+// readmeBlock returns the first block of lang after heading in README.md.
+func readmeBlock(t *testing.T, heading, lang string) string {
+	t.Helper()
+	data, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, section, ok := strings.Cut(string(data), "\n"+heading+"\n")
+	m := regexp.MustCompile("(?s)```" + lang + "\n(.*?)```").FindStringSubmatch(section)
+	if !ok || m == nil {
+		t.Fatalf("README.md has no %s block under %q", lang, heading)
+	}
+	return m[1]
+}
+
+// The README's mcpServers example works as written: server-everything and
+// server-filesystem through npx (a shim runs the pinned installs: the
+// only wiring, with the docs server's URL), a streamable HTTP server with
+// a header from the environment, the permission policy asking before a
+// write (refused: dsh run asks nobody), and a spawn child whose filter
+// hides server-everything's tools.
+func TestREADMEMCP(t *testing.T) {
+	bin := testpeers.Path(t, "node_modules/.bin")
+	yaml := readmeBlock(t, "## MCP, both ways", "yaml")
+	shims := t.TempDir()
+	os.WriteFile(filepath.Join(shims, "npx"), []byte(`#!/bin/sh
+# npx -y @modelcontextprotocol/server-NAME ARGS... runs the pinned mcp-server-NAME
+[ "$1" = -y ] && shift
+pkg=$1; shift
+exec "`+bin+`/mcp-${pkg##*/}" "$@"
+`), 0o755)
+	docs := mcp.NewServer(&mcp.Implementation{Name: "docs", Version: "1"}, nil)
+	docs.AddTool(&mcp.Tool{Name: "search", Description: "Searches the docs.",
+		InputSchema: map[string]any{"type": "object", "properties": map[string]any{"query": map[string]any{"type": "string"}}}},
+		func(_ context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			var a struct{ Query string }
+			json.Unmarshal(req.Params.Arguments, &a)
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "docs for " + a.Query}}}, nil
+		})
+	handler := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return docs }, nil)
+	docsURL := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Authorization") != "Bearer s3cret" {
+			http.Error(w, "who are you?", http.StatusUnauthorized)
+			return
+		}
+		handler.ServeHTTP(w, r)
+	}))
+	defer docsURL.Close()
+	defer docsURL.CloseClientConnections()
+	wired := strings.Replace(yaml, "http://127.0.0.1:8931/mcp", docsURL.URL, 1)
+	if wired == yaml {
+		t.Fatal("the README's docs server changed: update this test's wiring")
+	}
+	home, project := t.TempDir(), t.TempDir()
+	os.WriteFile(filepath.Join(project, "note.txt"), []byte("hello"), 0o600)
+	cfg := filepath.Join(home, "dsh.yaml")
+	os.WriteFile(cfg, []byte(wired), 0o600)
+
+	var mu sync.Mutex
+	var childTools []string
+	srv := llmtest.NewServer(t, func(r llmtest.Request) llmtest.Reply {
+		if r.LastUser == "what can you use?" {
+			mu.Lock()
+			childTools = toolNames(r.Body)
+			mu.Unlock()
+			return llmtest.Reply{Text: "the child answered"}
+		}
+		steps := []llmtest.ToolCall{
+			{Name: "mcp__everything__echo", Arguments: `{"message":"readme"}`},
+			{Name: "mcp__files__list_directory", Arguments: fmt.Sprintf(`{"path":%q}`, project)},
+			{Name: "mcp__docs__search", Arguments: `{"query":"mcp"}`},
+			{Name: "mcp__files__write_file", Arguments: fmt.Sprintf(`{"path":%q,"content":"x"}`, filepath.Join(project, "out.txt"))},
+			{Name: "subagent", Arguments: `{"description":"tools","prompt":"what can you use?"}`},
+		}
+		if n := len(r.ToolResults); n < len(steps) {
+			return llmtest.Reply{ToolCall: &steps[n]}
+		}
+		return llmtest.Reply{Text: strings.Join(r.ToolResults, "\n")}
+	})
+	cmd := exec.Command(dshBinary, "--config", cfg, "run", "use the servers")
+	cmd.Dir = project
+	cmd.Env = append(mcpEnv(home, srv.URL), "PATH="+shims+":"+os.Getenv("PATH"), "DOCS_TOKEN=s3cret")
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("dsh run: %v\n%s\n%s", err, out, stderr.String())
+	}
+	for _, want := range []string{"Echo: readme", "[FILE] note.txt", "docs for mcp",
+		"mcp__files__write_file needs approval, and `dsh run` asks nobody", "the child answered"} {
+		if !strings.Contains(string(out), want) {
+			t.Errorf("stdout lacks %q:\n%s\n%s", want, out, stderr.String())
+		}
+	}
+	if _, err := os.Stat(filepath.Join(project, "out.txt")); err == nil {
+		t.Error("the refused write happened")
+	}
+	mu.Lock()
+	if hasPrefixed(childTools, "mcp__everything__") || !hasPrefixed(childTools, "mcp__files__") || !slices.Contains(childTools, "mcp__docs__search") {
+		t.Errorf("the child was offered %v", childTools)
+	}
+	mu.Unlock()
+	if left := leftovers(project); len(left) > 0 {
 		t.Errorf("processes left: %v", left)
 	}
 }
