@@ -4,14 +4,12 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"regexp"
 	"strings"
 	"unicode/utf8"
 
 	"github.com/google/jsonschema-go/jsonschema"
-	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/dsh-go/dsh/content"
@@ -168,13 +166,4 @@ func toResult(res *mcp.CallToolResult) tool.Result {
 	}
 	r.Content = blocks
 	return r
-}
-
-// callError turns the error of a call that got no result into a tool error.
-func callError(server string, err error) error {
-	var we *jsonrpc.Error
-	if errors.As(err, &we) {
-		return &Error{Code: CodeProtocol, Server: server, Msg: cut(we.Message, 4096)}
-	}
-	return &Error{Code: CodeUnavailable, Server: server, Msg: err.Error()}
 }

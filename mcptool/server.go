@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"path/filepath"
 	"sync"
 	"sync/atomic"
@@ -272,7 +273,11 @@ func (s *server) open() (*conn, []tool.Definition, error) {
 // transport makes the server's transport; a stdio server's process starts
 // here.
 func (s *server) transport(cfg ServerConfig, c *conn) (mcp.Transport, error) {
-	client := &http.Client{Transport: headers{base: http.DefaultTransport, values: cfg.Headers}}
+	var host string
+	if u, err := url.Parse(cfg.URL); err == nil {
+		host = u.Host
+	}
+	client := &http.Client{Transport: headers{base: http.DefaultTransport, host: host, values: cfg.Headers}}
 	switch cfg.Transport() {
 	case TypeHTTP:
 		return &mcp.StreamableClientTransport{Endpoint: cfg.URL, HTTPClient: client, MaxRetries: -1}, nil
@@ -299,14 +304,16 @@ func (s *server) transport(cfg ServerConfig, c *conn) (mcp.Transport, error) {
 	return &mcp.IOTransport{Reader: io.NopCloser(p.Stdout()), Writer: p.Stdin()}, nil
 }
 
-// headers adds configured headers to every request.
+// headers adds the configured headers to the requests to the server's
+// host (not to another host a redirect points at).
 type headers struct {
 	base   http.RoundTripper
+	host   string
 	values map[string]string
 }
 
 func (h headers) RoundTrip(r *http.Request) (*http.Response, error) {
-	if len(h.values) > 0 {
+	if len(h.values) > 0 && r.URL.Host == h.host {
 		r = r.Clone(r.Context())
 		for k, v := range h.values {
 			r.Header.Set(k, v)

@@ -334,6 +334,18 @@ func TestCancelAndClose(t *testing.T) {
 	wantError(t, call(t, s, "mcp__fake__echo", `{"message":"x"}`), mcptool.CodeClosed, "shutting down")
 }
 
+// A call that outlives the server's callTimeout fails with MCP_TIMEOUT;
+// the server goes on.
+func TestCallTimeout(t *testing.T) {
+	cfg := fake("ok")
+	cfg.CallTimeout = 100 * time.Millisecond
+	s := mounted(t, newSet(t, map[string]mcptool.ServerConfig{"fake": cfg}, mcptool.Options{}))
+	wantError(t, call(t, s, "mcp__fake__block", `{}`), mcptool.CodeTimeout, "outlived the server's callTimeout (100ms)")
+	if r := call(t, s, "mcp__fake__echo", `{"message":"still up"}`); text(r) != "echo: still up" {
+		t.Errorf("after a timeout: %+v", r)
+	}
+}
+
 // A stdio server sees dsh's environment without credentials, plus its env
 // block (variables expanded) and passEnv.
 func TestEnvironment(t *testing.T) {
