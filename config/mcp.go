@@ -92,13 +92,32 @@ func parseProjectMCP(path string, data []byte) (map[string]mcptool.ServerConfig,
 	var warnings []string
 	out := map[string]mcptool.ServerConfig{}
 	for _, name := range slices.Sorted(maps.Keys(file.MCPServers)) {
-		if err := mcpError("$.mcpServers", file.MCPServers[name].Validate(name)); err != nil {
+		srv := file.MCPServers[name]
+		if err := mcpError("$.mcpServers", srv.Validate(name)); err != nil {
 			warnings = append(warnings, fmt.Sprintf("%s: MCP server %q left out: %v", path, name, locate(data, err)))
 			continue
 		}
-		out[name] = file.MCPServers[name]
+		if isDshMCP(srv) {
+			warnings = append(warnings, fmt.Sprintf("%s: MCP server %q left out: it is dsh itself (dsh mcp), for other clients", path, name))
+			continue
+		}
+		out[name] = srv
 	}
 	return out, warnings
+}
+
+// isDshMCP reports whether a server block runs `dsh mcp`, which a
+// project's .mcp.json declares for Claude Code and other clients: dsh
+// does not take its own tools.
+func isDshMCP(srv mcptool.ServerConfig) bool {
+	if len(srv.Args) == 0 || srv.Args[0] != "mcp" {
+		return false
+	}
+	if filepath.Base(srv.Command) == "dsh" {
+		return true
+	}
+	self, err := os.Executable()
+	return err == nil && srv.Command == self
 }
 
 // MCPSource names where an MCP server was configured: the .mcp.json it

@@ -98,7 +98,8 @@ func TestProjectMCPFile(t *testing.T) {
     "files": {"command": "npx", "args": ["-y", "@modelcontextprotocol/server-filesystem", "."], "env": {}},
     "remote": {"type": "http", "url": "https://example.com/mcp", "headers": {"X-Key": "${KEY}"}, "oauth": {"clientId": "x"}},
     "mine": {"command": "from-the-project"},
-    "broken": {"type": "http"}
+    "broken": {"type": "http"},
+    "dsh": {"command": "dsh", "args": ["mcp"]}
   }
 }`), 0o600)
 	cfg, err := config.Parse("dsh.yaml", []byte("mcpServers:\n  mine: {command: from-dsh-yaml}\n"), env(nil))
@@ -115,7 +116,8 @@ func TestProjectMCPFile(t *testing.T) {
 	if got.MCPServers["files"].Cwd != dir || got.MCPSource("files") != filepath.Join(dir, ".mcp.json") {
 		t.Errorf("project server %+v from %q", got.MCPServers["files"], got.MCPSource("files"))
 	}
-	if w := got.Warnings(); len(w) != 1 || !strings.Contains(w[0], `MCP server "broken" left out: line 6: mcpServers.broken.url: is required`) {
+	if w := got.Warnings(); len(w) != 2 || !strings.Contains(w[0], `MCP server "broken" left out: line 6: mcpServers.broken.url: is required`) ||
+		!strings.Contains(w[1], `MCP server "dsh" left out: it is dsh itself (dsh mcp)`) {
 		t.Errorf("warnings %q", w)
 	}
 	if _, ok := cfg.MCPServers["files"]; ok {
