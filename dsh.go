@@ -7,6 +7,8 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"slices"
+	"sync"
 
 	"github.com/dsh-go/dsh/agent"
 	"github.com/dsh-go/dsh/event"
@@ -34,6 +36,9 @@ type Runtime struct {
 	Agents    *agent.Registry
 	Subagents *subagent.Service
 	Tasks     *task.Runtime
+
+	mu      sync.Mutex
+	closers []func(context.Context) error
 }
 
 // Options configure New.
@@ -74,8 +79,27 @@ func New(opts Options) (*Runtime, error) {
 	return rt, nil
 }
 
+// OnClose registers fn to run when the runtime closes, after its agents
+// and tasks have stopped, for a service that outlives every agent (such as
+// the connections to MCP servers). They run in reverse order of
+// registration.
+func (rt *Runtime) OnClose(fn func(ctx context.Context) error) {
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
+	rt.closers = append(rt.closers, fn)
+}
+
 // Close disposes every agent (which cancels their tasks and children and
-// flushes their sessions), then stops any task left.
+// flushes their sessions), then stops any task left, then runs the OnClose
+// functions.
 func (rt *Runtime) Close(ctx context.Context) error {
-	return errors.Join(rt.Agents.DisposeAll(ctx), rt.Tasks.Close(ctx))
+	errs := []error{rt.Agents.DisposeAll(ctx), rt.Tasks.Close(ctx)}
+	rt.mu.Lock()
+	closers := rt.closers
+	rt.closers = nil
+	rt.mu.Unlock()
+	for _, fn := range slices.Backward(closers) {
+		errs = append(errs, fn(ctx))
+	}
+	return errors.Join(errs...)
 }

@@ -23,6 +23,7 @@ func FuzzServe(f *testing.F) {
 	for _, seed := range []string{
 		`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":1,"clientCapabilities":{}}}`,
 		`{"jsonrpc":"2.0","id":1,"method":"session/new","params":{"cwd":"/tmp","mcpServers":[]}}`,
+		`{"jsonrpc":"2.0","id":1,"method":"session/new","params":{"cwd":"/tmp","mcpServers":[{"name":"s","command":"srv","args":[],"env":[]},{"type":"http","name":"h","url":"x","headers":[]}]}}`,
 		`{"jsonrpc":"2.0","id":2,"method":"session/prompt","params":{"sessionId":"x","prompt":[{"type":"text","text":"hi"}]}}`,
 		`{"jsonrpc":"2.0","method":"session/cancel","params":{"sessionId":"x"}}`,
 		`{"jsonrpc":"2.0","id":"a","method":"nope"}`,
@@ -41,8 +42,11 @@ func FuzzServe(f *testing.F) {
 		}
 		rt.LLM.Register("test", scripted.Repeat(scripted.Text("ok")))
 		// A prompt naming the session created by a session/new in the input
-		// cannot be known in advance; "cwd" values point at /tmp.
+		// cannot be known in advance; "cwd" values point at /tmp. MCP
+		// servers the input names run nothing and reach nothing.
 		input := bytes.ReplaceAll(data, []byte(`"cwd":"`), []byte(`"cwd":"/tmp`))
+		input = bytes.ReplaceAll(input, []byte(`"command":"`), []byte(`"command":"/nonexistent/`))
+		input = bytes.ReplaceAll(input, []byte(`"url":"`), []byte(`"url":"http://127.0.0.1:1/`))
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		done := make(chan error, 1)

@@ -22,6 +22,7 @@ import (
 
 	"github.com/dsh-go/dsh/agent"
 	"github.com/dsh-go/dsh/content"
+	"github.com/dsh-go/dsh/mcptool"
 	"github.com/dsh-go/dsh/permission"
 	"github.com/dsh-go/dsh/session"
 )
@@ -54,6 +55,9 @@ type Options struct {
 	// Version is reported in agentInfo.
 	Version string
 	Log     *slog.Logger
+	// MCP configures the MCP servers a client passes in session/new (log,
+	// event bus, client version); they serve that session's tree only.
+	MCP mcptool.Options
 }
 
 // Defaults of Options.
@@ -180,12 +184,14 @@ func (s *server) close() error {
 }
 
 // Initialize implements acpsdk.Agent: protocol version 1, text and
-// resource-link prompts, session/close.
+// resource-link prompts, session/close, MCP servers over stdio, HTTP and
+// SSE.
 func (s *server) Initialize(ctx context.Context, p acpsdk.InitializeRequest) (acpsdk.InitializeResponse, error) {
 	return acpsdk.InitializeResponse{
 		ProtocolVersion: acpsdk.ProtocolVersionNumber,
 		AgentCapabilities: acpsdk.AgentCapabilities{LoadSession: false,
-			SessionCapabilities: acpsdk.SessionCapabilities{Close: &acpsdk.SessionCloseCapabilities{}}},
+			SessionCapabilities: acpsdk.SessionCapabilities{Close: &acpsdk.SessionCloseCapabilities{}},
+			McpCapabilities:     acpsdk.McpCapabilities{Http: true, Sse: true}},
 		AgentInfo:   &acpsdk.Implementation{Name: "dsh", Version: cmpOr(s.opts.Version, "dev")},
 		AuthMethods: []acpsdk.AuthMethod{},
 	}, nil
@@ -212,8 +218,8 @@ func (s *server) NewSession(ctx context.Context, p acpsdk.NewSessionRequest) (ac
 	if fi, err := os.Stat(p.Cwd); err != nil || !fi.IsDir() {
 		return acpsdk.NewSessionResponse{}, acpsdk.NewInvalidParams(fmt.Sprintf("cwd %q is not an existing directory", p.Cwd))
 	}
-	if len(p.McpServers) > 0 || len(p.AdditionalDirectories) > 0 {
-		return acpsdk.NewSessionResponse{}, acpsdk.NewInvalidParams("MCP servers and additional directories are not supported")
+	if len(p.AdditionalDirectories) > 0 {
+		return acpsdk.NewSessionResponse{}, acpsdk.NewInvalidParams("additional directories are not supported")
 	}
 	s.mu.Lock()
 	if n := len(s.sessions) + s.creating; n >= s.opts.MaxSessions {
@@ -224,13 +230,26 @@ func (s *server) NewSession(ctx context.Context, p acpsdk.NewSessionRequest) (ac
 	s.creating++
 	s.mu.Unlock()
 	id := acpsdk.SessionId(uuid.NewString())
-	a, err := s.opts.Agents.Create(ctx, s.createOptions(id, p.Cwd, p.Meta))
+	co := s.createOptions(id, p.Cwd, p.Meta)
+	var a *agent.Agent
+	mcp, err := s.sessionMCP(ctx, p.Cwd, p.McpServers)
+	if err == nil {
+		if mcp != nil {
+			co.Setup = mcp.attach
+		}
+		if a, err = s.opts.Agents.Create(ctx, co); err != nil {
+			if mcp != nil {
+				mcp.set.Close(context.Background())
+			}
+			err = acpsdk.NewInternalError(err.Error())
+		}
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.creating--
 	switch {
 	case err != nil:
-		return acpsdk.NewSessionResponse{}, acpsdk.NewInternalError(err.Error())
+		return acpsdk.NewSessionResponse{}, err
 	case s.closed:
 		a.Dispose(context.Background())
 		return acpsdk.NewSessionResponse{}, acpsdk.NewInternalError("the server is shutting down")

@@ -345,6 +345,7 @@ func newAgent(r *Registry, s *session.Session, opts CreateOptions) *Agent {
 	if p := opts.Owner; p != nil {
 		a.tree, a.policy, a.hooks = p.tree, p.policy, p.hooks
 		a.path = append(slices.Clip(p.path), cmp.Or(opts.Label, "child "+a.id))
+		a.tools.AddLayers(p.tools.Layers()...) // a tree's shared tools, e.g. its ACP client's MCP servers
 	} else {
 		a.tree, a.hooks = newTree(opts.Asker, opts.TokenBudget), r.deps.Hooks
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/goccy/go-yaml/ast"
 	"github.com/goccy/go-yaml/parser"
 
+	"github.com/dsh-go/dsh/mcptool"
 	"github.com/dsh-go/dsh/permission"
 	"github.com/dsh-go/dsh/task"
 	"github.com/dsh-go/dsh/tool"
@@ -20,13 +21,16 @@ import (
 // checkTypes walks the YAML document beside the Go type of Config and
 // reports the first value that does not fit its field, as "line N: path:
 // want …, got …". Syntax errors and unknown keys are left to the decoder.
-func checkTypes(data []byte) error {
+func checkTypes(data []byte) error { return checkNodeTypes(data, reflect.TypeFor[Config]()) }
+
+// checkNodeTypes is checkTypes for a document of type t.
+func checkNodeTypes(data []byte, t reflect.Type) error {
 	file, err := parser.ParseBytes(data, 0)
 	if err != nil {
 		return nil
 	}
 	for _, doc := range file.Docs {
-		if err := checkNode(doc.Body, reflect.TypeFor[Config](), ""); err != nil {
+		if err := checkNode(doc.Body, t, ""); err != nil {
 			return err
 		}
 	}
@@ -183,9 +187,10 @@ func toolNameOf(name string) string {
 }
 
 // checkToolName refuses a tool name that names no known tool, with a
-// did-you-mean. Patterns (mcp__server__*) are not checked.
+// did-you-mean. Patterns (mcp__server__*) and MCP tools (listed only once
+// their server runs) are not checked.
 func checkToolName(known []string, path, name string) error {
-	if permission.IsPattern(name) || slices.Contains(known, name) {
+	if permission.IsPattern(name) || strings.HasPrefix(name, mcptool.Prefix) || slices.Contains(known, name) {
 		return nil
 	}
 	msg := fmt.Sprintf("unknown tool %q", name)

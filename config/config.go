@@ -29,6 +29,7 @@ import (
 	"github.com/dsh-go/dsh/hook"
 	"github.com/dsh-go/dsh/internal/secret"
 	"github.com/dsh-go/dsh/llm/openai"
+	"github.com/dsh-go/dsh/mcptool"
 	"github.com/dsh-go/dsh/permission"
 	"github.com/dsh-go/dsh/sandbox"
 	"github.com/dsh-go/dsh/session"
@@ -67,15 +68,24 @@ type Config struct {
 	// Hooks are commands run around the tool calls, children and turns of
 	// every agent (Claude Code's format; see package hook).
 	Hooks hook.Config `yaml:"hooks"`
+	// MCPServers are Model Context Protocol servers whose tools every agent
+	// and child may use, as mcp__<server>__<tool>: a map from a server's
+	// name to its block, as in Claude Code's .mcp.json.
+	MCPServers map[string]mcptool.ServerConfig `yaml:"mcpServers"`
+	// ProjectMCP reads the working directory's .mcp.json (Claude Code's
+	// project file) too (default true); a server of dsh.yaml wins over a
+	// same-named one there.
+	ProjectMCP *bool `yaml:"projectMCP"`
 
 	// ProjectDir is the project whose .dsh/agents and .claude/agents hold
 	// agent definitions (default: the current directory). It is not read
 	// from the file.
 	ProjectDir string `yaml:"-"`
 
-	path     string   // the file Load read, absolute; "" for none
-	warnings []string // what is legal but probably not meant
-	kinds    []Kind   // the provider kinds the file was checked against
+	path       string            // the file Load read, absolute; "" for none
+	warnings   []string          // what is legal but probably not meant
+	kinds      []Kind            // the provider kinds the file was checked against
+	mcpSources map[string]string // server name → the .mcp.json it came from
 }
 
 // Loader loads configuration files against a table of provider kinds.
@@ -285,13 +295,26 @@ func Home(getenv func(string) string) (string, error) {
 
 // Load reads the configuration file over the defaults. The file is path,
 // else $DSH_CONFIG, else $DSH_HOME/dsh.yaml when it exists. Unknown keys
-// and bad values are errors naming the key and its line.
+// and bad values are errors naming the key and its line. Unless the file
+// sets projectMCP: false, the MCP servers of the working directory's
+// .mcp.json join it (see WithProjectMCP).
 func Load(path string, getenv func(string) string) (Config, error) {
 	return Loader{}.Load(path, getenv)
 }
 
 // Load is the package's Load over the loader's kinds.
 func (l Loader) Load(path string, getenv func(string) string) (Config, error) {
+	cfg, err := l.loadFile(path, getenv)
+	if err != nil {
+		return cfg, err
+	}
+	if wd, werr := os.Getwd(); werr == nil {
+		cfg = cfg.WithProjectMCP(wd)
+	}
+	return cfg, nil
+}
+
+func (l Loader) loadFile(path string, getenv func(string) string) (Config, error) {
 	cfg := l.Default(getenv)
 	explicit := path != "" || getenv("DSH_CONFIG") != ""
 	path = cmp.Or(path, getenv("DSH_CONFIG"))
@@ -382,7 +405,8 @@ func bad(path, format string, args ...any) error {
 	return &fieldError{path: path, msg: fmt.Sprintf(format, args...)}
 }
 
-// locate adds the line of a fieldError's key.
+// locate adds the line of a fieldError's key, or of the nearest enclosing
+// key the file has (a missing key is reported at its block).
 func locate(data []byte, err error) error {
 	var fe *fieldError
 	if !errors.As(err, &fe) {
@@ -485,6 +509,17 @@ func (cfg Config) merge(file Config) (Config, error) {
 	}
 	if file.Hooks != nil {
 		cfg.Hooks = file.Hooks
+	}
+	for _, name := range slices.Sorted(maps.Keys(file.MCPServers)) {
+		if err := mcpError("$.mcpServers", file.MCPServers[name].Validate(name)); err != nil {
+			return cfg, err
+		}
+	}
+	if file.MCPServers != nil {
+		cfg.MCPServers = file.MCPServers
+	}
+	if file.ProjectMCP != nil {
+		cfg.ProjectMCP = file.ProjectMCP
 	}
 	if err := cfg.validate(); err != nil {
 		return cfg, err
@@ -673,6 +708,9 @@ func (cfg Config) Build(ctx context.Context, log *slog.Logger, backend session.B
 		return nil, err
 	}
 	if err := cfg.mountSubagents(rt, getenv); err != nil {
+		return nil, err
+	}
+	if err := cfg.mountMCP(rt, getenv); err != nil {
 		return nil, err
 	}
 	maxLive := DefaultMaxLiveChildren

@@ -9,7 +9,9 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"path"
 	"slices"
+	"strings"
 	"sync"
 
 	"github.com/google/jsonschema-go/jsonschema"
@@ -259,21 +261,25 @@ func (r *Registry) Names() []string { return r.global.names() }
 func (r *Registry) NewScope() *Scope { return &Scope{reg: r} }
 
 // Restriction masks global tools for one agent. Allow (when non-nil) keeps
-// only the named tools; Deny then hides the named ones.
+// only the named tools; Deny then hides the named ones. An entry is a tool
+// name or a glob pattern (path.Match syntax, e.g. "mcp__github__*"), which
+// matches the tools of every layer, present and future.
 type Restriction struct {
 	Allow []string `json:"allow,omitempty" yaml:"allow,omitempty"`
 	Deny  []string `json:"deny,omitempty" yaml:"deny,omitempty"`
 }
 
-// Scope is one agent's view of the tools: the global tools, masked by its
-// restrictions, plus its own scoped tools, which shadow global ones and are
-// never masked. Hidden tools vanish from Specs and cannot be executed.
+// Scope is one agent's view of the tools: the global tools and the tools of
+// its layers, masked by its restrictions, plus its own scoped tools, which
+// shadow the others and are never masked. Hidden tools vanish from Specs
+// and cannot be executed.
 type Scope struct {
 	reg     *Registry
 	local   table
 	mu      sync.RWMutex
 	masks   []*mask
-	maskGen uint64
+	layers  []*Layer // newest first: a later layer shadows an earlier one
+	viewGen uint64   // changes with every restriction and layer added or removed
 	guards  []*guard
 	afters  []*after
 	cached  specCache
@@ -281,9 +287,9 @@ type Scope struct {
 
 // specCache is the last Specs result and the generations it was built at.
 type specCache struct {
-	global, local, masks uint64
-	specs                []content.ToolSpec
-	valid                bool
+	global, local, view, layers uint64
+	specs                       []content.ToolSpec
+	valid                       bool
 }
 
 type guard struct {
@@ -295,37 +301,74 @@ type after struct {
 }
 
 type mask struct {
-	allow map[string]bool // nil: no allow list
-	deny  map[string]bool
+	allow *nameSet // nil: no allow list
+	deny  nameSet
 }
+
+// nameSet is a set of tool names and patterns.
+type nameSet struct {
+	names    map[string]bool
+	patterns []string
+}
+
+func (n *nameSet) add(name string) {
+	if isPattern(name) {
+		n.patterns = append(n.patterns, name)
+		return
+	}
+	if n.names == nil {
+		n.names = map[string]bool{}
+	}
+	n.names[name] = true
+}
+
+func (n *nameSet) has(name string) bool {
+	if n.names[name] {
+		return true
+	}
+	for _, p := range n.patterns {
+		if ok, _ := path.Match(p, name); ok {
+			return true
+		}
+	}
+	return false
+}
+
+// isPattern reports whether a restriction entry is a glob pattern.
+func isPattern(name string) bool { return strings.ContainsAny(name, "*?[") }
 
 // Register adds a tool visible to this scope only.
 func (s *Scope) Register(def Definition) (dispose func(), err error) {
 	return s.local.register(def, "agent")
 }
 
-// Restrict adds a mask over the global tools and returns its disposer. Every
-// named tool must be a known global tool; an empty restriction is refused.
+// Restrict adds a mask over the global and layer tools and returns its
+// disposer. Every name must be a known global or layer tool and every
+// pattern well-formed; an empty restriction is refused.
 func (s *Scope) Restrict(r Restriction) (dispose func(), err error) {
 	if len(r.Allow) == 0 && len(r.Deny) == 0 && r.Allow == nil {
 		return nil, Errorf(CodeInvalidRestriction, "tool restriction names no tool")
 	}
-	known := s.reg.global.names()
-	m := &mask{deny: map[string]bool{}}
+	known := s.maskable()
+	m := &mask{}
 	if r.Allow != nil {
-		m.allow = map[string]bool{}
+		m.allow = &nameSet{}
 	}
 	var unknown []string
 	for _, list := range []struct {
 		names []string
-		into  map[string]bool
-	}{{r.Allow, m.allow}, {r.Deny, m.deny}} {
+		into  *nameSet
+	}{{r.Allow, m.allow}, {r.Deny, &m.deny}} {
 		for _, n := range list.names {
-			if _, ok := slices.BinarySearch(known, n); !ok {
+			if isPattern(n) {
+				if _, err := path.Match(n, ""); err != nil {
+					return nil, Errorf(CodeInvalidRestriction, "tool restriction pattern %q: %v", n, err)
+				}
+			} else if _, ok := slices.BinarySearch(known, n); !ok {
 				unknown = append(unknown, n)
 				continue
 			}
-			list.into[n] = true
+			list.into.add(n)
 		}
 	}
 	if len(unknown) > 0 {
@@ -333,17 +376,28 @@ func (s *Scope) Restrict(r Restriction) (dispose func(), err error) {
 	}
 	s.mu.Lock()
 	s.masks = append(s.masks, m)
-	s.maskGen++
+	s.viewGen++
 	s.mu.Unlock()
 	var once sync.Once
 	return func() {
 		once.Do(func() {
 			s.mu.Lock()
 			s.masks = slices.DeleteFunc(slices.Clone(s.masks), func(x *mask) bool { return x == m })
-			s.maskGen++
+			s.viewGen++
 			s.mu.Unlock()
 		})
 	}, nil
+}
+
+// maskable returns the sorted names that restrictions apply to: the global
+// tools and the tools of the scope's layers.
+func (s *Scope) maskable() []string {
+	names := s.reg.global.names()
+	for _, l := range s.Layers() {
+		names = append(names, l.t.names()...)
+	}
+	slices.Sort(names)
+	return slices.Compact(names)
 }
 
 // Guard adds a check that runs before every call in this scope, in the
@@ -396,11 +450,13 @@ func (s *Scope) guarded(ctx context.Context, call Call) error {
 	return nil
 }
 
-func (s *Scope) visibleGlobal(name string) bool {
+// visible reports whether the restrictions let a global or layer tool
+// through.
+func (s *Scope) visible(name string) bool {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	for _, m := range s.masks {
-		if (m.allow != nil && !m.allow[name]) || m.deny[name] {
+		if (m.allow != nil && !m.allow.has(name)) || m.deny.has(name) {
 			return false
 		}
 	}
@@ -411,7 +467,18 @@ func (s *Scope) lookup(name string) *entry {
 	if e := s.local.get(name); e != nil {
 		return e
 	}
-	if e := s.reg.global.get(name); e != nil && s.visibleGlobal(name) {
+	s.mu.RLock()
+	layers := s.layers // newest first; replaced, never modified in place
+	s.mu.RUnlock()
+	for _, l := range layers {
+		if e := l.t.get(name); e != nil {
+			if s.visible(name) {
+				return e
+			}
+			return nil
+		}
+	}
+	if e := s.reg.global.get(name); e != nil && s.visible(name) {
 		return e
 	}
 	return nil
@@ -426,43 +493,48 @@ func (s *Scope) ConcurrencySafe(name string) bool {
 	return e != nil && e.def.ConcurrencySafe
 }
 
-// Specs returns the visible tools as the model sees them: the global tools
-// sorted by name (a scoped tool shadowing one takes its place), then the
-// scope's own tools sorted by name, so that an agent's tool list starts
-// with what it shares with every other agent of the runtime (a provider's
-// prompt cache reuses that prefix). The result is shared and must not be
-// modified; it is rebuilt only when a registration or restriction changed.
+// Specs returns the visible tools as the model sees them: the global and
+// layer tools sorted by name (a scoped tool shadowing one takes its place),
+// then the scope's own tools sorted by name, so that an agent's tool list
+// starts with what it shares with the other agents of its tree (a
+// provider's prompt cache reuses that prefix). The result is shared and
+// must not be modified; it is rebuilt only when a registration,
+// restriction or layer changed.
 func (s *Scope) Specs() []content.ToolSpec {
 	g, l := s.reg.global.generation(), s.local.generation()
 	s.mu.RLock()
-	c, m := s.cached, s.maskGen
+	c, v := s.cached, s.viewGen
+	var lg uint64
+	for _, x := range s.layers {
+		lg += x.t.generation() // generations only grow: the sum changes when any does
+	}
 	s.mu.RUnlock()
-	if c.valid && c.global == g && c.local == l && c.masks == m {
+	if c.valid && c.global == g && c.local == l && c.view == v && c.layers == lg {
 		return c.specs
 	}
 	specs := s.buildSpecs()
 	s.mu.Lock()
-	s.cached = specCache{global: g, local: l, masks: m, specs: specs, valid: true}
+	s.cached = specCache{global: g, local: l, view: v, layers: lg, specs: specs, valid: true}
 	s.mu.Unlock()
 	return specs
 }
 
 func (s *Scope) buildSpecs() []content.ToolSpec {
 	s.mu.RLock()
-	masked := len(s.masks) > 0
+	plain := len(s.masks) == 0 && len(s.layers) == 0
 	s.mu.RUnlock()
-	if !masked && s.local.generation() == 0 { // the common case: the global tools as they are
+	if plain && s.local.generation() == 0 { // the common case: the global tools as they are
 		return s.reg.global.allSpecs()
 	}
-	globals := s.reg.global.names()
+	shared := s.maskable()
 	var own []string
 	for _, n := range s.local.names() {
-		if _, shared := slices.BinarySearch(globals, n); !shared {
+		if _, found := slices.BinarySearch(shared, n); !found {
 			own = append(own, n)
 		}
 	}
-	specs := make([]content.ToolSpec, 0, len(globals)+len(own))
-	for _, n := range append(globals, own...) {
+	specs := make([]content.ToolSpec, 0, len(shared)+len(own))
+	for _, n := range append(shared, own...) {
 		if e := s.lookup(n); e != nil {
 			specs = append(specs, e.spec)
 		}

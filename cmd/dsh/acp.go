@@ -7,6 +7,7 @@ import (
 
 	"github.com/dsh-go/dsh/acp"
 	"github.com/dsh-go/dsh/config"
+	"github.com/dsh-go/dsh/mcptool"
 )
 
 func (c *cli) acpCmd() *cobra.Command {
@@ -26,8 +27,8 @@ func (c *cli) acpCmd() *cobra.Command {
 			cfg.Agent.SubagentDepth = config.DepthFrom(c.getenv)
 			err = acp.Serve(cmd.Context(), acp.Options{Agents: rt.Agents, AgentOptions: cfg.Agent,
 				Policy: cfg.ACPPolicy(acp.DefaultAskPermission()), TokenBudget: cfg.Budget.Tokens,
-				PermissionTimeout: cfg.ACP.PermissionTimeout, MaxSessions: cfg.ACP.MaxSessions, Version: version, Log: rt.Log},
-				c.stdin, c.stdout)
+				PermissionTimeout: cfg.ACP.PermissionTimeout, MaxSessions: cfg.ACP.MaxSessions, Version: version, Log: rt.Log,
+				MCP: mcptool.Options{Log: rt.Log, Events: rt.Events, Version: version}}, c.stdin, c.stdout)
 			return errors.Join(err, rt.Close(cmd.Context()))
 		},
 	}

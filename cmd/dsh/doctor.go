@@ -3,7 +3,9 @@ package main
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -14,6 +16,7 @@ import (
 
 	"github.com/dsh-go/dsh/config"
 	"github.com/dsh-go/dsh/llm/openai"
+	"github.com/dsh-go/dsh/mcptool"
 	"github.com/dsh-go/dsh/worktree"
 )
 
@@ -31,10 +34,11 @@ func (c *cli) doctorCmd() *cobra.Command {
 		Long: `Check what dsh needs, one line per check: each model route's key variable
 is set, its endpoint answers and serves the configured model (the list the
 endpoint serves is printed when it does not); each configured subagent
-provider's program is on PATH; $DSH_HOME is writable; no git worktree that
-a child was given (isolation: worktree) was left behind by a dsh that was
-killed (each one found is listed with how to clean it up). Exits 1 when a
-check fails.
+provider's program is on PATH; each MCP server (mcpServers in dsh.yaml,
+and the project's .mcp.json) starts and lists its tools; $DSH_HOME is
+writable; no git worktree that a child was given (isolation: worktree) was
+left behind by a dsh that was killed (each one found is listed with how to
+clean it up). Exits 1 when a check fails.
 
 Environment: DEEPSEEK_API_KEY, DEEPSEEK_BASE_URL, DSH_HOME, DSH_CONFIG, and
 the key variable of every configured route.`,
@@ -49,6 +53,7 @@ the key variable of every configured route.`,
 				checks = append(checks, c.checkRoute(cmd.Context(), m))
 			}
 			checks = append(checks, c.checkProviders(cfg)...)
+			checks = append(checks, c.checkMCP(cmd.Context(), cfg)...)
 			checks = append(checks, c.checkHome())
 			checks = append(checks, checkWorktrees(cmd.Context())...)
 			failed := 0
@@ -120,6 +125,40 @@ func (c *cli) checkProviders(cfg config.Config) []check {
 			continue
 		}
 		out = append(out, check{ok: true, what: what, detail: path})
+	}
+	return out
+}
+
+// checkMCP starts each configured MCP server and lists its tools.
+func (c *cli) checkMCP(ctx context.Context, cfg config.Config) []check {
+	log := slog.New(slog.DiscardHandler)
+	if c.verbose {
+		log = c.logger()
+	}
+	set, err := cfg.MCPSet(mcptool.Options{Log: log, Getenv: c.getenv, Version: version})
+	if err != nil {
+		return []check{{what: "MCP servers", detail: err.Error()}}
+	}
+	if set == nil {
+		return nil
+	}
+	defer set.Close(context.Background())
+	set.Ready(ctx)
+	var out []check
+	for _, st := range set.Status() {
+		what := fmt.Sprintf("MCP server %s (%s)", st.Name, st.Transport)
+		if src := cfg.MCPSource(st.Name); src != "" {
+			what += " from " + src
+		}
+		if st.Err != nil {
+			detail := st.Err.Error()
+			if e := (*mcptool.Error)(nil); errors.As(st.Err, &e) {
+				detail = e.Msg // the line names the server already
+			}
+			out = append(out, check{what: what, detail: detail})
+			continue
+		}
+		out = append(out, check{ok: true, what: what, detail: fmt.Sprintf("%d tools: %s", len(st.Tools), strings.Join(st.Tools, ", "))})
 	}
 	return out
 }

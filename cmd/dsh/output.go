@@ -10,6 +10,7 @@ import (
 
 	"github.com/dsh-go/dsh/content"
 	"github.com/dsh-go/dsh/event"
+	"github.com/dsh-go/dsh/mcptool"
 	"github.com/dsh-go/dsh/session"
 	"github.com/dsh-go/dsh/subagent"
 )
@@ -169,6 +170,12 @@ func (h *humanOutput) child(e event.Event) {
 		if e.Kind == subagent.ProgressToolCall {
 			h.say("%s· %s", indent(h.depth[e.ChildID]+1), e.Tool)
 		}
+	case mcptool.Progress:
+		done := fmt.Sprint(e.Progress)
+		if e.Total > 0 {
+			done += fmt.Sprintf("/%v", e.Total)
+		}
+		h.say("%s· %s %s %s", indent(h.depth[e.AgentID]+1), e.Tool, done, clip(e.Message, 120))
 	case subagent.Ended:
 		elapsed := time.Since(h.start[e.RunID]).Round(time.Millisecond)
 		var u content.Usage

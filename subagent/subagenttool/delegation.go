@@ -36,8 +36,7 @@ const maxHookOutput = 64 << 10
 // persona, filter and options, which were written for its own provider.
 func (t *instance) delegation(parent *agent.Agent, a args) (*delegation, error) {
 	d := &delegation{provider: t.cfg.Provider, typ: a.SubagentType, hooks: parent.Hooks(), isolation: a.Isolation,
-		req: subagent.StartRequest{Label: a.Description, Prompt: []content.Block{content.Text(a.Prompt)}, Parent: parent,
-			AgentOptions: t.cfg.AgentOptions, Persona: t.cfg.Persona, ToolFilter: t.cfg.ToolFilter, MaxDepth: t.maxDepth}}
+		req: Request(t.cfg, t.caps, parent, a.Description, a.Prompt)}
 	if a.SubagentType != "" {
 		def, ok := t.deps.Types.Get(a.SubagentType)
 		if !ok {

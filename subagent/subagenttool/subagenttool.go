@@ -200,7 +200,7 @@ func (m *mount) register(p subagent.Provider) error {
 				m.cfg.ToolName, p.Name(), n.name)
 		}
 	}
-	t := &instance{deps: m.deps, cfg: m.cfg, maxDepth: m.cfg.depthCap(caps)}
+	t := &instance{deps: m.deps, cfg: m.cfg, caps: caps}
 	if !*m.cfg.SubagentTypes {
 		t.deps.Types = nil
 	}
@@ -233,9 +233,18 @@ func (cfg Config) depthCap(caps subagent.Capabilities) *int {
 
 // instance executes calls of one mounted tool.
 type instance struct {
-	deps     Deps
-	cfg      Config
-	maxDepth *int
+	deps Deps
+	cfg  Config
+	caps subagent.Capabilities // the provider's
+}
+
+// Request is the start request of an untyped call of the tool instance
+// cfg, bound to a provider with caps, on behalf of parent: the task, and
+// the instance's agent options, persona, tool filter and depth cap
+// (DefaultMaxDepth when unset and the provider enforces depth).
+func Request(cfg Config, caps subagent.Capabilities, parent *agent.Agent, label, prompt string) subagent.StartRequest {
+	return subagent.StartRequest{Label: label, Prompt: []content.Block{content.Text(prompt)}, Parent: parent,
+		AgentOptions: cfg.AgentOptions, Persona: cfg.Persona, ToolFilter: cfg.ToolFilter, MaxDepth: cfg.depthCap(caps)}
 }
 
 // Model-visible wording.

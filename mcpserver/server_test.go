@@ -1,0 +1,272 @@
+package mcpserver_test
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"iter"
+	"log/slog"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"go.uber.org/goleak"
+
+	"github.com/dsh-go/dsh"
+	"github.com/dsh-go/dsh/agent"
+	"github.com/dsh-go/dsh/content"
+	"github.com/dsh-go/dsh/event"
+	"github.com/dsh-go/dsh/llm"
+	"github.com/dsh-go/dsh/llm/scripted"
+	"github.com/dsh-go/dsh/mcpserver"
+	"github.com/dsh-go/dsh/subagent"
+	"github.com/dsh-go/dsh/subagent/inproc"
+	"github.com/dsh-go/dsh/subagent/subagenttool"
+	"github.com/dsh-go/dsh/task"
+	"github.com/dsh-go/dsh/tool"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+func quiet() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
+
+func lastPrompt(req *llm.Request) string {
+	for i := len(req.Messages) - 1; i >= 0; i-- {
+		if m := req.Messages[i]; m.Source.Kind == content.SourceUser {
+			return content.JoinText(m.Content)
+		}
+	}
+	return ""
+}
+
+// child answers a child's request by its prompt: "hang" streams and
+// waits to be cancelled; "fail" fails; "look" reads a file first;
+// anything else is echoed.
+func child(ctx context.Context, req *llm.Request) iter.Seq[content.Chunk] {
+	var e scripted.Entry
+	switch p := lastPrompt(req); {
+	case p == "hang":
+		e = scripted.Hang("thinking")
+	case p == "fail":
+		e = scripted.Fail("SERVER", "the model is down")
+	case p == "look" && req.Messages[len(req.Messages)-1].Source.Kind != content.SourceTool:
+		e = scripted.ToolCalls("", scripted.Call{ID: "r1", Name: "read", Arguments: `{}`})
+	default:
+		e = scripted.Text("child: " + p)
+	}
+	return scripted.New(e).Stream(ctx, req)
+}
+
+// serve runs an MCP server over a runtime with a spawn provider and an
+// SDK client connected to it in memory.
+func serve(t *testing.T, onProgress func(*mcp.ProgressNotificationClientRequest)) (*mcp.ClientSession, *dsh.Runtime) {
+	t.Helper()
+	rt, err := dsh.New(dsh.Options{Logger: quiet()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rt.LLM.Register("test", llm.ModelFunc(child))
+	rt.Tools.Register(tool.Definition{Name: "read", Execute: func(context.Context, tool.Call) (tool.Result, error) {
+		return tool.TextResult("contents"), nil
+	}})
+	p, _ := inproc.NewSpawn(rt.Agents)
+	rt.Subagents.Register(p)
+	if _, err := task.Mount(rt.Tasks, rt.Tools, rt.Prompt, task.ToolOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	inst := subagenttool.Config{Provider: "spawn", ToolName: "delegate"}
+	if _, err := subagenttool.Mount(subagenttool.Deps{Subagents: rt.Subagents, Tools: rt.Tools, Tasks: rt.Tasks, Events: rt.Events, Log: quiet()}, inst); err != nil {
+		t.Fatal(err)
+	}
+	srv, err := mcpserver.New(mcpserver.Options{Agents: rt.Agents, Subagents: rt.Subagents, Tools: rt.Tools, Events: rt.Events,
+		Instances: []subagenttool.Config{inst}, AgentOptions: agent.Options{Provider: "test"}, Cwd: t.TempDir(), Log: quiet()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, ct := mcp.NewInMemoryTransports()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- srv.Run(ctx, st) }()
+	client := mcp.NewClient(&mcp.Implementation{Name: "test", Version: "1"}, &mcp.ClientOptions{Logger: quiet(),
+		ProgressNotificationHandler: func(_ context.Context, r *mcp.ProgressNotificationClientRequest) {
+			if onProgress != nil {
+				onProgress(r)
+			}
+		}})
+	cs, err := client.Connect(context.Background(), ct, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cs.Close()
+		if err := <-done; err != nil {
+			t.Errorf("run: %v", err)
+		}
+		cancel()
+		if err := srv.Close(context.Background()); err != nil {
+			t.Error(err)
+		}
+		if n := len(rt.Agents.List()); n != 0 {
+			t.Errorf("%d agents left after the session ended", n)
+		}
+		rt.Close(context.Background())
+	})
+	return cs, rt
+}
+
+func callDelegate(ctx context.Context, cs *mcp.ClientSession, args string, token any) (*mcp.CallToolResult, error) {
+	p := &mcp.CallToolParams{Name: "delegate", Arguments: json.RawMessage(args)}
+	if token != nil {
+		p.SetProgressToken(token)
+	}
+	return cs.CallTool(ctx, p)
+}
+
+func textOf(r *mcp.CallToolResult) string {
+	var b strings.Builder
+	for _, c := range r.Content {
+		if t, ok := c.(*mcp.TextContent); ok {
+			b.WriteString(t.Text)
+		}
+	}
+	return b.String()
+}
+
+func TestToolsListed(t *testing.T) {
+	cs, _ := serve(t, nil)
+	res, err := cs.ListTools(context.Background(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, tl := range res.Tools {
+		names = append(names, tl.Name)
+		if tl.Name == "delegate" && !strings.Contains(tl.Description, "run_in_background") {
+			t.Errorf("description %q", tl.Description)
+		}
+	}
+	slices.Sort(names)
+	if !slices.Equal(names, []string{"delegate", "task_kill", "task_list", "task_output"}) {
+		t.Errorf("tools %v", names)
+	}
+}
+
+// A foreground delegation reports the child's turn and tool calls as
+// progress and answers with its output, stop reason and usage.
+func TestForegroundWithProgress(t *testing.T) {
+	var mu sync.Mutex
+	var progress []string
+	var last float64
+	cs, _ := serve(t, func(r *mcp.ProgressNotificationClientRequest) {
+		mu.Lock()
+		defer mu.Unlock()
+		if r.Params.ProgressToken != "tok" || r.Params.Progress <= last {
+			t.Errorf("progress %+v after %v", r.Params, last)
+		}
+		last = r.Params.Progress
+		progress = append(progress, r.Params.Message)
+	})
+	res, err := callDelegate(context.Background(), cs, `{"description":"peek","prompt":"look"}`, "tok")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.IsError || textOf(res) != "child: look" {
+		t.Fatalf("result %+v", res)
+	}
+	var out mcpserver.Outcome
+	raw, _ := json.Marshal(res.StructuredContent)
+	json.Unmarshal(raw, &out)
+	if out.Output != "child: look" || out.StopReason != subagent.Completed || out.Usage["test/"].Input == 0 {
+		t.Errorf("structured %s", raw)
+	}
+	// The client handles notifications apart from results: the last may
+	// come after the result.
+	want := []string{"turn 1 started", "calling read", "a tool call finished", "turn 1 ended: completed"}
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		mu.Lock()
+		got := slices.Clone(progress)
+		mu.Unlock()
+		if slices.Equal(got, want) {
+			break
+		}
+		if len(got) > len(want) || time.Now().After(deadline) {
+			t.Fatalf("progress %q, want %q", got, want)
+		}
+	}
+}
+
+func TestForegroundFailure(t *testing.T) {
+	cs, _ := serve(t, nil)
+	res, err := callDelegate(context.Background(), cs, `{"description":"x","prompt":"fail"}`, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, _ := json.Marshal(res.StructuredContent)
+	if !res.IsError || !strings.Contains(textOf(res), "subagent run failed") || !strings.Contains(string(raw), `"stopReason":"error"`) {
+		t.Errorf("result %+v %s", res, raw)
+	}
+	res, err = callDelegate(context.Background(), cs, `{"description":"x","prompt":" "}`, nil)
+	if err != nil || !res.IsError || !strings.Contains(textOf(res), "prompt is empty") {
+		t.Errorf("an empty prompt: %+v %v", res, err)
+	}
+}
+
+// MCP's cancellation aborts the child; the session goes on.
+func TestCancel(t *testing.T) {
+	started := make(chan struct{}, 1)
+	cs, rt := serve(t, func(r *mcp.ProgressNotificationClientRequest) {
+		if r.Params.Message == "turn 1 started" {
+			started <- struct{}{}
+		}
+	})
+	ended := make(chan subagent.Ended, 1)
+	defer event.On(rt.Events, func(e subagent.Ended) { ended <- e })()
+	ctx, cancel := context.WithCancel(context.Background())
+	errc := make(chan error, 1)
+	go func() {
+		_, err := callDelegate(ctx, cs, `{"description":"wait","prompt":"hang"}`, "tok")
+		errc <- err
+	}()
+	<-started
+	cancel()
+	if err := <-errc; err == nil {
+		t.Error("the cancelled call returned a result")
+	}
+	if e := <-ended; e.StopReason != subagent.Aborted {
+		t.Errorf("the child ended %s", e.StopReason)
+	}
+	res, err := callDelegate(context.Background(), cs, `{"description":"x","prompt":"again"}`, nil)
+	if err != nil || textOf(res) != "child: again" {
+		t.Errorf("after a cancel: %+v %v", res, err)
+	}
+}
+
+// The background form returns a task id at once; task_output collects it.
+func TestBackground(t *testing.T) {
+	cs, _ := serve(t, nil)
+	res, err := callDelegate(context.Background(), cs, `{"description":"bg","prompt":"later","run_in_background":true}`, nil)
+	if err != nil || res.IsError || !strings.HasPrefix(textOf(res), "started background subagent task ") {
+		t.Fatalf("start: %+v %v", res, err)
+	}
+	id := strings.TrimPrefix(textOf(res), "started background subagent task ")
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		out, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "task_output",
+			Arguments: map[string]any{"task_id": id, "wait": true, "timeout_ms": 5000}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.Contains(textOf(out), "child: later") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("task_output: %s", textOf(out))
+		}
+	}
+	list, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "task_list", Arguments: map[string]any{}})
+	if err != nil || !strings.Contains(textOf(list), id) {
+		t.Errorf("task_list: %+v %v", list, err)
+	}
+}

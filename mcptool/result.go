@@ -1,0 +1,169 @@
+package mcptool
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"regexp"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/google/jsonschema-go/jsonschema"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/dsh-go/dsh/content"
+	"github.com/dsh-go/dsh/tool"
+)
+
+// Bounds on what a server can make dsh hold or show the model.
+const (
+	// MaxTools is the most tools dsh takes from one server.
+	MaxTools = 512
+	// MaxDescription bounds a tool's description, in bytes.
+	MaxDescription = 2048
+	// MaxResultText bounds the text of one call's result, in bytes.
+	MaxResultText = 256 << 10
+	// maxToolName is the longest tool name model APIs accept.
+	maxToolName = 64
+)
+
+// Prefix starts the name of every MCP tool: mcp__<server>__<tool>.
+const Prefix = "mcp__"
+
+var unsafeName = regexp.MustCompile(`[^A-Za-z0-9_-]`)
+
+// ToolName returns the dsh name of a server's tool, mcp__<server>__<tool>:
+// characters model APIs refuse become _, and a name longer than 64 bytes is
+// cut and ended with a hash of the tool's own name, to keep it distinct.
+func ToolName(server, name string) string {
+	n := Prefix + server + "__" + unsafeName.ReplaceAllString(name, "_")
+	if len(n) <= maxToolName {
+		return n
+	}
+	return hashed(n, name)
+}
+
+// hashed cuts n to leave room for a hash of original, and appends it.
+func hashed(n, original string) string {
+	sum := sha256.Sum256([]byte(original))
+	tail := "_" + hex.EncodeToString(sum[:4])
+	return n[:min(len(n), maxToolName-len(tail))] + tail
+}
+
+// parameters reads a server's input schema as a tool's parameters: an
+// object schema that resolves (the draft-07 and 2020-12 drafts). A schema
+// without a type describes an object.
+func parameters(raw any) (*jsonschema.Schema, error) {
+	data, err := json.Marshal(raw)
+	if err != nil {
+		return nil, err
+	}
+	var s jsonschema.Schema
+	if err := json.Unmarshal(data, &s); err != nil {
+		return nil, err
+	}
+	if s.Type == "" && len(s.Types) == 0 {
+		s.Type = "object"
+	}
+	if s.Type != "object" {
+		return nil, fmt.Errorf("the input schema describes %s, not an object", strings.Join(append(s.Types, s.Type), " "))
+	}
+	if _, err := s.Resolve(nil); err != nil {
+		return nil, err
+	}
+	return &s, nil
+}
+
+// description is a tool's description for the model, bounded.
+func description(t *mcp.Tool) string {
+	d := t.Description
+	if d == "" {
+		d = t.Title
+	}
+	return cut(d, MaxDescription)
+}
+
+// cut returns s cut to at most n bytes on a rune boundary, marked when cut.
+func cut(s string, n int) string {
+	const marker = "…[truncated]"
+	if len(s) <= n {
+		return s
+	}
+	i := max(n-len(marker), 0)
+	for i > 0 && !utf8.RuneStart(s[i]) {
+		i--
+	}
+	return s[:i] + marker
+}
+
+// resultMeta is the tool-result meta of an MCP call.
+type resultMeta struct {
+	StructuredContent json.RawMessage `json:"structuredContent,omitempty"`
+}
+
+// toResult maps a call's result onto a dsh tool result: text as text,
+// an image as an image block with a text line describing it (the model
+// adapters pass text), audio and resources as text lines, structured
+// content into the meta (and as JSON text when the server sent no text),
+// isError as an error result. The text is bounded by MaxResultText.
+func toResult(res *mcp.CallToolResult) tool.Result {
+	var blocks []content.Block
+	budget := MaxResultText
+	text := func(s string) {
+		if budget <= 0 {
+			return
+		}
+		s = cut(s, budget)
+		budget -= len(s)
+		blocks = append(blocks, content.Text(s))
+	}
+	hasText := false
+	for _, c := range res.Content {
+		switch c := c.(type) {
+		case *mcp.TextContent:
+			text(c.Text)
+			hasText = true
+		case *mcp.ImageContent:
+			sum := sha256.Sum256(c.Data)
+			blocks = append(blocks, content.Block{Type: content.TypeImage, Image: &content.ImageRef{
+				ID: "sha256:" + hex.EncodeToString(sum[:]), MediaType: c.MIMEType, Bytes: int64(len(c.Data))}})
+			text(fmt.Sprintf("[image: %s, %d bytes]", c.MIMEType, len(c.Data)))
+		case *mcp.AudioContent:
+			text(fmt.Sprintf("[audio: %s, %d bytes]", c.MIMEType, len(c.Data)))
+		case *mcp.ResourceLink:
+			text(fmt.Sprintf("[resource link: %s %s]", c.Name, c.URI))
+		case *mcp.EmbeddedResource:
+			switch r := c.Resource; {
+			case r == nil:
+			case r.Text != "":
+				text(r.Text)
+				hasText = true
+			default:
+				text(fmt.Sprintf("[resource: %s, %s, %d bytes]", r.URI, r.MIMEType, len(r.Blob)))
+			}
+		default:
+			text(fmt.Sprintf("[%T content]", c))
+		}
+	}
+	var r tool.Result
+	if res.StructuredContent != nil {
+		if raw, err := json.Marshal(res.StructuredContent); err == nil {
+			if !hasText {
+				text(string(raw))
+			}
+			if len(raw) <= MaxResultText {
+				r.Meta, _ = json.Marshal(resultMeta{StructuredContent: raw})
+			}
+		}
+	}
+	if res.IsError {
+		r.IsError, r.Code = true, CodeToolError
+		if len(blocks) == 0 || blocks[0].Type != content.TypeText {
+			blocks = append([]content.Block{content.Text("the tool reported an error")}, blocks...)
+		}
+		blocks[0].Text = "Error: " + blocks[0].Text
+	}
+	r.Content = blocks
+	return r
+}

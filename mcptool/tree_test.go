@@ -1,0 +1,104 @@
+package mcptool_test
+
+import (
+	"context"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/dsh-go/dsh"
+	"github.com/dsh-go/dsh/agent"
+	"github.com/dsh-go/dsh/internal/proc"
+	"github.com/dsh-go/dsh/mcptool"
+	"github.com/dsh-go/dsh/tool"
+)
+
+func runtime(t *testing.T) *dsh.Runtime {
+	t.Helper()
+	rt, err := dsh.New(dsh.Options{Logger: quiet()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { rt.Close(context.Background()) })
+	return rt
+}
+
+func visible(s *tool.Scope, prefix string) []string {
+	var out []string
+	for _, spec := range s.Specs() {
+		if strings.HasPrefix(spec.Name, prefix) {
+			out = append(out, spec.Name)
+		}
+	}
+	return out
+}
+
+// A tree's servers (an ACP client's) reach its root and every child the
+// root creates later, through each child's tool filter, and no other tree.
+func TestAttachTree(t *testing.T) {
+	rt := runtime(t)
+	set := newSet(t, map[string]mcptool.ServerConfig{"fake": fake("ok")}, mcptool.Options{})
+	set.Ready(context.Background())
+	ctx := context.Background()
+	opts := agent.Options{Provider: "test"}
+	root, err := rt.Agents.Create(ctx, agent.CreateOptions{Options: opts})
+	if err != nil {
+		t.Fatal(err)
+	}
+	detach := mcptool.AttachTree(root, set)
+	other, err := rt.Agents.Create(ctx, agent.CreateOptions{Options: opts})
+	if err != nil {
+		t.Fatal(err)
+	}
+	child, err := rt.Agents.Create(ctx, agent.CreateOptions{Owner: root, Options: opts, Setup: func(a *agent.Agent) error {
+		_, err := a.Tools().Restrict(tool.Restriction{Deny: []string{"mcp__fake__p*", "mcp__fake__crash"}})
+		return err
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	grandchild, err := rt.Agents.Create(ctx, agent.CreateOptions{Owner: child, Options: opts})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := visible(root.Tools(), "mcp__"); len(got) != 10 {
+		t.Errorf("root sees %v", got)
+	}
+	if got := visible(other.Tools(), "mcp__"); len(got) != 0 {
+		t.Errorf("another tree sees %v", got)
+	}
+	want := []string{"mcp__fake__block", "mcp__fake__echo", "mcp__fake__env", "mcp__fake__fail", "mcp__fake__weather", "mcp__fake__weird_name_with_spaces"}
+	if got := visible(child.Tools(), "mcp__"); !slices.Equal(got, want) {
+		t.Errorf("filtered child sees %v, want %v", got, want)
+	}
+	if got := visible(grandchild.Tools(), "mcp__"); len(got) != 10 {
+		t.Errorf("grandchild sees %v", got)
+	}
+	r := child.Tools().Execute(ctx, tool.Call{ID: "1", Name: "mcp__fake__echo", Arguments: []byte(`{"message":"from a child"}`)})
+	if text(r) != "echo: from a child" {
+		t.Errorf("child call: %+v", r)
+	}
+	wantError(t, child.Tools().Execute(ctx, tool.Call{ID: "2", Name: "mcp__fake__pid", Arguments: []byte(`{}`)}), tool.CodeUnknownTool)
+	detach()
+	if got := append(visible(root.Tools(), "mcp__"), visible(grandchild.Tools(), "mcp__")...); len(got) != 0 {
+		t.Errorf("after detach: %v", got)
+	}
+}
+
+// MountGlobal starts nothing until a top-level agent is created; that
+// creation waits for the tools, so its first request lists them.
+func TestMountGlobalOnFirstTopLevelAgent(t *testing.T) {
+	rt := runtime(t)
+	set := newSet(t, map[string]mcptool.ServerConfig{"fake": fake("ok")}, mcptool.Options{})
+	defer mcptool.MountGlobal(set, rt.Tools, rt.Events)()
+	if err := proc.NoChildren(); err != nil || len(set.Status()[0].Tools) != 0 {
+		t.Fatalf("started before any agent: %v %+v", err, set.Status())
+	}
+	root, err := rt.Agents.Create(context.Background(), agent.CreateOptions{Options: agent.Options{Provider: "test"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := visible(root.Tools(), "mcp__fake__"); len(got) != 10 {
+		t.Errorf("the first agent sees %v", got)
+	}
+}
