@@ -36,7 +36,8 @@ func quiet() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)
 func lastPrompt(req *llm.Request) string {
 	for i := len(req.Messages) - 1; i >= 0; i-- {
 		if m := req.Messages[i]; m.Source.Kind == content.SourceUser {
-			return content.JoinText(m.Content)
+			_, task, _ := inproc.SplitTask(content.JoinText(m.Content))
+			return task
 		}
 	}
 	return ""

@@ -132,6 +132,9 @@ func (s *server) failedLocked(err error) {
 	}
 	s.retryAt = time.Now().Add(d)
 	s.set.opts.Log.Warn("MCP server unavailable", "server", s.name, "err", err, "retryIn", d)
+	if s.set.opts.Events != nil {
+		s.set.opts.Events.Emit(Unavailable{Server: s.name, Err: err.Error(), RetryIn: d})
+	}
 }
 
 // unavailableLocked is the error of a call while the server waits out its

@@ -313,6 +313,17 @@ type Progress struct {
 // EventType implements event.Event.
 func (Progress) EventType() string { return "mcp/progress" }
 
+// Unavailable is an MCP server that failed to start, or crashed: its tools
+// fail until a call after RetryIn starts it again.
+type Unavailable struct {
+	Server  string
+	Err     string
+	RetryIn time.Duration
+}
+
+// EventType implements event.Event.
+func (Unavailable) EventType() string { return "mcp/unavailable" }
+
 // pending is a call that may receive progress.
 type pending struct{ Progress }
 

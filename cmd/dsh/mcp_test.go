@@ -128,7 +128,7 @@ subagents:
 	}
 	for _, want := range []string{"· mcp__everything__trigger-long-running-operation 1/2",
 		"→ mcp__files__read_text_file", "← error MCP_TOOL_ERROR", "↳ spawn · look around · completed",
-		"MCP server unavailable", "server=broken", "exit status 3", "cannot start"} {
+		"dsh: warning: MCP server broken is unavailable", "exit status 3", "cannot start"} {
 		if !strings.Contains(errOut, want) {
 			t.Errorf("stderr lacks %q:\n%s", want, errOut)
 		}

@@ -176,6 +176,10 @@ func (h *humanOutput) child(e event.Event) {
 			done += fmt.Sprintf("/%v", e.Total)
 		}
 		h.say("%s· %s %s %s", indent(h.depth[e.AgentID]+1), e.Tool, done, clip(e.Message, 120))
+	case mcptool.Unavailable:
+		h.endLines()
+		fmt.Fprintf(h.info, "dsh: warning: MCP server %s is unavailable: %s (retried on a call in %s or later)\n", e.Server,
+			clip(e.Err, 400), e.RetryIn)
 	case subagent.Ended:
 		elapsed := time.Since(h.start[e.RunID]).Round(time.Millisecond)
 		var u content.Usage
@@ -266,6 +270,7 @@ type jsonLine struct {
 	DelayMs    int64                    `json:"delay_ms,omitempty"`
 	Reason     string                   `json:"reason,omitempty"`
 	Error      string                   `json:"error,omitempty"`
+	Server     string                   `json:"server,omitempty"`
 	RunID      string                   `json:"run_id,omitempty"`
 	ChildID    string                   `json:"child_id,omitempty"`
 	ParentID   string                   `json:"parent_id,omitempty"`
@@ -345,6 +350,8 @@ func (j *jsonOutput) child(e event.Event) {
 		j.write(jsonLine{Type: "child_start", RunID: e.RunID, ChildID: e.ChildID, ParentID: e.ParentID, Provider: e.Provider, Label: e.Label})
 	case subagent.ProgressEvent:
 		j.write(jsonLine{Type: "child_progress", RunID: e.RunID, ChildID: e.ChildID, Kind: string(e.Kind), Tool: e.Tool})
+	case mcptool.Unavailable:
+		j.write(jsonLine{Type: "mcp_unavailable", Server: e.Server, Error: e.Err, DelayMs: e.RetryIn.Milliseconds()})
 	case subagent.Ended:
 		l := jsonLine{Type: "child_end", RunID: e.RunID, ChildID: e.ChildID, ParentID: e.ParentID, Provider: e.Provider, Label: e.Label,
 			StopReason: string(e.StopReason), Diagnostic: e.Diagnostic, Usage: e.Usage}

@@ -166,16 +166,17 @@ func (c *cli) runTurns(ctx context.Context, rt *dsh.Runtime, spec runSpec, texts
 		}
 		root.Cwd = wd
 	}
-	a, err := rt.Agents.Create(ctx, root)
-	if err != nil {
-		return err
-	}
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	broken := func(error) { cancel(newInterruption("stdout closed", exitPipe)) }
 	var out output = newHumanOutput(c.stdout, c.stderr, spec.quiet, broken)
 	if spec.json {
 		out = newJSONOutput(c.stdout, broken)
+	}
+	defer watch(rt.Events, out)() // before the agent: creating it starts the MCP servers
+	a, err := rt.Agents.Create(ctx, root)
+	if err != nil {
+		return err
 	}
 	status := "completed"
 	defer func() {
@@ -189,7 +190,6 @@ func (c *cli) runTurns(ctx context.Context, rt *dsh.Runtime, spec runSpec, texts
 	defer atExit(ctx, func() { rt.Sessions.FlushLive() })()
 	out.session(a.ID(), root.Cwd)
 	defer a.Session().Observe(out.event)()
-	defer watch(rt.Events, out)()
 	for _, text := range texts {
 		if len(texts) > 1 && !spec.json {
 			fmt.Fprintf(c.stderr, "> %s\n", text)
