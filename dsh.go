@@ -58,6 +58,7 @@ func New(opts Options) (*Runtime, error) {
 	rt.Agents = agent.NewRegistry(agent.Deps{Sessions: rt.Sessions, LLM: rt.LLM, Tools: rt.Tools, Prompt: rt.Prompt,
 		Events: bus, Log: log})
 	rt.Subagents = subagent.NewService(bus, log)
+	rt.Subagents.ServeContinuation(rt.Agents, rt.Sessions)
 	rt.Tasks = task.New(bus, log, opts.MaxTasksPerOwner)
 	if _, err := rt.Prompt.Section(prompt.Section{Name: prompt.IdentitySection, Order: prompt.IdentityOrder, Text: Identity}); err != nil {
 		return nil, err
@@ -70,8 +71,9 @@ func New(opts Options) (*Runtime, error) {
 	return rt, nil
 }
 
-// Close disposes every agent (which cancels their tasks and children and
-// flushes their sessions), then stops any task left.
+// Close tears down the resident continuable children (their logs stay, to
+// be continued later), disposes every agent (which cancels their tasks and
+// children and flushes their sessions), then stops any task left.
 func (rt *Runtime) Close(ctx context.Context) error {
-	return errors.Join(rt.Agents.DisposeAll(ctx), rt.Tasks.Close(ctx))
+	return errors.Join(rt.Subagents.Drain(ctx), rt.Agents.DisposeAll(ctx), rt.Tasks.Close(ctx))
 }

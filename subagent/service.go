@@ -26,6 +26,7 @@ type Service struct {
 
 	maxLive int                  // live children a tree may have; 0: unbounded
 	live    map[*agent.Agent]int // live children per root agent; guarded by mu
+	cont    *continuation        // continuable children; nil until ServeContinuation
 }
 
 // LimitLiveChildren caps the children that one delegation tree (a root
@@ -191,6 +192,7 @@ func (a *Admission) Start(ctx context.Context) (Run, error) {
 	t := &tracker{svc: s, parent: req.Parent, info: RunInfo{RunID: fmt.Sprintf("run-%d", s.lastRun.Add(1)), Provider: name,
 		ParentID: req.Parent.ID(), Label: req.Label}, ended: make(chan struct{}), after: []func(){a.release}}
 	req.Progress = t.progress
+	req.Descriptor = &Descriptor{Version: DescriptorVersion, Mode: OneShot, Provider: name, Label: req.Label}
 	run, err := p.Start(ctx, req)
 	if err != nil {
 		t.abandon()

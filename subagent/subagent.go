@@ -63,6 +63,10 @@ type StartRequest struct {
 	// Progress, set by the service, reports the child's activity; providers
 	// call it (from any goroutine) and may ignore it.
 	Progress func(Progress)
+	// Descriptor, set by the service, is the child's descriptor: a provider
+	// that keeps the child's session writes it there (AppendDescriptor),
+	// before the child's first model request.
+	Descriptor *Descriptor
 }
 
 // StopReason says why a run ended. The set is open: consumers treat any

@@ -1,0 +1,148 @@
+package subagent
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	"github.com/dsh-go/dsh/agent"
+	"github.com/dsh-go/dsh/content"
+	"github.com/dsh-go/dsh/session"
+)
+
+// The source of the messages the service relays between a parent and its
+// continuable children (content.Source{Kind: plugin, Plugin: SourcePlugin}),
+// by form; Sender names the sending session.
+const (
+	SourcePlugin = "subagent"
+	FormRelay    = "relay"   // a parent's send_message to its child
+	FormReport   = "report"  // a child's report to its parent
+	FormSettled  = "settled" // the notice of a child's settlement
+)
+
+// UsageType is the session event type, in a parent's log, of what one
+// activation of a continuable child used (UsageRecord); UsageFromEvents
+// counts it.
+const UsageType = "subagent/usage"
+
+// UsageRecord is the payload of a UsageType event.
+type UsageRecord struct {
+	Child string                   `json:"child"`
+	Usage map[string]content.Usage `json:"usage"`
+}
+
+// recordUsage writes what child used into parent's log, when it is live.
+func recordUsage(parent *agent.Agent, child string, usage map[string]content.Usage) {
+	if len(usage) == 0 || parent.Disposed() {
+		return
+	}
+	raw, err := json.Marshal(UsageRecord{Child: child, Usage: usage})
+	if err == nil {
+		parent.Session().Append(UsageType, json.RawMessage(raw))
+	}
+}
+
+// epoch is one activation as a run, so that the service announces it like
+// any other: subagent/start when it is published, progress while it runs,
+// subagent/end once it settled. The service owns its teardown.
+type epoch struct {
+	Settlement
+	act  *activation
+	from int // the child's events from here on are the epoch's own
+}
+
+func (e *epoch) ID() string                               { return e.act.id }
+func (e *epoch) LocalAgent() *agent.Agent                 { return e.act.agent }
+func (e *epoch) Dispose(ctx context.Context) error        { return nil }
+func (e *epoch) Wait(ctx context.Context) (Result, error) { return e.Settlement.Wait(ctx) }
+
+// announceEpoch announces act's new epoch and relays its child's activity
+// as progress until it settles; release runs after subagent/end.
+func (s *Service) announceEpoch(act *activation, release func()) *epoch {
+	e := &epoch{act: act, from: act.agent.Session().Len()}
+	t := &tracker{svc: s, parent: act.parent, info: RunInfo{RunID: fmt.Sprintf("run-%d", s.lastRun.Add(1)), Provider: act.desc.Provider,
+		ParentID: act.parentID, Label: act.desc.Label}, ended: make(chan struct{}), after: []func(){release}}
+	stop := SessionProgress(act.agent.Session(), t.progress)
+	e.AfterSettle(stop)
+	t.announce(e)
+	return e
+}
+
+// epochResult is how an epoch ended, from its own events: the last turn's
+// end (a turn crash repair closed counts as aborted), the final output of
+// the epoch (none for an epoch that opened no turn), and its usage.
+func epochResult(own []session.Event) Result {
+	res := Result{StopReason: Completed, Output: FinalOutput(own), Usage: UsageFromEvents(own)}
+	dropped := false
+	for _, e := range own {
+		switch d := e.Data.(type) {
+		case session.TurnEnd:
+			res.StopReason, res.Diagnostic = turnStop(d)
+			dropped = false
+		case session.InboxSpliced:
+			dropped = dropped || len(d.Removed) > 0
+		}
+	}
+	if dropped && res.StopReason == Completed { // accepted work was cancelled unrun
+		res.StopReason = Aborted
+	}
+	return res
+}
+
+// turnStop maps a turn end to a stop reason and diagnostic.
+func turnStop(end session.TurnEnd) (StopReason, string) {
+	switch end.Reason.Kind {
+	case session.EndCompleted:
+		return Completed, ""
+	case session.EndMaxTokens:
+		return MaxTokens, ""
+	case session.EndAborted, session.EndInterrupted:
+		return Aborted, ""
+	case session.EndBlocked:
+		return Refusal, ""
+	case session.EndMaxSteps:
+		return MaxSteps, "the child reached its step cap (agent.maxSteps)"
+	case session.EndBudget:
+		return BudgetSpent, "the delegation tree spent its token budget (budget.tokens)"
+	}
+	if f := end.Reason.Error; f != nil {
+		return Failed, Diagnostic(fmt.Sprintf("%s: %s", f.Code, f.Message))
+	}
+	return Failed, "the child's turn ended " + end.Reason.Kind
+}
+
+// Summary is the first line of a settlement notice.
+func Summary(id string, r StopReason) string {
+	head := "Background subagent " + id
+	switch r {
+	case Completed:
+		return head + " finished and will do no further work unless you send it more."
+	case Aborted:
+		return head + " was stopped before it finished."
+	case MaxTokens:
+		return head + " ran out of room before it finished."
+	case Refusal:
+		return head + " declined the task."
+	case Failed:
+		return head + " failed before it finished."
+	}
+	return fmt.Sprintf("%s ended abnormally (%s) before it finished.", head, r)
+}
+
+// Notice is the settlement notice a parent receives: the summary, then the
+// epoch's closing message, or that it left none.
+func Notice(id string, res Result) content.Message {
+	text := Summary(id, res.StopReason)
+	if res.Diagnostic != "" {
+		text += "\nDiagnostic: " + res.Diagnostic
+	}
+	if closing := strings.TrimSpace(content.JoinText(res.Output)); closing != "" {
+		text += "\nIts closing message:\n" + closing
+	} else {
+		text += "\nIt left no closing message."
+	}
+	m := content.UserText(text)
+	m.Source = content.Source{Kind: content.SourcePlugin, Plugin: SourcePlugin, Form: FormSettled, Sender: id}
+	return m
+}
