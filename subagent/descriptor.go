@@ -158,7 +158,7 @@ func ParseDescriptor(raw []byte) (d Descriptor, ok bool, err error) {
 	}
 	if _, has := fields["persona"]; has {
 		var p string
-		if err := str(fields, "persona", &p, true); err != nil {
+		if err := str(fields, "persona", &p, false); err != nil {
 			return Descriptor{}, false, err
 		}
 		d.Persona = &p
@@ -196,6 +196,9 @@ func str(fields map[string]json.RawMessage, key string, dst *string, required bo
 	}
 	if err := json.Unmarshal(raw, dst); err != nil || bytes.Equal(bytes.TrimSpace(raw), []byte("null")) {
 		return badField(key, "not a string")
+	}
+	if required && *dst == "" {
+		return badField(key, "empty")
 	}
 	return nil
 }
