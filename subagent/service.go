@@ -411,20 +411,23 @@ func wrap(r *tracked) Run {
 	return r
 }
 
-// resumer announces the runs a resume starts like any other run.
+// resumer announces the runs a resume starts like any other run, their
+// progress included.
 func (r *tracked) resumer(inner Resumer) Resumer {
-	return resumeFunc(func(ctx context.Context, msg []content.Block) (Run, error) {
-		next, err := inner.Resume(ctx, msg)
-		if err != nil {
-			return nil, err
-		}
+	return resumeFunc(func(ctx context.Context, req ResumeRequest) (Run, error) {
 		info := r.t.info
 		info.RunID = fmt.Sprintf("run-%d", r.t.svc.lastRun.Add(1))
 		t := &tracker{svc: r.t.svc, parent: r.t.parent, info: info, ended: make(chan struct{})}
+		req.Progress = t.progress
+		next, err := inner.Resume(ctx, req)
+		if err != nil {
+			t.abandon()
+			return nil, err
+		}
 		return t.announce(next), nil
 	})
 }
 
-type resumeFunc func(ctx context.Context, msg []content.Block) (Run, error)
+type resumeFunc func(ctx context.Context, req ResumeRequest) (Run, error)
 
-func (f resumeFunc) Resume(ctx context.Context, msg []content.Block) (Run, error) { return f(ctx, msg) }
+func (f resumeFunc) Resume(ctx context.Context, req ResumeRequest) (Run, error) { return f(ctx, req) }

@@ -138,10 +138,20 @@ type Steerer interface {
 	SendMessage(ctx context.Context, msg []content.Block) error
 }
 
-// Resumer is a run whose settled child accepts a follow-up task, continuing
-// its session in a new run.
+// Resumer is a run whose settled, undisposed child accepts a follow-up
+// task, continuing its session in a new run. It lives only as long as the
+// run: a child that must continue after its run is disposed, or in another
+// process, is a continuable one (Service.StartContinuable,
+// Service.Followup), which supersedes it.
 type Resumer interface {
-	Resume(ctx context.Context, msg []content.Block) (Run, error)
+	Resume(ctx context.Context, req ResumeRequest) (Run, error)
+}
+
+// ResumeRequest is a follow-up task for a Resumer.
+type ResumeRequest struct {
+	Prompt []content.Block
+	// Progress, set by the service, reports the new run's activity.
+	Progress func(Progress)
 }
 
 // Provider is one transport for running a child agent.
