@@ -41,6 +41,11 @@ type Config struct {
 	// MaxDepth caps delegation depth. Default 3 when the provider enforces
 	// depth; setting it for a provider that cannot is an error.
 	MaxDepth *int `yaml:"maxDepth"`
+	// Continuable makes the children continuable: the result names the
+	// child, send_message continues it (see continuable.go). Default: on
+	// when the provider can continue children and sessions outlive the
+	// process; false keeps one-shot children.
+	Continuable *bool `yaml:"continuable"`
 }
 
 // DefaultMaxDepth is the depth cap used when none is configured.
@@ -182,7 +187,11 @@ func (m *mount) register(p subagent.Provider) error {
 		d := DefaultMaxDepth
 		maxDepth = &d
 	}
-	t := &instance{deps: m.deps, cfg: m.cfg, maxDepth: maxDepth}
+	continuable, err := m.continuable(p)
+	if err != nil {
+		return err
+	}
+	t := &instance{deps: m.deps, cfg: m.cfg, maxDepth: maxDepth, continuable: continuable}
 	un, err := m.deps.Tools.Register(t.definition(p.InheritsParentContext()))
 	if err != nil {
 		return err
@@ -193,9 +202,10 @@ func (m *mount) register(p subagent.Provider) error {
 
 // instance executes calls of one mounted tool.
 type instance struct {
-	deps     Deps
-	cfg      Config
-	maxDepth *int
+	deps        Deps
+	cfg         Config
+	maxDepth    *int
+	continuable bool
 }
 
 // Model-visible wording.
@@ -231,10 +241,17 @@ func (t *instance) definition(inherits bool) tool.Definition {
 		"description": {Type: "string", Description: "A short (3-7 word) label for the task."},
 		"prompt":      {Type: "string", Description: "The task for the subagent."},
 	}
-	if *t.cfg.EnableRunInBackground {
+	if t.continuable {
+		desc += continuableWording
+	}
+	switch {
+	case *t.cfg.EnableRunInBackground && t.continuable:
+		desc += continuableBackgroundWording
+		props["run_in_background"] = &jsonschema.Schema{Type: "boolean", Description: "Start the subagent and keep working."}
+	case *t.cfg.EnableRunInBackground:
 		desc += backgroundWording
 		props["run_in_background"] = &jsonschema.Schema{Type: "boolean", Description: "Run the subagent as a background task."}
-	} else {
+	default:
 		desc += foregroundWording
 	}
 	return tool.Definition{Name: t.cfg.ToolName, Description: desc, ConcurrencySafe: true,
@@ -263,6 +280,9 @@ func (t *instance) execute(ctx context.Context, call tool.Call) (tool.Result, er
 	}
 	req := subagent.StartRequest{Label: a.Description, Prompt: []content.Block{content.Text(a.Prompt)}, Parent: parent,
 		AgentOptions: t.cfg.AgentOptions, Persona: t.cfg.Persona, ToolFilter: t.cfg.ToolFilter, MaxDepth: t.maxDepth}
+	if t.continuable {
+		return t.executeContinuable(ctx, parent, req, background)
+	}
 	if background {
 		return t.startBackground(ctx, parent, req)
 	}
