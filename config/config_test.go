@@ -161,9 +161,9 @@ func TestConfigErrorMessages(t *testing.T) {
 		{"acp permission", "subagents:\n  providers:\n    - name: a\n      kind: acp\n      acp: {command: x, permission: allow}\n",
 			`config dsh.yaml: line 5: subagents.providers[0].acp.permission: must be "policy" (the parent's permission policy decides) or "reject", got "allow"`},
 		{"unknown tool in a filter", "subagents:\n  providers: [{name: spawn}]\n  tools:\n    - provider: spawn\n      toolFilter: {deny: [bsh]}\n",
-			`config dsh.yaml: line 5: subagents.tools[0].toolFilter.deny[0]: unknown tool "bsh" (did you mean "bash"?); known tools: bash, edit_file, glob, grep, read_file, subagent, task_kill, task_list, task_output, write_file`},
+			`config dsh.yaml: line 5: subagents.tools[0].toolFilter.deny[0]: unknown tool "bsh" (did you mean "bash"?); known tools: bash, edit_file, glob, grep, interrupt_agent, list_agents, read_file, report, send_message, subagent, task_kill, task_list, task_output, write_file`},
 		{"unknown tool in the policy", "permissions:\n  tools:\n    write_fle: ask\n",
-			`config dsh.yaml: line 3: permissions.tools.write_fle: unknown tool "write_fle" (did you mean "write_file"?); known tools: bash, edit_file, glob, grep, read_file, subagent, subagent_fork, task_kill, task_list, task_output, write_file`},
+			`config dsh.yaml: line 3: permissions.tools.write_fle: unknown tool "write_fle" (did you mean "write_file"?); known tools: bash, edit_file, glob, grep, interrupt_agent, list_agents, read_file, report, send_message, subagent, subagent_fork, task_kill, task_list, task_output, write_file`},
 		{"bad decision", "permissions:\n  tools: {bash: maybe}\n", `config dsh.yaml: line 2: permissions.tools.bash: want allow, ask or deny, got "maybe"`},
 		{"negative budget", "budget: {tokens: -1}\n", `config dsh.yaml: line 1: budget.tokens: must not be negative`},
 	} {

@@ -209,14 +209,15 @@ func priceOf(price func(string) (config.Price, bool), route string) (config.Pric
 	return price(route)
 }
 
-// settle waits while the agent still has background tasks running or turns
-// to take (their completion notices wake it), so that `dsh run` does not
+// settle waits while the agent still has background tasks running,
+// continuable children working (those it started and those it messaged)
+// or turns to take (their notices wake it), so that `dsh run` does not
 // exit in the middle of work it started.
 func settle(ctx context.Context, rt *dsh.Runtime, a *agent.Agent) error {
 	tick := time.NewTicker(50 * time.Millisecond)
 	defer tick.Stop()
 	for {
-		busy := a.Status() == agent.StatusRunning
+		busy := a.Status() == agent.StatusRunning || rt.Subagents.Working(a.ID())
 		for _, t := range rt.Tasks.List(a) {
 			busy = busy || !t.Status.Terminal()
 		}

@@ -49,15 +49,15 @@ func (t *instance) executeContinuable(ctx context.Context, parent *agent.Agent, 
 	if err != nil {
 		return tool.Result{}, err
 	}
-	id := "\n[subagent " + acc.ChildID + "; send_message continues it]"
+	id := "[subagent " + acc.ChildID + "; send_message continues it]\n"
 	if res.StopReason != subagent.Completed {
-		return tool.ErrorResult(string(res.StopReason), Failure(res)+id), nil
+		return tool.ErrorResult(string(res.StopReason), id+Failure(res)), nil
 	}
 	text := content.JoinText(res.Output)
 	if strings.TrimSpace(text) == "" {
 		text = "(the subagent returned no text)"
 	}
-	return tool.TextResult(text + "\n" + id), nil
+	return tool.TextResult(id + text), nil
 }
 
 // continuable resolves whether an instance on provider p starts

@@ -161,7 +161,7 @@ func TestForegroundChildContinuedBySendMessage(t *testing.T) {
 	})
 	e.run("delegate")
 	res := results(e.agent)
-	if len(res) != 1 || !strings.HasPrefix(resultText(res[0]), `child saw 1 messages, last "look"`) || childID == "" {
+	if len(res) != 1 || !strings.HasSuffix(resultText(res[0]), "]\n"+`child saw 1 messages, last "look"`) || childID == "" {
 		t.Fatalf("foreground result %+v", res)
 	}
 	if n := len(userTexts(e.agent, subagent.FormSettled)); n != 0 {
