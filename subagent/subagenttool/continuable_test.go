@@ -298,7 +298,9 @@ func TestRenderAgents(t *testing.T) {
 		{ID: "b", Mode: subagent.OneShot, Label: "once", Parent: "root", Depth: 1},
 		{ID: "c", Diagnostic: subagent.DiagnosticCorrupt, Parent: "a", Depth: 2},
 	}
-	status := func(id string) subagent.Residency { return map[string]subagent.Residency{"a": subagent.ResidentRunning}[id] }
+	status := func(id string) subagent.Residency {
+		return map[string]subagent.Residency{"a": subagent.ResidentRunning}[id]
+	}
 	if got, want := subagenttool.RenderAgents(rows, false, status), "a [running] — first\nc [diagnostic: corrupt]"; got != want {
 		t.Errorf("children:\n%s\nwant\n%s", got, want)
 	}
