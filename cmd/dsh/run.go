@@ -7,6 +7,7 @@ import (
 	"io"
 	"maps"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -24,14 +25,21 @@ import (
 )
 
 func (c *cli) runCmd() *cobra.Command {
-	var model, provider, cwd string
+	var model, provider, cwd, resume string
 	var maxSteps int
-	var yes bool
+	var yes, cont bool
 	cmd := &cobra.Command{
 		Use:   "run PROMPT",
 		Short: "Run an agent on the configured model and print its answer as it streams",
 		Long: `Run one turn of a new agent on the configured model. The answer streams to
 stdout; reasoning, tool calls and child runs go to stderr.
+
+--continue goes on with the latest top-level session of the working
+directory, --resume ID with the session ID (or an unambiguous prefix of
+it; ` + "`dsh sessions list`" + ` shows them), from its log alone: the model sees
+the whole conversation so far, and its subagents can be messaged again.
+Children that were still working when their process ended are reported to
+the resumed conversation as interrupted.
 
 Tools the permission policy (permissions in dsh.yaml) says to ask about are
 refused, with a message the model reads, since dsh run asks nobody: pass
@@ -76,6 +84,14 @@ Exit status:
 			policy := cfg.Policy()
 			root := agent.CreateOptions{Cwd: cwd, Options: cfg.Agent, Policy: &policy, TokenBudget: cfg.Budget.Tokens,
 				Asker: permission.AskerFunc(refuseAsks)}
+			if cont || resume != "" {
+				id, err := c.sessionToResume(rt.Sessions, cont, resume, cwd)
+				if err != nil {
+					rt.Close(context.Background())
+					return err
+				}
+				root.SessionID, root.Resume, root.Cwd = id, true, ""
+			}
 			if yes {
 				root.Asker = permission.AskerFunc(approveAsks)
 			}
@@ -87,7 +103,57 @@ Exit status:
 	cmd.Flags().StringVar(&provider, "provider", "", "model route (a configured model name)")
 	cmd.Flags().StringVarP(&model, "model", "m", "", "model id")
 	cmd.Flags().StringVar(&cwd, "cwd", "", "working directory of the agent (default: the current directory)")
+	cmd.Flags().BoolVarP(&cont, "continue", "c", false, "continue the latest top-level session of the working directory")
+	cmd.Flags().StringVarP(&resume, "resume", "r", "", "continue session `ID` (an id, or an unambiguous prefix of one)")
+	cmd.MarkFlagsMutuallyExclusive("continue", "resume")
 	return cmd
+}
+
+// sessionToResume finds the session --continue or --resume names: the
+// latest top-level session of the working directory, or the one session
+// whose id is resume or starts with it.
+func (c *cli) sessionToResume(st *session.Store, cont bool, resume, cwd string) (string, error) {
+	hs, err := st.List() // newest first
+	if err != nil {
+		return "", err
+	}
+	if cont {
+		if cwd == "" {
+			if cwd, err = os.Getwd(); err != nil {
+				return "", err
+			}
+		}
+		if abs, err := filepath.Abs(cwd); err == nil {
+			cwd = abs
+		}
+		for _, h := range hs {
+			if h.ParentSession == "" && h.Origin != session.OriginSubagent && h.Cwd == cwd {
+				return h.ID, nil
+			}
+		}
+		return "", fmt.Errorf("no session to continue in %s: start one with dsh run PROMPT", cwd)
+	}
+	var matches []session.Header
+	for _, h := range hs {
+		if h.ID == resume {
+			return h.ID, nil
+		}
+		if strings.HasPrefix(h.ID, resume) {
+			matches = append(matches, h)
+		}
+	}
+	switch len(matches) {
+	case 0:
+		return "", fmt.Errorf("no stored session has an id starting with %q (dsh sessions list shows them)", resume)
+	case 1:
+		return matches[0].ID, nil
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "%d sessions have an id starting with %q; give more of it:", len(matches), resume)
+	for _, h := range matches {
+		fmt.Fprintf(&b, "\n  %s  %s  %s", h.ID, time.UnixMilli(h.CreatedAt).Format(time.DateTime), dash(h.Cwd))
+	}
+	return "", errors.New(b.String())
 }
 
 // checkKey fails fast, naming the variable, when the route's key is unset.
@@ -125,7 +191,7 @@ type runSpec struct {
 func (c *cli) runTurns(ctx context.Context, rt *dsh.Runtime, spec runSpec, texts ...string) error {
 	defer rt.Close(context.Background())
 	root := spec.root
-	if root.Cwd == "" {
+	if root.Cwd == "" && !root.Resume {
 		wd, err := os.Getwd()
 		if err != nil {
 			return err
@@ -136,10 +202,18 @@ func (c *cli) runTurns(ctx context.Context, rt *dsh.Runtime, spec runSpec, texts
 	if err != nil {
 		return err
 	}
+	from := a.Session().Len() // a resumed session's earlier usage is not this run's
 	defer func() {
 		fmt.Fprintf(c.stderr, "[session %s · %s, children included]\n", a.ID(),
-			spentLine(subagent.UsageFromEvents(a.Session().Events()), spec.price))
+			spentLine(subagent.UsageFromEvents(a.Session().Events()[from:]), spec.price))
 	}()
+	if root.Resume {
+		if n, err := rt.Subagents.ReportInterrupted(ctx, a); err != nil {
+			fmt.Fprintf(c.stderr, "dsh: warning: could not check the children of %s: %v\n", a.ID(), err)
+		} else if n > 0 {
+			fmt.Fprintf(c.stderr, "[%d children were interrupted when their process ended; the model is told]\n", n)
+		}
+	}
 	defer atExit(ctx, func() { rt.Sessions.FlushLive() })()
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
