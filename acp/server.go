@@ -38,6 +38,9 @@ type Options struct {
 	// TokenBudget bounds the tokens each session's tree may use (0:
 	// unbounded).
 	TokenBudget int64
+	// Sessions, when set, serves session/list (session/load needs only
+	// Agents, whose store holds the sessions).
+	Sessions *session.Store
 	// Version is reported in agentInfo.
 	Version string
 	Log     *slog.Logger
@@ -117,11 +120,16 @@ func (s *server) close() error {
 }
 
 // Initialize implements acpsdk.Agent: protocol version 1, text and
-// resource-link prompts, no optional capability.
+// resource-link prompts, session/load, and session/list when the server
+// has the store.
 func (s *server) Initialize(ctx context.Context, p acpsdk.InitializeRequest) (acpsdk.InitializeResponse, error) {
+	caps := acpsdk.AgentCapabilities{LoadSession: true}
+	if s.opts.Sessions != nil {
+		caps.SessionCapabilities.List = &acpsdk.SessionListCapabilities{}
+	}
 	return acpsdk.InitializeResponse{
 		ProtocolVersion:   acpsdk.ProtocolVersionNumber,
-		AgentCapabilities: acpsdk.AgentCapabilities{LoadSession: false},
+		AgentCapabilities: caps,
 		AgentInfo:         &acpsdk.Implementation{Name: "dsh", Version: cmpOr(s.opts.Version, "dev")},
 		AuthMethods:       []acpsdk.AuthMethod{},
 	}, nil
@@ -278,8 +286,8 @@ func (s *server) CloseSession(context.Context, acpsdk.CloseSessionRequest) (acps
 	return acpsdk.CloseSessionResponse{}, acpsdk.NewMethodNotFound("session/close")
 }
 
-func (s *server) ListSessions(context.Context, acpsdk.ListSessionsRequest) (acpsdk.ListSessionsResponse, error) {
-	return acpsdk.ListSessionsResponse{}, acpsdk.NewMethodNotFound("session/list")
+func (s *server) ListSessions(_ context.Context, p acpsdk.ListSessionsRequest) (acpsdk.ListSessionsResponse, error) {
+	return s.listSessions(p)
 }
 
 func (s *server) ResumeSession(context.Context, acpsdk.ResumeSessionRequest) (acpsdk.ResumeSessionResponse, error) {

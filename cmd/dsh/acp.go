@@ -26,7 +26,7 @@ func (c *cli) acpCmd() *cobra.Command {
 			cfg.Agent.SubagentDepth = config.DepthFrom(c.getenv)
 			err = acp.Serve(cmd.Context(), acp.Options{Agents: rt.Agents, AgentOptions: cfg.Agent,
 				Policy: cfg.ACPPolicy(acp.DefaultAskPermission()), TokenBudget: cfg.Budget.Tokens,
-				Version: version, Log: rt.Log}, c.stdin, c.stdout)
+				Sessions: rt.Sessions, Version: version, Log: rt.Log}, c.stdin, c.stdout)
 			return errors.Join(err, rt.Close(cmd.Context()))
 		},
 	}
