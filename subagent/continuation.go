@@ -114,7 +114,8 @@ type activation struct {
 	id       string
 	parentID string       // the durable direct parent
 	parent   *agent.Agent // its live agent, the child agent's owner
-	agent    *agent.Agent
+	agent    *agent.Agent // the in-process child; nil for an out-of-process one
+	child    child
 	desc     Descriptor
 	epoch    *epoch
 
@@ -160,8 +161,8 @@ func (s *Service) continuation() (*continuation, error) {
 }
 
 // CanContinue reports whether children of the named provider can be
-// continuable here: the provider is a Continuer and sessions outlive the
-// process.
+// continuable here: the provider is a Continuer or a RemoteContinuer, and
+// sessions outlive the process.
 func (s *Service) CanContinue(name string) bool {
 	c, err := s.continuation()
 	if err != nil || !c.sessions.Durable() {
@@ -169,7 +170,8 @@ func (s *Service) CanContinue(name string) bool {
 	}
 	p, ok := s.Provider(name)
 	_, cont := p.(Continuer)
-	return ok && cont
+	_, remote := p.(RemoteContinuer)
+	return ok && (cont || remote)
 }
 
 // AddContinuableSetup installs fn into the unpublished scope of every
@@ -220,6 +222,9 @@ func (s *Service) StartContinuable(ctx context.Context, name string, req StartRe
 	}
 	p, _ := s.Provider(name)
 	cont, ok := p.(Continuer)
+	if rp, remote := p.(RemoteContinuer); remote && !ok {
+		return s.startRemote(ctx, c, name, rp, req, opts)
+	}
 	if !ok {
 		return nil, &Error{Code: CodeUnsupportedCapability, Provider: name, Capability: "continuable",
 			Msg: fmt.Sprintf("provider %q cannot start continuable children", name)}
@@ -310,7 +315,7 @@ func (s *Service) Followup(ctx context.Context, caller *agent.Agent, id string, 
 			if act.parentID != caller.ID() {
 				return "", unauthorizedParent(id)
 			}
-			if err := act.agent.Submit(m, nil); err != nil {
+			if err := act.child.submit(m); err != nil {
 				return "", errorf(CodeActivationClosing, "child %s is closing: %v", id, err)
 			}
 			return m.ID, nil
@@ -414,6 +419,7 @@ func (c *continuation) publish(ctx context.Context, parent, child *agent.Agent, 
 	claim chan Result, release func()) (string, error) {
 	act := &activation{id: child.ID(), parentID: parent.ID(), parent: parent, agent: child, desc: desc,
 		owned: map[*activation]struct{}{}, claim: claim, released: make(chan struct{})}
+	act.child = &localChild{a: child, from: child.Session().Len()}
 	rollback := func(err error) (string, error) {
 		child.Dispose(context.Background())
 		release()
@@ -437,7 +443,9 @@ func (c *continuation) publish(ctx context.Context, parent, child *agent.Agent, 
 	if !child.OnDispose(func() { c.lost(act) }) {
 		return rollback(errorf(CodeActivationClosing, "child %s was disposed", child.ID()))
 	}
-	act.epoch = c.svc.announceEpoch(act, release)
+	t := c.svc.epochTracker(act, release)
+	act.epoch = t.announceEpoch(act)
+	act.epoch.AfterSettle(SessionProgress(child.Session(), t.progress))
 	c.acts[act.id] = act
 	c.byAgent[child] = act
 	if parentAct != nil {
@@ -517,7 +525,7 @@ func wait(ctx context.Context, ch <-chan struct{}) error {
 // child: its teardown runs on a goroutine of its own.
 func (c *continuation) check(act *activation) {
 	c.mu.Lock()
-	if act.closing || len(act.owned) > 0 || act.agent.Status() != agent.StatusIdle || act.agent.Queued() > 0 {
+	if act.closing || len(act.owned) > 0 || act.child.busy() || act.child.queued() > 0 {
 		c.mu.Unlock()
 		return
 	}
@@ -530,8 +538,8 @@ func (c *continuation) check(act *activation) {
 	}()
 }
 
-// lost tears down an activation whose agent something else disposed (its
-// owner, most often).
+// lost tears down an activation whose child something else ended: its
+// agent was disposed (by its owner, most often), or its parent agent was.
 func (c *continuation) lost(act *activation) {
 	c.mu.Lock()
 	if act.closing {
@@ -551,8 +559,8 @@ func (c *continuation) lost(act *activation) {
 // epoch ended (or hands the result to a foreground waiter), releases its
 // place in the parent's activation and forgets it; subagent/end follows.
 func (c *continuation) teardown(act *activation) {
-	derr := act.agent.Dispose(context.Background())
-	res := epochResult(act.agent.Session().Events()[act.epoch.from:])
+	derr := act.child.dispose(context.Background())
+	res := act.child.result()
 	if derr != nil {
 		res = Result{StopReason: Failed, Usage: res.Usage,
 			Diagnostic: Diagnostic(fmt.Sprintf("%s: teardown failed: %v", CodeTeardownFailed, derr))}
@@ -570,7 +578,9 @@ func (c *continuation) teardown(act *activation) {
 	}
 	c.mu.Lock()
 	delete(c.acts, act.id)
-	delete(c.byAgent, act.agent)
+	if act.agent != nil {
+		delete(c.byAgent, act.agent)
+	}
 	if parentAct != nil {
 		delete(parentAct.owned, act)
 	}

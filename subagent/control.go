@@ -38,7 +38,7 @@ func (s *Service) Interrupt(caller *agent.Agent, target string) error {
 	if !ancestor {
 		return errorf(CodeUnauthorized, "agent %s is not an ancestor of %s", caller.ID(), target)
 	}
-	act.agent.Cancel(session.Cause{Kind: agent.CauseParent, Reason: "interrupted by " + caller.ID()}, true)
+	act.child.interrupt(session.Cause{Kind: agent.CauseParent, Reason: "interrupted by " + caller.ID()})
 	return nil
 }
 
@@ -105,7 +105,7 @@ func (s *Service) Residency(id string) Residency {
 	switch {
 	case act == nil:
 		return NotResident
-	case act.agent.Status() == agent.StatusRunning:
+	case act.child.busy():
 		return ResidentRunning
 	}
 	return ResidentIdle
@@ -123,7 +123,7 @@ func (s *Service) Working(parentID string) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for _, act := range c.acts {
-		if !act.closing && act.agent.Status() != agent.StatusRunning {
+		if !act.closing && !act.child.busy() {
 			continue
 		}
 		if c.descends(act, parentID) {

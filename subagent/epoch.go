@@ -48,8 +48,7 @@ func recordUsage(parent *agent.Agent, child string, usage map[string]content.Usa
 // subagent/end once it settled. The service owns its teardown.
 type epoch struct {
 	Settlement
-	act  *activation
-	from int // the child's events from here on are the epoch's own
+	act *activation
 }
 
 func (e *epoch) ID() string                               { return e.act.id }
@@ -57,17 +56,44 @@ func (e *epoch) LocalAgent() *agent.Agent                 { return e.act.agent }
 func (e *epoch) Dispose(ctx context.Context) error        { return nil }
 func (e *epoch) Wait(ctx context.Context) (Result, error) { return e.Settlement.Wait(ctx) }
 
-// announceEpoch announces act's new epoch and relays its child's activity
-// as progress until it settles; release runs after subagent/end.
-func (s *Service) announceEpoch(act *activation, release func()) *epoch {
-	e := &epoch{act: act, from: act.agent.Session().Len()}
-	t := &tracker{svc: s, parent: act.parent, info: RunInfo{RunID: fmt.Sprintf("run-%d", s.lastRun.Add(1)), Provider: act.desc.Provider,
+// epochTracker makes the tracker of act's next epoch: its progress is
+// buffered until announceEpoch; release runs after subagent/end.
+func (s *Service) epochTracker(act *activation, release func()) *tracker {
+	return &tracker{svc: s, parent: act.parent, info: RunInfo{RunID: fmt.Sprintf("run-%d", s.lastRun.Add(1)), Provider: act.desc.Provider,
 		ParentID: act.parentID, Label: act.desc.Label}, ended: make(chan struct{}), after: []func(){release}}
-	stop := SessionProgress(act.agent.Session(), t.progress)
-	e.AfterSettle(stop)
+}
+
+// announceEpoch announces act's epoch: subagent/start now, subagent/end
+// once it settles.
+func (t *tracker) announceEpoch(act *activation) *epoch {
+	e := &epoch{act: act}
 	t.announce(e)
 	return e
 }
+
+// child is what an activation runs: an in-process agent, or the runs of an
+// out-of-process product that continues its conversation by id.
+type child interface {
+	submit(m content.Message) error // a later turn, in order; wakes the child
+	busy() bool                     // a turn is running
+	queued() int                    // messages waiting, parked ones included
+	interrupt(cause session.Cause)  // ends the running turn; the queue waits
+	dispose(ctx context.Context) error
+	result() Result // the epoch's outcome, once disposed
+}
+
+// localChild is an in-process child agent.
+type localChild struct {
+	a    *agent.Agent
+	from int // the agent's events from here on are the epoch's own
+}
+
+func (l *localChild) submit(m content.Message) error    { return l.a.Submit(m, nil) }
+func (l *localChild) busy() bool                        { return l.a.Status() == agent.StatusRunning }
+func (l *localChild) queued() int                       { return l.a.Queued() }
+func (l *localChild) interrupt(cause session.Cause)     { l.a.Cancel(cause, true) }
+func (l *localChild) dispose(ctx context.Context) error { return l.a.Dispose(ctx) }
+func (l *localChild) result() Result                    { return epochResult(l.a.Session().Events()[l.from:]) }
 
 // epochResult is how an epoch ended, from its own events: the last turn's
 // end (a turn crash repair closed counts as aborted), the final output of

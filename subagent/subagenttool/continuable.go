@@ -63,7 +63,9 @@ func (t *instance) executeContinuable(ctx context.Context, parent *agent.Agent, 
 // continuable resolves whether an instance on provider p starts
 // continuable children.
 func (m *mount) continuable(p subagent.Provider) (bool, error) {
-	_, can := p.(subagent.Continuer)
+	_, local := p.(subagent.Continuer)
+	_, remote := p.(subagent.RemoteContinuer)
+	can := local || remote
 	switch {
 	case m.cfg.Continuable == nil:
 		return can && m.deps.Subagents.CanContinue(p.Name()), nil
