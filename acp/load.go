@@ -41,7 +41,7 @@ func (s *server) LoadSession(ctx context.Context, p acpsdk.LoadSessionRequest) (
 		return acpsdk.LoadSessionResponse{}, acpsdk.NewInvalidParams(fmt.Sprintf("session %q is already open", p.SessionId))
 	}
 	co := s.createOptions(p.SessionId, "", p.Meta)
-	co.ParentSession, co.Origin, co.DelegationDepth, co.Resume = "", "", 0, true
+	co.ParentSession, co.Origin, co.DelegationDepth, co.Resume, co.Setup = "", "", 0, true, nil
 	a, err := s.opts.Agents.Create(ctx, co)
 	switch {
 	case errors.Is(err, &session.Error{Code: session.CodeNotFound}):

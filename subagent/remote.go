@@ -238,10 +238,13 @@ func (r *remoteChild) begin(run Run, cancel context.CancelCauseFunc, m content.M
 	go r.watch(run)
 }
 
-// record opens a turn holding m. r.mu must be held.
+// record opens a turn holding m, on disk at once: a crash from here on
+// leaves the turn interrupted, and the child reported as such to a
+// resumed parent. r.mu must be held.
 func (r *remoteChild) record(m content.Message) {
 	r.log.Append(session.TypeTurnStart, session.TurnStart{Turn: r.log.LastTurn() + 1})
 	r.log.Append(session.TypeUserMessage, m)
+	r.log.Flush()
 }
 
 // end closes the open turn with res. r.mu must be held.

@@ -3,18 +3,23 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/dsh-go/dsh/internal/llmtest"
 	"github.com/dsh-go/dsh/session"
 	"github.com/dsh-go/dsh/session/jsonl"
+	"github.com/dsh-go/dsh/subagent"
+	"github.com/dsh-go/dsh/subagent/inproc"
 )
 
 // resumeModel is the loopback model of the resume tests. The parent
@@ -34,21 +39,40 @@ type resumeModel struct {
 
 var noticeID = regexp.MustCompile(`Background subagent ([0-9a-f-]{36})`)
 
+// firstUser returns the task of a request body's first user message.
+func firstUser(body []byte) string {
+	var b struct {
+		Messages []struct {
+			Role    string `json:"role"`
+			Content string `json:"content"`
+		} `json:"messages"`
+	}
+	json.Unmarshal(body, &b)
+	for _, m := range b.Messages {
+		if m.Role == "user" {
+			_, task, _ := inproc.SplitTask(m.Content)
+			return task
+		}
+	}
+	return ""
+}
+
 func (m *resumeModel) reply(r llmtest.Request) llmtest.Reply {
 	body := string(r.Body)
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	child := firstUser(r.Body) == "child task" // an in-process child's or a dsh acp child's
 	switch {
-	case r.Child && r.LastUser == "child task" && len(r.ToolResults) == 0:
+	case child && r.LastUser == "child task" && len(r.ToolResults) == 0:
 		return llmtest.Reply{ToolCall: &llmtest.ToolCall{Name: "bash", Arguments: `{"command":"echo child-was-here"}`}}
-	case r.Child && r.LastUser == "child task":
+	case child && r.LastUser == "child task":
 		select {
 		case <-m.hung:
 		default:
 			close(m.hung)
 		}
 		return llmtest.Reply{Text: "thinking…", Hang: true}
-	case r.Child && r.LastUser == "keep going":
+	case child && r.LastUser == "keep going":
 		m.childBodies = append(m.childBodies, body)
 		if strings.Contains(body, "child task") && strings.Contains(body, "child-was-here") {
 			return llmtest.Reply{Text: "resumed with my history"}
@@ -77,10 +101,15 @@ func (m *resumeModel) reply(r llmtest.Request) llmtest.Reply {
 }
 
 // killMidDelegation runs `dsh run "delegate please"` and kills it with
-// SIGKILL while its child hangs in a model request; it returns the id of
-// the killed run's session.
+// SIGKILL while its child hangs in a model request (once the child's
+// record is on disk); it returns the id of the killed run's session.
 func killMidDelegation(t *testing.T, m *resumeModel, env []string, home, cwd string, extra ...string) string {
 	t.Helper()
+	// Orphans (a dsh acp child) are re-parented to this process, so that
+	// noneLeft sees them end.
+	if _, _, errno := syscall.RawSyscall(syscall.SYS_PRCTL, 36 /* PR_SET_CHILD_SUBREAPER */, 1, 0); errno != 0 {
+		t.Fatalf("prctl: %v", errno)
+	}
 	cmd := exec.Command(dshBinary, append(append([]string{"run", "--cwd", cwd}, extra...), "delegate please")...)
 	cmd.Env = env
 	var stderr lines
@@ -95,6 +124,7 @@ func killMidDelegation(t *testing.T, m *resumeModel, env []string, home, cwd str
 		cmd.Wait()
 		t.Fatalf("the child never reached its second request:\n%s", stderr.String())
 	}
+	waitRecorded(t, home)
 	cmd.Process.Kill()
 	cmd.Wait()
 	noneLeft(t)
@@ -110,18 +140,58 @@ func killMidDelegation(t *testing.T, m *resumeModel, env []string, home, cwd str
 	return root
 }
 
-// The issue's end-to-end check, for a spawn and a fork child: dsh run is
-// SIGKILLed mid-delegation; dsh run --resume <prefix> continues the
-// session, learns that its child was interrupted, messages it with
-// send_message, and the child — rebuilt in the new process from its log —
-// sees its earlier conversation in its model request.
+// waitRecorded waits until the stored child session under home that
+// holds the delegated task's turn is on disk.
+func waitRecorded(t *testing.T, home string) {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for time.Now().Before(deadline) {
+		b := jsonl.New(filepath.Join(home, "sessions"))
+		hs, _ := b.List()
+		for _, h := range hs {
+			if _, events, _, err := b.Read(h.ID); err == nil && h.ParentSession != "" {
+				for _, e := range events {
+					if e.Type == subagent.DescriptorType && strings.Contains(string(e.Data.(json.RawMessage)), `"continuable"`) {
+						return
+					}
+				}
+			}
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	t.Fatal("no continuable child was recorded")
+}
+
+// selfConfig delegates with subagent_isolated to this dsh over ACP.
+const selfConfig = `subagents:
+  providers:
+    - name: isolated
+      kind: acp
+      acp: {command: self}
+  tools:
+    - provider: isolated
+      toolName: subagent_isolated
+acp:
+  askPermission: []
+`
+
+// The issue's end-to-end check, for a spawn, a fork and a command: self
+// child: dsh run is SIGKILLed mid-delegation; dsh run --resume <prefix>
+// continues the session, learns that its child was interrupted, messages
+// it with send_message, and the child — rebuilt in the new process from its
+// log, or for the self child a new dsh acp loading its session — sees its
+// earlier conversation in its model request.
 func TestResumeAfterKillContinuesTheChild(t *testing.T) {
-	for _, tc := range []struct{ name, tool string }{{"spawn", "subagent"}, {"fork", "subagent_fork"}} {
+	for _, tc := range []struct{ name, tool, config string }{{"spawn", "subagent", ""}, {"fork", "subagent_fork", ""},
+		{"acp-self", "subagent_isolated", selfConfig}} {
 		t.Run(tc.name, func(t *testing.T) {
 			m := &resumeModel{tool: tc.tool, hung: make(chan struct{})}
 			srv := llmtest.NewServer(t, m.reply)
 			home, cwd := t.TempDir(), t.TempDir()
 			env := []string{"PATH=/usr/bin:/bin", "HOME=" + home, "DSH_HOME=" + home, "DEEPSEEK_API_KEY=sk-test", "DEEPSEEK_BASE_URL=" + srv.URL}
+			if tc.config != "" {
+				os.WriteFile(filepath.Join(home, "dsh.yaml"), []byte(tc.config), 0o600)
+			}
 			root := killMidDelegation(t, m, env, home, cwd)
 
 			cmd := exec.Command(dshBinary, "run", "--resume", root[:8], "talk to the child")
