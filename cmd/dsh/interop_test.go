@@ -96,7 +96,8 @@ func TestSelfHostedACPChild(t *testing.T) {
 			return llmtest.Reply{ToolCall: &llmtest.ToolCall{Name: "subagent_isolated",
 				Arguments: `{"description":"compute","prompt":"what is 6*7?"}`}}
 		}
-		return llmtest.Reply{Text: "the child said " + r.ToolResults[0]}
+		res := r.ToolResults[0]
+		return llmtest.Reply{Text: "the child said " + res[strings.LastIndex(res, "\n")+1:]} // after the line naming the child
 	})
 	home := t.TempDir()
 	cfg := filepath.Join(home, "dsh.yaml")
