@@ -37,8 +37,10 @@ type Config struct {
 	Args    []string `yaml:"args"`    // its arguments (default ["app-server"])
 	Cwd     string   `yaml:"cwd"`     // working directory override (default: the parent's)
 	Model   string   `yaml:"model"`   // thread model (default: Codex's configured one)
-	// CodexHome is the CODEX_HOME of every run, used as is. Empty means a
-	// fresh temporary directory per run, removed when the run is disposed.
+	// CodexHome is the CODEX_HOME of every run, used as is: Codex keeps
+	// its threads there, so that a continuable child continues its thread
+	// (thread/resume). Empty means a fresh temporary directory per run,
+	// removed when the run is disposed, and threads that cannot continue.
 	CodexHome string            `yaml:"codexHome"`
 	Env       map[string]string `yaml:"env"`     // explicit variables, layered on the scrubbed environment
 	PassEnv   []string          `yaml:"passEnv"` // parent variables kept despite scrubbing (e.g. OPENAI_API_KEY)
