@@ -66,8 +66,15 @@ type wireFilter struct {
 }
 
 // MarshalJSON implements json.Marshaler.
-func (d Descriptor) MarshalJSON() ([]byte, error) {
+func (d Descriptor) MarshalJSON() ([]byte, error) { return d.encode() }
+
+// encode is MarshalJSON without the compaction json.Marshal applies to a
+// Marshaler's output: a one-shot descriptor is written for every child.
+func (d Descriptor) encode() ([]byte, error) {
 	type plain Descriptor
+	if d.ToolFilter == nil {
+		return json.Marshal(plain(d))
+	}
 	w := struct {
 		plain
 		ToolFilter *wireFilter `json:"toolFilter,omitempty"`
@@ -253,7 +260,7 @@ func descriptorPayload(data any) ([]byte, bool) {
 // AppendDescriptor writes d to s as a model-hidden event.
 func AppendDescriptor(s *session.Session, d Descriptor) error {
 	d.Version = DescriptorVersion
-	raw, err := json.Marshal(d)
+	raw, err := d.encode()
 	if err != nil {
 		return fmt.Errorf("subagent descriptor: not losslessly JSON-serializable: %w", err)
 	}
