@@ -205,7 +205,7 @@ func TestResumeAfterKillContinuesTheChild(t *testing.T) {
 			if !strings.Contains(string(out), "the child said: resumed with my history") {
 				t.Errorf("stdout %q\nstderr %s\nchild requests %q", out, stderr.String(), m.childBodies)
 			}
-			if !strings.Contains(stderr.String(), "[1 children were interrupted") || !strings.Contains(stderr.String(), "[session "+root) {
+			if !strings.Contains(stderr.String(), "[1 child was interrupted") || !strings.Contains(stderr.String(), "[session "+root) {
 				t.Errorf("stderr %s", stderr.String())
 			}
 			if n := len(m.childBodies); n != 1 {

@@ -210,7 +210,9 @@ func (c *cli) runTurns(ctx context.Context, rt *dsh.Runtime, spec runSpec, texts
 	if root.Resume {
 		if n, err := rt.Subagents.ReportInterrupted(ctx, a); err != nil {
 			fmt.Fprintf(c.stderr, "dsh: warning: could not check the children of %s: %v\n", a.ID(), err)
-		} else if n > 0 {
+		} else if n == 1 {
+			fmt.Fprintln(c.stderr, "[1 child was interrupted when its process ended; the model is told]")
+		} else if n > 1 {
 			fmt.Fprintf(c.stderr, "[%d children were interrupted when their process ended; the model is told]\n", n)
 		}
 	}
