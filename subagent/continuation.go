@@ -303,6 +303,10 @@ func (s *Service) Followup(ctx context.Context, caller *agent.Agent, id string, 
 			return "", context.Cause(ctx)
 		}
 		c.mu.Lock()
+		if err := c.admissionOpenLocked(); err != nil {
+			c.mu.Unlock()
+			return "", err
+		}
 		if act := c.acts[id]; act != nil {
 			if act.closing { // S9: wait for its release, then resume it cold
 				c.mu.Unlock()

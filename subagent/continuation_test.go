@@ -836,3 +836,51 @@ func TestDrain(t *testing.T) {
 		t.Errorf("ends %+v", ends)
 	}
 }
+
+// T10, S11: a follow-up racing the service's drain is either refused
+// (DRAINING, and nothing of it reaches the child's log) or admitted, and
+// then enqueued before the drain cancels the child: its insertion is in the
+// child's log, which stays balanced. Several rounds race the two.
+func TestFollowupRacingDrain(t *testing.T) {
+	for round := range 8 {
+		w := newWorld(t, t.TempDir(), nil)
+		w.provider("spawn", false)
+		w.setReply(func(req *llm.Request, last string) scripted.Entry { return scripted.Hang("…") })
+		parent := w.newParent("")
+		acc := w.start(parent, "spawn", "work", subagent.ContinuableOptions{})
+		var wg sync.WaitGroup
+		ids := make(chan string, 1)
+		wg.Go(func() {
+			for range rand.IntN(50) {
+				runtime.Gosched()
+			}
+			id, err := w.svc.Followup(context.Background(), parent, acc.ChildID, []content.Block{content.Text("late")})
+			if err != nil && !errors.Is(err, subagent.ErrDraining) {
+				t.Errorf("round %d: follow-up: %v", round, err)
+			}
+			ids <- id
+		})
+		if err := w.svc.Drain(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		wg.Wait()
+		id := <-ids
+		_, events, err := w.store.Read(acc.ChildID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := session.CheckBalanced(events); err != nil {
+			t.Errorf("round %d: %v", round, err)
+		}
+		inserted := false
+		for _, e := range events {
+			if sp, ok := e.Data.(session.InboxSpliced); ok && slices.ContainsFunc(sp.Inserted, func(m content.Message) bool { return m.ID == id }) {
+				inserted = true
+			}
+		}
+		if (id != "") != inserted {
+			t.Errorf("round %d: accepted %q, in the log %v", round, id, inserted)
+		}
+		w.close()
+	}
+}

@@ -311,3 +311,41 @@ func TestRenderAgents(t *testing.T) {
 		t.Errorf("empty: %q", got)
 	}
 }
+
+// A foreground continuable call whose turn is cancelled interrupts the
+// child: its turn ends aborted, the call returns an aborted error result
+// naming the child, no notice follows and nothing is left running; the
+// child can be messaged later.
+func TestCancelledForegroundCallInterruptsTheChild(t *testing.T) {
+	hung := make(chan struct{}, 1)
+	e := newCEnv(t, nil, func(in turnInput) scripted.Entry {
+		switch {
+		case in.child && in.text == "hang":
+			hung <- struct{}{}
+			return scripted.Hang("thinking")
+		case in.text == "go":
+			return scripted.ToolCalls("", call("subagent", `{"description":"slow","prompt":"hang"}`))
+		}
+		return scripted.Text("ok")
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() {
+		<-hung
+		cancel()
+	}()
+	end, err := e.agent.Run(ctx, content.UserText("go"))
+	if err != nil || end.Reason.Kind != session.EndAborted {
+		t.Fatalf("turn %+v %v", end, err)
+	}
+	e.settle()
+	res := results(e.agent)
+	if len(res) != 1 || res[0].Error == nil || !strings.Contains(resultText(res[0]), "cancelled") || !childIDPattern.MatchString(resultText(res[0])) {
+		t.Fatalf("results %+v", res)
+	}
+	if n := len(userTexts(e.agent, subagent.FormSettled)); n != 0 {
+		t.Errorf("%d notices after a foreground call", n)
+	}
+	if n := len(e.rt.Agents.List()); n != 1 {
+		t.Errorf("%d agents left", n)
+	}
+}
