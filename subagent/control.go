@@ -113,8 +113,9 @@ func (s *Service) Residency(id string) Residency {
 
 // Working reports whether some continuable child below the agent
 // parentID, at any depth, is still working here: running a turn, or
-// settling (its notice not yet delivered). An activation parked by an
-// interrupt, or waiting idle for its own children, is not working itself.
+// settling (idle with nothing queued and no children: its notice is on its
+// way). An activation parked by an interrupt, or waiting idle for its own
+// children, is not working itself.
 func (s *Service) Working(parentID string) bool {
 	c, err := s.continuation()
 	if err != nil {
@@ -123,7 +124,8 @@ func (s *Service) Working(parentID string) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for _, act := range c.acts {
-		if !act.closing && !act.child.busy() {
+		settling := act.closing || (act.child.queued() == 0 && len(act.owned) == 0)
+		if !settling && !act.child.busy() {
 			continue
 		}
 		if c.descends(act, parentID) {

@@ -97,20 +97,25 @@ func (l *localChild) result() Result                    { return epochResult(l.a
 
 // epochResult is how an epoch ended, from its own events: the last turn's
 // end (a turn crash repair closed counts as aborted), the final output of
-// the epoch (none for an epoch that opened no turn), and its usage.
+// the epoch (none for an epoch that opened no turn), and its usage. Work
+// accepted into the inbox that never ran (dropped by an interrupt's
+// teardown or a disposal) makes a completed epoch aborted.
 func epochResult(own []session.Event) Result {
 	res := Result{StopReason: Completed, Output: FinalOutput(own), Usage: UsageFromEvents(own)}
-	dropped := false
+	unrun := map[string]bool{}
 	for _, e := range own {
 		switch d := e.Data.(type) {
 		case session.TurnEnd:
 			res.StopReason, res.Diagnostic = turnStop(d)
-			dropped = false
 		case session.InboxSpliced:
-			dropped = dropped || len(d.Removed) > 0
+			for _, m := range d.Inserted {
+				unrun[m.ID] = true
+			}
+		case content.Message:
+			delete(unrun, d.ID)
 		}
 	}
-	if dropped && res.StopReason == Completed { // accepted work was cancelled unrun
+	if len(unrun) > 0 && res.StopReason == Completed {
 		res.StopReason = Aborted
 	}
 	return res
