@@ -37,7 +37,6 @@ type world struct {
 	tools  *tool.Registry
 	agents *agent.Registry
 	svc    *subagent.Service
-	parent *agent.Agent
 
 	mu       sync.Mutex
 	requests []*llm.Request // every model request, in arrival order
@@ -297,6 +296,13 @@ func TestContinuableChildSettlesAndResumesCold(t *testing.T) {
 	if n := len(notices(parent, subagent.FormSettled)); n != 2 {
 		t.Errorf("%d notices after the follow-up, want 2", n)
 	}
+	// D10-D12: one subagent/start and one subagent/end per epoch, paired.
+	w.mu.Lock()
+	if len(w.started) != 2 || len(w.ended) != 2 || w.started[0].RunID != w.ended[0].RunID || w.started[1].RunID != w.ended[1].RunID ||
+		w.started[0].RunID == w.started[1].RunID || w.started[1].ChildID != acc.ChildID {
+		t.Errorf("starts %+v, ends %+v", w.started, w.ended)
+	}
+	w.mu.Unlock()
 	relayed := false
 	for _, e := range events {
 		if m, ok := e.Data.(content.Message); ok && m.Source.Form == subagent.FormRelay && m.Source.Sender == parent.ID() {

@@ -22,6 +22,12 @@ const (
 // MountControl registers send_message, interrupt_agent and list_agents,
 // and gives every continuable child created or rebuilt from now on a
 // report tool of its own. The disposer removes them all.
+//
+// Unlike the reference, report's guidance is in its description and the
+// child's first message, not a prompt section of the child: the child's
+// system prompt stays its parent's, byte for byte, so that its first
+// request reuses the parent's cached prefix; the child-only tool comes
+// after the shared ones.
 func MountControl(deps Deps) (dispose func(), err error) {
 	var undo []func()
 	dispose = func() {
