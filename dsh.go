@@ -67,6 +67,7 @@ func New(opts Options) (*Runtime, error) {
 	rt.Agents = agent.NewRegistry(agent.Deps{Sessions: rt.Sessions, LLM: rt.LLM, Tools: rt.Tools, Prompt: rt.Prompt,
 		Events: bus, Log: log, Hooks: opts.Hooks})
 	rt.Subagents = subagent.NewService(bus, log)
+	rt.Subagents.ServeContinuation(rt.Agents, rt.Sessions)
 	rt.Tasks = task.New(bus, log, opts.MaxTasksPerOwner)
 	if _, err := rt.Prompt.Section(prompt.Section{Name: prompt.IdentitySection, Order: prompt.IdentityOrder, Text: Identity}); err != nil {
 		return nil, err
@@ -89,11 +90,12 @@ func (rt *Runtime) OnClose(fn func(ctx context.Context) error) {
 	rt.closers = append(rt.closers, fn)
 }
 
-// Close disposes every agent (which cancels their tasks and children and
-// flushes their sessions), then stops any task left, then runs the OnClose
-// functions.
+// Close tears down the resident continuable children (their logs stay, to
+// be continued later), disposes every agent (which cancels their tasks and
+// children and flushes their sessions), stops any task left, then runs the
+// OnClose functions.
 func (rt *Runtime) Close(ctx context.Context) error {
-	errs := []error{rt.Agents.DisposeAll(ctx), rt.Tasks.Close(ctx)}
+	errs := []error{rt.Subagents.Drain(ctx), rt.Agents.DisposeAll(ctx), rt.Tasks.Close(ctx)}
 	rt.mu.Lock()
 	closers := rt.closers
 	rt.closers = nil

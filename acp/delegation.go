@@ -36,6 +36,9 @@ func (s *server) createOptions(id acpsdk.SessionId, cwd string, meta map[string]
 		}
 		if m.ParentSession != "" {
 			co.ParentSession, co.Origin = m.ParentSession, session.OriginSubagent
+			if d, ok, err := subagent.ParseDescriptor(m.Descriptor); ok && err == nil {
+				co.Setup = func(a *agent.Agent) error { return subagent.AppendDescriptor(a.Session(), d) }
+			}
 		}
 		co.DelegationDepth = max(m.Depth, 0)
 		opts.SubagentDepth = max(opts.SubagentDepth, co.DelegationDepth)

@@ -52,6 +52,9 @@ type Options struct {
 	// DefaultMaxFrame, at most just under the SDK's 10 MiB); a longer one
 	// is answered with an error and the connection goes on.
 	MaxFrame int
+	// Sessions, when set, serves session/list (session/load needs only
+	// Agents, whose store holds the sessions).
+	Sessions *session.Store
 	// Version is reported in agentInfo.
 	Version string
 	Log     *slog.Logger
@@ -165,6 +168,83 @@ func (ss *acpSession) dispose() error {
 
 var _ acpsdk.Agent = (*server)(nil)
 
+// open creates the agent of a new or a loaded session, holding a place
+// under MaxSessions meanwhile, with the client's MCP servers attached to its
+// tree, and registers it. loaded, when set, checks the loaded agent and
+// replays its conversation through the session's updater before the
+// session follows the agent; an error from it disposes the agent.
+func (s *server) open(ctx context.Context, co agent.CreateOptions, cwd string, servers []acpsdk.McpServer,
+	loaded func(*agent.Agent, *updater) error) error {
+	s.mu.Lock()
+	if n := len(s.sessions) + s.creating; n >= s.opts.MaxSessions {
+		s.mu.Unlock()
+		return acpsdk.NewInvalidRequest(fmt.Sprintf("this connection already holds %d sessions, the limit; close one with session/close", n))
+	}
+	s.creating++
+	s.mu.Unlock()
+	id := acpsdk.SessionId(co.SessionID)
+	u := newUpdater(s.connection(), id, s.opts.Log)
+	var a *agent.Agent
+	mcp, err := s.sessionMCP(ctx, cwd, servers)
+	if err == nil {
+		if mcp != nil {
+			co.Setup = chainSetup(co.Setup, mcp.attach)
+		}
+		if a, err = s.opts.Agents.Create(ctx, co); err != nil {
+			if mcp != nil {
+				mcp.set.Close(context.Background())
+			}
+			err = createError(id, err)
+		} else if loaded != nil {
+			if err = loaded(a, u); err != nil {
+				a.Dispose(context.Background())
+			}
+		}
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.creating--
+	switch {
+	case err != nil:
+		return err
+	case s.closed:
+		a.Dispose(context.Background())
+		return acpsdk.NewInternalError("the server is shutting down")
+	}
+	ss := &acpSession{id: id, agent: a, updates: u}
+	ss.stop = a.Session().Observe(u.event)
+	s.sessions[id] = ss
+	return nil
+}
+
+// checkWorkspace checks a session's working directory (absolute, an
+// existing directory) and refuses additional directories.
+func checkWorkspace(cwd string, additional []string) error {
+	if !filepath.IsAbs(cwd) {
+		return acpsdk.NewInvalidParams(fmt.Sprintf("cwd must be an absolute path, got %q", cwd))
+	}
+	if fi, err := os.Stat(cwd); err != nil || !fi.IsDir() {
+		return acpsdk.NewInvalidParams(fmt.Sprintf("cwd %q is not an existing directory", cwd))
+	}
+	if len(additional) > 0 {
+		return acpsdk.NewInvalidParams("additional directories are not supported")
+	}
+	return nil
+}
+
+// chainSetup runs a, then b.
+func chainSetup(a, b func(*agent.Agent) error) func(*agent.Agent) error {
+	if a == nil {
+		return b
+	}
+	return func(ag *agent.Agent) error {
+		if err := a(ag); err != nil {
+			return err
+		}
+		return b(ag)
+	}
+}
+
 func (s *server) close() error {
 	s.mu.Lock()
 	s.closed = true
@@ -184,16 +264,20 @@ func (s *server) close() error {
 }
 
 // Initialize implements acpsdk.Agent: protocol version 1, text and
-// resource-link prompts, session/close, MCP servers over stdio, HTTP and
-// SSE.
+// resource-link prompts, session/load and session/close, session/list when
+// the server has the store, and MCP servers over stdio, HTTP and SSE.
 func (s *server) Initialize(ctx context.Context, p acpsdk.InitializeRequest) (acpsdk.InitializeResponse, error) {
+	caps := acpsdk.AgentCapabilities{LoadSession: true,
+		SessionCapabilities: acpsdk.SessionCapabilities{Close: &acpsdk.SessionCloseCapabilities{}},
+		McpCapabilities:     acpsdk.McpCapabilities{Http: true, Sse: true}}
+	if s.opts.Sessions != nil {
+		caps.SessionCapabilities.List = &acpsdk.SessionListCapabilities{}
+	}
 	return acpsdk.InitializeResponse{
-		ProtocolVersion: acpsdk.ProtocolVersionNumber,
-		AgentCapabilities: acpsdk.AgentCapabilities{LoadSession: false,
-			SessionCapabilities: acpsdk.SessionCapabilities{Close: &acpsdk.SessionCloseCapabilities{}},
-			McpCapabilities:     acpsdk.McpCapabilities{Http: true, Sse: true}},
-		AgentInfo:   &acpsdk.Implementation{Name: "dsh", Version: cmpOr(s.opts.Version, "dev")},
-		AuthMethods: []acpsdk.AuthMethod{},
+		ProtocolVersion:   acpsdk.ProtocolVersionNumber,
+		AgentCapabilities: caps,
+		AgentInfo:         &acpsdk.Implementation{Name: "dsh", Version: cmpOr(s.opts.Version, "dev")},
+		AuthMethods:       []acpsdk.AuthMethod{},
 	}, nil
 }
 
@@ -212,51 +296,13 @@ func (s *server) Authenticate(ctx context.Context, p acpsdk.AuthenticateRequest)
 // NewSession implements acpsdk.Agent: it creates a dsh agent working in
 // cwd, within MaxSessions.
 func (s *server) NewSession(ctx context.Context, p acpsdk.NewSessionRequest) (acpsdk.NewSessionResponse, error) {
-	if !filepath.IsAbs(p.Cwd) {
-		return acpsdk.NewSessionResponse{}, acpsdk.NewInvalidParams(fmt.Sprintf("cwd must be an absolute path, got %q", p.Cwd))
-	}
-	if fi, err := os.Stat(p.Cwd); err != nil || !fi.IsDir() {
-		return acpsdk.NewSessionResponse{}, acpsdk.NewInvalidParams(fmt.Sprintf("cwd %q is not an existing directory", p.Cwd))
-	}
-	if len(p.AdditionalDirectories) > 0 {
-		return acpsdk.NewSessionResponse{}, acpsdk.NewInvalidParams("additional directories are not supported")
-	}
-	s.mu.Lock()
-	if n := len(s.sessions) + s.creating; n >= s.opts.MaxSessions {
-		s.mu.Unlock()
-		return acpsdk.NewSessionResponse{}, acpsdk.NewInvalidRequest(fmt.Sprintf(
-			"this connection already holds %d sessions, the limit; close one with session/close", n))
-	}
-	s.creating++
-	s.mu.Unlock()
-	id := acpsdk.SessionId(uuid.NewString())
-	co := s.createOptions(id, p.Cwd, p.Meta)
-	var a *agent.Agent
-	mcp, err := s.sessionMCP(ctx, p.Cwd, p.McpServers)
-	if err == nil {
-		if mcp != nil {
-			co.Setup = mcp.attach
-		}
-		if a, err = s.opts.Agents.Create(ctx, co); err != nil {
-			if mcp != nil {
-				mcp.set.Close(context.Background())
-			}
-			err = acpsdk.NewInternalError(err.Error())
-		}
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.creating--
-	switch {
-	case err != nil:
+	if err := checkWorkspace(p.Cwd, p.AdditionalDirectories); err != nil {
 		return acpsdk.NewSessionResponse{}, err
-	case s.closed:
-		a.Dispose(context.Background())
-		return acpsdk.NewSessionResponse{}, acpsdk.NewInternalError("the server is shutting down")
 	}
-	ss := &acpSession{id: id, agent: a, updates: newUpdater(s.connection(), id, s.opts.Log)}
-	ss.stop = a.Session().Observe(ss.updates.event)
-	s.sessions[id] = ss
+	id := acpsdk.SessionId(uuid.NewString())
+	if err := s.open(ctx, s.createOptions(id, p.Cwd, p.Meta), p.Cwd, p.McpServers, nil); err != nil {
+		return acpsdk.NewSessionResponse{}, err
+	}
 	return acpsdk.NewSessionResponse{SessionId: id}, nil
 }
 
@@ -425,11 +471,12 @@ func (s *server) CloseSession(ctx context.Context, p acpsdk.CloseSessionRequest)
 	return acpsdk.CloseSessionResponse{}, nil
 }
 
-// The remaining methods are optional and unsupported.
-
-func (s *server) ListSessions(context.Context, acpsdk.ListSessionsRequest) (acpsdk.ListSessionsResponse, error) {
-	return acpsdk.ListSessionsResponse{}, acpsdk.NewMethodNotFound("session/list")
+// ListSessions implements acpsdk.Agent.
+func (s *server) ListSessions(_ context.Context, p acpsdk.ListSessionsRequest) (acpsdk.ListSessionsResponse, error) {
+	return s.listSessions(p)
 }
+
+// The remaining methods are optional and unsupported.
 
 func (s *server) ResumeSession(context.Context, acpsdk.ResumeSessionRequest) (acpsdk.ResumeSessionResponse, error) {
 	return acpsdk.ResumeSessionResponse{}, acpsdk.NewMethodNotFound("session/resume")

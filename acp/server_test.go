@@ -193,7 +193,7 @@ func TestInitializeIsHonest(t *testing.T) {
 	rec := &recorder{}
 	conn, _ := serve(t, rec)
 	resp, err := conn.Initialize(context.Background(), acpsdk.InitializeRequest{ProtocolVersion: acpsdk.ProtocolVersionNumber})
-	if err != nil || resp.ProtocolVersion != 1 || resp.AgentCapabilities.LoadSession || resp.AgentCapabilities.PromptCapabilities.Image ||
+	if err != nil || resp.ProtocolVersion != 1 || !resp.AgentCapabilities.LoadSession || resp.AgentCapabilities.PromptCapabilities.Image ||
 		resp.AgentInfo == nil || resp.AgentInfo.Name != "dsh" {
 		t.Fatalf("initialize = %+v, %v", resp, err)
 	}

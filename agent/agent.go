@@ -166,6 +166,11 @@ type CreateOptions struct {
 	// register scoped tools, prompt sections and restrictions. An error
 	// rolls everything back.
 	Setup func(a *Agent) error
+	// Resume continues the stored session SessionID (see
+	// session.Store.PrepareLoad: an interrupted last turn is closed) instead
+	// of creating one; Cwd, ParentSession, Origin, DelegationDepth and Seed
+	// come from the stored header and log, and must be unset.
+	Resume bool
 }
 
 // Create builds an agent and publishes it. ctx governs creation only: if it
@@ -183,23 +188,23 @@ func (r *Registry) Create(ctx context.Context, opts CreateOptions) (*Agent, erro
 	if opts.Owner != nil && opts.Owner.isDisposed() {
 		return nil, &Error{Code: CodeDisposed, Msg: "owner agent " + opts.Owner.ID() + " is disposed"}
 	}
-	if opts.SessionID == "" {
-		opts.SessionID = uuid.NewString()
-	}
-	s, err := r.deps.Sessions.Prepare(session.CreateOptions{ID: opts.SessionID, Cwd: opts.Cwd,
-		ParentSession: opts.ParentSession, Origin: opts.Origin, DelegationDepth: opts.DelegationDepth, Seed: opts.Seed})
+	s, err := r.prepare(ctx, opts)
 	if err != nil {
 		return nil, err
 	}
 	a := newAgent(r, s, opts)
+	fail := func() {
+		a.unwind()
+		r.deps.Sessions.Abandon(s)
+	}
 	if opts.Setup != nil {
 		if err := opts.Setup(a); err != nil {
-			a.unwind()
+			fail()
 			return nil, &Error{Code: CodeSetup, Msg: "setup of agent " + a.id, Err: err}
 		}
 	}
 	if err := ctx.Err(); err != nil {
-		a.unwind()
+		fail()
 		return nil, context.Cause(ctx)
 	}
 	detach, err := r.deps.Sessions.Enter(s)
@@ -225,6 +230,19 @@ func (r *Registry) Create(ctx context.Context, opts CreateOptions) (*Agent, erro
 	}
 	r.deps.Events.Emit(Created{Agent: a})
 	return a, nil
+}
+
+// prepare makes the unpublished session of a new agent: a fresh one, or the
+// stored one it resumes.
+func (r *Registry) prepare(ctx context.Context, opts CreateOptions) (*session.Session, error) {
+	if !opts.Resume {
+		return r.deps.Sessions.Prepare(session.CreateOptions{ID: cmp.Or(opts.SessionID, uuid.NewString()), Cwd: opts.Cwd,
+			ParentSession: opts.ParentSession, Origin: opts.Origin, DelegationDepth: opts.DelegationDepth, Seed: opts.Seed})
+	}
+	if opts.SessionID == "" || opts.Cwd != "" || opts.ParentSession != "" || opts.Origin != "" || opts.DelegationDepth != 0 || opts.Seed != nil {
+		return nil, &Error{Code: CodeInvalidOptions, Msg: "resume takes a session id, and its header from the stored session"}
+	}
+	return r.deps.Sessions.PrepareLoad(ctx, opts.SessionID)
 }
 
 // Get returns a live agent.
@@ -318,6 +336,7 @@ type Agent struct {
 	idle       chan struct{} // made by a WaitIdle waiter, closed when the driver goes idle
 	cancelTurn context.CancelCauseFunc
 	turnMsgID  string // the next-turn message the running turn claimed
+	parked     bool   // a Cancel kept the inbox: no turn starts until a waking send
 	disposed   bool
 	seq        uint64              // creation order in the registry
 	owned      map[*Agent]struct{} // live agents this one created
@@ -419,6 +438,14 @@ func (a *Agent) Status() Status {
 		return StatusRunning
 	}
 	return StatusIdle
+}
+
+// Queued returns how many messages wait in the inbox: claimed by no turn
+// yet.
+func (a *Agent) Queued() int {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return len(a.inbox.turn) + len(a.inbox.step)
 }
 
 // OnDispose registers fn to run when the agent is disposed, after its driver
@@ -546,6 +573,7 @@ func (a *Agent) driveHere(until func() bool) {
 // the caller then starts, and reports whether it did.
 func (a *Agent) becomeDriver() bool {
 	a.mu.Lock()
+	a.parked = false
 	start := !a.running && !a.disposed && !a.inbox.empty()
 	if start {
 		a.startDriver()
@@ -561,8 +589,10 @@ func (a *Agent) becomeDriver() bool {
 // the message while it is still queued. Other turns are unaffected.
 func (a *Agent) CancelMessage(msgID string, cause session.Cause) { a.cancelItem(msgID, cause) }
 
-// Cancel aborts the running turn with cause and clears the inbox (unless
-// keepInbox). It is a no-op when the agent is idle.
+// Cancel aborts the running turn with cause and clears the inbox, or, with
+// keepInbox, parks it: what is queued stays, and no turn takes it until a
+// waking send (Followup, Steer, Submit) or Wake. It is a no-op when the
+// agent is idle.
 func (a *Agent) Cancel(cause session.Cause, keepInbox bool) {
 	a.mu.Lock()
 	if !a.running {
@@ -570,7 +600,9 @@ func (a *Agent) Cancel(cause session.Cause, keepInbox bool) {
 		return
 	}
 	var dropped []item
-	if !keepInbox {
+	if keepInbox {
+		a.parked = true
+	} else {
 		dropped = a.inbox.clear()
 	}
 	cancel := a.cancelTurn
@@ -705,6 +737,9 @@ func (a *Agent) send(msg content.Message, target string, wake bool, onEnd func(s
 	// the insertion before the turn that consumes it.
 	a.session.Append(session.TypeInboxSpliced, session.InboxSpliced{Target: target, Inserted: []content.Message{msg}})
 	a.inbox.push(item{msg: msg, target: target, onEnd: onEnd})
+	if wake {
+		a.parked = false
+	}
 	start := wake && !a.running
 	if start {
 		a.startDriver()

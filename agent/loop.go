@@ -20,7 +20,7 @@ import (
 func (a *Agent) drive(until func() bool) {
 	for {
 		a.mu.Lock()
-		if a.inbox.empty() || a.disposed {
+		if a.inbox.empty() || a.disposed || a.parked {
 			a.running = false
 			a.cancelTurn = nil
 			if a.idle != nil {

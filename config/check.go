@@ -13,6 +13,7 @@ import (
 
 	"github.com/dsh-go/dsh/mcptool"
 	"github.com/dsh-go/dsh/permission"
+	"github.com/dsh-go/dsh/subagent/subagenttool"
 	"github.com/dsh-go/dsh/task"
 	"github.com/dsh-go/dsh/tool"
 	"github.com/dsh-go/dsh/tool/builtin"
@@ -174,6 +175,7 @@ func (cfg Config) knownTools() []string {
 		for _, t := range cfg.Subagents.Tools {
 			names = append(names, toolNameOf(t.ToolName))
 		}
+		names = append(names, subagenttool.ToolSendMessage, subagenttool.ToolInterrupt, subagenttool.ToolListAgents, subagenttool.ToolReport)
 	}
 	slices.Sort(names)
 	return names

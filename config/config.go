@@ -238,6 +238,10 @@ type Subagents struct {
 	// MaxLiveChildren caps the children one delegation tree may have alive
 	// at once (default DefaultMaxLiveChildren; negative: no cap).
 	MaxLiveChildren int `yaml:"maxLiveChildren"`
+	// ControlTools mounts send_message, interrupt_agent, list_agents and
+	// the children's report tool when some tool instance starts
+	// continuable children (default true).
+	ControlTools *bool `yaml:"controlTools"`
 }
 
 // DefaultMaxLiveChildren is subagents.maxLiveChildren when unset.

@@ -48,9 +48,17 @@ func (cfg Config) mountSubagents(rt *dsh.Runtime, getenv func(string) string) er
 	if err != nil {
 		return err
 	}
+	deps := subagenttool.Deps{Subagents: rt.Subagents, Tools: rt.Tools, Tasks: rt.Tasks, Events: rt.Events, Log: rt.Log,
+		OutputLimit: cfg.Tools.OutputLimit, Types: types, Worktrees: worktrees}
+	continuable := false
 	for _, t := range cfg.Subagents.Tools {
-		if _, err := subagenttool.Mount(subagenttool.Deps{Subagents: rt.Subagents, Tools: rt.Tools, Tasks: rt.Tasks,
-			Events: rt.Events, Log: rt.Log, OutputLimit: cfg.Tools.OutputLimit, Types: types, Worktrees: worktrees}, t); err != nil {
+		if _, err := subagenttool.Mount(deps, t); err != nil {
+			return err
+		}
+		continuable = continuable || ((t.Continuable == nil || *t.Continuable) && rt.Subagents.CanContinue(t.Provider))
+	}
+	if continuable && (cfg.Subagents.ControlTools == nil || *cfg.Subagents.ControlTools) {
+		if _, err := subagenttool.MountControl(deps); err != nil {
 			return err
 		}
 	}

@@ -151,6 +151,9 @@ type Source struct {
 	Provider string     `json:"provider,omitempty"` // model source
 	Model    string     `json:"model,omitempty"`    // model source
 	CallID   string     `json:"callId,omitempty"`   // tool source
+	// Sender is the session a relayed message comes from (plugin source:
+	// a subagent's report or settlement notice, a parent's send_message).
+	Sender string `json:"sender,omitempty"`
 }
 
 // Message is an immutable conversation message. Tool results travel as

@@ -158,7 +158,7 @@ func isSurface(t string) bool {
 // as raw JSON: a loader accepts them even though it has no struct for them.
 var knownRaw = map[string]bool{
 	"todo/write": true, "request/context": true, "llm/retry-started": true,
-	"subagent/descriptor": true, "session/title": true, "sandbox/mode": true,
+	"subagent/descriptor": true, "subagent/usage": true, "session/title": true, "sandbox/mode": true,
 	"approval/policy": true, "approval/asked": true, "approval/decided": true,
 }
 

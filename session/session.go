@@ -114,6 +114,9 @@ type Session struct {
 	ioMu      sync.Mutex // orders persister writes
 	persister Persister
 	writeErr  error
+
+	loaded    Persister // PrepareLoad's persister, until Enter or Abandon
+	loadedLen int       // the events loaded holds
 }
 
 type observer struct{ fn func(Event) }

@@ -34,6 +34,12 @@ type Backend interface {
 	List() ([]Header, error)
 }
 
+// Durable is a Backend that can say whether its sessions outlive the
+// process (a file store does; the memory store does not).
+type Durable interface {
+	Durable() bool
+}
+
 // Reader is a Backend that can read a stored session without writing to
 // it: a reader never repairs, truncates or locks out a file, and learns
 // whether a live writer (in any process) holds the session.
@@ -112,20 +118,34 @@ func (st *Store) Prepare(opts CreateOptions) (*Session, error) {
 // persister is attached (seeded events are written with the first batch) and
 // session/created is announced. The returned detach flushes and closes it.
 // A parent session live in this store is flushed first, so that a child is
-// never stored without its parent.
+// never stored without its parent. A session from PrepareLoad keeps its
+// stored log and writer; the closers of its interrupted turn are written
+// at once.
 func (st *Store) Enter(s *Session) (detach func() error, err error) {
 	if parent, ok := st.Get(s.header.ParentSession); ok {
 		parent.Flush() // a write error is the parent's to report
 	}
-	p, err := st.backend.Create(s.header)
-	if err != nil {
-		return nil, fmt.Errorf("session %s: %w", s.header.ID, err)
+	s.mu.Lock()
+	p, stored := s.loaded, s.loadedLen
+	s.loaded = nil
+	s.mu.Unlock()
+	if p == nil {
+		if p, err = st.backend.Create(s.header); err != nil {
+			return nil, fmt.Errorf("session %s: %w", s.header.ID, err)
+		}
 	}
-	if err := st.enter(s, p, 0); err != nil {
+	if err := st.enter(s, p, stored); err != nil {
 		p.Close()
 		return nil, err
 	}
-	return st.detacher(s), nil
+	detach = st.detacher(s)
+	if stored > 0 { // a loaded session: persist what closed its interrupted turn
+		if err := s.Flush(); err != nil {
+			detach()
+			return nil, err
+		}
+	}
+	return detach, nil
 }
 
 // enter makes s live with persister p, which already holds the events
@@ -180,29 +200,61 @@ func (st *Store) Create(opts CreateOptions) (*Session, func() error, error) {
 // Load reads a stored session, closes an interrupted last turn (the closers
 // are persisted), and makes it live.
 func (st *Store) Load(ctx context.Context, id string) (*Session, func() error, error) {
-	if err := ctx.Err(); err != nil {
+	s, err := st.PrepareLoad(ctx, id)
+	if err != nil {
 		return nil, nil, err
+	}
+	detach, err := st.Enter(s)
+	if err != nil {
+		return nil, nil, err
+	}
+	return s, detach, nil
+}
+
+// PrepareLoad reads a stored session for a writer, as Load does, and closes
+// an interrupted last turn, but leaves the session unpublished, like
+// Prepare: Enter makes it live (persisting the closers, and writing no new
+// header), Abandon gives it up. Until then the backend's writer lock is
+// held: a second writer is refused (CodeBusy).
+func (st *Store) PrepareLoad(ctx context.Context, id string) (*Session, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if _, live := st.Get(id); live {
+		return nil, errorf(CodeExists, "session %s is already live", id)
 	}
 	h, events, p, err := st.backend.Load(id)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	extra, err := closers(events)
 	if err != nil {
 		p.Close()
-		return nil, nil, errorf(CodeCorrupt, "session %s: %v", id, err)
+		return nil, errorf(CodeCorrupt, "session %s: %v", id, err)
 	}
 	s := newSession(h, append(events, extra...))
-	if err := st.enter(s, p, len(events)); err != nil {
+	s.loaded, s.loadedLen = p, len(events)
+	return s, nil
+}
+
+// Abandon releases a session that PrepareLoad read and that will not be
+// entered. It is a no-op for any other session.
+func (st *Store) Abandon(s *Session) {
+	s.mu.Lock()
+	p := s.loaded
+	s.loaded = nil
+	s.mu.Unlock()
+	if p != nil {
 		p.Close()
-		return nil, nil, err
 	}
-	detach := st.detacher(s)
-	if err := s.Flush(); err != nil {
-		detach()
-		return nil, nil, err
-	}
-	return s, detach, nil
+}
+
+// Durable reports whether the store's sessions outlive the process: its
+// backend is a Durable one that says so. Continuing a conversation in a
+// later process needs it.
+func (st *Store) Durable() bool {
+	d, ok := st.backend.(Durable)
+	return ok && d.Durable()
 }
 
 // Read returns a session's header and events without writing anything. A

@@ -18,6 +18,18 @@ const (
 	CodeInvalidRequest         Code = "INVALID_REQUEST"
 	CodeAbortedBeforeReadiness Code = "ABORTED_BEFORE_READY"
 	CodeLimitReached           Code = "LIMIT_REACHED" // the tree has as many live children as it may
+
+	// The codes of continuable children.
+	CodeContinuationUnavailable Code = "CONTINUATION_UNAVAILABLE" // the service was given no agents to continue children with
+	CodePersistenceUnavailable  Code = "PERSISTENCE_UNAVAILABLE"  // sessions do not outlive the process
+	CodeDuplicateChild          Code = "DUPLICATE_CHILD"          // a reserved child id is live or stored
+	CodeNotResumable            Code = "NOT_RESUMABLE"            // unknown or unreadable child, no continuable descriptor, or rebuild failure
+	CodeUnauthorized            Code = "UNAUTHORIZED"             // the caller is not the child's live direct parent (or ancestor)
+	CodeDraining                Code = "DRAINING"                 // the service is tearing continuable children down
+	CodeActivationClosing       Code = "ACTIVATION_CLOSING"       // the target's or parent's teardown began
+	CodeTeardownFailed          Code = "ACTIVATION_TEARDOWN_FAILED"
+	CodeParentUnavailable       Code = "PARENT_UNAVAILABLE" // a report's parent is not live
+	CodeCancelled               Code = "CANCELLED"          // a listing's ctx ended
 )
 
 // Capability names, as UNSUPPORTED_CAPABILITY errors report them.
@@ -72,7 +84,18 @@ var (
 	ErrInvalidRequest        = &Error{Code: CodeInvalidRequest}
 	ErrAbortedBeforeReady    = &Error{Code: CodeAbortedBeforeReadiness}
 	ErrLimitReached          = &Error{Code: CodeLimitReached}
+	ErrNotResumable          = &Error{Code: CodeNotResumable}
+	ErrUnauthorized          = &Error{Code: CodeUnauthorized}
+	ErrDraining              = &Error{Code: CodeDraining}
+	ErrPersistence           = &Error{Code: CodePersistenceUnavailable}
+	ErrDuplicateChild        = &Error{Code: CodeDuplicateChild}
+	ErrActivationClosing     = &Error{Code: CodeActivationClosing}
+	ErrParentUnavailable     = &Error{Code: CodeParentUnavailable}
 )
+
+func errorf(code Code, format string, args ...any) *Error {
+	return &Error{Code: code, Msg: fmt.Sprintf(format, args...)}
+}
 
 func invalid(format string, args ...any) *Error {
 	return &Error{Code: CodeInvalidRequest, Msg: fmt.Sprintf(format, args...)}

@@ -27,6 +27,7 @@ type Service struct {
 
 	maxLive int                  // live children a tree may have; 0: unbounded
 	live    map[*agent.Agent]int // live children per root agent; guarded by mu
+	cont    *continuation        // continuable children; nil until ServeContinuation
 }
 
 // LimitLiveChildren caps the children that one delegation tree (a root
@@ -193,6 +194,7 @@ func (a *Admission) Start(ctx context.Context) (Run, error) {
 	t := &tracker{svc: s, parent: req.Parent, info: RunInfo{RunID: fmt.Sprintf("run-%d", s.lastRun.Add(1)), Provider: name,
 		ParentID: req.Parent.ID(), Label: req.Label}, ended: make(chan struct{}), after: []func(){a.release}}
 	req.Progress = t.progress
+	req.Descriptor = &Descriptor{Version: DescriptorVersion, Mode: OneShot, Provider: name, Label: req.Label}
 	run, err := p.Start(ctx, req)
 	if err != nil {
 		t.abandon()
@@ -415,20 +417,23 @@ func wrap(r *tracked) Run {
 	return r
 }
 
-// resumer announces the runs a resume starts like any other run.
+// resumer announces the runs a resume starts like any other run, their
+// progress included.
 func (r *tracked) resumer(inner Resumer) Resumer {
-	return resumeFunc(func(ctx context.Context, msg []content.Block) (Run, error) {
-		next, err := inner.Resume(ctx, msg)
-		if err != nil {
-			return nil, err
-		}
+	return resumeFunc(func(ctx context.Context, req ResumeRequest) (Run, error) {
 		info := r.t.info
 		info.RunID = fmt.Sprintf("run-%d", r.t.svc.lastRun.Add(1))
 		t := &tracker{svc: r.t.svc, parent: r.t.parent, info: info, ended: make(chan struct{})}
+		req.Progress = t.progress
+		next, err := inner.Resume(ctx, req)
+		if err != nil {
+			t.abandon()
+			return nil, err
+		}
 		return t.announce(next), nil
 	})
 }
 
-type resumeFunc func(ctx context.Context, msg []content.Block) (Run, error)
+type resumeFunc func(ctx context.Context, req ResumeRequest) (Run, error)
 
-func (f resumeFunc) Resume(ctx context.Context, msg []content.Block) (Run, error) { return f(ctx, msg) }
+func (f resumeFunc) Resume(ctx context.Context, req ResumeRequest) (Run, error) { return f(ctx, req) }

@@ -76,6 +76,10 @@ type StartRequest struct {
 	// Progress, set by the service, reports the child's activity; providers
 	// call it (from any goroutine) and may ignore it.
 	Progress func(Progress)
+	// Descriptor, set by the service, is the child's descriptor: a provider
+	// that keeps the child's session writes it there (AppendDescriptor),
+	// before the child's first model request.
+	Descriptor *Descriptor
 }
 
 // StopReason says why a run ended. The set is open: consumers treat any
@@ -147,10 +151,20 @@ type Steerer interface {
 	SendMessage(ctx context.Context, msg []content.Block) error
 }
 
-// Resumer is a run whose settled child accepts a follow-up task, continuing
-// its session in a new run.
+// Resumer is a run whose settled, undisposed child accepts a follow-up
+// task, continuing its session in a new run. It lives only as long as the
+// run: a child that must continue after its run is disposed, or in another
+// process, is a continuable one (Service.StartContinuable,
+// Service.Followup), which supersedes it.
 type Resumer interface {
-	Resume(ctx context.Context, msg []content.Block) (Run, error)
+	Resume(ctx context.Context, req ResumeRequest) (Run, error)
+}
+
+// ResumeRequest is a follow-up task for a Resumer.
+type ResumeRequest struct {
+	Prompt []content.Block
+	// Progress, set by the service, reports the new run's activity.
+	Progress func(Progress)
 }
 
 // Provider is one transport for running a child agent.

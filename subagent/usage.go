@@ -31,8 +31,9 @@ func AddUsage(sum map[string]content.Usage, key string, u content.Usage) map[str
 }
 
 // UsageFromEvents sums the token usage recorded in a log, keyed
-// "provider/model": every assistant message's usage plus the usage that
-// delegating tool results carry in their UsageMeta.
+// "provider/model": every assistant message's usage, the usage that
+// delegating tool results carry in their UsageMeta, and the usage of
+// continuable children's activations (UsageType events).
 func UsageFromEvents(events []session.Event) map[string]content.Usage {
 	var sum map[string]content.Usage
 	for _, e := range events {
@@ -40,6 +41,16 @@ func UsageFromEvents(events []session.Event) map[string]content.Usage {
 		case session.AssistantMessage:
 			if d.Usage != nil {
 				sum = AddUsage(sum, d.Message.Source.Provider+"/"+d.Message.Source.Model, *d.Usage)
+			}
+		case json.RawMessage:
+			if e.Type != UsageType {
+				continue
+			}
+			var r UsageRecord
+			if json.Unmarshal(d, &r) == nil {
+				for k, u := range r.Usage {
+					sum = AddUsage(sum, k, u)
+				}
 			}
 		case session.ToolResult:
 			if len(d.Meta) == 0 {

@@ -17,6 +17,7 @@ import (
 
 	"github.com/dsh-go/dsh/agent"
 	"github.com/dsh-go/dsh/event"
+	"github.com/dsh-go/dsh/session"
 )
 
 // Status is a task's state.
@@ -138,6 +139,26 @@ type record struct {
 	cancel  context.CancelCauseFunc
 	done    chan struct{}
 	outcome Outcome
+	notice  string // the id of the completion notice sent to the owner
+}
+
+// reported marks rec's outcome as seen by its owner and returns the
+// completion notice to withdraw, if one was sent. r.mu must be held.
+func (rec *record) reported() (notice string) {
+	if rec.snap.Reported {
+		return ""
+	}
+	rec.snap.Reported = true
+	notice, rec.notice = rec.notice, ""
+	return notice
+}
+
+// withdraw takes back a completion notice the owner no longer needs: it
+// is dropped while still queued, and left alone once a turn read it.
+func (rec *record) withdraw(notice string) {
+	if notice != "" && rec.owner != nil {
+		rec.owner.CancelMessage(notice, session.Cause{Kind: agent.CauseUser, Reason: "the task's outcome was already read"})
+	}
 }
 
 // New returns a runtime announcing on bus, admitting at most maxPerOwner
@@ -293,12 +314,15 @@ func (r *Runtime) Read(id string, caller *agent.Agent) (Outcome, Snapshot, error
 		return Outcome{}, Snapshot{}, err
 	}
 	r.mu.Lock()
-	defer r.mu.Unlock()
 	if !rec.snap.Status.Terminal() {
+		defer r.mu.Unlock()
 		return Outcome{}, rec.snap, nil
 	}
-	rec.snap.Reported = true
-	return rec.outcome, rec.snap, nil
+	notice := rec.reported()
+	out, snap := rec.outcome, rec.snap
+	r.mu.Unlock()
+	rec.withdraw(notice)
+	return out, snap, nil
 }
 
 // Wait waits up to timeout for a task to settle, without cancelling it, and
@@ -331,8 +355,9 @@ func (r *Runtime) Kill(id string, caller *agent.Agent, reason string) (alreadyFi
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	rec.snap.Reported = true
+	notice := rec.reported()
 	if rec.snap.Status.Terminal() {
+		defer rec.withdraw(notice)
 		return true, rec.snap, nil
 	}
 	rec.snap.Status = Stopping

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"strings"
 	"time"
 
@@ -78,7 +77,7 @@ func Mount(r *Runtime, tools *tool.Registry, prompts *prompt.Registry, opts Tool
 		undo()
 		return nil, err
 	}
-	disposers = append(disposers, d, event.On(r.bus, func(e Done) { deliver(r.log, e, opts) }))
+	disposers = append(disposers, d, event.On(r.bus, func(e Done) { r.deliver(e, opts) }))
 	return undo, nil
 }
 
@@ -203,12 +202,24 @@ func Notice(s Snapshot) content.Message {
 // been woken MaxWakes times in a row by notices, the notice is steered in:
 // it joins the running turn at its next step, or wakes an idle owner with a
 // new turn. Past that budget it waits, without waking, for the next turn.
-func deliver(log *slog.Logger, e Done, opts ToolOptions) {
+// No notice follows a task whose outcome the owner already read (a
+// task_output that waited for it, a task_kill), and one still queued when
+// the owner reads the outcome is withdrawn: the owner pays no model step to
+// hear what it already knows.
+func (r *Runtime) deliver(e Done, opts ToolOptions) {
 	owner := e.Owner
 	if owner == nil || owner.Disposed() {
 		return
 	}
 	msg := Notice(e.Task)
+	r.mu.Lock()
+	rec := r.tasks[e.Task.ID]
+	if rec == nil || rec.snap.Reported {
+		r.mu.Unlock()
+		return
+	}
+	rec.notice = msg.ID
+	r.mu.Unlock()
 	var err error
 	if wakesSinceUser(owner.Session().Events()) < opts.MaxWakes {
 		err = owner.Steer(msg)
@@ -216,7 +227,15 @@ func deliver(log *slog.Logger, e Done, opts ToolOptions) {
 		err = owner.Inject(msg)
 	}
 	if err != nil && !errors.Is(err, &agent.Error{Code: agent.CodeDisposed}) {
-		log.Warn("task: completion notice not delivered", "task", e.Task.ID, "owner", owner.ID(), "err", err)
+		r.log.Warn("task: completion notice not delivered", "task", e.Task.ID, "owner", owner.ID(), "err", err)
+	}
+	// A read between the check above and the send could not withdraw a
+	// notice not yet queued: withdraw it here.
+	r.mu.Lock()
+	late := rec.snap.Reported && rec.notice == ""
+	r.mu.Unlock()
+	if late {
+		rec.withdraw(msg.ID)
 	}
 }
 

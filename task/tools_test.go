@@ -477,3 +477,53 @@ func TestNoticeWakeBudget(t *testing.T) {
 	}
 	wake(3, 4)
 }
+
+// A task whose outcome task_output waited for and returned gets no
+// completion notice afterwards: whether the notice was steered in while
+// the call waited (it is withdrawn from the inbox) or the read came first
+// (none is sent), the owner's next step holds the tool result alone and no
+// turn follows. Each round races the producer's completion against the
+// waiting call.
+func TestNoNoticeAfterTaskOutputReturnedTheResult(t *testing.T) {
+	for round := range 10 {
+		e := newEnv(t, envConfig{Tools: &task.ToolOptions{}, Script: []scripted.Entry{
+			scripted.ToolCalls("", scripted.Call{Name: "task_output", Arguments: `{"task_id":"bash-1","wait":true,"timeout_ms":60000}`}),
+			scripted.Text("got it"),
+		}})
+		a := e.agent()
+		p := newProducer(t, false)
+		id := start(t, e.rt.Tasks, spec("bash", "build", a, p))
+		stop := a.Session().Observe(func(ev session.Event) {
+			if c, ok := ev.Data.(session.ToolCall); ok && c.Name == "task_output" {
+				go p.complete("built")
+			}
+		})
+		end, err := a.Run(context.Background(), content.UserText("wait for the build"))
+		stop()
+		if err != nil || end.Reason.Kind != session.EndCompleted {
+			t.Fatalf("round %d: %+v %v", round, end, err)
+		}
+		e.done.next(t, id)
+		if err := a.WaitIdle(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		if n := a.Session().LastTurn(); n != 1 {
+			t.Fatalf("round %d: %d turns: a notice opened one", round, n)
+		}
+		reqs := e.model.Requests()
+		if len(reqs) != 2 {
+			t.Fatalf("round %d: %d model calls, want 2", round, len(reqs))
+		}
+		for _, m := range reqs[1].Messages {
+			if m.Source.Plugin == task.NoticePlugin {
+				t.Fatalf("round %d: the step after task_output holds the notice", round)
+			}
+		}
+		if !strings.Contains(text(tool.Result{Content: reqs[1].Messages[len(reqs[1].Messages)-1].Content[0].Content}), "built") {
+			t.Fatalf("round %d: task_output did not return the result", round)
+		}
+		if a.Queued() != 0 {
+			t.Fatalf("round %d: %d messages left queued", round, a.Queued())
+		}
+	}
+}

@@ -27,7 +27,7 @@ func (c *cli) acpCmd() *cobra.Command {
 			cfg.Agent.SubagentDepth = config.DepthFrom(c.getenv)
 			err = acp.Serve(cmd.Context(), acp.Options{Agents: rt.Agents, AgentOptions: cfg.Agent,
 				Policy: cfg.ACPPolicy(acp.DefaultAskPermission()), TokenBudget: cfg.Budget.Tokens,
-				PermissionTimeout: cfg.ACP.PermissionTimeout, MaxSessions: cfg.ACP.MaxSessions, Version: version, Log: rt.Log,
+				PermissionTimeout: cfg.ACP.PermissionTimeout, MaxSessions: cfg.ACP.MaxSessions, Sessions: rt.Sessions, Version: version, Log: rt.Log,
 				MCP: mcptool.Options{Log: rt.Log, Events: rt.Events, Version: version}}, c.stdin, c.stdout)
 			return errors.Join(err, rt.Close(cmd.Context()))
 		},

@@ -112,13 +112,18 @@ func demoChild(req *llm.Request) scripted.Entry {
 	return scripted.Text("You asked: \"" + content.JoinText(req.Messages[0].Content) + "\"")
 }
 
-// toolResults returns the text of every tool result in messages, trimmed.
+// toolResults returns the text of every tool result in messages, trimmed,
+// without the line naming a continuable child.
 func toolResults(msgs []content.Message) []string {
 	var out []string
 	for _, m := range msgs {
 		for _, b := range m.Content {
 			if b.Type == content.TypeToolResult {
-				out = append(out, strings.TrimSpace(content.JoinText(b.Content)))
+				text := strings.TrimSpace(content.JoinText(b.Content))
+				if id, rest, ok := strings.Cut(text, "\n"); ok && strings.HasPrefix(id, "[subagent ") {
+					text = rest
+				}
+				out = append(out, text)
 			}
 		}
 	}

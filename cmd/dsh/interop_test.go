@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -95,7 +96,8 @@ func TestSelfHostedACPChild(t *testing.T) {
 			return llmtest.Reply{ToolCall: &llmtest.ToolCall{Name: "subagent_isolated",
 				Arguments: `{"description":"compute","prompt":"what is 6*7?"}`}}
 		}
-		return llmtest.Reply{Text: "the child said " + r.ToolResults[0]}
+		res := r.ToolResults[0]
+		return llmtest.Reply{Text: "the child said " + res[strings.LastIndex(res, "\n")+1:]} // after the line naming the child
 	})
 	home := t.TempDir()
 	cfg := filepath.Join(home, "dsh.yaml")
@@ -123,5 +125,59 @@ subagents:
 	}
 	if !strings.Contains(stderr.String(), "↳ dsh · compute · completed") {
 		t.Fatalf("stderr lacks the child's run:\n%s", stderr.String())
+	}
+}
+
+// A third-party ACP client (the TypeScript SDK, pinned in tools/peers)
+// creates a session in `dsh acp`, the process ends, a new `dsh acp` lists
+// and loads the session — replaying its conversation — and a second prompt
+// reaches the model with the first turn in its request.
+func TestThirdPartyClientLoadsASessionInANewProcess(t *testing.T) {
+	sdk := testpeers.Path(t, "node_modules/@agentclientprotocol/sdk/dist/acp.js")
+	srv := llmtest.NewServer(t, func(r llmtest.Request) llmtest.Reply {
+		if r.LastUser == "second question" {
+			return llmtest.Reply{Text: fmt.Sprintf("second answer (history kept: %v)",
+				strings.Contains(string(r.Body), "first question") && strings.Contains(string(r.Body), "first answer"))}
+		}
+		return llmtest.Reply{Text: "first answer"}
+	})
+	home, cwd := t.TempDir(), t.TempDir()
+	cmd := exec.Command("node", "testdata/acp-load.mjs", sdk, dshBinary, cwd)
+	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + home, "DSH_HOME=" + home,
+		"DEEPSEEK_API_KEY=sk-test", "DEEPSEEK_BASE_URL=" + srv.URL}
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("client: %v\n%s\n%s", err, out, stderr.String())
+	}
+	var got struct {
+		First struct {
+			SessionID string             `json:"sessionId"`
+			Stop      string             `json:"stop"`
+			Answer    string             `json:"answer"`
+			Exit      struct{ Code int } `json:"exit"`
+		} `json:"first"`
+		Second struct {
+			LoadSession bool     `json:"loadSession"`
+			Listed      []string `json:"listed"`
+			ReplayUser  string   `json:"replayUser"`
+			ReplayAgent string   `json:"replayAgent"`
+			Stop        string   `json:"stop"`
+			Answer      string   `json:"answer"`
+		} `json:"second"`
+	}
+	if err := json.Unmarshal(out, &got); err != nil {
+		t.Fatalf("client output %s: %v", out, err)
+	}
+	f, s := got.First, got.Second
+	if f.Stop != "end_turn" || f.Answer != "first answer" || f.Exit.Code != 0 {
+		t.Errorf("first process: %+v", f)
+	}
+	if !s.LoadSession || len(s.Listed) != 1 || s.Listed[0] != f.SessionID || s.ReplayUser != "first question" || s.ReplayAgent != "first answer" {
+		t.Errorf("load: %+v", s)
+	}
+	if s.Stop != "end_turn" || s.Answer != "second answer (history kept: true)" {
+		t.Errorf("second prompt: %+v", s)
 	}
 }

@@ -156,8 +156,8 @@ func TestRunReportsAModelFailure(t *testing.T) {
 	}
 }
 
-// dsh run stays until background work it started is done: the completion
-// notice wakes the agent, which collects the child's output.
+// dsh run stays until background work it started is done: the child's
+// settlement notice, with its closing message, wakes the agent.
 func TestRunWaitsForBackgroundChildren(t *testing.T) {
 	srv := llmtest.NewServer(t, func(r llmtest.Request) llmtest.Reply {
 		switch {
@@ -169,11 +169,9 @@ func TestRunWaitsForBackgroundChildren(t *testing.T) {
 					Arguments: `{"description":"bg","prompt":"compute in the background","run_in_background":true}`}}
 			}
 			return llmtest.Reply{Text: "started. "}
-		case strings.HasPrefix(r.LastUser, "background task subagent-1"):
-			if last := r.ToolResults[len(r.ToolResults)-1]; strings.HasPrefix(last, "started background") {
-				return llmtest.Reply{ToolCall: &llmtest.ToolCall{Name: "task_output", Arguments: `{"task_id":"subagent-1"}`}}
-			}
-			return llmtest.Reply{Text: "got: " + strings.Fields(r.ToolResults[len(r.ToolResults)-1])[0]}
+		case strings.HasPrefix(r.LastUser, "Background subagent "):
+			_, closing, _ := strings.Cut(r.LastUser, "Its closing message:\n")
+			return llmtest.Reply{Text: "got: " + closing}
 		}
 		return llmtest.Reply{Text: "unexpected: " + r.LastUser}
 	})

@@ -7,6 +7,7 @@ import (
 	"io"
 	"maps"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -24,14 +25,21 @@ import (
 )
 
 func (c *cli) runCmd() *cobra.Command {
-	var model, provider, cwd string
+	var model, provider, cwd, resume string
 	var maxSteps int
-	var yes, jsonOut, quiet bool
+	var yes, cont, jsonOut, quiet bool
 	cmd := &cobra.Command{
 		Use:   "run PROMPT | -",
 		Short: "Run an agent on the configured model and print its answer as it streams",
 		Long: `Run one turn of a new agent on the configured model. The answer streams to
 stdout; reasoning, tool calls and child runs go to stderr.
+
+--continue goes on with the latest top-level session of the working
+directory, --resume ID with the session ID (or an unambiguous prefix of
+it; ` + "`dsh sessions list`" + ` shows them), from its log alone: the model sees
+the whole conversation so far, and its subagents can be messaged again.
+Children that were still working when their process ended are reported to
+the resumed conversation as interrupted.
 
 Tools the permission policy (permissions in dsh.yaml) says to ask about are
 refused, with a message the model reads, since dsh run asks nobody: pass
@@ -85,6 +93,14 @@ Exit status:
 			policy := cfg.Policy()
 			root := agent.CreateOptions{Cwd: cwd, Options: cfg.Agent, Policy: &policy, TokenBudget: cfg.Budget.Tokens,
 				Asker: permission.AskerFunc(refuseAsks)}
+			if cont || resume != "" {
+				id, err := c.sessionToResume(rt.Sessions, cont, resume, cwd)
+				if err != nil {
+					rt.Close(context.Background())
+					return err
+				}
+				root.SessionID, root.Resume, root.Cwd = id, true, ""
+			}
 			if yes {
 				root.Asker = permission.AskerFunc(approveAsks)
 			}
@@ -98,7 +114,57 @@ Exit status:
 	cmd.Flags().StringVar(&provider, "provider", "", "model route (a configured model name)")
 	cmd.Flags().StringVarP(&model, "model", "m", "", "model id")
 	cmd.Flags().StringVar(&cwd, "cwd", "", "working directory of the agent (default: the current directory)")
+	cmd.Flags().BoolVarP(&cont, "continue", "c", false, "continue the latest top-level session of the working directory")
+	cmd.Flags().StringVarP(&resume, "resume", "r", "", "continue session `ID` (an id, or an unambiguous prefix of one)")
+	cmd.MarkFlagsMutuallyExclusive("continue", "resume")
 	return cmd
+}
+
+// sessionToResume finds the session --continue or --resume names: the
+// latest top-level session of the working directory, or the one session
+// whose id is resume or starts with it.
+func (c *cli) sessionToResume(st *session.Store, cont bool, resume, cwd string) (string, error) {
+	hs, err := st.List() // newest first
+	if err != nil {
+		return "", err
+	}
+	if cont {
+		if cwd == "" {
+			if cwd, err = os.Getwd(); err != nil {
+				return "", err
+			}
+		}
+		if abs, err := filepath.Abs(cwd); err == nil {
+			cwd = abs
+		}
+		for _, h := range hs {
+			if h.ParentSession == "" && h.Origin != session.OriginSubagent && h.Cwd == cwd {
+				return h.ID, nil
+			}
+		}
+		return "", fmt.Errorf("no session to continue in %s: start one with dsh run PROMPT", cwd)
+	}
+	var matches []session.Header
+	for _, h := range hs {
+		if h.ID == resume {
+			return h.ID, nil
+		}
+		if strings.HasPrefix(h.ID, resume) {
+			matches = append(matches, h)
+		}
+	}
+	switch len(matches) {
+	case 0:
+		return "", fmt.Errorf("no stored session has an id starting with %q (dsh sessions list shows them)", resume)
+	case 1:
+		return matches[0].ID, nil
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "%d sessions have an id starting with %q; give more of it:", len(matches), resume)
+	for _, h := range matches {
+		fmt.Fprintf(&b, "\n  %s  %s  %s", h.ID, time.UnixMilli(h.CreatedAt).Format(time.DateTime), dash(h.Cwd))
+	}
+	return "", errors.New(b.String())
 }
 
 // checkKey fails fast, naming the variable, when the route's key is unset.
@@ -159,7 +225,7 @@ type runSpec struct {
 func (c *cli) runTurns(ctx context.Context, rt *dsh.Runtime, spec runSpec, texts ...string) (runErr error) {
 	defer rt.Close(context.Background())
 	root := spec.root
-	if root.Cwd == "" {
+	if root.Cwd == "" && !root.Resume {
 		wd, err := os.Getwd()
 		if err != nil {
 			return err
@@ -178,17 +244,27 @@ func (c *cli) runTurns(ctx context.Context, rt *dsh.Runtime, spec runSpec, texts
 	if err != nil {
 		return err
 	}
+	from := a.Session().Len() // a resumed session's earlier usage is not this run's
 	status := "completed"
 	defer func() {
-		usage := subagent.UsageFromEvents(a.Session().Events())
+		usage := subagent.UsageFromEvents(a.Session().Events()[from:])
 		line, cost, priced := spentLine(usage, spec.price)
 		if runErr != nil && status == "completed" {
 			status = "error"
 		}
 		out.result(runResult{SessionID: a.ID(), Status: status, Err: runErr, Usage: usage, Line: line, CostUSD: cost, Priced: priced})
 	}()
+	if root.Resume {
+		if n, err := rt.Subagents.ReportInterrupted(ctx, a); err != nil {
+			fmt.Fprintf(c.stderr, "dsh: warning: could not check the children of %s: %v\n", a.ID(), err)
+		} else if n == 1 {
+			fmt.Fprintln(c.stderr, "[1 child was interrupted when its process ended; the model is told]")
+		} else if n > 1 {
+			fmt.Fprintf(c.stderr, "[%d children were interrupted when their process ended; the model is told]\n", n)
+		}
+	}
 	defer atExit(ctx, func() { rt.Sessions.FlushLive() })()
-	out.session(a.ID(), root.Cwd)
+	out.session(a.ID(), a.Cwd())
 	defer a.Session().Observe(out.event)()
 	for _, text := range texts {
 		if len(texts) > 1 && !spec.json {
@@ -256,14 +332,15 @@ func priceOf(price func(string) (config.Price, bool), route string) (config.Pric
 	return price(route)
 }
 
-// settle waits while the agent still has background tasks running or turns
-// to take (their completion notices wake it), so that `dsh run` does not
+// settle waits while the agent still has background tasks running,
+// continuable children working (those it started and those it messaged)
+// or turns to take (their notices wake it), so that `dsh run` does not
 // exit in the middle of work it started.
 func settle(ctx context.Context, rt *dsh.Runtime, a *agent.Agent) error {
 	tick := time.NewTicker(50 * time.Millisecond)
 	defer tick.Stop()
 	for {
-		busy := a.Status() == agent.StatusRunning
+		busy := a.Status() == agent.StatusRunning || rt.Subagents.Working(a.ID())
 		for _, t := range rt.Tasks.List(a) {
 			busy = busy || !t.Status.Terminal()
 		}

@@ -15,14 +15,19 @@ import (
 // Key is the `_meta` key of dsh's extension.
 const Key = "dsh"
 
-// Session is what a dsh parent sends with session/new: the child's
-// lineage, the permission policy it runs under (its parent's, which it can
-// only narrow), and the tokens left in the tree's budget.
+// Session is what a dsh parent sends with session/new (and session/load):
+// the child's lineage, the permission policy it runs under (its parent's,
+// which it can only narrow), the tokens left in the tree's budget and, for
+// a new session, its descriptor.
 type Session struct {
 	ParentSession string             `json:"parentSession,omitempty"`
 	Depth         int                `json:"depth,omitempty"`
 	Policy        *permission.Policy `json:"policy,omitempty"`
 	TokenBudget   int64              `json:"tokenBudget,omitempty"`
+	// Descriptor is the subagent descriptor the child records in its new
+	// session's log (a subagent.Descriptor: one-shot, its parent's provider
+	// and label), so that its parent's listings classify it.
+	Descriptor json.RawMessage `json:"descriptor,omitempty"`
 }
 
 // Permission is what a dsh agent adds to session/request_permission: the

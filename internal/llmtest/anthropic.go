@@ -18,6 +18,7 @@ type AnthropicRequest struct {
 	Stream      bool
 	LastUser    string   // the text of the last user message, system reminders left out
 	ToolResults []string // the tool results of the last user message, "error: " marking failed ones
+	UserTexts   []string // the text of every user message with text, in order
 }
 
 // AnthropicReply is the mock's answer.
@@ -98,6 +99,7 @@ func parseAnthropicRequest(r *http.Request) (AnthropicRequest, error) {
 		var text string
 		if json.Unmarshal(msg.Content, &text) == nil {
 			req.LastUser = text
+			req.UserTexts = append(req.UserTexts, text)
 			continue
 		}
 		var blocks []struct {
@@ -126,6 +128,9 @@ func parseAnthropicRequest(r *http.Request) (AnthropicRequest, error) {
 			}
 		}
 		req.LastUser = strings.Join(texts, "\n")
+		if req.LastUser != "" {
+			req.UserTexts = append(req.UserTexts, req.LastUser)
+		}
 	}
 	return req, nil
 }

@@ -21,6 +21,7 @@ type Responses struct {
 	mu       sync.Mutex
 	requests int
 	auth     []string
+	users    [][]string    // every request's user texts, in order
 	Hanging  chan struct{} // receives once per hanging request
 }
 
@@ -46,11 +47,16 @@ func NewResponses(t testing.TB) *Responses {
 		m.auth = append(m.auth, r.Header.Get("Authorization"))
 		m.mu.Unlock()
 		prompt := ""
+		var users []string
 		for _, in := range body.Input {
 			if in.Role == "user" && len(in.Content) > 0 {
 				prompt = in.Content[len(in.Content)-1].Text
+				users = append(users, prompt)
 			}
 		}
+		m.mu.Lock()
+		m.users = append(m.users, users)
+		m.mu.Unlock()
 		if strings.Contains(prompt, "fail") {
 			w.Header().Set("Content-Type", "application/json")
 			w.WriteHeader(http.StatusBadRequest)
@@ -93,6 +99,13 @@ func NewResponses(t testing.TB) *Responses {
 		m.Close()
 	})
 	return m
+}
+
+// UserTexts returns the user texts of every request so far, in order.
+func (m *Responses) UserTexts() [][]string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return append([][]string(nil), m.users...)
 }
 
 // Stats returns the number of requests and their Authorization headers.

@@ -47,6 +47,9 @@ var _ session.Backend = (*Backend)(nil)
 // DefaultRoot's result. The directory is created when first needed.
 func New(root string) *Backend { return &Backend{root: root} }
 
+// Durable implements session.Durable: files outlive the process.
+func (b *Backend) Durable() bool { return true }
+
 // DefaultRoot returns $DSH_HOME/sessions, where DSH_HOME defaults to ~/.dsh.
 // getenv looks up environment variables (os.Getenv when nil).
 func DefaultRoot(getenv func(string) string) (string, error) {

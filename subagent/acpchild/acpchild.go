@@ -7,6 +7,8 @@ package acpchild
 import (
 	"cmp"
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -88,6 +90,19 @@ func (p *Provider) InheritsParentContext() bool { return false }
 // Start spawns the agent, performs initialize and session/new, and only then
 // returns the run; the prompt is sent once it is ready.
 func (p *Provider) Start(ctx context.Context, req subagent.StartRequest) (subagent.Run, error) {
+	return p.start(ctx, req, "")
+}
+
+// ResumeRun implements subagent.RemoteContinuer: a new process of the agent
+// loads the conversation remote (session/load) and takes req.Prompt as its
+// next prompt. An agent that does not advertise loadSession cannot continue
+// it (NOT_RESUMABLE).
+func (p *Provider) ResumeRun(ctx context.Context, req subagent.StartRequest, remote string) (subagent.Run, error) {
+	return p.start(ctx, req, acpsdk.SessionId(remote))
+}
+
+// start starts a run in a new session, or in the loaded session remote.
+func (p *Provider) start(ctx context.Context, req subagent.StartRequest, remote acpsdk.SessionId) (subagent.Run, error) {
 	fail := func(stage string, err error) error {
 		return &childproc.StartError{Kind: providerKind, Provider: p.cfg.Name, Stage: stage, Err: err}
 	}
@@ -118,10 +133,13 @@ func (p *Provider) Start(ctx context.Context, req subagent.StartRequest) (subage
 	// No SetLogger: in acp-go-sdk v0.13.0 it races with the connection's
 	// receive goroutine, which starts in the constructor; the connection
 	// logs through slog.Default.
-	if err := r.handshake(ctx, cwd, depth); err != nil {
+	if err := r.handshake(ctx, cwd, depth, remote, req.Descriptor); err != nil {
 		child.Stop(0, p.cfg.TermGrace)
 		if ctx.Err() != nil {
 			return nil, subagent.AbortedBeforeReady(p.cfg.Name, context.Cause(ctx))
+		}
+		if se := (*subagent.Error)(nil); errors.As(err, &se) {
+			return nil, err
 		}
 		return nil, &childproc.StartError{Kind: providerKind, Provider: p.cfg.Name, Stage: "handshake", Err: err,
 			Diagnostic: subagent.Diagnostic(child.Diagnostic())}
@@ -130,12 +148,16 @@ func (p *Provider) Start(ctx context.Context, req subagent.StartRequest) (subage
 	return r, nil
 }
 
-// handshake performs initialize and session/new within ReadyTimeout. The
-// session's `_meta` tells a dsh child its lineage, the parent's policy and
-// the tree's remaining token budget (other agents ignore it).
-func (r *run) handshake(ctx context.Context, cwd string, depth int) error {
+// handshake performs initialize and session/new (or session/load of
+// remote) within ReadyTimeout. The session's `_meta` tells a dsh child its
+// lineage, the parent's policy, the tree's remaining token budget and the
+// descriptor to record (other agents ignore it).
+func (r *run) handshake(ctx context.Context, cwd string, depth int, remote acpsdk.SessionId, desc *subagent.Descriptor) error {
 	policy := r.parent.Policy()
 	meta := acpmeta.Session{ParentSession: r.parent.ID(), Depth: depth, Policy: &policy}
+	if desc != nil {
+		meta.Descriptor, _ = json.Marshal(desc)
+	}
 	if used, budget := r.parent.TokensUsed(); budget > 0 {
 		meta.TokenBudget = max(budget-used, 1)
 	}
@@ -144,9 +166,14 @@ func (r *run) handshake(ctx context.Context, cwd string, depth int) error {
 	defer cancel()
 	errc := make(chan error, 1)
 	go func() {
-		if _, err := r.conn.Initialize(hctx, acpsdk.InitializeRequest{ProtocolVersion: acpsdk.ProtocolVersionNumber,
-			ClientCapabilities: acpsdk.ClientCapabilities{}, ClientInfo: &acpsdk.Implementation{Name: "dsh", Version: "0"}}); err != nil {
+		init, err := r.conn.Initialize(hctx, acpsdk.InitializeRequest{ProtocolVersion: acpsdk.ProtocolVersionNumber,
+			ClientCapabilities: acpsdk.ClientCapabilities{}, ClientInfo: &acpsdk.Implementation{Name: "dsh", Version: "0"}})
+		if err != nil {
 			errc <- fmt.Errorf("initialize: %w", err)
+			return
+		}
+		if remote != "" {
+			errc <- r.load(hctx, init, cwd, remote, meta)
 			return
 		}
 		resp, err := r.conn.NewSession(hctx, acpsdk.NewSessionRequest{Cwd: cwd, McpServers: []acpsdk.McpServer{},
@@ -167,6 +194,26 @@ func (r *run) handshake(ctx context.Context, cwd string, depth int) error {
 		return &childproc.ExitError{Program: "the agent", During: "the handshake", Diagnostic: r.proc.Diagnostic()}
 	}
 }
+
+// load continues the agent's session remote: session/load, whose replay
+// of the conversation is not this run's output.
+func (r *run) load(ctx context.Context, init acpsdk.InitializeResponse, cwd string, remote acpsdk.SessionId, meta acpmeta.Session) error {
+	if !init.AgentCapabilities.LoadSession {
+		return subagent.NotResumable(r.cfg.Name, "the agent does not advertise loadSession, so it cannot load its earlier session")
+	}
+	meta.Descriptor = nil // recorded when the session was created
+	r.client.replay(true)
+	defer r.client.replay(false)
+	if _, err := r.conn.LoadSession(ctx, acpsdk.LoadSessionRequest{SessionId: remote, Cwd: cwd, McpServers: []acpsdk.McpServer{},
+		Meta: acpmeta.Set(nil, meta)}); err != nil {
+		return fmt.Errorf("session/load %s: %w", remote, err)
+	}
+	r.session = remote
+	return nil
+}
+
+// RemoteSession implements subagent.RemoteRun: the agent's session id.
+func (r *run) RemoteSession() string { return string(r.session) }
 
 // run is one ACP child.
 type run struct {

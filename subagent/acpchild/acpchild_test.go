@@ -358,3 +358,47 @@ func TestProviderDepthCap(t *testing.T) {
 		t.Fatalf("err = %v", err)
 	}
 }
+
+// A dsh child continues its conversation in a new process: ResumeRun
+// starts `dsh acp` again and loads the session the first run created; the
+// replayed conversation is not the run's output, and the model sees the
+// earlier turn. No process is left after either run.
+func TestResumeRunLoadsTheSession(t *testing.T) {
+	srv := llmtest.NewServer(t, func(r llmtest.Request) llmtest.Reply {
+		return llmtest.Reply{Text: fmt.Sprintf("done: %s after %d messages", r.LastUser, r.Messages)}
+	})
+	p := newProvider(t, selfLoop(t, srv))
+	a := parent(t)
+	run, err := p.Start(context.Background(), subagent.StartRequest{Prompt: subagenttest.Prompt("one"), Parent: a, Depth: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res := wait(t, run)
+	if err := run.Dispose(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	remote := run.(subagent.RemoteRun).RemoteSession()
+	if res.StopReason != subagent.Completed || remote == "" {
+		t.Fatalf("first run %+v, session %q", res, remote)
+	}
+	next, err := p.ResumeRun(context.Background(), subagent.StartRequest{Prompt: subagenttest.Prompt("two"), Parent: a, Depth: 1}, remote)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res = wait(t, next)
+	if err := next.Dispose(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if got := content.JoinText(res.Output); res.StopReason != subagent.Completed || got != "done: two after 4 messages" {
+		t.Fatalf("resumed run %+v", res)
+	}
+	if next.(subagent.RemoteRun).RemoteSession() != remote {
+		t.Error("the resumed run is in another session")
+	}
+	if _, err := p.ResumeRun(context.Background(), subagent.StartRequest{Prompt: subagenttest.Prompt("x"), Parent: a, Depth: 1}, "no-such-session"); err == nil {
+		t.Error("resumed an unknown session")
+	}
+	if err := noChildren(); err != nil {
+		t.Fatal(err)
+	}
+}

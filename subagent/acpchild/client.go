@@ -23,6 +23,14 @@ type client struct {
 	mu        sync.Mutex
 	messages  []message // in order of first chunk
 	cancelled bool
+	replaying bool // session/load replays the conversation: not this run's output
+}
+
+// replay sets whether updates are the replay of a loaded conversation.
+func (c *client) replay(on bool) {
+	c.mu.Lock()
+	c.replaying = on
+	c.mu.Unlock()
 }
 
 type message struct {
@@ -59,6 +67,12 @@ func (c *client) report(p subagent.Progress) {
 
 // SessionUpdate implements acpsdk.Client.
 func (c *client) SessionUpdate(ctx context.Context, n acpsdk.SessionNotification) error {
+	c.mu.Lock()
+	replaying := c.replaying
+	c.mu.Unlock()
+	if replaying {
+		return nil
+	}
 	u := n.Update
 	switch {
 	case u.AgentMessageChunk != nil:

@@ -2,6 +2,7 @@ package acpchild_test
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -46,6 +47,16 @@ func TestTypeScriptExampleAgent(t *testing.T) {
 			}
 		})
 	}
+	// The example agent keeps no sessions (loadSession: false): a resume is
+	// refused with NOT_RESUMABLE, saying why, and its process is gone.
+	t.Run("cannot resume", func(t *testing.T) {
+		t.Parallel()
+		p := newProvider(t, cfg(acpchild.PermissionReject))
+		_, err := p.ResumeRun(context.Background(), subagent.StartRequest{Prompt: subagenttest.Prompt("more"), Parent: parent(t), Depth: 1}, "sess-1")
+		if !errors.Is(err, subagent.ErrNotResumable) || !strings.Contains(err.Error(), "loadSession") {
+			t.Fatalf("resume: %v", err)
+		}
+	})
 	// The parent's policy denies edits: the child's request is refused
 	// without asking anyone.
 	t.Run("policy denies", func(t *testing.T) {

@@ -1,10 +1,15 @@
 // Package claudecode is the subagent provider that runs the official Claude
-// Code CLI as a one-shot child:
+// Code CLI as a child, one process per turn:
 //
 //	claude -p --output-format stream-json --input-format stream-json --verbose
 //	  --permission-mode <mode> --permission-prompt-tool stdio
 //	  --no-session-persistence --disallowedTools AskUserQuestion,… [--model m]
 //	  [--allowedTools …] [--max-turns n] [args…]
+//
+// With a configured ConfigDir, Claude Code keeps its sessions there (no
+// --no-session-persistence) and a continuable child continues its session
+// with --resume <session_id> (the id system/init names); without one, a
+// child cannot continue (NOT_RESUMABLE).
 //
 // The task goes to stdin as one user message. Claude Code (2.1.332) says
 // nothing before its first user message — not even system/init — so Start
@@ -76,10 +81,11 @@ type Config struct {
 	AllowedTools    []string `yaml:"allowedTools"`    // --allowedTools
 	DisallowedTools []string `yaml:"disallowedTools"` // --disallowedTools, on top of AskUserQuestion (and ExitPlanMode in plan mode)
 	MaxTurns        int      `yaml:"maxTurns"`        // --max-turns (0: the CLI's default)
-	// ConfigDir is the CLAUDE_CONFIG_DIR of every run, used as is. Empty
-	// means a fresh temporary directory per run, removed when the run is
-	// disposed (so authenticate through Env or PassEnv, e.g.
-	// ANTHROPIC_API_KEY).
+	// ConfigDir is the CLAUDE_CONFIG_DIR of every run, used as is; the
+	// sessions kept there let continuable children continue. Empty means a
+	// fresh temporary directory per run, removed when the run is disposed
+	// (so authenticate through Env or PassEnv, e.g. ANTHROPIC_API_KEY), and
+	// sessions that are not kept.
 	ConfigDir string `yaml:"configDir"`
 }
 
@@ -143,10 +149,17 @@ func (p *Provider) Capabilities() subagent.Capabilities { return subagent.Capabi
 // sees only its prompt.
 func (p *Provider) InheritsParentContext() bool { return false }
 
-// args is the command line of a run.
-func (c Config) args() []string {
+// args is the command line of a run; resume names the session it
+// continues, or is empty.
+func (c Config) args(resume string) []string {
 	a := []string{"-p", "--output-format", "stream-json", "--input-format", "stream-json", "--verbose",
-		"--permission-mode", c.PermissionMode, "--permission-prompt-tool", "stdio", "--no-session-persistence"}
+		"--permission-mode", c.PermissionMode, "--permission-prompt-tool", "stdio"}
+	if c.ConfigDir == "" {
+		a = append(a, "--no-session-persistence")
+	}
+	if resume != "" {
+		a = append(a, "--resume", resume)
+	}
 	if c.PermissionMode == "bypassPermissions" {
 		a = append(a, "--allow-dangerously-skip-permissions")
 	}

@@ -246,7 +246,7 @@ func TestCommandLineEnvAndConfigDir(t *testing.T) {
 	cfg.Args, cfg.PassEnv, cfg.Env["EXTRA"] = []string{"--bare"}, []string{"SOME_API_TOKEN"}, "x"
 	info = argsRun(t, cfg, a)
 	want = []string{"-p", "--output-format", "stream-json", "--input-format", "stream-json", "--verbose",
-		"--permission-mode", "plan", "--permission-prompt-tool", "stdio", "--no-session-persistence",
+		"--permission-mode", "plan", "--permission-prompt-tool", "stdio", // sessions are kept in a configured dir
 		"--model", "opus", "--allowedTools", "Read,Bash(git *)", "--disallowedTools", "WebFetch,AskUserQuestion,ExitPlanMode",
 		"--max-turns", "3", "--bare"}
 	if !slices.Equal(info.Args, want) {

@@ -2,9 +2,11 @@ package claudecode_test
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -185,4 +187,46 @@ func TestRealClaudeConformance(t *testing.T) {
 		},
 		Leftovers: noChildren,
 	})
+}
+
+// The real Claude Code continues a settled child's session in a new
+// process: with a ConfigDir the session is kept, ResumeRun passes
+// --resume, and the model's request holds the first turn. Without one, a
+// resume is refused with NOT_RESUMABLE.
+func TestRealClaudeResumesASession(t *testing.T) {
+	bin := claudeBinary(t)
+	checkNoChildren(t)
+	m := llmtest.NewAnthropic(t, func(r llmtest.AnthropicRequest) llmtest.AnthropicReply {
+		return llmtest.AnthropicReply{Text: "mock heard: " + r.LastUser}
+	})
+	cfg := realConfig(t, bin, m)
+	cfg.ConfigDir = t.TempDir()
+	p := newProvider(t, cfg)
+	run := start(t, p, context.Background(), "say one")
+	res := wait(t, run)
+	dispose(t, run)
+	session := run.(subagent.RemoteRun).RemoteSession()
+	if res.StopReason != subagent.Completed || session == "" {
+		t.Fatalf("first run %+v, session %q", res, session)
+	}
+	next, err := p.ResumeRun(context.Background(), subagent.StartRequest{Prompt: subagenttest.Prompt("say two"), Parent: parent(t), Depth: 1}, session)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res = wait(t, next)
+	dispose(t, next)
+	checkNoChildren(t)
+	if res.StopReason != subagent.Completed || content.JoinText(res.Output) != "mock heard: say two" {
+		t.Fatalf("resumed run %+v", res)
+	}
+	seen := m.Seen()
+	last := seen[len(seen)-1]
+	if !slices.Contains(last.UserTexts, "say one") || next.(subagent.RemoteRun).RemoteSession() != session {
+		t.Errorf("the resumed request's user texts: %q (session %q)", last.UserTexts, next.(subagent.RemoteRun).RemoteSession())
+	}
+	cfg.ConfigDir = ""
+	_, err = newProvider(t, cfg).ResumeRun(context.Background(), subagent.StartRequest{Prompt: subagenttest.Prompt("x"), Parent: parent(t), Depth: 1}, session)
+	if !errors.Is(err, subagent.ErrNotResumable) || !strings.Contains(err.Error(), "configDir") {
+		t.Errorf("resume without a config dir: %v", err)
+	}
 }

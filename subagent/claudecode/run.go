@@ -37,6 +37,7 @@ type run struct {
 
 	mu        sync.Mutex
 	model     string   // from system/init
+	session   string   // from system/init: the session --resume continues
 	msgID     string   // the assistant message partial belongs to
 	partial   string   // the text of the last assistant message with text
 	res       *message // the result message
@@ -65,6 +66,13 @@ func newRun(cfg Config, child *childproc.Process, tmpDir string, req subagent.St
 		return subagent.AuthorizeChild(req.Parent, label, r.cancelc, ask)
 	}
 	return r
+}
+
+// RemoteSession implements subagent.RemoteRun: Claude Code's session id.
+func (r *run) RemoteSession() string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.session
 }
 
 // begin starts watching ctx and the child; the run settles on its own.

@@ -19,6 +19,21 @@ import (
 // once the CLI's system/init message has arrived. Cancelled or failed
 // before that, it returns an error after the process has been reaped.
 func (p *Provider) Start(ctx context.Context, req subagent.StartRequest) (subagent.Run, error) {
+	return p.start(ctx, req, "")
+}
+
+// ResumeRun implements subagent.RemoteContinuer: a new Claude Code process
+// continues the session remote (--resume) with req.Prompt. Only sessions
+// kept in a configured ConfigDir can continue.
+func (p *Provider) ResumeRun(ctx context.Context, req subagent.StartRequest, remote string) (subagent.Run, error) {
+	if p.cfg.ConfigDir == "" {
+		return nil, subagent.NotResumable(p.cfg.Name, "without claudeCode.configDir Claude Code keeps no session to resume (set it to let children continue)")
+	}
+	return p.start(ctx, req, remote)
+}
+
+// start starts a run in a new session, or continuing session remote.
+func (p *Provider) start(ctx context.Context, req subagent.StartRequest, remote string) (subagent.Run, error) {
 	fail := func(stage string, err error) error {
 		return &childproc.StartError{Kind: providerKind, Provider: p.cfg.Name, Stage: stage, Err: err}
 	}
@@ -37,7 +52,7 @@ func (p *Provider) Start(ctx context.Context, req subagent.StartRequest) (subage
 		}
 		configDir, tmpDir = dir, dir
 	}
-	child, err := p.cfg.Spawn(cwd, p.cfg.args(), "CLAUDE_CONFIG_DIR="+configDir)
+	child, err := p.cfg.Spawn(cwd, p.cfg.args(remote), "CLAUDE_CONFIG_DIR="+configDir)
 	if err != nil {
 		removeTemp(tmpDir)
 		return nil, fail("spawn", err)

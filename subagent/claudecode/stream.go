@@ -43,7 +43,7 @@ func (r *run) handle(m message) {
 		if m.Subtype == subtypeInit {
 			r.readyOnce.Do(func() {
 				r.mu.Lock()
-				r.model = m.Model
+				r.model, r.session = m.Model, m.SessionID
 				r.mu.Unlock()
 				close(r.ready)
 				r.report(subagent.Progress{Kind: subagent.ProgressTurnStart, Turn: 1})

@@ -32,7 +32,8 @@ type message struct {
 	Subtype string `json:"subtype"`
 
 	// system/init
-	Model string `json:"model"`
+	Model     string `json:"model"`
+	SessionID string `json:"session_id"`
 
 	// assistant and user
 	Message           *apiMessage `json:"message"`

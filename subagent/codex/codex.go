@@ -37,8 +37,10 @@ const (
 type Config struct {
 	childproc.Options `yaml:",inline"`
 	Model             string `yaml:"model"` // thread model (default: Codex's configured one)
-	// CodexHome is the CODEX_HOME of every run, used as is. Empty means a
-	// fresh temporary directory per run, removed when the run is disposed.
+	// CodexHome is the CODEX_HOME of every run, used as is: Codex keeps
+	// its threads there, so that a continuable child continues its thread
+	// (thread/resume). Empty means a fresh temporary directory per run,
+	// removed when the run is disposed, and threads that cannot continue.
 	CodexHome string `yaml:"codexHome"`
 	// PermissionMode is never (default), approve-for-me or
 	// dangerously-bypass-approvals-and-sandbox.

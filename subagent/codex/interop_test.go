@@ -2,9 +2,11 @@ package codex_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -129,4 +131,40 @@ func TestRealCodexConformance(t *testing.T) {
 		},
 		Leftovers: noChildren,
 	})
+}
+
+// The real Codex continues a settled child's thread in a new process:
+// ResumeRun resumes the thread kept in CODEX_HOME, and the model's request
+// holds the first turn. Without a CodexHome, a resume is refused with
+// NOT_RESUMABLE, saying how to allow it.
+func TestRealCodexResumesAThread(t *testing.T) {
+	m := llmtest.NewResponses(t)
+	cfg := realConfig(t, m)
+	p := newProvider(t, cfg)
+	run := start(t, p, context.Background(), request(t, "say one"))
+	res := wait(t, run)
+	dispose(t, run)
+	thread := run.(subagent.RemoteRun).RemoteSession()
+	if res.StopReason != subagent.Completed || thread == "" {
+		t.Fatalf("first run %+v, thread %q", res, thread)
+	}
+	next, err := p.ResumeRun(context.Background(), request(t, "say two"), thread)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res = wait(t, next)
+	dispose(t, next)
+	checkNoChildren(t)
+	if res.StopReason != subagent.Completed || content.JoinText(res.Output) != llmtest.ResponsesAnswer("say two") {
+		t.Fatalf("resumed run %+v", res)
+	}
+	users := m.UserTexts()
+	if len(users) != 2 || !slices.Contains(users[1], "say one") || next.(subagent.RemoteRun).RemoteSession() != thread {
+		t.Errorf("the resumed request's user texts: %q", users)
+	}
+	cfg.CodexHome = ""
+	_, err = newProvider(t, cfg).ResumeRun(context.Background(), request(t, "x"), thread)
+	if !errors.Is(err, subagent.ErrNotResumable) || !strings.Contains(err.Error(), "codexHome") {
+		t.Errorf("resume without a home: %v", err)
+	}
 }

@@ -38,6 +38,9 @@ type run struct {
 	disposeErr  error
 }
 
+// RemoteSession implements subagent.RemoteRun: the Codex thread id.
+func (r *run) RemoteSession() string { return r.threadID }
+
 // start ties the run to ctx and sends the turn.
 func (r *run) start(ctx context.Context, input []inputItem) {
 	r.stopParent = context.AfterFunc(ctx, r.cancel)

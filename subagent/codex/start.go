@@ -25,6 +25,21 @@ type inputItem struct {
 // within ReadyTimeout, and only then returns the run; the prompt's text
 // blocks are sent as one turn once it is ready.
 func (p *Provider) Start(ctx context.Context, req subagent.StartRequest) (subagent.Run, error) {
+	return p.start(ctx, req, "")
+}
+
+// ResumeRun implements subagent.RemoteContinuer: a new Codex process
+// resumes the thread remote (thread/resume) and takes req.Prompt as its
+// next turn. Only threads kept in a configured CodexHome can continue.
+func (p *Provider) ResumeRun(ctx context.Context, req subagent.StartRequest, remote string) (subagent.Run, error) {
+	if p.cfg.CodexHome == "" {
+		return nil, subagent.NotResumable(p.cfg.Name, "without codex.codexHome Codex keeps no thread to resume (set it to let children continue)")
+	}
+	return p.start(ctx, req, remote)
+}
+
+// start starts a run on a new thread, or on the resumed thread remote.
+func (p *Provider) start(ctx context.Context, req subagent.StartRequest, remote string) (subagent.Run, error) {
 	fail := func(stage string, err error) error {
 		return &childproc.StartError{Kind: providerKind, Provider: p.cfg.Name, Stage: stage, Err: err}
 	}
@@ -69,7 +84,7 @@ func (p *Provider) Start(ctx context.Context, req subagent.StartRequest) (subage
 		cancelled: cancelled}
 	go r.conn.serve()
 
-	if err := r.handshake(ctx, cwd); err != nil {
+	if err := r.handshake(ctx, cwd, remote); err != nil {
 		r.teardown(0)
 		if ctx.Err() != nil {
 			return nil, subagent.AbortedBeforeReady(p.cfg.Name, context.Cause(ctx))
@@ -84,13 +99,13 @@ func (p *Provider) Start(ctx context.Context, req subagent.StartRequest) (subage
 	return r, nil
 }
 
-// handshake performs initialize, initialized and thread/start within
-// ReadyTimeout.
-func (r *run) handshake(ctx context.Context, cwd string) error {
+// handshake performs initialize, initialized and thread/start (or
+// thread/resume of remote) within ReadyTimeout.
+func (r *run) handshake(ctx context.Context, cwd, remote string) error {
 	hctx, cancel := context.WithTimeoutCause(ctx, r.cfg.ReadyTimeout, &childproc.ReadyTimeoutError{After: r.cfg.ReadyTimeout, Waiting: "answer to the handshake"})
 	defer cancel()
 	errc := make(chan error, 1)
-	r.writers.Go(func() { errc <- r.greet(hctx, cwd) })
+	r.writers.Go(func() { errc <- r.greet(hctx, cwd, remote) })
 	var err error
 	select {
 	case err = <-errc:
@@ -120,7 +135,7 @@ func lostConnection(err error) bool {
 }
 
 // greet is the handshake proper.
-func (r *run) greet(ctx context.Context, cwd string) error {
+func (r *run) greet(ctx context.Context, cwd, remote string) error {
 	initParams := map[string]any{
 		"clientInfo":   map[string]any{"name": "dsh", "title": "dsh", "version": "0"},
 		"capabilities": map[string]any{"experimentalApi": false},
@@ -137,11 +152,16 @@ func (r *run) greet(ctx context.Context, cwd string) error {
 		} `json:"thread"`
 		Model string `json:"model"`
 	}
-	if err := r.conn.call(ctx, "thread/start", r.threadParams(cwd), &started); err != nil {
+	method, params := "thread/start", r.threadParams(cwd)
+	if remote != "" {
+		delete(params, "ephemeral")
+		method, params["threadId"] = "thread/resume", remote
+	}
+	if err := r.conn.call(ctx, method, params, &started); err != nil {
 		return err
 	}
 	if started.Thread.ID == "" {
-		return &ProtocolError{Msg: "thread/start answered without a thread id"}
+		return &ProtocolError{Msg: method + " answered without a thread id"}
 	}
 	r.turn.setThread(started.Thread.ID)
 	r.threadID = started.Thread.ID
@@ -149,9 +169,10 @@ func (r *run) greet(ctx context.Context, cwd string) error {
 	return nil
 }
 
-// threadParams are thread/start's parameters for the configured mode.
+// threadParams are thread/start's parameters for the configured mode. A
+// thread is kept (not ephemeral) only in a configured CodexHome.
 func (r *run) threadParams(cwd string) map[string]any {
-	p := map[string]any{"cwd": cwd, "ephemeral": true}
+	p := map[string]any{"cwd": cwd, "ephemeral": r.cfg.CodexHome == ""}
 	switch r.cfg.PermissionMode {
 	case PermissionApproveForMe:
 		p["approvalPolicy"] = "on-request"

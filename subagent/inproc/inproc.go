@@ -15,7 +15,6 @@ import (
 
 	"github.com/dsh-go/dsh/agent"
 	"github.com/dsh-go/dsh/content"
-	"github.com/dsh-go/dsh/prompt"
 	"github.com/dsh-go/dsh/session"
 	"github.com/dsh-go/dsh/subagent"
 )
@@ -28,6 +27,10 @@ const (
 	DelegationText = "You are a subagent: another agent started you to do one self-contained task. " +
 		"Your permissions are those of the agent that started you, or narrower: a call that needs approval waits for the user, " +
 		"and a refused call is final, so report a limitation instead of retrying. Your final message is returned to the agent that started you: make it a complete answer."
+	// ContinuableText replaces the last sentence of DelegationText for a
+	// continuable child.
+	ContinuableText = "When you finish, your final message is delivered to the agent that started you, which may send you more work later " +
+		"in this same conversation. If you have a report tool, use it for findings that cannot wait for your final message."
 	StructuredText = "Finish by calling the structured_output tool exactly once with your final result as its arguments. " +
 		"That call ends your task; no other tool runs after it."
 	StructuredTool = "structured_output"
@@ -92,7 +95,7 @@ func (p *Provider) Start(ctx context.Context, req subagent.StartRequest) (subage
 		Origin:          session.OriginSubagent,
 		DelegationDepth: depth,
 		Seed:            seed,
-		Options:         childOptions(parent.Options(), req.AgentOptions, depth),
+		Options:         subagent.ChildOptions(parent.Options(), req.AgentOptions, depth),
 		Owner:           parent,
 		Label:           subagent.ChildLabel(p.cfg.Name, req.Label),
 		Policy:          req.Policy,
@@ -112,30 +115,18 @@ func (p *Provider) Start(ctx context.Context, req subagent.StartRequest) (subage
 	return r, nil
 }
 
-// childOptions inherits the parent's route and limits unless overridden,
-// and stamps the child's depth.
-func childOptions(parent agent.Options, override *agent.Options, depth int) agent.Options {
-	o := agent.Options{Provider: parent.Provider, Model: parent.Model, MaxTokens: parent.MaxTokens,
-		MaxParallelToolCalls: parent.MaxParallelToolCalls, MaxSteps: parent.MaxSteps}
-	if override != nil {
-		if override.Provider != "" {
-			o.Provider, o.Model = override.Provider, ""
-		}
-		if override.Model != "" {
-			o.Model = override.Model
-		}
-		if override.MaxTokens != 0 {
-			o.MaxTokens = override.MaxTokens
-		}
-		if override.MaxParallelToolCalls != 0 {
-			o.MaxParallelToolCalls = override.MaxParallelToolCalls
-		}
-		if override.MaxSteps != 0 {
-			o.MaxSteps = override.MaxSteps
-		}
+// PrepareContinuable implements subagent.Continuer: a fork child starts
+// from its parent's completed turns; every child's first message opens
+// with its instructions.
+func (p *Provider) PrepareContinuable(ctx context.Context, req subagent.StartRequest) (subagent.Preparation, error) {
+	if err := ctx.Err(); err != nil {
+		return subagent.Preparation{}, subagent.AbortedBeforeReady(p.cfg.Name, context.Cause(ctx))
 	}
-	o.SubagentDepth = depth
-	return o
+	prep := subagent.Preparation{First: ContinuableMessage(req.Prompt)}
+	if p.cfg.Fork {
+		prep.Seed = session.CompletedPrefix(req.Parent.Session().Events())
+	}
+	return prep, nil
 }
 
 // The frame of a child's instructions in its first user message.
@@ -148,11 +139,21 @@ const (
 // instructions (the delegation statement, and the structured-output one
 // when structured), then the task's blocks.
 func FirstMessage(task []content.Block, structured bool) content.Message {
-	text := instructionsOpen + DelegationText
+	text := DelegationText
 	if structured {
 		text += "\n" + StructuredText
 	}
-	return content.UserMessage(append([]content.Block{content.Text(text + instructionsClose)}, task...)...)
+	return withInstructions(text, task)
+}
+
+// ContinuableMessage is a continuable child's first user message: its
+// instructions, then the task's blocks.
+func ContinuableMessage(task []content.Block) content.Message {
+	return withInstructions(DelegationText+"\n"+ContinuableText, task)
+}
+
+func withInstructions(text string, task []content.Block) content.Message {
+	return content.UserMessage(append([]content.Block{content.Text(instructionsOpen + text + instructionsClose)}, task...)...)
 }
 
 // SplitTask splits the text of a user message (its blocks joined, as a
@@ -170,20 +171,16 @@ func SplitTask(text string) (instructions, task string, ok bool) {
 	return instructions, task, true
 }
 
-// compose runs in the child's unpublished setup window.
+// compose runs in the child's unpublished setup window: the descriptor,
+// the filter and persona, and the structured-output capture.
 func compose(a *agent.Agent, req subagent.StartRequest, c *capture) error {
-	if req.ToolFilter != nil {
-		if _, err := a.Tools().Restrict(*req.ToolFilter); err != nil {
+	if req.Descriptor != nil {
+		if err := subagent.AppendDescriptor(a.Session(), *req.Descriptor); err != nil {
 			return err
 		}
 	}
-	if req.Persona != nil {
-		if _, err := a.Prompt().Interpolate(*req.Persona); err != nil {
-			return fmt.Errorf("persona: %w", err)
-		}
-		if _, err := a.Prompt().Section(prompt.Section{Name: prompt.PersonaSection, Order: prompt.PersonaOrder, Text: *req.Persona}); err != nil {
-			return err
-		}
+	if err := subagent.Compose(a, req.ToolFilter, req.Persona); err != nil {
+		return err
 	}
 	if req.OutputSchema != nil {
 		return c.install(a, req)

@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"iter"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/google/jsonschema-go/jsonschema"
@@ -13,6 +15,7 @@ import (
 
 	"github.com/dsh-go/dsh/agent"
 	"github.com/dsh-go/dsh/content"
+	"github.com/dsh-go/dsh/event"
 	"github.com/dsh-go/dsh/llm"
 	"github.com/dsh-go/dsh/llm/scripted"
 	"github.com/dsh-go/dsh/prompt"
@@ -494,7 +497,7 @@ func TestSteerAndResume(t *testing.T) {
 	if err := run.(subagent.Steerer).SendMessage(context.Background(), subagenttest.Prompt("look left")); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := run.(subagent.Resumer).Resume(context.Background(), subagenttest.Prompt("early")); err == nil {
+	if _, err := run.(subagent.Resumer).Resume(context.Background(), subagent.ResumeRequest{Prompt: subagenttest.Prompt("early")}); err == nil {
 		t.Fatal("resume of a running child succeeded")
 	}
 	close(gate)
@@ -505,7 +508,15 @@ func TestSteerAndResume(t *testing.T) {
 	if err := run.(subagent.Steerer).SendMessage(context.Background(), subagenttest.Prompt("late")); err == nil {
 		t.Fatal("steering a settled run succeeded")
 	}
-	next, err := run.(subagent.Resumer).Resume(context.Background(), subagenttest.Prompt("and now?"))
+	var mu sync.Mutex
+	progress := map[string][]subagent.ProgressKind{} // by run id
+	stop := event.On(w.Events, func(e subagent.ProgressEvent) {
+		mu.Lock()
+		defer mu.Unlock()
+		progress[e.RunID] = append(progress[e.RunID], e.Kind)
+	})
+	defer stop()
+	next, err := run.(subagent.Resumer).Resume(context.Background(), subagent.ResumeRequest{Prompt: subagenttest.Prompt("and now?")})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -522,6 +533,16 @@ func TestSteerAndResume(t *testing.T) {
 	if end := lastTurnEnd(next.LocalAgent().Session().Events()); end.Turn != 2 {
 		t.Fatalf("resume ran turn %d, want 2 in the same session", end.Turn)
 	}
+	mu.Lock()
+	if len(progress) != 1 {
+		t.Errorf("progress of %d runs, want the resumed one's: %v", len(progress), progress)
+	}
+	for _, kinds := range progress {
+		if !slices.Contains(kinds, subagent.ProgressTurnStart) || !slices.Contains(kinds, subagent.ProgressTurnEnd) {
+			t.Errorf("the resumed run reported %v", kinds)
+		}
+	}
+	mu.Unlock()
 	if err := next.Dispose(context.Background()); err != nil {
 		t.Fatal(err)
 	}

@@ -184,7 +184,7 @@ func (r *run) SendMessage(ctx context.Context, msg []content.Block) error {
 
 // Resume implements subagent.Resumer: a settled child takes a follow-up task
 // in the same session, as a new run that now owns the child.
-func (r *run) Resume(ctx context.Context, msg []content.Block) (subagent.Run, error) {
+func (r *run) Resume(ctx context.Context, req subagent.ResumeRequest) (subagent.Run, error) {
 	select {
 	case <-r.Done():
 	default:
@@ -201,8 +201,8 @@ func (r *run) Resume(ctx context.Context, msg []content.Block) (subagent.Run, er
 	case r.h.owner != r:
 		return nil, errors.New("inproc: the child was already resumed")
 	}
-	next := newRun(r.h, &capture{}, false, r.progress)
+	next := newRun(r.h, &capture{}, false, req.Progress)
 	r.h.owner = next
-	next.start(ctx, content.UserMessage(msg...), false)
+	next.start(ctx, content.UserMessage(req.Prompt...), false)
 	return next, nil
 }

@@ -48,6 +48,11 @@ type Config struct {
 	// SubagentTypes offers the agent definitions (Deps.Types) through a
 	// subagent_type argument (default: true for the tool named "subagent").
 	SubagentTypes *bool `yaml:"subagentTypes"`
+	// Continuable makes the children continuable: the result names the
+	// child, send_message continues it (see continuable.go). Default: on
+	// when the provider can continue children and sessions outlive the
+	// process; false keeps one-shot children.
+	Continuable *bool `yaml:"continuable"`
 }
 
 // DefaultMaxDepth is the depth cap used when none is configured.
@@ -211,6 +216,11 @@ func (m *mount) register(p subagent.Provider) error {
 			}
 		}
 	}
+	continuable, err := m.continuable(p)
+	if err != nil {
+		return err
+	}
+	t.continuable = continuable
 	un, err := m.deps.Tools.Register(t.definition(p.InheritsParentContext()))
 	if err != nil {
 		return err
@@ -233,9 +243,10 @@ func (cfg Config) depthCap(caps subagent.Capabilities) *int {
 
 // instance executes calls of one mounted tool.
 type instance struct {
-	deps Deps
-	cfg  Config
-	caps subagent.Capabilities // the provider's
+	deps        Deps
+	cfg         Config
+	caps        subagent.Capabilities // the provider's
+	continuable bool                  // untyped, unisolated children are continuable
 }
 
 // Request is the start request of an untyped call of the tool instance
@@ -283,10 +294,17 @@ func (t *instance) definition(inherits bool) tool.Definition {
 		"description": {Type: "string", Description: "A short (3-7 word) label for the task."},
 		"prompt":      {Type: "string", Description: "The task for the subagent."},
 	}
-	if *t.cfg.EnableRunInBackground {
+	if t.continuable {
+		desc += continuableWording
+	}
+	switch {
+	case *t.cfg.EnableRunInBackground && t.continuable:
+		desc += continuableBackgroundWording
+		props["run_in_background"] = &jsonschema.Schema{Type: "boolean", Description: "Start the subagent and keep working."}
+	case *t.cfg.EnableRunInBackground:
 		desc += backgroundWording
 		props["run_in_background"] = &jsonschema.Schema{Type: "boolean", Description: "Run the subagent as a background task."}
-	} else {
+	default:
 		desc += foregroundWording
 	}
 	if t.deps.Worktrees != nil {
@@ -329,6 +347,9 @@ func (t *instance) execute(ctx context.Context, call tool.Call) (tool.Result, er
 	if err := d.isolate(ctx, t.deps.Worktrees); err != nil {
 		return tool.Result{}, err
 	}
+	if t.continuable && d.typ == "" && d.wt == nil {
+		return t.executeContinuable(ctx, d)
+	}
 	if d.background {
 		return t.startBackground(ctx, d)
 	}
@@ -341,10 +362,8 @@ func (t *instance) execute(ctx context.Context, call tool.Call) (tool.Result, er
 	res, werr := run.Wait(context.WithoutCancel(ctx))
 	derr := run.Dispose(context.WithoutCancel(ctx))
 	note := d.end(ctx, res)
-	meta := runMeta(run, d.provider, res.Usage)
-	if text := content.JoinText(res.Output); len(text) > t.deps.OutputLimit {
-		res.Output = []content.Block{content.Text(capAnswer(text, t.deps.OutputLimit, wholeAnswer(run, d.provider)))}
-	}
+	meta := runMeta(run.ID(), d.provider, res.Usage)
+	res.Output = t.capOutput(res.Output, wholeAnswer(run, d.provider))
 	switch {
 	case werr != nil || derr != nil:
 		r := tool.ErrorResult(tool.CodeFailed, errors.Join(werr, derr).Error()+note)
@@ -356,6 +375,15 @@ func (t *instance) execute(ctx context.Context, call tool.Call) (tool.Result, er
 		return r, nil
 	}
 	return tool.Result{Content: []content.Block{content.Text(outputText(res) + note)}, Meta: meta}, nil
+}
+
+// capOutput caps a child's answer at Deps.OutputLimit; where says where
+// the whole answer is.
+func (t *instance) capOutput(output []content.Block, where string) []content.Block {
+	if text := content.JoinText(output); len(text) > t.deps.OutputLimit {
+		return []content.Block{content.Text(capAnswer(text, t.deps.OutputLimit, where))}
+	}
+	return output
 }
 
 // outputText is what a completed child returns to the model: its
@@ -407,9 +435,9 @@ func usageMeta(u map[string]content.Usage) json.RawMessage {
 }
 
 // runMeta is the result meta of a foreground run: its usage, and which
-// child it was.
-func runMeta(run subagent.Run, provider string, u map[string]content.Usage) json.RawMessage {
-	raw, _ := json.Marshal(subagent.UsageMeta{SubagentUsage: u, SubagentChild: run.ID(), SubagentProvider: provider})
+// child (run or continuable child id) it was.
+func runMeta(child, provider string, u map[string]content.Usage) json.RawMessage {
+	raw, _ := json.Marshal(subagent.UsageMeta{SubagentUsage: u, SubagentChild: child, SubagentProvider: provider})
 	return raw
 }
 

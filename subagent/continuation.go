@@ -1,0 +1,648 @@
+package subagent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+
+	"github.com/google/uuid"
+
+	"github.com/dsh-go/dsh/agent"
+	"github.com/dsh-go/dsh/content"
+	"github.com/dsh-go/dsh/event"
+	"github.com/dsh-go/dsh/session"
+)
+
+// Continuable children.
+//
+// A continuable child is a durable session plus at most one activation in
+// this process: the live agent that runs it now. The child's log holds its
+// descriptor (see Descriptor), so that it can be rebuilt from the log alone,
+// by any process, even after the provider that started it was
+// unregistered. The service routes every message to a child by residency:
+// to the running activation's inbox as a later turn, to a waiting one by
+// waking it, or, when there is none, to a new activation rebuilt from the
+// log (a cold resume).
+//
+// An activation settles when its agent is idle with nothing queued and it
+// owns no live child activation: the service then disposes the agent
+// (releasing its session's writer lock, so that a later process may
+// continue it), tells the parent in exactly one notice how the activation
+// ended, and emits subagent/end. Every activation is one epoch between
+// subagent/start and subagent/end.
+//
+// The Go shape differs from the reference's in two places. A foreground
+// caller (Accepted.Wait) takes the first settlement's result itself, in its
+// tool result, instead of a notice: it is the same one delivery, and the
+// parent does not pay for a model step to read it twice. And in-process
+// children are rebuilt by the service from the descriptor alone (model
+// route, persona, tool filter and permission policy), without the provider:
+// the provider only contributes what a fresh child starts from (Continuer).
+
+// Continuer is a provider whose children can continue after they settle
+// (spawn, fork). It contributes what a fresh child starts from; the
+// service creates, composes, persists and rebuilds the child.
+type Continuer interface {
+	PrepareContinuable(ctx context.Context, req StartRequest) (Preparation, error)
+}
+
+// Preparation is what a fresh continuable child starts from.
+type Preparation struct {
+	// Seed is the log the child inherits (fork: its parent's completed
+	// turns); nil for none.
+	Seed []session.Event
+	// First is the child's first user message: its instructions and task.
+	First content.Message
+}
+
+// ContinuableOptions tune StartContinuable.
+type ContinuableOptions struct {
+	// ChildID reserves the child's id; a live or stored one is refused
+	// (DUPLICATE_CHILD). Default: a random UUID.
+	ChildID string
+	// Foreground promises that the caller waits for the first settlement
+	// with Accepted.Wait, which then replaces the settlement notice.
+	Foreground bool
+}
+
+// Accepted is a message a continuable child's inbox accepted.
+type Accepted struct {
+	ChildID   string
+	MessageID string
+	result    chan Result // foreground starts only
+}
+
+// Wait returns the result of the activation that took the first message
+// of a foreground start, once it settled; ctx's cause if ctx ends first.
+func (a *Accepted) Wait(ctx context.Context) (Result, error) {
+	if a.result == nil {
+		return Result{}, invalid("wait: the start was not a foreground one")
+	}
+	select {
+	case r := <-a.result:
+		a.result <- r // later waits see it too
+		return r, nil
+	case <-ctx.Done():
+		return Result{}, context.Cause(ctx)
+	}
+}
+
+// continuation is the service's manager of continuable children.
+type continuation struct {
+	svc      *Service
+	agents   *agent.Registry
+	sessions *session.Store
+
+	mu       sync.Mutex
+	acts     map[string]*activation // by child id
+	byAgent  map[*agent.Agent]*activation
+	building map[string]chan struct{} // ids being materialized
+	setups   []*childSetup
+	draining bool
+	wg       sync.WaitGroup // teardowns in flight
+	stop     func()
+}
+
+type childSetup struct {
+	fn func(child *agent.Agent) error
+}
+
+// activation is a continuable child resident in this process.
+type activation struct {
+	id       string
+	parentID string       // the durable direct parent
+	parent   *agent.Agent // its live agent, the child agent's owner
+	agent    *agent.Agent // the in-process child; nil for an out-of-process one
+	child    child
+	desc     Descriptor
+	epoch    *epoch
+
+	// guarded by continuation.mu
+	owned    map[*activation]struct{}
+	closing  bool
+	claim    chan Result   // a foreground waiter of this epoch
+	released chan struct{} // closed once torn down and forgotten
+}
+
+// ServeContinuation lets the service start and continue continuable
+// children: agents creates and rebuilds them (its events must go to the
+// service's bus), sessions persists them. Without it, continuable
+// operations fail with CONTINUATION_UNAVAILABLE; with a store whose
+// sessions do not outlive the process, with PERSISTENCE_UNAVAILABLE.
+func (s *Service) ServeContinuation(agents *agent.Registry, sessions *session.Store) {
+	c := &continuation{svc: s, agents: agents, sessions: sessions, acts: map[string]*activation{},
+		byAgent: map[*agent.Agent]*activation{}, building: map[string]chan struct{}{}}
+	c.stop = event.On(s.bus, func(e agent.StatusChanged) {
+		if e.Status != agent.StatusIdle {
+			return
+		}
+		c.mu.Lock()
+		act := c.byAgent[e.Agent]
+		c.mu.Unlock()
+		if act != nil {
+			c.check(act)
+		}
+	})
+	s.mu.Lock()
+	s.cont = c
+	s.mu.Unlock()
+}
+
+func (s *Service) continuation() (*continuation, error) {
+	s.mu.Lock()
+	c := s.cont
+	s.mu.Unlock()
+	if c == nil {
+		return nil, errorf(CodeContinuationUnavailable, "continuable children need the service to serve continuation")
+	}
+	return c, nil
+}
+
+// CanContinue reports whether children of the named provider can be
+// continuable here: the provider is a Continuer or a RemoteContinuer, and
+// sessions outlive the process.
+func (s *Service) CanContinue(name string) bool {
+	c, err := s.continuation()
+	if err != nil || !c.sessions.Durable() {
+		return false
+	}
+	p, ok := s.Provider(name)
+	_, cont := p.(Continuer)
+	_, remote := p.(RemoteContinuer)
+	return ok && (cont || remote)
+}
+
+// AddContinuableSetup installs fn into the unpublished scope of every
+// continuable child created or rebuilt from now on (after its filter and
+// persona), in registration order; an error keeps the child from being
+// established. It returns fn's removal. Without continuation it is a no-op.
+func (s *Service) AddContinuableSetup(fn func(child *agent.Agent) error) (remove func()) {
+	c, err := s.continuation()
+	if err != nil {
+		return func() {}
+	}
+	st := &childSetup{fn: fn}
+	c.mu.Lock()
+	c.setups = append(c.setups, st)
+	c.mu.Unlock()
+	return func() {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		c.setups = slices.DeleteFunc(c.setups, func(x *childSetup) bool { return x == st })
+	}
+}
+
+// StartContinuable starts a continuable child on the named provider and
+// returns once its inbox accepted req.Prompt, before any model request.
+// In order: admission (DRAINING), persistence (PERSISTENCE_UNAVAILABLE),
+// the provider (NO_PROVIDER, UNSUPPORTED_CAPABILITY unless it is a
+// Continuer), the depth cap, the reserved id (DUPLICATE_CHILD), the live
+// children cap, the provider's preparation, then the child is created with
+// its descriptor, published (subagent/start) and sent the prompt. A failure
+// at any point leaves no agent and no activation; ctx governs the start
+// only.
+func (s *Service) StartContinuable(ctx context.Context, name string, req StartRequest, opts ContinuableOptions) (*Accepted, error) {
+	c, err := s.continuation()
+	if err != nil {
+		return nil, err
+	}
+	if err := c.admissionOpen(); err != nil {
+		return nil, err
+	}
+	if !c.sessions.Durable() {
+		return nil, errorf(CodePersistenceUnavailable, "continuable children need sessions that outlive the process (the JSONL store)")
+	}
+	if req.OutputSchema != nil {
+		return nil, invalid("start: a continuable child takes no output schema")
+	}
+	if err := s.validate(name, &req); err != nil {
+		return nil, err
+	}
+	p, _ := s.Provider(name)
+	cont, ok := p.(Continuer)
+	if rp, remote := p.(RemoteContinuer); remote && !ok {
+		return s.startRemote(ctx, c, name, rp, req, opts)
+	}
+	if !ok {
+		return nil, &Error{Code: CodeUnsupportedCapability, Provider: name, Capability: "continuable",
+			Msg: fmt.Sprintf("provider %q cannot start continuable children", name)}
+	}
+	id := opts.ChildID
+	if id == "" {
+		id = uuid.NewString()
+	} else if c.exists(id) {
+		return nil, &Error{Code: CodeDuplicateChild, Provider: name, Msg: fmt.Sprintf("child id %s is already live or stored", id)}
+	}
+	parent := req.Parent
+	childOpts := ChildOptions(parent.Options(), req.AgentOptions, req.Depth)
+	policy := parent.Policy()
+	desc := Descriptor{Version: DescriptorVersion, Mode: Continuable, Provider: name, Label: req.Label,
+		AgentProvider: childOpts.Provider, AgentModel: childOpts.Model, Persona: req.Persona, ToolFilter: req.ToolFilter, Policy: &policy}
+	if desc.Label == "" {
+		desc.Label = name
+	}
+	prep, err := cont.PrepareContinuable(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	if ctx.Err() != nil {
+		return nil, AbortedBeforeReady(name, context.Cause(ctx))
+	}
+	release, err := s.admit(name, parent)
+	if err != nil {
+		return nil, err
+	}
+	done, err := c.reserve(id)
+	if err != nil {
+		release()
+		return nil, err
+	}
+	defer done()
+	child, err := c.create(ctx, agent.CreateOptions{SessionID: id, Cwd: parent.Cwd(), ParentSession: parent.ID(),
+		Origin: session.OriginSubagent, DelegationDepth: req.Depth, Seed: prep.Seed, Options: childOpts, Owner: parent,
+		Label: ChildLabel(name, desc.Label)}, desc, true)
+	if err != nil {
+		release()
+		if ctx.Err() != nil {
+			return nil, AbortedBeforeReady(name, context.Cause(ctx))
+		}
+		return nil, fmt.Errorf("subagent %s: create child: %w", name, err)
+	}
+	var claim chan Result
+	if opts.Foreground {
+		claim = make(chan Result, 1)
+	}
+	msgID, err := c.publish(ctx, parent, child, desc, prep.First, claim, release)
+	if err != nil {
+		return nil, err
+	}
+	return &Accepted{ChildID: id, MessageID: msgID, result: claim}, nil
+}
+
+// Followup sends msg to caller's continuable child id as a later turn of
+// its own: queued behind a running activation's turns, waking an idle one,
+// or rebuilding one from the child's log when none is resident (a cold
+// resume, which works in any process and after the provider that started
+// the child was unregistered). Only the child's durable direct parent, as
+// its exact live agent, may send (UNAUTHORIZED). It returns the accepted
+// message's id; a message is never both delivered and refused.
+func (s *Service) Followup(ctx context.Context, caller *agent.Agent, id string, msg []content.Block) (string, error) {
+	c, err := s.continuation()
+	if err != nil {
+		return "", err
+	}
+	m := content.UserMessage(msg...)
+	m.Source = content.Source{Kind: content.SourcePlugin, Plugin: SourcePlugin, Form: FormRelay, Sender: caller.ID()}
+	for {
+		if err := c.authorize(caller); err != nil {
+			return "", err
+		}
+		if err := ctx.Err(); err != nil {
+			return "", context.Cause(ctx)
+		}
+		c.mu.Lock()
+		if err := c.admissionOpenLocked(); err != nil {
+			c.mu.Unlock()
+			return "", err
+		}
+		if act := c.acts[id]; act != nil {
+			if act.closing { // S9: wait for its release, then resume it cold
+				c.mu.Unlock()
+				if err := wait(ctx, act.released); err != nil {
+					return "", err
+				}
+				continue
+			}
+			defer c.mu.Unlock()
+			if act.parentID != caller.ID() {
+				return "", unauthorizedParent(id)
+			}
+			if err := act.child.submit(m); err != nil {
+				return "", errorf(CodeActivationClosing, "child %s is closing: %v", id, err)
+			}
+			return m.ID, nil
+		}
+		if ch, busy := c.building[id]; busy {
+			c.mu.Unlock()
+			if err := wait(ctx, ch); err != nil {
+				return "", err
+			}
+			continue
+		}
+		c.mu.Unlock()
+		return c.resume(ctx, caller, id, m)
+	}
+}
+
+// resume rebuilds child id from its log and sends it m.
+func (c *continuation) resume(ctx context.Context, caller *agent.Agent, id string, m content.Message) (string, error) {
+	h, events, err := c.sessions.Read(id)
+	if err != nil {
+		if ctx.Err() != nil {
+			return "", context.Cause(ctx)
+		}
+		return "", &Error{Code: CodeNotResumable, Msg: fmt.Sprintf("child %s is unavailable", id), Err: err}
+	}
+	if h.ParentSession != caller.ID() || h.Origin != session.OriginSubagent {
+		return "", unauthorizedParent(id)
+	}
+	desc, ok, err := ResumeDescriptor(h, events)
+	switch {
+	case err != nil:
+		return "", &Error{Code: CodeNotResumable, Msg: fmt.Sprintf("child %s has a malformed descriptor", id), Err: err}
+	case !ok || desc.Mode != Continuable:
+		return "", errorf(CodeNotResumable, "child %s is not continuable (a one-shot child takes one task): do not retry; start a new one", id)
+	case desc.Remote != "":
+		return c.svc.resumeRemote(ctx, caller, h, desc, m)
+	}
+	release, err := c.svc.admit(desc.Provider, caller)
+	if err != nil {
+		return "", err
+	}
+	done, err := c.reserve(id)
+	if err != nil {
+		release()
+		return "", err
+	}
+	defer done()
+	po := caller.Options()
+	opts := agent.Options{Provider: desc.AgentProvider, Model: desc.AgentModel, MaxParallelToolCalls: po.MaxParallelToolCalls,
+		MaxSteps: po.MaxSteps, SubagentDepth: h.DelegationDepth}
+	if opts.Provider == "" {
+		opts.Provider, opts.Model = po.Provider, po.Model
+	}
+	child, err := c.create(ctx, agent.CreateOptions{SessionID: id, Resume: true, Options: opts, Owner: caller,
+		Policy: desc.Policy, Label: ChildLabel(desc.Provider, desc.Label)}, desc, false)
+	if err != nil {
+		release()
+		if ctx.Err() != nil {
+			return "", context.Cause(ctx)
+		}
+		var se *Error
+		if errors.As(err, &se) {
+			return "", err
+		}
+		return "", &Error{Code: CodeNotResumable, Provider: desc.Provider, Msg: fmt.Sprintf("child %s could not be rebuilt", id), Err: err}
+	}
+	return c.publish(ctx, caller, child, desc, m, nil, release)
+}
+
+// create makes a continuable child's agent: fresh (its descriptor is
+// written into its log, after any seed) or rebuilt from its log; its
+// filter, persona and the registered setups are installed before it is
+// published.
+func (c *continuation) create(ctx context.Context, opts agent.CreateOptions, desc Descriptor, fresh bool) (*agent.Agent, error) {
+	c.mu.Lock()
+	setups := slices.Clone(c.setups)
+	c.mu.Unlock()
+	opts.Setup = func(a *agent.Agent) error {
+		if fresh {
+			if err := AppendDescriptor(a.Session(), desc); err != nil {
+				return err
+			}
+		}
+		if err := Compose(a, desc.ToolFilter, desc.Persona); err != nil {
+			return err
+		}
+		for _, st := range setups {
+			if err := st.fn(a); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	return c.agents.Create(ctx, opts)
+}
+
+// publish makes child resident as an activation of parent and sends it
+// first. The parent is checked again here, at the last synchronous point;
+// a refusal, or a ctx that ended, disposes the child.
+func (c *continuation) publish(ctx context.Context, parent, child *agent.Agent, desc Descriptor, first content.Message,
+	claim chan Result, release func()) (string, error) {
+	act := &activation{id: child.ID(), parentID: parent.ID(), parent: parent, agent: child, desc: desc,
+		owned: map[*activation]struct{}{}, claim: claim, released: make(chan struct{})}
+	act.child = &localChild{a: child, from: child.Session().Len()}
+	rollback := func(err error) (string, error) {
+		child.Dispose(context.Background())
+		release()
+		return "", err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if err := c.admissionOpenLocked(); err != nil {
+		return rollback(err)
+	}
+	if live, ok := c.agents.Get(parent.ID()); !ok || live != parent || parent.Disposed() {
+		return rollback(errorf(CodeUnauthorized, "the parent %s is no longer live", parent.ID()))
+	}
+	parentAct := c.byAgent[parent]
+	if parentAct != nil && parentAct.closing {
+		return rollback(errorf(CodeActivationClosing, "the parent %s is closing", parent.ID()))
+	}
+	if ctx.Err() != nil {
+		return rollback(AbortedBeforeReady(desc.Provider, context.Cause(ctx)))
+	}
+	if !child.OnDispose(func() { c.lost(act) }) {
+		return rollback(errorf(CodeActivationClosing, "child %s was disposed", child.ID()))
+	}
+	t := c.svc.epochTracker(act, release)
+	act.epoch = t.announceEpoch(act)
+	act.epoch.AfterSettle(SessionProgress(child.Session(), t.progress))
+	c.acts[act.id] = act
+	c.byAgent[child] = act
+	if parentAct != nil {
+		parentAct.owned[act] = struct{}{}
+	}
+	if err := child.Submit(first, nil); err != nil { // only a child disposed meanwhile refuses: lost tears it down
+		return "", errorf(CodeActivationClosing, "child %s refused its message: %v", child.ID(), err)
+	}
+	return first.ID, nil
+}
+
+// reserve marks id as being built, so that a concurrent start or cold
+// resume of the same id waits; done unmarks it.
+func (c *continuation) reserve(id string) (done func(), err error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if _, busy := c.building[id]; busy || c.acts[id] != nil {
+		return nil, errorf(CodeDuplicateChild, "child %s is already being built or resident", id)
+	}
+	ch := make(chan struct{})
+	c.building[id] = ch
+	return func() {
+		c.mu.Lock()
+		delete(c.building, id)
+		c.mu.Unlock()
+		close(ch)
+	}, nil
+}
+
+// exists reports whether id is a live agent or a stored session.
+func (c *continuation) exists(id string) bool {
+	if _, ok := c.agents.Get(id); ok {
+		return true
+	}
+	_, _, err := c.sessions.Read(id)
+	return err == nil
+}
+
+// authorize checks that caller is the exact live agent of its id.
+func (c *continuation) authorize(caller *agent.Agent) error {
+	if caller == nil {
+		return errorf(CodeUnauthorized, "no calling agent")
+	}
+	if live, ok := c.agents.Get(caller.ID()); !ok || live != caller {
+		return errorf(CodeUnauthorized, "the calling agent %s is not live", caller.ID())
+	}
+	return nil
+}
+
+func unauthorizedParent(id string) error {
+	return errorf(CodeUnauthorized, "child %s belongs to another parent session", id)
+}
+
+func (c *continuation) admissionOpen() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.admissionOpenLocked()
+}
+
+func (c *continuation) admissionOpenLocked() error {
+	if c.draining {
+		return errorf(CodeDraining, "the service is tearing continuable children down")
+	}
+	return nil
+}
+
+func wait(ctx context.Context, ch <-chan struct{}) error {
+	select {
+	case <-ch:
+		return nil
+	case <-ctx.Done():
+		return context.Cause(ctx)
+	}
+}
+
+// check settles act if it is idle with nothing queued and owns no live
+// child: its teardown runs on a goroutine of its own.
+func (c *continuation) check(act *activation) {
+	c.mu.Lock()
+	if act.closing || len(act.owned) > 0 || act.child.busy() || act.child.queued() > 0 {
+		c.mu.Unlock()
+		return
+	}
+	act.closing = true
+	c.wg.Add(1)
+	c.mu.Unlock()
+	go func() {
+		defer c.wg.Done()
+		c.teardown(act)
+	}()
+}
+
+// lost tears down an activation whose child something else ended: its
+// agent was disposed (by its owner, most often), or its parent agent was.
+func (c *continuation) lost(act *activation) {
+	c.mu.Lock()
+	if act.closing {
+		c.mu.Unlock()
+		return
+	}
+	act.closing = true
+	c.wg.Add(1)
+	c.mu.Unlock()
+	go func() {
+		defer c.wg.Done()
+		c.teardown(act)
+	}()
+}
+
+// teardown disposes a settled activation's agent, tells its parent how the
+// epoch ended (or hands the result to a foreground waiter), releases its
+// place in the parent's activation and forgets it; subagent/end follows.
+func (c *continuation) teardown(act *activation) {
+	derr := act.child.dispose(context.Background())
+	res := act.child.result()
+	if derr != nil {
+		res = Result{StopReason: Failed, Usage: res.Usage,
+			Diagnostic: Diagnostic(fmt.Sprintf("%s: teardown failed: %v", CodeTeardownFailed, derr))}
+	}
+	c.mu.Lock()
+	claim := act.claim
+	act.claim = nil
+	parentAct := c.byAgent[act.parent]
+	c.mu.Unlock()
+	recordUsage(act.parent, act.id, res.Usage)
+	if claim != nil {
+		claim <- res
+	} else {
+		c.notify(act, res)
+	}
+	c.mu.Lock()
+	delete(c.acts, act.id)
+	if act.agent != nil {
+		delete(c.byAgent, act.agent)
+	}
+	if parentAct != nil {
+		delete(parentAct.owned, act)
+	}
+	c.mu.Unlock()
+	close(act.released)
+	act.epoch.Settle(res)
+	if parentAct != nil {
+		c.check(parentAct)
+	}
+}
+
+// notify sends the settlement notice to act's parent: it wakes an idle
+// parent with a new turn and reaches a busy one at its next step; a parent
+// that is closing gets it without a wake, and one that is gone none.
+func (c *continuation) notify(act *activation, res Result) {
+	parent := act.parent
+	if live, ok := c.agents.Get(act.parentID); !ok || live != parent {
+		return
+	}
+	msg := Notice(act.id, res)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	send := parent.Steer
+	if pa := c.byAgent[parent]; c.draining || (pa != nil && pa.closing) {
+		send = parent.Inject
+	}
+	if err := send(msg); err != nil && !errors.Is(err, &agent.Error{Code: agent.CodeDisposed}) {
+		c.svc.log.Warn("subagent: settlement notice not delivered", "child", act.id, "parent", act.parentID, "err", err)
+	}
+}
+
+// Drain closes admission to continuable children (DRAINING) and tears
+// every resident one down, children with their parents; it returns once
+// all are gone or ctx ends.
+func (s *Service) Drain(ctx context.Context) error {
+	c, err := s.continuation()
+	if err != nil {
+		return nil
+	}
+	c.mu.Lock()
+	c.draining = true
+	acts := make([]*activation, 0, len(c.acts))
+	for _, act := range c.acts {
+		acts = append(acts, act)
+	}
+	c.mu.Unlock()
+	for _, act := range acts {
+		c.lost(act) // its teardown disposes its agent, which disposes the children it owns
+	}
+	done := make(chan struct{})
+	go func() {
+		c.wg.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return context.Cause(ctx)
+	}
+}

@@ -1,0 +1,84 @@
+package subagent
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/dsh-go/dsh/agent"
+	"github.com/dsh-go/dsh/content"
+	"github.com/dsh-go/dsh/session"
+)
+
+// ReportInterrupted tells a resumed parent about its children that were
+// working when the process running them ended: each child whose stored
+// log ends in an interrupted turn, and whose parent has heard nothing from
+// it since that turn began, gets one settlement notice, queued (without a
+// wake) for the parent's next turn. A child still written by a live
+// process is left alone. It returns how many notices it queued.
+func (s *Service) ReportInterrupted(ctx context.Context, parent *agent.Agent) (int, error) {
+	c, err := s.continuation()
+	if err != nil {
+		return 0, err
+	}
+	rows, err := s.ListChildren(ctx, parent.ID())
+	if err != nil {
+		return 0, err
+	}
+	heard := map[string]int64{} // child → time of the parent's last notice from it
+	for _, e := range parent.Session().Events() {
+		if m, ok := e.Data.(content.Message); ok && m.Source.Plugin == SourcePlugin && m.Source.Form == FormSettled {
+			heard[m.Source.Sender] = e.Time
+		}
+	}
+	n := 0
+	for _, r := range rows {
+		if r.Live || r.Diagnostic != "" {
+			continue
+		}
+		_, events, err := c.sessions.Read(r.ID)
+		if err != nil {
+			continue
+		}
+		started, end, ok := lastTurn(events)
+		if !ok || end.Reason.Kind != session.EndInterrupted {
+			continue
+		}
+		if t, ok := heard[r.ID]; ok && t >= started {
+			continue
+		}
+		if err := parent.Inject(interruptedNotice(r)); err != nil {
+			return n, err
+		}
+		n++
+	}
+	return n, nil
+}
+
+// lastTurn returns when a log's last turn started and how it ended.
+func lastTurn(events []session.Event) (started int64, end session.TurnEnd, ok bool) {
+	for _, e := range events {
+		switch d := e.Data.(type) {
+		case session.TurnStart:
+			started = e.Time
+		case session.TurnEnd:
+			end, ok = d, true
+		}
+	}
+	return started, end, ok
+}
+
+func interruptedNotice(r ChildRow) content.Message {
+	name := r.ID
+	if r.Label != "" {
+		name += " (" + r.Label + ")"
+	}
+	text := fmt.Sprintf("Background subagent %s was interrupted when the process running it ended, before it finished.", name)
+	if r.Mode == Continuable {
+		text += " send_message continues it where it stopped."
+	} else {
+		text += " It was a one-shot child and cannot be continued."
+	}
+	m := content.UserText(text)
+	m.Source = content.Source{Kind: content.SourcePlugin, Plugin: SourcePlugin, Form: FormSettled, Sender: r.ID}
+	return m
+}
