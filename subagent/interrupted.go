@@ -14,7 +14,8 @@ import (
 // log ends in an interrupted turn, and whose parent has heard nothing from
 // it since that turn began, gets one settlement notice, queued (without a
 // wake) for the parent's next turn. A child still written by a live
-// process is left alone. It returns how many notices it queued.
+// process is left alone, and so is the session a dsh child process wrote
+// for itself: the child's record stands for it. It returns how many notices it queued.
 func (s *Service) ReportInterrupted(ctx context.Context, parent *agent.Agent) (int, error) {
 	c, err := s.continuation()
 	if err != nil {
@@ -30,9 +31,15 @@ func (s *Service) ReportInterrupted(ctx context.Context, parent *agent.Agent) (i
 			heard[m.Source.Sender] = e.Time
 		}
 	}
+	remotes := map[string]bool{}
+	for _, r := range rows {
+		if r.Remote != "" {
+			remotes[r.Remote] = true
+		}
+	}
 	n := 0
 	for _, r := range rows {
-		if r.Live || r.Diagnostic != "" {
+		if r.Live || r.Diagnostic != "" || remotes[r.ID] {
 			continue
 		}
 		_, events, err := c.sessions.Read(r.ID)

@@ -24,6 +24,9 @@ type ChildRow struct {
 	Diagnostic string
 	Parent     string // the child's parent
 	Depth      int    // 1 for a direct child of the listing's root
+	// Remote is an out-of-process child's conversation id in its product
+	// (for a dsh child, the session its process writes, also listed).
+	Remote string
 }
 
 // The diagnostics of a listing.
@@ -154,7 +157,7 @@ func (c *continuation) rows(ctx context.Context, co *corpus, headers []session.H
 		if s, ok := co.live[h.ID]; ok {
 			d, ok := Identity(s.Events())
 			keep[i] = ok // no descriptor yet: still being created
-			rows[i].Live, rows[i].Mode, rows[i].Label = true, d.Mode, d.Label
+			rows[i].Live, rows[i].Mode, rows[i].Label, rows[i].Remote = true, d.Mode, d.Label, d.Remote
 			continue
 		}
 		keep[i] = true
@@ -177,7 +180,7 @@ func (c *continuation) rows(ctx context.Context, co *corpus, headers []session.H
 				rows[i].Diagnostic = DiagnosticCorrupt
 			default:
 				if d, ok := Identity(events); ok {
-					rows[i].Mode, rows[i].Label = d.Mode, d.Label
+					rows[i].Mode, rows[i].Label, rows[i].Remote = d.Mode, d.Label, d.Remote
 				} else {
 					rows[i].Diagnostic = DiagnosticCorrupt
 				}

@@ -62,10 +62,11 @@ func (m *resumeModel) reply(r llmtest.Request) llmtest.Reply {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	child := firstUser(r.Body) == "child task" // an in-process child's or a dsh acp child's
+	_, last, _ := inproc.SplitTask(r.LastUser)
 	switch {
-	case child && r.LastUser == "child task" && len(r.ToolResults) == 0:
+	case child && last == "child task" && len(r.ToolResults) == 0:
 		return llmtest.Reply{ToolCall: &llmtest.ToolCall{Name: "bash", Arguments: `{"command":"echo child-was-here"}`}}
-	case child && r.LastUser == "child task":
+	case child && last == "child task":
 		select {
 		case <-m.hung:
 		default:

@@ -163,17 +163,39 @@ func (r *Redactor) attr(a slog.Attr) slog.Attr {
 	return slog.Attr{Key: a.Key, Value: v}
 }
 
-// Backend returns b with every event redacted before it is stored.
+// Backend returns b with every event redacted before it is stored. It is a
+// session.Reader when b is one, and as durable as b.
 func (r *Redactor) Backend(b session.Backend) session.Backend {
 	if r.Empty() {
 		return b
 	}
-	return &backend{Backend: b, r: r}
+	rb := &backend{Backend: b, r: r}
+	if reader, ok := b.(session.Reader); ok {
+		return &readerBackend{backend: rb, reader: reader}
+	}
+	return rb
 }
 
 type backend struct {
 	session.Backend
 	r *Redactor
+}
+
+// Durable implements session.Durable as b's backend does.
+func (b *backend) Durable() bool {
+	d, ok := b.Backend.(session.Durable)
+	return ok && d.Durable()
+}
+
+// readerBackend is a backend whose stored sessions can be read without
+// writing: what it reads was redacted when it was stored.
+type readerBackend struct {
+	*backend
+	reader session.Reader
+}
+
+func (b *readerBackend) Read(id string) (session.Header, []session.Event, bool, error) {
+	return b.reader.Read(id)
 }
 
 func (b *backend) Create(h session.Header) (session.Persister, error) {

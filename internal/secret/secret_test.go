@@ -9,6 +9,7 @@ import (
 
 	"github.com/dsh-go/dsh/content"
 	"github.com/dsh-go/dsh/session"
+	"github.com/dsh-go/dsh/session/jsonl"
 )
 
 const sentinel = "sk-SENTINEL-4c1d9e"
@@ -112,4 +113,23 @@ func FuzzRedact(f *testing.F) {
 			}
 		}
 	})
+}
+
+// The redacting backend keeps what the store asks of the backend it wraps:
+// a file store stays durable (children can continue in a later process)
+// and readable without writing (readers never take a live writer's lock);
+// the memory store is not durable.
+func TestBackendKeepsTheStoreKind(t *testing.T) {
+	r := NewRedactor(sentinel)
+	files := session.NewStore(r.Backend(jsonl.New(t.TempDir())), nil)
+	if !files.Durable() {
+		t.Error("a redacted file store is not durable")
+	}
+	if _, ok := r.Backend(jsonl.New(t.TempDir())).(session.Reader); !ok {
+		t.Error("a redacted file store is not a session.Reader")
+	}
+	mem := r.Backend(session.NewMemoryBackend())
+	if session.NewStore(mem, nil).Durable() {
+		t.Error("a redacted memory store is durable")
+	}
 }
