@@ -144,7 +144,7 @@ func crashOnce(t *testing.T, iter int, tool, extra string, killAt int, delay tim
 	}
 	noneLeft(t)
 
-	stored := storedSessions(t, home)
+	stored := settledSessions(t, home)
 	promptStored := false
 	for id, s := range stored {
 		promptStored = promptStored || slices.Contains(userTexts(s.raw), prompt)
@@ -217,6 +217,32 @@ func callOutcome(stored map[string]storedSession, marker string) (unknown, found
 // noneLeft waits for every process the run left (re-parented to this
 // process) to end, reaping them, and fails the test, killing them, if any
 // is still running after 30 s.
+// settledSessions reads the stored sessions once no writer holds any of
+// them. A killed process's lock outlives it by the moment its last thread
+// takes to exit (its leader is a zombie, which noneLeft no longer counts,
+// while another thread still closes its files).
+func settledSessions(t *testing.T, home string) map[string]storedSession {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		stored := storedSessions(t, home)
+		var live []string
+		for id, s := range stored {
+			if s.live {
+				live = append(live, id)
+			}
+		}
+		if len(live) == 0 {
+			return stored
+		}
+		if time.Now().After(deadline) {
+			t.Errorf("sessions %v are still held by a writer after every process is gone", live)
+			return stored
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
 func noneLeft(t *testing.T) {
 	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)

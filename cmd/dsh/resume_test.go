@@ -266,8 +266,9 @@ func TestContinueAndResumeChooseTheSession(t *testing.T) {
 		!strings.Contains(err.Error(), "same-1") || !strings.Contains(err.Error(), "same-2") {
 		t.Errorf("ambiguous prefix: %v", err)
 	}
-	list, _, _ := runCLI(t, env, "sessions", "list")
-	if n := strings.Count(list, "\n") - 1; n != 4 {
-		t.Errorf("%d sessions stored, want 4:\n%s", n, list)
+	list, _, _ := runCLI(t, env, "sessions", "list", "--all", "--json")
+	var rows []json.RawMessage
+	if err := json.Unmarshal([]byte(list), &rows); err != nil || len(rows) != 4 {
+		t.Errorf("%d sessions stored (%v), want 4:\n%s", len(rows), err, list)
 	}
 }
