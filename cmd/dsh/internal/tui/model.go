@@ -32,14 +32,14 @@ type model struct {
 	width, height int
 	now           time.Time
 
-	log      transcript
-	follow   bool // the transcript view sticks to its end
-	vp       viewport.Model
-	editor   textarea.Model
-	history  history
-	hint     string // one line under the editor: completions, what a key does
-	kids     *children
-	asks     []*ask
+	log       transcript
+	follow    bool // the transcript view sticks to its end
+	vp        viewport.Model
+	editor    textarea.Model
+	history   history
+	hint      string // one line under the editor: completions, what a key does
+	kids      *children
+	asks      []*ask
 	showThink bool
 
 	busy      bool      // the agent is running a turn
