@@ -46,6 +46,9 @@ type Term struct {
 	mu  sync.Mutex
 	emu *vt.Emulator
 
+	gate   sync.Mutex // held while paused: the screen is not read
+	paused bool
+
 	wg        sync.WaitGroup
 	closeOnce sync.Once
 }
@@ -72,6 +75,8 @@ func New(tb testing.TB, width, height int) *Term {
 func (t *Term) readScreen() {
 	buf := make([]byte, 32<<10)
 	for {
+		t.gate.Lock()
+		t.gate.Unlock()
 		n, err := t.pty.Read(buf)
 		if n > 0 {
 			t.mu.Lock()
@@ -96,6 +101,23 @@ func (t *Term) answerQueries() {
 		if err != nil {
 			return
 		}
+	}
+}
+
+// Pause stops reading the screen, as a stuck terminal would: once the
+// kernel's buffers are full, the program's writes to the terminal block.
+func (t *Term) Pause() {
+	if !t.paused {
+		t.gate.Lock()
+		t.paused = true
+	}
+}
+
+// Resume reads the screen again.
+func (t *Term) Resume() {
+	if t.paused {
+		t.paused = false
+		t.gate.Unlock()
 	}
 }
 
@@ -200,6 +222,7 @@ func (t *Term) WaitText(text string) string {
 // Close closes the terminal and waits for its goroutines.
 func (t *Term) Close() {
 	t.closeOnce.Do(func() {
+		t.Resume()
 		t.tty.Close()
 		t.pty.Close()
 		// Closing the emulator's answer pipe ends answerQueries without

@@ -232,15 +232,14 @@ func (m *model) sessionEvent(e session.Event) {
 			if m.thinking == nil {
 				m.thinking = m.log.add(entryThinking, "")
 			}
-			m.thinking.text, m.thinking.open = sanitize(r), false
-			m.log.update(m.thinking)
+			m.thinking.open = false
+			m.log.replace(m.thinking, sanitize(r))
 		}
 		if t := content.JoinText(d.Message.Content); strings.TrimSpace(t) != "" || m.answer != nil {
 			if m.answer == nil {
 				m.answer = m.log.add(entryAnswer, "")
 			}
-			m.answer.text = sanitize(t)
-			m.log.update(m.answer)
+			m.log.replace(m.answer, sanitize(t))
 		}
 		m.answer, m.thinking = nil, nil
 	case session.ToolCall:

@@ -29,6 +29,12 @@ type entry struct {
 	cache      string // the rendering at cacheWidth, valid until the entry changes
 	cacheWidth int
 	cacheFold  bool
+
+	// An answer streams at its end: the wrapping of its text up to its
+	// last newline is kept, so that a delta rewraps only the last line.
+	stable      string
+	stableLen   int // the length of the text stable wraps; -1: none
+	stableWidth int
 }
 
 // maxEntries bounds the transcript the screen keeps; the session log keeps
@@ -45,7 +51,7 @@ type transcript struct {
 }
 
 func (t *transcript) add(kind entryKind, text string) *entry {
-	e := &entry{kind: kind, text: sanitize(text)}
+	e := &entry{kind: kind, text: sanitize(text), stableLen: -1}
 	t.entries = append(t.entries, e)
 	if over := len(t.entries) - maxEntries; over > 0 {
 		t.trimmed += over
@@ -64,6 +70,12 @@ func (t *transcript) addf(kind entryKind, format string, args ...any) *entry {
 func (t *transcript) update(e *entry) {
 	e.cache = ""
 	t.dirty = true
+}
+
+// replace sets e's whole text.
+func (t *transcript) replace(e *entry, text string) {
+	e.text, e.stableLen = text, -1
+	t.update(e)
 }
 
 // render draws the transcript at width; fold collapses thinking blocks.
@@ -93,7 +105,15 @@ func (e *entry) render(st *styles, width int, fold bool) string {
 	case entryPrompt:
 		return st.prompt.Render(indentLines(wrap(e.text, width-2), "› ", "  "))
 	case entryAnswer:
-		return wrap(strings.TrimRight(e.text, "\n"), width)
+		text := strings.TrimRight(e.text, "\n")
+		cut := strings.LastIndexByte(text, '\n')
+		if cut < 0 {
+			return wrap(text, width)
+		}
+		if e.stableLen != cut || e.stableWidth != width {
+			e.stable, e.stableLen, e.stableWidth = wrap(text[:cut], width), cut, width
+		}
+		return e.stable + "\n" + wrap(text[cut+1:], width)
 	case entryThinking:
 		words := len(strings.Fields(e.text))
 		if fold {

@@ -56,9 +56,14 @@ type chat struct {
 // leave nothing behind.
 func start(t *testing.T, reply func(llmtest.Request) llmtest.Reply, yaml string, width, height int) *chat {
 	t.Helper()
-	srv := llmtest.NewServer(t, reply)
+	return startAt(t, llmtest.NewServer(t, reply).URL, yaml, width, height)
+}
+
+// startAt is start against the model server at url.
+func startAt(t *testing.T, url, yaml string, width, height int) *chat {
+	t.Helper()
 	home, cwd := t.TempDir(), t.TempDir()
-	env := map[string]string{"DSH_HOME": home, "DEEPSEEK_API_KEY": "sk-test", "DEEPSEEK_BASE_URL": srv.URL}
+	env := map[string]string{"DSH_HOME": home, "DEEPSEEK_API_KEY": "sk-test", "DEEPSEEK_BASE_URL": url}
 	getenv := func(k string) string { return env[k] }
 	if yaml != "" {
 		if err := os.WriteFile(filepath.Join(home, "dsh.yaml"), []byte(yaml), 0o600); err != nil {
