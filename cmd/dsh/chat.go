@@ -94,6 +94,11 @@ func (c *cli) chat(ctx context.Context, f chatFlags) error {
 		}
 	}
 	cfg.ProjectDir = f.cwd
+	in, out, interactive := c.terminal()
+	if interactive && c.verbose { // stderr is the screen
+		fmt.Fprintln(c.stderr, "dsh: warning: -v has the log file take debug records in the interactive mode (see $DSH_HOME/logs/dsh.log)")
+		c.verbose, c.logLevel = false, "debug"
+	}
 	rt, err := cfg.Build(ctx, c.logger(), nil, c.getenv)
 	if err != nil {
 		return err
@@ -104,8 +109,7 @@ func (c *cli) chat(ctx context.Context, f chatFlags) error {
 	}
 	policy := cfg.Policy()
 	root := agent.CreateOptions{Cwd: f.cwd, Options: cfg.Agent, Policy: &policy, TokenBudget: cfg.Budget.Tokens}
-	in, out, ok := c.terminal()
-	if !ok {
+	if !interactive {
 		root.Asker = permission.AskerFunc(refuseAsks)
 		if f.yes {
 			root.Asker = permission.AskerFunc(approveAsks)

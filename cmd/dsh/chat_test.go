@@ -37,6 +37,10 @@ func TestBareDshOnATerminalIsInteractive(t *testing.T) {
 	term.WaitText("hi there")
 	term.Type(termtest.Enter)
 	term.WaitText("Hello back, hi there.")
+	term.Type("/sessions" + termtest.Enter)
+	term.WaitFor("this session listed", func(s string) bool {
+		return regexp.MustCompile(`(?m)^[0-9a-f]{8}\s+just now\s+completed\s+in 3 \(0 cached\) out 2\s+hi there$`).MatchString(s)
+	})
 	term.Type(termtest.CtrlC)
 	term.WaitText("Press Ctrl-C again to exit")
 	term.Type(termtest.CtrlC)
@@ -119,5 +123,44 @@ func TestChatReadsPromptsFromStdin(t *testing.T) {
 		if !strings.Contains(errOut.String(), "> first question\n") || strings.Count(errOut.String(), "[session ") != 1 {
 			t.Errorf("dsh %v stderr:\n%s", args, errOut.String())
 		}
+	}
+}
+
+// The README's dsh chat pipeline runs as written.
+func TestREADMEChatPipeline(t *testing.T) {
+	data, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile("(?m)^printf .*\\| dsh chat$").Find(data)
+	if m == nil {
+		t.Fatal("the README has no `printf … | dsh chat` line")
+	}
+	srv := llmtest.NewServer(t, func(r llmtest.Request) llmtest.Reply {
+		switch {
+		case strings.HasPrefix(r.LastUser, "Write a haiku") && len(r.ToolResults) == 0:
+			return llmtest.Reply{ToolCall: &llmtest.ToolCall{Name: "write_file",
+				Arguments: `{"path":"haiku.txt","content":"gophers in the sun\n"}`}}
+		case strings.HasPrefix(r.LastUser, "Write a haiku"):
+			return llmtest.Reply{Text: "Written."}
+		}
+		return llmtest.Reply{Text: "Five syllables."}
+	})
+	bin, home, cwd := t.TempDir(), t.TempDir(), t.TempDir()
+	if err := os.Symlink(dshBinary, bin+"/dsh"); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command("bash", "-c", string(m))
+	cmd.Dir = cwd
+	cmd.Env = []string{"PATH=" + bin + ":" + os.Getenv("PATH"), "HOME=" + home, "DSH_HOME=" + home,
+		"DEEPSEEK_API_KEY=sk-test", "DEEPSEEK_BASE_URL=" + srv.URL}
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil || string(out) != "Written.\nFive syllables.\n" {
+		t.Fatalf("%s: %v\nstdout: %q\nstderr: %s", m, err, out, stderr.String())
+	}
+	if b, err := os.ReadFile(cwd + "/haiku.txt"); err != nil || string(b) != "gophers in the sun\n" {
+		t.Fatalf("haiku.txt: %q, %v", b, err)
 	}
 }

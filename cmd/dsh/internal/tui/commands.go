@@ -40,9 +40,9 @@ func commands() []command {
 func (m *model) command(line string) tea.Cmd {
 	name, arg, _ := strings.Cut(strings.TrimPrefix(line, "/"), " ")
 	arg = strings.TrimSpace(arg)
+	m.log.add(entryPrompt, line)
 	for _, c := range commands() {
 		if c.name == name {
-			m.log.add(entryPrompt, line)
 			if c.args != "" && arg == "" {
 				m.log.addf(entryError, "/%s needs %s: /%s %s", c.name, strings.ToLower(c.args), c.name, c.args)
 				return nil

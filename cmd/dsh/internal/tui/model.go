@@ -326,6 +326,15 @@ func (m *model) key(k tea.KeyMsg) tea.Cmd {
 		m.quitArmed = true
 		m.editor.Reset()
 		m.hint = "Press Ctrl-C again to exit."
+		running := 0
+		for _, t := range m.ui.opts.Runtime.Tasks.List(m.agent) {
+			if !t.Status.Terminal() {
+				running++
+			}
+		}
+		if running > 0 {
+			m.hint = fmt.Sprintf("Press Ctrl-C again to exit: that stops the %d background tasks still running.", running)
+		}
 		return nil
 	}
 	if m.quitArmed {

@@ -1,12 +1,16 @@
 package tui
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"io"
 	"strings"
 	"testing"
 	"unicode"
 	"unicode/utf8"
+
+	"github.com/dsh-go/dsh/permission"
 )
 
 // The feed never makes an emitter wait: with nobody reading, lossy items
@@ -171,5 +175,52 @@ func TestStreamingAnswerWrapsAsTheWhole(t *testing.T) {
 	tr.replace(e, "healed\nanswer")
 	if got := e.render(st, 80, true); got != "healed\nanswer" {
 		t.Fatalf("a replaced answer renders %q", got)
+	}
+}
+
+// An ask waits for the person's answer; a cancelled call withdraws its
+// ask from the screen; once the UI has stopped, asks are refused.
+func TestAskerWithdrawsAndRefuses(t *testing.T) {
+	f := newFeed(8)
+	done := make(chan struct{})
+	k := &asker{feed: f, done: done}
+	type result struct {
+		ans permission.Answer
+		err error
+	}
+	ask1 := func(ctx context.Context) (*ask, chan result) {
+		res := make(chan result, 1)
+		go func() {
+			ans, err := k.Ask(ctx, permission.Request{Tool: "bash"})
+			res <- result{ans, err}
+		}()
+		<-f.ready
+		items, _ := f.take()
+		return items[0].(*ask), res
+	}
+
+	a, res := ask1(context.Background())
+	a.reply <- permission.AllowAlways
+	if r := <-res; r.ans != permission.AllowAlways || r.err != nil {
+		t.Fatalf("answered ask: %v, %v", r.ans, r.err)
+	}
+
+	ctx, cancel := context.WithCancelCause(context.Background())
+	a, res = ask1(ctx)
+	cancel(errors.New("the turn ended"))
+	if r := <-res; r.ans != permission.Reject || r.err == nil || r.err.Error() != "the turn ended" {
+		t.Fatalf("cancelled ask: %v, %v", r.ans, r.err)
+	}
+	if items, _ := f.take(); len(items) != 1 || items[0] != (askGone{a}) {
+		t.Fatalf("the cancelled ask was not withdrawn: %v", items)
+	}
+
+	close(done)
+	if ans, err := k.Ask(context.Background(), permission.Request{Tool: "bash"}); ans != permission.Reject || !errors.Is(err, errUIClosed) {
+		t.Fatalf("ask after the UI stopped: %v, %v", ans, err)
+	}
+	f.close()
+	if ans, err := k.Ask(context.Background(), permission.Request{Tool: "bash"}); ans != permission.Reject || !errors.Is(err, errUIClosed) {
+		t.Fatalf("ask after the feed closed: %v, %v", ans, err)
 	}
 }
