@@ -151,6 +151,7 @@ func (c *cli) chatOnTerminal(ctx context.Context, rt *dsh.Runtime, cfg config.Co
 		return err
 	}
 	defer atExit(ctx, func() { rt.Sessions.FlushLive() })()
+	defer atExit(ctx, ui.Abandon)()
 	last := a
 	defer func() {
 		line, _, _ := spentLine(subagent.UsageFromEvents(last.Session().Events()), cfg.PriceOf)

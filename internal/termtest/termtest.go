@@ -189,6 +189,13 @@ func (t *Term) Screen() string {
 	return strings.Join(rows, "\n")
 }
 
+// AltScreen reports whether the program has the alternate screen on.
+func (t *Term) AltScreen() bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.emu.IsAltScreen()
+}
+
 // Size returns the emulated screen's width and height.
 func (t *Term) Size() (width, height int) {
 	t.mu.Lock()

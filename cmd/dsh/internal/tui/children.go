@@ -140,8 +140,8 @@ func (c *children) drop(gone func(*childRow) bool) {
 	})
 }
 
-// running counts the runs that have not ended.
-func (c *children) running() int {
+// live counts the runs that have not ended.
+func (c *children) live() int {
 	n := 0
 	for _, r := range c.rows {
 		if r.running() {

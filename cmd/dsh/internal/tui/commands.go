@@ -149,10 +149,16 @@ func (m *model) resume(id string) tea.Cmd {
 		return nil
 	}
 	u := m.ui
-	u.wg.Go(func() {
+	u.async(func() any {
 		a, err := r.Resume(context.Background(), id, u.asker)
-		if !u.feed.push(resumedMsg{agent: a, err: err}, false) && a != nil {
-			a.Dispose(context.Background()) // the UI ended meanwhile
+		select {
+		case <-u.done: // the UI ended meanwhile
+			if a != nil {
+				a.Dispose(context.Background())
+			}
+			return nil
+		default:
+			return resumedMsg{agent: a, err: err}
 		}
 	})
 	m.log.addf(entryNote, "Resuming %s…", oneLine(id, 40))

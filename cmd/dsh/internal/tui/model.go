@@ -176,11 +176,17 @@ func (m *model) apply(item any) tea.Cmd {
 // depth is how deep under the conversation's agent the child whose
 // parent is parentID sits (0 for the agent's own children).
 func (m *model) depth(parentID string) int {
-	d := 0
+	parent := map[string]string{}
 	for _, r := range m.kids.rows {
-		if r.info.ChildID == parentID {
-			return m.depth(r.info.ParentID) + 1
+		parent[r.info.ChildID] = r.info.ParentID
+	}
+	d := 0
+	for id := parentID; d <= len(parent); d++ { // bounded, whatever the ids say
+		next, ok := parent[id]
+		if !ok {
+			break
 		}
+		id = next
 	}
 	return d
 }

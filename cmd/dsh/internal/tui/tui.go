@@ -22,6 +22,7 @@ import (
 	"time"
 
 	tea "github.com/charmbracelet/bubbletea"
+	"github.com/charmbracelet/x/term"
 
 	"github.com/dsh-go/dsh"
 	"github.com/dsh-go/dsh/agent"
@@ -72,6 +73,9 @@ type UI struct {
 	done  chan struct{} // closed when Run returns
 	asker *asker
 	wg    sync.WaitGroup // goroutines of Run and of slash commands
+
+	mu    sync.Mutex
+	saved *term.State // the terminal's mode before Run, while it runs
 }
 
 // feedLimit bounds the queue between the runtime and the screen (see feed).
@@ -109,6 +113,16 @@ func (u *UI) Run(ctx context.Context, root *agent.Agent) (*agent.Agent, error) {
 	unsubscribe := u.opts.Runtime.Events.Subscribe(u.onBus)
 	defer unsubscribe()
 
+	if state, err := term.GetState(u.opts.In.Fd()); err == nil {
+		u.mu.Lock()
+		u.saved = state
+		u.mu.Unlock()
+		defer func() {
+			u.mu.Lock()
+			u.saved = nil
+			u.mu.Unlock()
+		}()
+	}
 	// Shift+Enter, where the terminal tells it from Enter (xterm's
 	// modifyOtherKeys), inserts a newline.
 	io.WriteString(u.opts.Out, "\x1b[>4;1m")
@@ -125,6 +139,20 @@ func (u *UI) Run(ctx context.Context, root *agent.Agent) (*agent.Agent, error) {
 		return m.agent, fmt.Errorf("terminal: %w", err)
 	}
 	return m.agent, m.exitErr
+}
+
+// Abandon gives the terminal back as it was before Run, for a process
+// that exits at once while Run still runs (a second signal): it leaves
+// the alternate screen, shows the cursor and restores the terminal's
+// mode. It does nothing when Run is not running.
+func (u *UI) Abandon() {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if u.saved == nil {
+		return
+	}
+	io.WriteString(u.opts.Out, "\x1b[>4m\x1b[?2004l\x1b[?25h\x1b[?1049l")
+	term.Restore(u.opts.In.Fd(), u.saved)
 }
 
 // pump hands the feed's items to the program in batches, ticks the clock,
@@ -150,9 +178,18 @@ func (u *UI) pump(ctx context.Context, p *tea.Program, stop <-chan struct{}) {
 }
 
 // async runs fn on a goroutine Run waits for, and feeds its result to the
-// screen.
+// screen; a panic in fn is shown as an error.
 func (u *UI) async(fn func() any) {
-	u.wg.Go(func() { u.feed.push(fn(), false) })
+	u.wg.Go(func() {
+		var out any
+		defer func() {
+			if p := recover(); p != nil {
+				out = noteMsg{text: fmt.Sprintf("✗ internal error: %v", p), err: true}
+			}
+			u.feed.push(out, false)
+		}()
+		out = fn()
+	})
 }
 
 // onBus takes the runtime's events the screen shows: child runs, their

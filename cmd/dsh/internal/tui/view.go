@@ -140,7 +140,7 @@ func (m *model) statusView() string {
 	if m.busy {
 		state = "working " + elapsed(m.now.Sub(m.turnStart)) + " · esc interrupts"
 	}
-	if n := m.kids.running(); n > 0 {
+	if n := m.kids.live(); n > 0 {
 		state += fmt.Sprintf(" · %d running", n)
 	}
 	left := fmt.Sprintf(" %s · %s · %s", m.ui.opts.Model, shortID(m.agent.ID()), state)
