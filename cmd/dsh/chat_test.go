@@ -132,7 +132,7 @@ func TestREADMEChatPipeline(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m := regexp.MustCompile("(?m)^printf .*\\| dsh chat$").Find(data)
+	m := regexp.MustCompile(`(?m)^printf .*\| dsh chat$`).Find(data)
 	if m == nil {
 		t.Fatal("the README has no `printf … | dsh chat` line")
 	}

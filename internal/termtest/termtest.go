@@ -46,8 +46,8 @@ type Term struct {
 	mu  sync.Mutex
 	emu *vt.Emulator
 
-	gate   sync.Mutex // held while paused: the screen is not read
-	paused bool
+	gateMu sync.Mutex
+	gate   chan struct{} // closed unless paused: the screen is read
 
 	wg        sync.WaitGroup
 	closeOnce sync.Once
@@ -64,7 +64,8 @@ func New(tb testing.TB, width, height int) *Term {
 	if err := pty.Setsize(ptmx, &pty.Winsize{Cols: uint16(width), Rows: uint16(height)}); err != nil {
 		tb.Fatalf("termtest: size the pty: %v", err)
 	}
-	t := &Term{tb: tb, pty: ptmx, tty: tty, emu: vt.NewEmulator(width, height)}
+	t := &Term{tb: tb, pty: ptmx, tty: tty, emu: vt.NewEmulator(width, height), gate: make(chan struct{})}
+	close(t.gate)
 	t.wg.Go(t.readScreen)
 	t.wg.Go(t.answerQueries)
 	tb.Cleanup(t.Close)
@@ -75,8 +76,10 @@ func New(tb testing.TB, width, height int) *Term {
 func (t *Term) readScreen() {
 	buf := make([]byte, 32<<10)
 	for {
-		t.gate.Lock()
-		t.gate.Unlock()
+		t.gateMu.Lock()
+		gate := t.gate
+		t.gateMu.Unlock()
+		<-gate
 		n, err := t.pty.Read(buf)
 		if n > 0 {
 			t.mu.Lock()
@@ -107,17 +110,23 @@ func (t *Term) answerQueries() {
 // Pause stops reading the screen, as a stuck terminal would: once the
 // kernel's buffers are full, the program's writes to the terminal block.
 func (t *Term) Pause() {
-	if !t.paused {
-		t.gate.Lock()
-		t.paused = true
+	t.gateMu.Lock()
+	defer t.gateMu.Unlock()
+	select {
+	case <-t.gate:
+		t.gate = make(chan struct{})
+	default: // paused already
 	}
 }
 
 // Resume reads the screen again.
 func (t *Term) Resume() {
-	if t.paused {
-		t.paused = false
-		t.gate.Unlock()
+	t.gateMu.Lock()
+	defer t.gateMu.Unlock()
+	select {
+	case <-t.gate: // not paused
+	default:
+		close(t.gate)
 	}
 }
 
