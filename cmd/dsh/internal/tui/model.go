@@ -271,6 +271,11 @@ func (m *model) sessionEvent(e session.Event) {
 		m.log.addf(entryNote, "retrying in %.1fs (%s): %s", float64(d.DelayMs)/1000, of, oneLine(msg, 300))
 	case session.TurnEnd:
 		m.answer, m.thinking = nil, nil
+		for id, t := range m.tools { // calls the turn ended without a result
+			t.status = "not finished"
+			m.log.update(t)
+			delete(m.tools, id)
+		}
 		if line := endLine(d); line != "" {
 			m.log.add(entryError, line)
 		}
@@ -474,7 +479,7 @@ func (m *model) submit(v string) tea.Cmd {
 		return nil
 	}
 	if m.busy {
-		e.text += "\n(queued: it runs when the current turn ends)"
+		m.log.replace(e, text+"\n(queued: it runs when the current turn ends)")
 	}
 	return nil
 }

@@ -15,10 +15,12 @@ package tui
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	tea "github.com/charmbracelet/bubbletea"
@@ -52,9 +54,6 @@ type Options struct {
 	Sessions func() (string, error)
 	// Resume continues stored sessions, for /resume (nil: unavailable).
 	Resume Resumer
-	// Tick is how often elapsed times and tokens so far are redrawn
-	// (default one second).
-	Tick time.Duration
 }
 
 // Resumer continues a stored session as the live conversation.
@@ -74,6 +73,7 @@ type UI struct {
 	asker *asker
 	wg    sync.WaitGroup // goroutines of Run and of slash commands
 
+	ran   atomic.Bool
 	mu    sync.Mutex
 	saved *term.State // the terminal's mode before Run, while it runs
 }
@@ -81,11 +81,11 @@ type UI struct {
 // feedLimit bounds the queue between the runtime and the screen (see feed).
 const feedLimit = 4096
 
+// tick is how often elapsed times and tokens so far are redrawn.
+const tick = time.Second
+
 // New returns a UI that is not running yet.
 func New(opts Options) *UI {
-	if opts.Tick <= 0 {
-		opts.Tick = time.Second
-	}
 	u := &UI{opts: opts, feed: newFeed(feedLimit), done: make(chan struct{})}
 	u.asker = &asker{feed: u.feed, done: u.done}
 	return u
@@ -103,6 +103,9 @@ func (u *UI) Asker() permission.Asker { return u.asker }
 // /resume), and ctx's cause when ctx ended it. It leaves no goroutine
 // behind; the caller disposes the agents.
 func (u *UI) Run(ctx context.Context, root *agent.Agent) (*agent.Agent, error) {
+	if !u.ran.CompareAndSwap(false, true) {
+		return root, errors.New("tui: a UI runs once")
+	}
 	m := newModel(u, root)
 	defer func() {
 		m.unobserve()
@@ -158,8 +161,8 @@ func (u *UI) Abandon() {
 // pump hands the feed's items to the program in batches, ticks the clock,
 // and tells the program when ctx ends, until stop.
 func (u *UI) pump(ctx context.Context, p *tea.Program, stop <-chan struct{}) {
-	tick := time.NewTicker(u.opts.Tick)
-	defer tick.Stop()
+	ticker := time.NewTicker(tick)
+	defer ticker.Stop()
 	ctxDone := ctx.Done()
 	for {
 		select {
@@ -168,7 +171,7 @@ func (u *UI) pump(ctx context.Context, p *tea.Program, stop <-chan struct{}) {
 		case <-u.feed.ready:
 			items, dropped := u.feed.take()
 			p.Send(batchMsg{items: items, dropped: dropped})
-		case now := <-tick.C:
+		case now := <-ticker.C:
 			p.Send(tickMsg(now))
 		case <-ctxDone:
 			ctxDone = nil
