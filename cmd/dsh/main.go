@@ -83,8 +83,10 @@ type cli struct {
 func newRoot(stdin io.Reader, stdout, stderr io.Writer, getenv func(string) string) *cobra.Command {
 	c := &cli{stdin: stdin, stdout: &lockedWriter{w: stdout}, stderr: &lockedWriter{w: stderr}, getenv: getenv}
 	root := &cobra.Command{
-		Use:           "dsh",
-		Short:         "dsh is an agent harness that delegates to child agents",
+		Use:   "dsh",
+		Short: "dsh is an agent harness that delegates to child agents",
+		Long: "dsh is an agent harness that delegates to child agents.\n\n" +
+			"Without a command, dsh is dsh chat: an interactive session on a terminal, prompts from stdin otherwise.",
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		// Bare dsh is dsh chat: interactive on a terminal.
