@@ -96,7 +96,7 @@ func (c *cli) chat(ctx context.Context, f chatFlags) error {
 	cfg.ProjectDir = f.cwd
 	in, out, interactive := c.terminal()
 	if interactive && c.verbose { // stderr is the screen
-		fmt.Fprintln(c.stderr, "dsh: warning: -v has the log file take debug records in the interactive mode (see $DSH_HOME/logs/dsh.log)")
+		fmt.Fprintln(c.stderr, "dsh: warning: in the interactive mode, -v sends debug records to the log file ($DSH_HOME/logs/dsh.log), not to the screen")
 		c.verbose, c.logLevel = false, "debug"
 	}
 	rt, err := cfg.Build(ctx, c.logger(), nil, c.getenv)

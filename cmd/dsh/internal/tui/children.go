@@ -10,6 +10,7 @@ import (
 
 	"github.com/dsh-go/dsh/content"
 	"github.com/dsh-go/dsh/subagent"
+	"github.com/dsh-go/dsh/subagent/subagenttool"
 	"github.com/dsh-go/dsh/task"
 )
 
@@ -40,15 +41,16 @@ func newChildren() *children {
 	return &children{byRun: map[string]*childRow{}, linked: map[string]bool{}}
 }
 
-// start adds the row of a run that started. A direct child of root that a
-// running background subagent task of the same label started is linked to
-// that task (a task starts its run, so the task is already listed).
+// start adds the row of a run that started. A direct child of root is
+// linked to the running background subagent task of the same label that
+// no row has yet, if any: the task is listed before it starts its run,
+// and the run's events carry no task id, so the label is the link.
 func (c *children) start(e subagent.Started, root string, tasks []task.Snapshot, now time.Time) *childRow {
 	r := &childRow{info: e.RunInfo, started: now, status: "running"}
 	if e.ParentID == root {
 		label := strings.Join(strings.Fields(e.Label), " ")
 		for _, t := range tasks {
-			if t.Kind == "subagent" && t.Status == task.Running && t.Label == label && !c.linked[t.ID] {
+			if t.Kind == subagenttool.TaskKind && t.Status == task.Running && t.Label == label && !c.linked[t.ID] {
 				r.task, c.linked[t.ID] = t.ID, true
 				break
 			}
