@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"iter"
+	"slices"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -47,7 +48,8 @@ func (c *cli) demoCmd() *cobra.Command {
 				return err
 			}
 			fmt.Fprintf(c.stderr, "[working directory %s]\n", dir)
-			return c.runTurns(cmd.Context(), rt, runSpec{root: agent.CreateOptions{Cwd: dir, Options: agent.Options{Provider: "offline-demo", Model: "scripted"}}}, demoTurn1, demoTurn2)
+			return c.runTurns(cmd.Context(), rt, runSpec{root: agent.CreateOptions{Cwd: dir, Options: agent.Options{Provider: "offline-demo", Model: "scripted"}}, echo: true},
+				slices.Values([]string{demoTurn1, demoTurn2}))
 		},
 	}
 }

@@ -83,10 +83,15 @@ type cli struct {
 func newRoot(stdin io.Reader, stdout, stderr io.Writer, getenv func(string) string) *cobra.Command {
 	c := &cli{stdin: stdin, stdout: &lockedWriter{w: stdout}, stderr: &lockedWriter{w: stderr}, getenv: getenv}
 	root := &cobra.Command{
-		Use:           "dsh",
-		Short:         "dsh is an agent harness that delegates to child agents",
+		Use:   "dsh",
+		Short: "dsh is an agent harness that delegates to child agents",
+		Long: "dsh is an agent harness that delegates to child agents.\n\n" +
+			"Without a command, dsh is dsh chat: an interactive session on a terminal, prompts from stdin otherwise.",
 		SilenceUsage:  true,
 		SilenceErrors: true,
+		// Bare dsh is dsh chat: interactive on a terminal.
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error { return c.chat(cmd.Context(), chatFlags{}) },
 	}
 	addVersionFlag(root)
 	root.SetOut(c.stdout)
@@ -94,7 +99,7 @@ func newRoot(stdin io.Reader, stdout, stderr io.Writer, getenv func(string) stri
 	root.PersistentFlags().StringVar(&c.configPath, "config", "", "configuration file (default $DSH_CONFIG, else $DSH_HOME/dsh.yaml)")
 	root.PersistentFlags().BoolVarP(&c.verbose, "verbose", "v", false, "also log debug information to stderr")
 	root.PersistentFlags().StringVar(&c.logLevel, "log-level", "", "level of the log file $DSH_HOME/logs/dsh.log: debug, info, warn or error (default $DSH_LOG, else warn)")
-	root.AddCommand(c.runCmd(), c.demoCmd(), c.sessionsCmd(), c.acpCmd(), c.mcpCmd(), c.doctorCmd(), c.agentsCmd())
+	root.AddCommand(c.runCmd(), c.demoCmd(), c.sessionsCmd(), c.acpCmd(), c.mcpCmd(), c.doctorCmd(), c.agentsCmd(), c.chatCmd())
 	return root
 }
 

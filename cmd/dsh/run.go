@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"iter"
 	"maps"
 	"os"
 	"path/filepath"
@@ -104,7 +105,7 @@ Exit status:
 			if yes {
 				root.Asker = permission.AskerFunc(approveAsks)
 			}
-			return c.runTurns(cmd.Context(), rt, runSpec{root: root, price: cfg.PriceOf, json: jsonOut, quiet: quiet}, prompt)
+			return c.runTurns(cmd.Context(), rt, runSpec{root: root, price: cfg.PriceOf, json: jsonOut, quiet: quiet}, slices.Values([]string{prompt}))
 		},
 	}
 	cmd.Flags().BoolVar(&jsonOut, "json", false, "write one JSON object per line to stdout for every event (see README)")
@@ -216,13 +217,14 @@ type runSpec struct {
 	price func(route string) (config.Price, bool) // nil: no prices
 	json  bool                                    // --json: one object per line on stdout
 	quiet bool                                    // --quiet: the answer, errors and the last line
+	echo  bool                                    // each prompt is shown before its turn
 }
 
-// runTurns runs each text as one turn of a new top-level agent, streaming
+// runTurns runs each prompt as one turn of a new top-level agent, streaming
 // its text to stdout and its tool and child activity to stderr. It stops at
 // the first turn that does not complete. Whatever happens once the agent
 // exists, its last line names the session and what it spent.
-func (c *cli) runTurns(ctx context.Context, rt *dsh.Runtime, spec runSpec, texts ...string) (runErr error) {
+func (c *cli) runTurns(ctx context.Context, rt *dsh.Runtime, spec runSpec, prompts iter.Seq[string]) (runErr error) {
 	defer rt.Close(context.Background())
 	root := spec.root
 	if root.Cwd == "" && !root.Resume {
@@ -266,8 +268,8 @@ func (c *cli) runTurns(ctx context.Context, rt *dsh.Runtime, spec runSpec, texts
 	defer atExit(ctx, func() { rt.Sessions.FlushLive() })()
 	out.session(a.ID(), a.Cwd())
 	defer a.Session().Observe(out.event)()
-	for _, text := range texts {
-		if len(texts) > 1 && !spec.json {
+	for text := range prompts {
+		if spec.echo && !spec.json {
 			fmt.Fprintf(c.stderr, "> %s\n", text)
 		}
 		end, err := a.Run(ctx, content.UserText(text))

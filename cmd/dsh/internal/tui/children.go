@@ -1,0 +1,228 @@
+package tui
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/charmbracelet/x/ansi"
+
+	"github.com/dsh-go/dsh/content"
+	"github.com/dsh-go/dsh/subagent"
+	"github.com/dsh-go/dsh/subagent/subagenttool"
+	"github.com/dsh-go/dsh/task"
+)
+
+// childRow is one child run in the live panel.
+type childRow struct {
+	info           subagent.RunInfo
+	started, ended time.Time
+	status         string // "running", "stopping", or how it ended (its stop reason)
+	why            string // the first line of an unsuccessful run's diagnostic
+	tool           string // the tool it is running now
+	callID         string // that tool call's id
+	usage          content.Usage
+	task           string // the id of the background task that runs it; "" in the foreground
+}
+
+func (r *childRow) running() bool { return r.ended.IsZero() }
+
+// children is the live panel's model: the child runs of this conversation,
+// as a tree. A run in the foreground stays listed until the next prompt; a
+// background one until its task is read or killed.
+type children struct {
+	rows   []*childRow // in start order
+	byRun  map[string]*childRow
+	linked map[string]bool // background task ids with a row
+}
+
+func newChildren() *children {
+	return &children{byRun: map[string]*childRow{}, linked: map[string]bool{}}
+}
+
+// start adds the row of a run that started. A direct child of root is
+// linked to the running background subagent task of the same label that
+// no row has yet, if any: the task is listed before it starts its run,
+// and the run's events carry no task id, so the label is the link.
+func (c *children) start(e subagent.Started, root string, tasks []task.Snapshot, now time.Time) *childRow {
+	r := &childRow{info: e.RunInfo, started: now, status: "running"}
+	if e.ParentID == root {
+		label := strings.Join(strings.Fields(e.Label), " ")
+		for _, t := range tasks {
+			if t.Kind == subagenttool.TaskKind && t.Status == task.Running && t.Label == label && !c.linked[t.ID] {
+				r.task, c.linked[t.ID] = t.ID, true
+				break
+			}
+		}
+	}
+	c.rows = append(c.rows, r)
+	c.byRun[e.RunID] = r
+	return r
+}
+
+// progress records what a running child does now.
+func (c *children) progress(e subagent.ProgressEvent) {
+	r := c.byRun[e.RunID]
+	if r == nil || !r.running() {
+		return
+	}
+	switch e.Kind {
+	case subagent.ProgressToolCall:
+		r.tool, r.callID = e.Tool, e.CallID
+	case subagent.ProgressToolResult, subagent.ProgressTurnEnd:
+		if e.CallID == r.callID || e.Kind == subagent.ProgressTurnEnd {
+			r.tool, r.callID = "", ""
+		}
+	}
+}
+
+// end records how a run ended and returns its row (nil when unknown).
+func (c *children) end(e subagent.Ended, now time.Time) *childRow {
+	r := c.byRun[e.RunID]
+	if r == nil {
+		return nil
+	}
+	r.ended, r.status, r.tool = now, string(e.StopReason), ""
+	var u content.Usage
+	for _, m := range e.Usage {
+		u = u.Add(m)
+	}
+	r.usage = u
+	if e.StopReason != subagent.Completed && e.Diagnostic != "" {
+		r.why, _, _ = strings.Cut(strings.TrimSpace(e.Diagnostic), "\n")
+	}
+	return r
+}
+
+// clearFinished drops the ended runs of the foreground, and their ended
+// descendants.
+func (c *children) clearFinished() {
+	c.drop(func(r *childRow) bool { return !r.running() && r.task == "" })
+}
+
+// refresh follows the background tasks: a stopping task shows as such; a
+// task that was read or killed, once its run ended, or that is gone, leaves
+// the panel. usage gives the tokens of a local child so far.
+func (c *children) refresh(tasks []task.Snapshot, usage func(childID string) (content.Usage, bool)) {
+	byID := map[string]task.Snapshot{}
+	for _, t := range tasks {
+		byID[t.ID] = t
+	}
+	c.drop(func(r *childRow) bool {
+		if r.task == "" {
+			return false
+		}
+		t, ok := byID[r.task]
+		if r.running() && ok && t.Status == task.Stopping {
+			r.status = "stopping"
+		}
+		return !ok || (t.Reported && !r.running())
+	})
+	for _, r := range c.rows {
+		if r.running() && r.info.Local {
+			if u, ok := usage(r.info.ChildID); ok {
+				r.usage = u
+			}
+		}
+	}
+}
+
+// drop removes the rows gone says to, with every ended row below them.
+func (c *children) drop(gone func(*childRow) bool) {
+	dead := map[string]bool{} // child ids of dropped rows
+	c.rows = slices.DeleteFunc(c.rows, func(r *childRow) bool {
+		if gone(r) || (dead[r.info.ParentID] && !r.running()) {
+			dead[r.info.ChildID] = true
+			delete(c.byRun, r.info.RunID)
+			delete(c.linked, r.task)
+			return true
+		}
+		return false
+	})
+}
+
+// live counts the runs that have not ended.
+func (c *children) live() int {
+	n := 0
+	for _, r := range c.rows {
+		if r.running() {
+			n++
+		}
+	}
+	return n
+}
+
+// tree returns the rows in tree order with their depths: each run under
+// the run whose child started it, siblings in start order.
+func (c *children) tree() ([]*childRow, []int) {
+	kids := map[string][]*childRow{}
+	known := map[string]bool{}
+	for _, r := range c.rows {
+		known[r.info.ChildID] = true
+	}
+	var roots []*childRow
+	for _, r := range c.rows {
+		if known[r.info.ParentID] && r.info.ParentID != r.info.ChildID {
+			kids[r.info.ParentID] = append(kids[r.info.ParentID], r)
+		} else {
+			roots = append(roots, r)
+		}
+	}
+	var rows []*childRow
+	var depths []int
+	seen := map[*childRow]bool{}
+	var walk func(r *childRow, d int)
+	walk = func(r *childRow, d int) {
+		if seen[r] {
+			return
+		}
+		seen[r] = true
+		rows, depths = append(rows, r), append(depths, d)
+		for _, k := range kids[r.info.ChildID] {
+			walk(k, d+1)
+		}
+	}
+	for _, r := range roots {
+		walk(r, 0)
+	}
+	return rows, depths
+}
+
+// summary says what the run is and does, or how it ended.
+func (r *childRow) summary(now time.Time) string {
+	var b strings.Builder
+	b.WriteString(r.info.Provider + " · " + label(r.info))
+	if r.task != "" {
+		b.WriteString(" · " + r.task)
+	}
+	if r.running() {
+		fmt.Fprintf(&b, " · %s %s", r.status, elapsed(now.Sub(r.started)))
+	} else {
+		fmt.Fprintf(&b, " · %s in %s", r.status, elapsed(r.ended.Sub(r.started)))
+	}
+	if r.why != "" {
+		b.WriteString(": " + r.why)
+	}
+	if n := r.usage.Input + r.usage.CacheRead + r.usage.Output; n > 0 {
+		b.WriteString(" · " + tokens(n) + " tokens")
+	}
+	if r.tool != "" {
+		b.WriteString(" · " + r.tool)
+	}
+	return b.String()
+}
+
+// line renders a row of the panel at depth, in at most width cells.
+func (r *childRow) line(now time.Time, depth, width int) string {
+	lead := strings.Repeat("  ", depth) + "↳ "
+	return lead + oneLine(r.summary(now), width-ansi.StringWidth(lead))
+}
+
+// label names a run for a person: its label, else its child's id.
+func label(info subagent.RunInfo) string {
+	if l := strings.TrimSpace(info.Label); l != "" {
+		return l
+	}
+	return info.ChildID
+}

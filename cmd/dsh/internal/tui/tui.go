@@ -1,0 +1,261 @@
+// Package tui is dsh's interactive terminal: one conversation with a
+// top-level agent, its answer streaming as it comes, its reasoning in a
+// collapsible block, the children of the conversation as a live tree,
+// permission asks answered inline, slash commands and a multi-line editor.
+//
+// cmd/dsh starts it for `dsh` on a terminal and for `dsh chat`; no other
+// command calls into it, and it does nothing (no terminal query, no
+// goroutine) until Run.
+//
+// The runtime delivers its events synchronously, on the goroutines of the
+// agents and children that emit them. The UI never runs there: a feed (a
+// bounded queue with a drop counter) takes each event and returns, and the
+// screen reads the feed in batches, so a slow terminal cannot slow a child.
+package tui
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	tea "github.com/charmbracelet/bubbletea"
+	"github.com/charmbracelet/x/term"
+
+	"github.com/dsh-go/dsh"
+	"github.com/dsh-go/dsh/agent"
+	"github.com/dsh-go/dsh/content"
+	"github.com/dsh-go/dsh/event"
+	"github.com/dsh-go/dsh/permission"
+	"github.com/dsh-go/dsh/session"
+	"github.com/dsh-go/dsh/subagent"
+	"github.com/dsh-go/dsh/task"
+)
+
+// Options configure the UI.
+type Options struct {
+	// Runtime is the runtime the conversation's agents live in.
+	Runtime *dsh.Runtime
+	// In and Out are the terminal: keys are read from In, the screen is
+	// drawn on Out.
+	In, Out *os.File
+	// Model names the model route and id, for the status line and /model.
+	Model string
+	// Routes are the configured model routes, for /model.
+	Routes []string
+	// Spent renders a usage by "route/model" as one line with its cost, for
+	// /cost (nil: tokens only).
+	Spent func(map[string]content.Usage) string
+	// Sessions lists the stored sessions, for /sessions (nil: unavailable).
+	Sessions func() (string, error)
+	// Resume continues stored sessions, for /resume (nil: unavailable).
+	Resume Resumer
+}
+
+// Resumer continues a stored session as the live conversation.
+type Resumer interface {
+	// Resume rebuilds the stored session that id names (an id or an
+	// unambiguous prefix of one) as a live top-level agent whose
+	// permission asks go to asker.
+	Resume(ctx context.Context, id string, asker permission.Asker) (*agent.Agent, error)
+}
+
+// UI is one interactive session on a terminal. Create it with New, give
+// the conversation's agent its Asker, then Run it once.
+type UI struct {
+	opts  Options
+	feed  *feed
+	done  chan struct{} // closed when Run returns
+	asker *asker
+	wg    sync.WaitGroup // goroutines of Run and of slash commands
+
+	ran   atomic.Bool
+	mu    sync.Mutex
+	saved *term.State // the terminal's mode before Run, while it runs
+}
+
+// feedLimit bounds the queue between the runtime and the screen (see feed).
+const feedLimit = 4096
+
+// tick is how often elapsed times and tokens so far are redrawn.
+const tick = time.Second
+
+// New returns a UI that is not running yet.
+func New(opts Options) *UI {
+	u := &UI{opts: opts, feed: newFeed(feedLimit), done: make(chan struct{})}
+	u.asker = &asker{feed: u.feed, done: u.done}
+	return u
+}
+
+// Asker is the asker of the conversation's delegation tree: each ask is
+// shown on the screen, naming the agent that asks, until the person
+// answers or the call is cancelled. Once the UI has stopped, asks are
+// refused.
+func (u *UI) Asker() permission.Asker { return u.asker }
+
+// Run runs the conversation with root on the terminal until the person
+// exits (Ctrl-C twice, Ctrl-D on an empty editor, /exit) or ctx ends. It
+// returns the agent the conversation ended with (another one after
+// /resume), and ctx's cause when ctx ended it. It leaves no goroutine
+// behind; the caller disposes the agents.
+func (u *UI) Run(ctx context.Context, root *agent.Agent) (*agent.Agent, error) {
+	if !u.ran.CompareAndSwap(false, true) {
+		return root, errors.New("tui: a UI runs once")
+	}
+	m := newModel(u, root)
+	defer func() {
+		m.unobserve()
+		u.feed.close()
+		close(u.done)
+		u.wg.Wait()
+	}()
+	unsubscribe := u.opts.Runtime.Events.Subscribe(u.onBus)
+	defer unsubscribe()
+
+	if state, err := term.GetState(u.opts.In.Fd()); err == nil {
+		u.mu.Lock()
+		u.saved = state
+		u.mu.Unlock()
+		defer func() {
+			u.mu.Lock()
+			u.saved = nil
+			u.mu.Unlock()
+		}()
+	}
+	// Shift+Enter, where the terminal tells it from Enter (xterm's
+	// modifyOtherKeys), inserts a newline.
+	io.WriteString(u.opts.Out, "\x1b[>4;1m")
+	defer io.WriteString(u.opts.Out, "\x1b[>4m")
+	p := tea.NewProgram(m, tea.WithInput(u.opts.In), tea.WithOutput(u.opts.Out), tea.WithAltScreen(),
+		tea.WithoutSignalHandler())
+	stop := make(chan struct{})
+	var pump sync.WaitGroup
+	pump.Go(func() { u.pump(ctx, p, stop) })
+	_, err := p.Run()
+	close(stop)
+	pump.Wait()
+	if err != nil {
+		return m.agent, fmt.Errorf("terminal: %w", err)
+	}
+	return m.agent, m.exitErr
+}
+
+// Abandon gives the terminal back as it was before Run, for a process
+// that exits at once while Run still runs (a second signal): it leaves
+// the alternate screen, shows the cursor and restores the terminal's
+// mode. It does nothing when Run is not running.
+func (u *UI) Abandon() {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if u.saved == nil {
+		return
+	}
+	io.WriteString(u.opts.Out, "\x1b[>4m\x1b[?2004l\x1b[?25h\x1b[?1049l")
+	term.Restore(u.opts.In.Fd(), u.saved)
+}
+
+// pump hands the feed's items to the program in batches, ticks the clock,
+// and tells the program when ctx ends, until stop.
+func (u *UI) pump(ctx context.Context, p *tea.Program, stop <-chan struct{}) {
+	ticker := time.NewTicker(tick)
+	defer ticker.Stop()
+	ctxDone := ctx.Done()
+	for {
+		select {
+		case <-stop:
+			return
+		case <-u.feed.ready:
+			items, dropped := u.feed.take()
+			p.Send(batchMsg{items: items, dropped: dropped})
+		case now := <-ticker.C:
+			p.Send(tickMsg(now))
+		case <-ctxDone:
+			ctxDone = nil
+			p.Send(endMsg{err: context.Cause(ctx)})
+		}
+	}
+}
+
+// async runs fn on a goroutine Run waits for, and feeds its result to the
+// screen; a panic in fn is shown as an error.
+func (u *UI) async(fn func() any) {
+	u.wg.Go(func() {
+		var out any
+		defer func() {
+			if p := recover(); p != nil {
+				out = noteMsg{text: fmt.Sprintf("✗ internal error: %v", p), err: true}
+			}
+			u.feed.push(out, false)
+		}()
+		out = fn()
+	})
+}
+
+// onBus takes the runtime's events the screen shows: child runs, their
+// progress (their text excepted), background tasks settling, and top-level
+// agents starting and stopping.
+func (u *UI) onBus(e event.Event) {
+	switch e := e.(type) {
+	case subagent.Started, subagent.Ended, task.Done:
+		u.feed.push(e, false)
+	case subagent.ProgressEvent:
+		if e.Kind != subagent.ProgressText {
+			u.feed.push(e, false)
+		}
+	case agent.StatusChanged:
+		if e.Agent.Owner() == nil {
+			u.feed.push(e, false)
+		}
+	}
+}
+
+// observe feeds the events of a's session to the screen until the
+// returned stop is called; streamed deltas are lossy (the step's whole
+// message follows them).
+func (u *UI) observe(a *agent.Agent) (stop func()) {
+	return a.Session().Observe(func(e session.Event) {
+		item := sessionEvent{agent: a, e: e}
+		switch d := e.Data.(type) {
+		case session.AssistantChunk:
+			if t := d.Chunk.Type; (t == content.ChunkTextDelta || t == content.ChunkReasoningDelta) && d.Chunk.Text != "" {
+				u.feed.push(item, true)
+			}
+		case session.TurnStart, session.TurnEnd, content.Message, session.AssistantMessage, session.ToolCall,
+			session.ToolResult, session.LLMRetry:
+			u.feed.push(item, false)
+		}
+	})
+}
+
+// Messages of the program.
+type (
+	// batchMsg is what the feed held, and how many lossy items it dropped
+	// so far.
+	batchMsg struct {
+		items   []any
+		dropped int64
+	}
+	// tickMsg redraws what ticks: elapsed times, tokens so far.
+	tickMsg time.Time
+	// endMsg ends the program: the context ended.
+	endMsg struct{ err error }
+	// sessionEvent is an event of a top-level agent's session.
+	sessionEvent struct {
+		agent *agent.Agent
+		e     session.Event
+	}
+	// noteMsg is the text a slash command produced off the event loop.
+	noteMsg struct {
+		text string
+		err  bool
+	}
+	// resumedMsg is the outcome of /resume.
+	resumedMsg struct {
+		agent *agent.Agent
+		err   error
+	}
+)

@@ -1,0 +1,162 @@
+package tui
+
+import (
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/charmbracelet/lipgloss"
+	"github.com/charmbracelet/x/ansi"
+)
+
+// styles are the screen's styles, made for its terminal.
+type styles struct {
+	dim, note, err, ok, prompt, child, status, hint, box, askBox lipgloss.Style
+}
+
+func newStyles(out io.Writer) *styles {
+	r := lipgloss.NewRenderer(out)
+	c := func(code string) lipgloss.Style { return r.NewStyle().Foreground(lipgloss.Color(code)) }
+	return &styles{
+		dim:    c("8"),
+		note:   c("6"),
+		err:    c("1"),
+		ok:     c("2"),
+		prompt: c("4").Bold(true),
+		child:  c("5"),
+		status: r.NewStyle().Reverse(true),
+		hint:   c("3"),
+		box:    r.NewStyle().Border(lipgloss.RoundedBorder()).BorderForeground(lipgloss.Color("8")),
+		askBox: r.NewStyle().Border(lipgloss.RoundedBorder()).BorderForeground(lipgloss.Color("3")),
+	}
+}
+
+// maxEditorLines bounds the editor's height; a longer prompt scrolls in it.
+const maxEditorLines = 8
+
+// layout fits the parts to the window and refreshes the transcript view.
+// Every part is drawn at most the window's width, so that a resize never
+// leaves a wrapped line behind.
+func (m *model) layout() {
+	w := max(m.width, 10)
+	m.editor.SetWidth(w - 2)
+	m.editor.SetHeight(min(max(m.editor.LineCount(), 1), maxEditorLines))
+	rest := m.height - lipgloss.Height(m.editorView()) - lipgloss.Height(m.statusView())
+	if v := m.panelView(); v != "" {
+		rest -= lipgloss.Height(v)
+	}
+	if v := m.askView(); v != "" {
+		rest -= lipgloss.Height(v)
+	}
+	if m.hint != "" {
+		rest--
+	}
+	m.vp.Width, m.vp.Height = w, max(rest, 1)
+	if m.log.dirty || m.vp.Width != m.log.width || m.vp.Height != m.log.height {
+		m.log.width, m.log.height = m.vp.Width, m.vp.Height
+		text := m.log.render(m.st, w, !m.showThink)
+		if n := strings.Count(text, "\n") + 1; n < m.vp.Height {
+			text = strings.Repeat("\n", m.vp.Height-n) + text // the conversation sits on the editor
+		}
+		m.vp.SetContent(text)
+	}
+	if m.follow {
+		m.vp.GotoBottom()
+	}
+}
+
+// View implements tea.Model.
+func (m *model) View() string {
+	if m.quitting {
+		return ""
+	}
+	parts := []string{m.vp.View()}
+	for _, v := range []string{m.panelView(), m.askView(), m.editorView()} {
+		if v != "" {
+			parts = append(parts, v)
+		}
+	}
+	if m.hint != "" {
+		parts = append(parts, m.st.hint.Render(oneLine(m.hint, m.width)))
+	}
+	parts = append(parts, m.statusView())
+	return strings.Join(parts, "\n")
+}
+
+// panelView is the live tree of this conversation's children, at most a
+// third of the window.
+func (m *model) panelView() string {
+	rows, depths := m.kids.tree()
+	if len(rows) == 0 {
+		return ""
+	}
+	limit := max(m.height/3, 2)
+	var lines []string
+	for i, r := range rows {
+		if len(lines) == limit-1 && len(rows) > limit {
+			lines = append(lines, m.st.dim.Render(fmt.Sprintf("  … %d more (/tasks lists the background ones)", len(rows)-i)))
+			break
+		}
+		style := m.st.child
+		switch {
+		case r.running():
+		case r.status == "completed":
+			style = m.st.dim
+		default:
+			style = m.st.err
+		}
+		lines = append(lines, style.Render(r.line(m.now, depths[i], m.width)))
+	}
+	return strings.Join(lines, "\n")
+}
+
+// askView is the oldest permission ask, with its choices.
+func (m *model) askView() string {
+	if len(m.asks) == 0 {
+		return ""
+	}
+	a := m.asks[0]
+	inner := max(m.width-4, 6)
+	lines := []string{
+		oneLine(fmt.Sprintf("%s wants to run %s", a.req.Who(), a.req.Tool), inner),
+		m.st.dim.Render(oneLine(string(a.req.Arguments), inner)),
+		oneLine("y allow once · a allow for this session · n deny", inner),
+	}
+	if n := len(m.asks) - 1; n > 0 {
+		lines = append(lines, m.st.dim.Render(fmt.Sprintf("(%d more waiting)", n)))
+	}
+	return m.st.askBox.Width(max(m.width-2, 8)).Render(strings.Join(lines, "\n"))
+}
+
+// editorView is the editor in its box.
+func (m *model) editorView() string {
+	return m.st.box.Width(max(m.width-2, 8)).Render(m.editor.View())
+}
+
+// statusView is the last line: the model, the session, what runs, what it
+// spent, and the keys that matter now.
+func (m *model) statusView() string {
+	state := "ready"
+	if m.busy {
+		state = "working " + elapsed(m.now.Sub(m.turnStart)) + " · esc interrupts"
+	}
+	if n := m.kids.live(); n > 0 {
+		state += fmt.Sprintf(" · %d running", n)
+	}
+	left := fmt.Sprintf(" %s · %s · %s", m.ui.opts.Model, shortID(m.agent.ID()), state)
+	right := fmt.Sprintf("%s tokens · ctrl+c twice exits ", tokens(m.spent.Input+m.spent.CacheRead+m.spent.Output))
+	if m.dropped > 0 {
+		right = fmt.Sprintf("%d updates skipped · ", m.dropped) + right
+	}
+	gap := m.width - ansi.StringWidth(left) - ansi.StringWidth(right)
+	line := left + strings.Repeat(" ", max(gap, 1)) + right
+	return m.st.status.Render(ansi.Truncate(line, max(m.width, 1), "…"))
+}
+
+// shortID is the first 8 characters of an id, enough to name it.
+func shortID(id string) string {
+	if len(id) > 8 {
+		return id[:8]
+	}
+	return id
+}
