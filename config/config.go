@@ -26,6 +26,7 @@ import (
 	"github.com/dsh-go/dsh"
 	"github.com/dsh-go/dsh/agent"
 	"github.com/dsh-go/dsh/content"
+	"github.com/dsh-go/dsh/llm"
 	"github.com/dsh-go/dsh/llm/openai"
 	"github.com/dsh-go/dsh/permission"
 	"github.com/dsh-go/dsh/session"
@@ -61,6 +62,11 @@ type Config struct {
 	Budget Budget `yaml:"budget"`
 	// SessionsDir holds the JSONL session files (default $DSH_HOME/sessions).
 	SessionsDir string `yaml:"sessionsDir"`
+
+	// ModelOverride, when set, serves every model route in place of its
+	// endpoint (`dsh replay` answers from a recording). It is not read
+	// from the file.
+	ModelOverride llm.Model `yaml:"-"`
 
 	path     string   // the file Load read, absolute; "" for none
 	warnings []string // what is legal but probably not meant
@@ -610,9 +616,11 @@ func (cfg Config) Build(ctx context.Context, log *slog.Logger, backend session.B
 		return nil, err
 	}
 	for _, m := range cfg.Models {
-		model, err := openai.New(m.OpenAI(getenv, log))
-		if err != nil {
-			return nil, fmt.Errorf("model route %s: %w", m.Name, err)
+		var model llm.Model = cfg.ModelOverride
+		if model == nil {
+			if model, err = openai.New(m.OpenAI(getenv, log)); err != nil {
+				return nil, fmt.Errorf("model route %s: %w", m.Name, err)
+			}
 		}
 		if _, err := rt.LLM.Register(m.Name, model); err != nil {
 			return nil, err

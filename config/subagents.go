@@ -15,6 +15,14 @@ import (
 // DepthEnv tells a dsh started as an ACP child its delegation depth.
 const DepthEnv = "DSH_DEPTH"
 
+// ReplayEnv, set by `dsh replay`, names the recording a dsh started as an
+// ACP child answers its model requests from; ReplayTimingEnv says how fast
+// (see llm/replay). A self child inherits both.
+const (
+	ReplayEnv       = "DSH_REPLAY"
+	ReplayTimingEnv = "DSH_REPLAY_TIMING"
+)
+
 // mountSubagents registers the declared providers and mounts their tools.
 func (cfg Config) mountSubagents(rt *dsh.Runtime, getenv func(string) string) error {
 	if cfg.Subagents == nil {
@@ -69,6 +77,11 @@ func (cfg Config) selfHost(ac *acpchild.Config, getenv func(string) string) erro
 	for _, m := range cfg.Models {
 		if m.APIKeyEnv != "" {
 			ac.PassEnv = append(ac.PassEnv, m.APIKeyEnv)
+		}
+	}
+	for _, k := range []string{ReplayEnv, ReplayTimingEnv} {
+		if v := getenv(k); v != "" {
+			ac.Env[k] = cmp.Or(ac.Env[k], v)
 		}
 	}
 	ac.DepthEnv = DepthEnv

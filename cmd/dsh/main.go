@@ -62,7 +62,7 @@ func newRoot(stdin io.Reader, stdout, stderr io.Writer, getenv func(string) stri
 	root.SetErr(c.stderr)
 	root.PersistentFlags().StringVar(&c.configPath, "config", "", "configuration file (default $DSH_CONFIG, else $DSH_HOME/dsh.yaml)")
 	root.PersistentFlags().BoolVarP(&c.verbose, "verbose", "v", false, "log debug information to stderr")
-	root.AddCommand(c.runCmd(), c.demoCmd(), c.sessionsCmd(), c.acpCmd(), c.doctorCmd())
+	root.AddCommand(c.runCmd(), c.demoCmd(), c.sessionsCmd(), c.acpCmd(), c.doctorCmd(), c.replayCmd())
 	return root
 }
 
