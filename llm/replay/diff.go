@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"regexp"
 	"strings"
 	"unicode/utf8"
 
@@ -41,23 +42,41 @@ func (d *Divergence) ErrorCode() string { return CodeDiverged }
 
 // normalizer rewrites the text of one side of a comparison: the session's
 // working directory becomes {{cwd}}, so that a recording replays in
-// another directory.
-type normalizer struct{ cwd string }
-
-func (n normalizer) text(s string) string {
-	if n.cwd == "" || n.cwd == "/" {
-		return s
-	}
-	return strings.ReplaceAll(s, n.cwd, "{{cwd}}")
+// another directory, and each id (a UUID: a session, a child, a run)
+// becomes {{id:N}}, numbered in the order the ids first appear, since a
+// re-run mints new ones. It is stateful: one per side and comparison.
+type normalizer struct {
+	cwd   string
+	ids   []string // in order of appearance
+	index map[string]int
 }
 
-// CwdToken stands for a session's working directory in compared text.
-const CwdToken = "{{cwd}}"
+func newNormalizer(cwd string) *normalizer { return &normalizer{cwd: cwd} }
+
+// uuidPattern matches the ids dsh mints.
+var uuidPattern = regexp.MustCompile(`[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}`)
+
+func (n *normalizer) text(s string) string {
+	if n.cwd != "" && n.cwd != "/" {
+		s = strings.ReplaceAll(s, n.cwd, "{{cwd}}")
+	}
+	return uuidPattern.ReplaceAllStringFunc(s, func(id string) string {
+		i, ok := n.index[id]
+		if !ok {
+			if n.index == nil {
+				n.index = map[string]int{}
+			}
+			i = len(n.ids)
+			n.index[id], n.ids = i, append(n.ids, id)
+		}
+		return fmt.Sprintf("{{id:%d}}", i)
+	})
+}
 
 // diffRequests describes the first difference between the recorded and the
 // live request, or returns "" when the model would see the same request.
 // Message ids and sources are not compared: the model does not see them.
-func diffRequests(rec Request, rn normalizer, live *llm.Request, ln normalizer) string {
+func diffRequests(rec Request, rn *normalizer, live *llm.Request, ln *normalizer) string {
 	switch {
 	case rec.Provider != live.Provider || rec.Model != live.Model:
 		return fmt.Sprintf("the model route differs: recorded %s/%s, live %s/%s", rec.Provider, rec.Model, live.Provider, live.Model)
@@ -73,7 +92,7 @@ func diffRequests(rec Request, rn normalizer, live *llm.Request, ln normalizer) 
 	return diffMessages(rec.Messages, rn, live.Messages, ln)
 }
 
-func diffTools(rec []content.ToolSpec, rn normalizer, live []content.ToolSpec, ln normalizer) string {
+func diffTools(rec []content.ToolSpec, rn *normalizer, live []content.ToolSpec, ln *normalizer) string {
 	for i := range max(len(rec), len(live)) {
 		switch {
 		case i >= len(live):
@@ -103,7 +122,7 @@ func canonical(raw json.RawMessage) string {
 	return string(b)
 }
 
-func diffMessages(rec []content.Message, rn normalizer, live []content.Message, ln normalizer) string {
+func diffMessages(rec []content.Message, rn *normalizer, live []content.Message, ln *normalizer) string {
 	for i := range max(len(rec), len(live)) {
 		switch {
 		case i >= len(live):

@@ -1,6 +1,7 @@
 package replay
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"iter"
@@ -67,6 +68,7 @@ type Model struct {
 	bound       map[string]*binding // live session id → binding
 	taken       map[*Session]bool
 	divergences []*Divergence
+	ids         map[string]string // recorded id → the live one that took its place
 
 	sigMu   sync.Mutex
 	changed chan struct{} // closed and replaced when a bound session logs an event
@@ -74,10 +76,10 @@ type Model struct {
 
 // binding is a live session answered from a recorded one.
 type binding struct {
-	rec  *Session
-	live string
-	norm normalizer // the live side's
-	next int        // the next recorded call; guarded by Model.mu
+	rec     *Session
+	live    string
+	liveCwd string // the live session's working directory
+	next    int    // the next recorded call; guarded by Model.mu
 
 	progress *progress // nil without Options.Live
 }
@@ -103,7 +105,8 @@ func NewModel(rec *Recording, opts Options) *Model {
 	for _, s := range rec.Sessions {
 		slices.Sort(s.structural)
 	}
-	return &Model{rec: rec, opts: opts, bound: map[string]*binding{}, taken: map[*Session]bool{}, changed: make(chan struct{})}
+	return &Model{rec: rec, opts: opts, bound: map[string]*binding{}, taken: map[*Session]bool{}, ids: map[string]string{},
+		changed: make(chan struct{})}
 }
 
 // Recording returns the recording the model answers from.
@@ -178,13 +181,13 @@ func (m *Model) Stream(ctx context.Context, req *llm.Request) iter.Seq[content.C
 // take binds the request's session if needed and returns the recorded call
 // that answers it, or the divergence.
 func (m *Model) take(req *llm.Request) (*Call, *binding, *Divergence) {
-	live, liveNorm, known := m.live(req.SessionID)
+	live, liveCwd, known := m.live(req.SessionID)
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	b, ok := m.bound[req.SessionID]
 	if !ok {
 		var div *Divergence
-		if b, div = m.bind(req, live, liveNorm, known); div != nil {
+		if b, div = m.bind(req, live, liveCwd, known); div != nil {
 			return nil, nil, div
 		}
 	}
@@ -193,43 +196,57 @@ func (m *Model) take(req *llm.Request) (*Call, *binding, *Divergence) {
 			Detail: fmt.Sprintf("an extra model call: the recording has %d calls for this session, all of them replayed", len(b.rec.Calls))}
 	}
 	call := &b.rec.Calls[b.next]
-	if d := diffRequests(call.Request, normalizer{b.rec.Header.Cwd}, req, b.norm); d != "" {
+	rn, ln := newNormalizer(b.rec.Header.Cwd), newNormalizer(b.liveCwd)
+	if d := diffRequests(call.Request, rn, req, ln); d != "" {
 		return nil, nil, &Divergence{Session: b.rec, Live: req.SessionID, Turn: call.Turn, Step: call.Step, Detail: d}
 	}
+	m.learn(rn, ln)
 	b.next++
 	return call, b, nil
 }
 
-// live returns the live session of id and its side's normalizer; ok is
+// learn notes which live id took the place of each recorded one in two
+// requests found equal, so that the recorded answers name the live ids.
+// m.mu must be held.
+func (m *Model) learn(rec, live *normalizer) {
+	for i := range min(len(rec.ids), len(live.ids)) {
+		if rec.ids[i] != live.ids[i] {
+			m.ids[rec.ids[i]] = live.ids[i]
+		}
+	}
+}
+
+// live returns the live session of id and its working directory; ok is
 // false when the session is not known, and then its working directory is
 // taken to be the recorded one.
-func (m *Model) live(id string) (s *session.Session, n normalizer, ok bool) {
+func (m *Model) live(id string) (s *session.Session, cwd string, ok bool) {
 	if m.opts.Live == nil {
-		return nil, normalizer{}, false
+		return nil, "", false
 	}
 	if s, ok = m.opts.Live(id); !ok {
-		return nil, normalizer{}, false
+		return nil, "", false
 	}
-	return s, normalizer{s.Header().Cwd}, true
+	return s, s.Header().Cwd, true
 }
 
 // bind binds the request's session to a recorded one. m.mu must be held.
-func (m *Model) bind(req *llm.Request, live *session.Session, liveNorm normalizer, known bool) (*binding, *Divergence) {
+func (m *Model) bind(req *llm.Request, live *session.Session, liveCwd string, known bool) (*binding, *Divergence) {
 	cands := m.candidates(live)
-	sides := func(c *Session) (rec, live normalizer) {
+	cwdOf := func(c *Session) string {
 		if !known {
-			return normalizer{c.Header.Cwd}, normalizer{c.Header.Cwd}
+			return c.Header.Cwd
 		}
-		return normalizer{c.Header.Cwd}, liveNorm
+		return liveCwd
 	}
 	for _, c := range cands {
-		rn, norm := sides(c)
-		if diffRequests(c.Calls[0].Request, rn, req, norm) == "" {
-			b := &binding{rec: c, live: req.SessionID, norm: norm}
+		rn, ln := newNormalizer(c.Header.Cwd), newNormalizer(cwdOf(c))
+		if diffRequests(c.Calls[0].Request, rn, req, ln) == "" {
+			b := &binding{rec: c, live: req.SessionID, liveCwd: cwdOf(c)}
 			if live != nil {
 				b.progress = m.observe(live)
 			}
 			m.bound[req.SessionID], m.taken[c] = b, true
+			m.ids[c.Header.ID] = req.SessionID
 			return b, nil
 		}
 	}
@@ -238,9 +255,9 @@ func (m *Model) bind(req *llm.Request, live *session.Session, liveNorm normalize
 	}
 	c := cands[0]
 	first := c.Calls[0]
-	rn, norm := sides(c)
 	return nil, &Divergence{Session: c, Live: req.SessionID, Turn: first.Turn, Step: first.Step,
-		Detail: "its first request matches no recorded session; against this one, " + diffRequests(first.Request, rn, req, norm)}
+		Detail: "its first request matches no recorded session; against this one, " +
+			diffRequests(first.Request, newNormalizer(c.Header.Cwd), req, newNormalizer(cwdOf(c)))}
 }
 
 // candidates returns the unbound recorded sessions a live session may be
@@ -328,7 +345,7 @@ func (m *Model) play(ctx context.Context, b *binding, call *Call, yield func(con
 			yield(llm.FinishAborted(context.Cause(ctx)))
 			return
 		}
-		if !yield(c) {
+		if !yield(m.rewrite(c)) {
 			return
 		}
 	}
@@ -336,6 +353,29 @@ func (m *Model) play(ctx context.Context, b *binding, call *Call, yield func(con
 		yield(llm.FinishError(CodeIncomplete, "the recording of %s ends during its call of turn %d step %d (its process stopped while the model answered)",
 			b.rec.Label(), call.Turn, call.Step))
 	}
+}
+
+// rewrite puts the live ids in place of the recorded ones a chunk names
+// (the model of a continued child addresses it by id).
+func (m *Model) rewrite(c content.Chunk) content.Chunk {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if len(m.ids) == 0 {
+		return c
+	}
+	swap := func(s string) string {
+		if len(s) < 36 {
+			return s
+		}
+		return uuidPattern.ReplaceAllStringFunc(s, func(id string) string { return cmp.Or(m.ids[id], id) })
+	}
+	c.Text, c.ArgumentsDelta = swap(c.Text), swap(c.ArgumentsDelta)
+	if c.Block != nil {
+		b := *c.Block
+		b.Text, b.Arguments = swap(b.Text), swap(b.Arguments)
+		c.Block = &b
+	}
+	return c
 }
 
 func sleep(ctx context.Context, d time.Duration) bool {

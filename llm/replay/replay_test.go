@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
 	"go.uber.org/goleak"
 
 	"github.com/dsh-go/dsh"
@@ -447,5 +448,57 @@ func TestRecordedTimingIsCancellable(t *testing.T) {
 	wg.Wait()
 	if len(got) != 1 || got[0].Finish == nil || got[0].Finish.Kind != content.FinishAborted {
 		t.Fatalf("chunks %+v %+v, want one aborted finish", got, got[0].Finish.Failure)
+	}
+}
+
+// Ids a re-run mints anew (a child's, a job's) are compared by the order
+// they appear in, and the recorded answers pass the live ids back.
+func TestFreshIdsAreMapped(t *testing.T) {
+	tools := func() []tool.Definition {
+		var mu sync.Mutex
+		minted := map[string]bool{}
+		type checkArgs struct {
+			ID string `json:"id"`
+		}
+		return []tool.Definition{
+			tool.Func("mint", "Start a job.", true, func(context.Context, tool.Call, struct{}) (tool.Result, error) {
+				id := uuid.NewString()
+				mu.Lock()
+				minted[id] = true
+				mu.Unlock()
+				return tool.TextResult("started job " + id), nil
+			}),
+			tool.Func("check", "Check a job.", true, func(_ context.Context, _ tool.Call, a checkArgs) (tool.Result, error) {
+				mu.Lock()
+				defer mu.Unlock()
+				if !minted[a.ID] {
+					return tool.Result{}, tool.Errorf(tool.CodeInvalidArgs, "unknown job %s", a.ID)
+				}
+				return tool.TextResult("job " + a.ID + " is running"), nil
+			}),
+		}
+	}
+	model := func(*world) llm.Model {
+		return llm.ModelFunc(func(ctx context.Context, req *llm.Request) iter.Seq[content.Chunk] {
+			_, results := childTask(req)
+			switch len(results) {
+			case 0:
+				return chunks(ctx, req, scripted.ToolCalls("", scripted.Call{ID: "c1", Name: "mint", Arguments: `{}`}))
+			case 1:
+				id := strings.TrimPrefix(results[0], "started job ")
+				return chunks(ctx, req, scripted.ToolCalls("Checking "+id, scripted.Call{ID: "c2", Name: "check", Arguments: `{"id":"` + id + `"}`}))
+			}
+			return chunks(ctx, req, scripted.Text(results[1]))
+		})
+	}
+	rec := newWorld(t, model, tools()...)
+	recording := rec.recording(t, rec.run(t, t.TempDir(), "go"))
+	w, m := replayWorld(t, recording, replay.Options{}, tools()...)
+	live := w.run(t, t.TempDir(), "go")
+	if d := m.Divergences(); len(d) > 0 {
+		t.Fatalf("divergences: %v", d)
+	}
+	if diffs := replay.Compare(recording, w.recording(t, live)); len(diffs) > 0 {
+		t.Fatalf("the trees differ: %v", diffs)
 	}
 }

@@ -61,7 +61,7 @@ func Compare(rec, live *Recording) []Difference {
 					continue
 				}
 				for _, lc := range l.Children {
-					if !used[lc] && (pass == 1 || normalizer{rc.Header.Cwd}.text(rc.Task()) == normalizer{lc.Header.Cwd}.text(lc.Task())) {
+					if !used[lc] && (pass == 1 || newNormalizer(rc.Header.Cwd).text(rc.Task()) == newNormalizer(lc.Header.Cwd).text(lc.Task())) {
 						matched[i], used[lc] = lc, true
 						break
 					}
@@ -143,7 +143,7 @@ func failure(s *Session) string {
 // merged, ids replaced by tokens (sessions by ids, messages by order) and
 // the working directory by {{cwd}}.
 func comparable(s *Session, sessionIDs map[string]string) []string {
-	n := normalizer{s.Header.Cwd}
+	n := newNormalizer(s.Header.Cwd)
 	messages := map[string]string{}
 	var out []string
 	var pending *session.AssistantChunk
@@ -197,7 +197,7 @@ func joins(p, c session.AssistantChunk) bool {
 		(c.Chunk.Type != content.ChunkToolCallDelta || (c.Chunk.ID == "" && c.Chunk.Name == ""))
 }
 
-func render(typ string, data any, n normalizer, sessionIDs, messages map[string]string) string {
+func render(typ string, data any, n *normalizer, sessionIDs, messages map[string]string) string {
 	raw, err := json.Marshal(data)
 	if err != nil {
 		return typ + " (unencodable: " + err.Error() + ")"
@@ -213,9 +213,10 @@ func render(typ string, data any, n normalizer, sessionIDs, messages map[string]
 	return strings.TrimSuffix(buf.String(), "\n")
 }
 
-// scrub replaces ids and the working directory in a decoded JSON value.
-// Message ids are numbered in the order the messages appear.
-func scrub(v any, n normalizer, sessionIDs, messages map[string]string) any {
+// scrub replaces ids and the working directory in a decoded JSON value:
+// the tree's sessions by their tokens, messages and other ids numbered in
+// the order they appear.
+func scrub(v any, n *normalizer, sessionIDs, messages map[string]string) any {
 	switch x := v.(type) {
 	case map[string]any:
 		if id, ok := x["id"].(string); ok && x["role"] != nil && x["content"] != nil {
