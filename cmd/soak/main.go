@@ -12,8 +12,8 @@ import (
 	"os"
 	"time"
 
-	"github.com/dsh-go/dsh/internal/dshbin"
 	"github.com/dsh-go/dsh/cmd/soak/internal/soak"
+	"github.com/dsh-go/dsh/internal/dshbin"
 )
 
 func main() {

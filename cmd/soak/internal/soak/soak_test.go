@@ -8,9 +8,9 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/dsh-go/dsh/cmd/soak/internal/soak"
 	"github.com/dsh-go/dsh/internal/dshbin"
 	"github.com/dsh-go/dsh/internal/proc"
-	"github.com/dsh-go/dsh/cmd/soak/internal/soak"
 )
 
 // TestSoak runs 2,000 delegations through spawn, fork and acp (this dsh in
