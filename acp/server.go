@@ -22,6 +22,7 @@ import (
 	"github.com/dsh-go/dsh/content"
 	"github.com/dsh-go/dsh/permission"
 	"github.com/dsh-go/dsh/session"
+	"github.com/dsh-go/dsh/telemetry"
 )
 
 // Options configure a server.
@@ -151,6 +152,7 @@ func (s *server) NewSession(ctx context.Context, p acpsdk.NewSessionRequest) (ac
 		return acpsdk.NewSessionResponse{}, acpsdk.NewInvalidParams("MCP servers and additional directories are not supported")
 	}
 	id := acpsdk.SessionId(uuid.NewString())
+	ctx = telemetry.FromMeta(ctx, p.Meta) // a parent's trace: the session's turns continue it
 	a, err := s.opts.Agents.Create(ctx, s.createOptions(id, p.Cwd, p.Meta))
 	if err != nil {
 		return acpsdk.NewSessionResponse{}, acpsdk.NewInternalError(err.Error())
@@ -209,7 +211,7 @@ func (s *server) Prompt(ctx context.Context, p acpsdk.PromptRequest) (acpsdk.Pro
 	u := &updater{conn: s.connection(), id: p.SessionId, log: s.opts.Log, messages: map[[2]int]string{}}
 	stop := ss.agent.Session().Observe(u.event)
 	from := len(ss.agent.Session().Events())
-	end, err := ss.agent.Run(ctx, msg)
+	end, err := ss.agent.Run(telemetry.FromMeta(ctx, p.Meta), msg)
 	stop()
 	if err != nil {
 		return acpsdk.PromptResponse{}, acpsdk.NewInternalError(err.Error())

@@ -21,6 +21,7 @@ import (
 	"github.com/dsh-go/dsh/permission"
 	"github.com/dsh-go/dsh/prompt"
 	"github.com/dsh-go/dsh/session"
+	"github.com/dsh-go/dsh/telemetry"
 	"github.com/dsh-go/dsh/tool"
 )
 
@@ -110,6 +111,8 @@ type Deps struct {
 	Prompt   *prompt.Registry
 	Events   *event.Bus
 	Log      *slog.Logger
+	// Tracer makes spans of turns, model calls and tool calls (nil: none).
+	Tracer *telemetry.Tracer
 }
 
 // Registry creates agents and holds the live ones.
@@ -185,6 +188,7 @@ func (r *Registry) Create(ctx context.Context, opts CreateOptions) (*Agent, erro
 		return nil, err
 	}
 	a := newAgent(r, s, opts)
+	a.traceCreated(ctx)
 	if opts.Setup != nil {
 		if err := opts.Setup(a); err != nil {
 			a.unwind()
@@ -322,6 +326,8 @@ type Agent struct {
 	disposeOnce sync.Once
 	disposeErr  error
 	disposeDone chan struct{}
+
+	trace traceState
 }
 
 func newAgent(r *Registry, s *session.Session, opts CreateOptions) *Agent {
@@ -478,6 +484,7 @@ func (a *Agent) Inject(msg content.Message) error { return a.send(msg, nextStep,
 // for a message that could not be queued.
 func (a *Agent) Run(ctx context.Context, msg content.Message) (session.TurnEnd, error) {
 	done := make(chan session.TurnEnd, 1)
+	a.traceRun(ctx, msg.ID)
 	if err := a.send(msg, nextTurn, false, func(end session.TurnEnd) { done <- end }); err != nil {
 		return session.TurnEnd{}, err
 	}

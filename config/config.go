@@ -33,6 +33,7 @@ import (
 	"github.com/dsh-go/dsh/session/jsonl"
 	"github.com/dsh-go/dsh/subagent/subagenttool"
 	"github.com/dsh-go/dsh/task"
+	"github.com/dsh-go/dsh/telemetry"
 	"github.com/dsh-go/dsh/tool/builtin"
 )
 
@@ -67,6 +68,9 @@ type Config struct {
 	// endpoint (`dsh replay` answers from a recording). It is not read
 	// from the file.
 	ModelOverride llm.Model `yaml:"-"`
+	// Tracer traces the runtime's agents (nil: no tracing; see package
+	// telemetry/otlp). It is not read from the file.
+	Tracer *telemetry.Tracer `yaml:"-"`
 
 	path     string   // the file Load read, absolute; "" for none
 	warnings []string // what is legal but probably not meant
@@ -611,7 +615,8 @@ func (cfg Config) Build(ctx context.Context, log *slog.Logger, backend session.B
 		}
 		backend = jsonl.New(root)
 	}
-	rt, err := dsh.New(dsh.Options{Logger: log, Backend: backend, Persona: cfg.Persona, MaxTasksPerOwner: cfg.Tasks.MaxPerOwner})
+	rt, err := dsh.New(dsh.Options{Logger: log, Backend: backend, Persona: cfg.Persona, MaxTasksPerOwner: cfg.Tasks.MaxPerOwner,
+		Tracer: cfg.Tracer})
 	if err != nil {
 		return nil, err
 	}

@@ -21,6 +21,7 @@ func (c *cli) acpCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
+			defer c.tracing(cmd.Context(), &cfg)()
 			var rt *dsh.Runtime
 			if dir := c.getenv(config.ReplayEnv); dir != "" { // a child of dsh replay
 				t, err := parseTiming(c.getenv(config.ReplayTimingEnv))

@@ -59,6 +59,7 @@ folder, or to --keep's.`,
 			if err != nil {
 				return err
 			}
+			defer c.tracing(cmd.Context(), &cfg)()
 			home := keep
 			if home == "" {
 				if home, err = os.MkdirTemp("", "dsh-replay-"); err != nil {

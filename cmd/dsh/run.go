@@ -21,6 +21,7 @@ import (
 	"github.com/dsh-go/dsh/permission"
 	"github.com/dsh-go/dsh/session"
 	"github.com/dsh-go/dsh/subagent"
+	"github.com/dsh-go/dsh/telemetry"
 )
 
 func (c *cli) runCmd() *cobra.Command {
@@ -66,6 +67,7 @@ Exit status:
 			if maxSteps != 0 {
 				cfg.Agent.MaxSteps = maxSteps
 			}
+			defer c.tracing(cmd.Context(), &cfg)()
 			rt, err := cfg.Build(cmd.Context(), c.logger(), nil, c.getenv)
 			if err != nil {
 				return err
@@ -132,10 +134,13 @@ func (c *cli) runTurns(ctx context.Context, rt *dsh.Runtime, spec runSpec, texts
 		}
 		root.Cwd = wd
 	}
+	ctx, span := c.rootSpan(ctx, rt)
+	defer span.End()
 	a, err := rt.Agents.Create(ctx, root)
 	if err != nil {
 		return err
 	}
+	span.SetAttributes(telemetry.ConversationID.String(a.ID()))
 	defer func() {
 		fmt.Fprintf(c.stderr, "[session %s · %s, children included]\n", a.ID(),
 			spentLine(subagent.UsageFromEvents(a.Session().Events()), spec.price))

@@ -16,6 +16,7 @@ import (
 	"github.com/dsh-go/dsh/content"
 	"github.com/dsh-go/dsh/internal/proc"
 	"github.com/dsh-go/dsh/subagent"
+	"github.com/dsh-go/dsh/telemetry"
 )
 
 // Start spawns Claude Code in the configured (else the parent's) working
@@ -49,7 +50,7 @@ func (p *Provider) Start(ctx context.Context, req subagent.StartRequest) (subage
 		configDir, tmpDir = dir, dir
 	}
 	child, err := proc.Start(proc.Spec{Path: p.cfg.Command, Args: p.cfg.args(), Dir: cwd,
-		PassEnv: p.cfg.PassEnv, Env: p.cfg.env(configDir)})
+		PassEnv: p.cfg.PassEnv, Env: append(p.cfg.env(configDir), telemetry.Env(ctx)...)}) // TRACEPARENT, for when Claude Code reads it
 	if err != nil {
 		removeTemp(tmpDir)
 		return nil, fail("spawn", err)

@@ -14,6 +14,7 @@ import (
 	"github.com/dsh-go/dsh/internal/proc"
 	"github.com/dsh-go/dsh/permission"
 	"github.com/dsh-go/dsh/subagent"
+	"github.com/dsh-go/dsh/telemetry"
 )
 
 // inputItem is a turn/start UserInput of type text.
@@ -69,6 +70,7 @@ func (p *Provider) Start(ctx context.Context, req subagent.StartRequest) (subage
 	}
 	sort.Strings(env)
 	env = append(env, "CODEX_HOME="+home)
+	env = append(env, telemetry.Env(ctx)...) // Codex continues a TRACEPARENT it is given
 	child, err := proc.Start(proc.Spec{Path: p.cfg.Command, Args: p.cfg.Args, Dir: cwd, PassEnv: p.cfg.PassEnv, Env: env})
 	if err != nil {
 		removeHome()

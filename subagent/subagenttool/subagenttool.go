@@ -20,6 +20,7 @@ import (
 	"github.com/dsh-go/dsh/event"
 	"github.com/dsh-go/dsh/subagent"
 	"github.com/dsh-go/dsh/task"
+	"github.com/dsh-go/dsh/telemetry"
 	"github.com/dsh-go/dsh/tool"
 )
 
@@ -338,7 +339,9 @@ func (t *instance) startBackground(ctx context.Context, parent *agent.Agent, req
 		return tool.Result{}, err
 	}
 	id, err := t.deps.Tasks.Start(task.Spec{Kind: TaskKind, Label: req.Label, Owner: parent,
-		Run: func(tctx context.Context, done func(task.Outcome)) { go t.runBackground(tctx, adm, done) }})
+		Run: func(tctx context.Context, done func(task.Outcome)) {
+			go t.runBackground(telemetry.Continue(tctx, ctx), adm, done) // the call's trace, the task's lifetime
+		}})
 	if err != nil {
 		adm.Release()
 		return tool.Result{}, err
