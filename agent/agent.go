@@ -327,7 +327,7 @@ type Agent struct {
 	disposeErr  error
 	disposeDone chan struct{}
 
-	trace traceState
+	trace *traceState // nil when tracing is off
 }
 
 func newAgent(r *Registry, s *session.Session, opts CreateOptions) *Agent {

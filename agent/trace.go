@@ -29,7 +29,7 @@ type traceState struct {
 // traceCreated notes the span the agent was created in.
 func (a *Agent) traceCreated(ctx context.Context) {
 	if a.reg.deps.Tracer != nil {
-		a.trace.parent = trace.SpanContextFromContext(ctx)
+		a.trace = &traceState{parent: trace.SpanContextFromContext(ctx)}
 	}
 }
 
@@ -79,15 +79,16 @@ func endTurnSpan(ctx context.Context, end session.TurnEnd, usage content.Usage) 
 	span.End()
 }
 
-// noEnd ends a span that was not started.
-func noEnd[T any](T) {}
+// The ends of spans that were not started.
+func noModelCallEnd(*content.Assembler) {}
+func noToolCallEnd(tool.Result)         {}
 
 // traceModelCall starts a model call's span; the returned func ends it
 // with the assembled answer (nil when the call could not be logged).
 func (a *Agent) traceModelCall(ctx context.Context, req *llm.Request, step int) (context.Context, func(*content.Assembler)) {
 	t := a.reg.deps.Tracer
 	if t == nil {
-		return ctx, noEnd[*content.Assembler]
+		return ctx, noModelCallEnd
 	}
 	attrs := []attribute.KeyValue{telemetry.OperationName.String(telemetry.OpChat), telemetry.ProviderName.String(req.Provider),
 		telemetry.RequestModel.String(req.Model), telemetry.ConversationID.String(req.SessionID), telemetry.Step.Int(step)}
@@ -138,7 +139,7 @@ func finishReason(k content.FinishKind) string {
 func (a *Agent) traceToolCall(ctx context.Context, call content.Block) (context.Context, func(tool.Result)) {
 	t := a.reg.deps.Tracer
 	if t == nil {
-		return ctx, noEnd[tool.Result]
+		return ctx, noToolCallEnd
 	}
 	attrs := []attribute.KeyValue{telemetry.OperationName.String(telemetry.OpExecuteTool), telemetry.ToolName.String(call.Name),
 		telemetry.ToolCallID.String(call.ID), telemetry.ToolType.String("function")}

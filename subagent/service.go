@@ -316,7 +316,9 @@ func (t *tracker) abandon() {
 func (t *tracker) announce(run Run) Run {
 	t.mu.Lock()
 	t.info.ChildID, t.info.Local = run.ID(), run.LocalAgent() != nil
-	t.traceSpan().SetAttributes(telemetry.AgentID.String(t.info.ChildID))
+	if t.span != nil {
+		t.span.SetAttributes(telemetry.AgentID.String(t.info.ChildID))
+	}
 	t.started = true
 	t.svc.bus.Emit(Started{RunInfo: t.info})
 	for _, p := range t.buffered {
