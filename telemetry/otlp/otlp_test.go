@@ -58,9 +58,9 @@ func spans(t *testing.T) []sdktrace.ReadOnlySpan {
 type recorder struct{ add func(sdktrace.ReadOnlySpan) }
 
 func (r recorder) OnStart(context.Context, sdktrace.ReadWriteSpan) {}
-func (r recorder) OnEnd(s sdktrace.ReadOnlySpan)                  { r.add(s) }
-func (r recorder) Shutdown(context.Context) error                 { return nil }
-func (r recorder) ForceFlush(context.Context) error               { return nil }
+func (r recorder) OnEnd(s sdktrace.ReadOnlySpan)                   { r.add(s) }
+func (r recorder) Shutdown(context.Context) error                  { return nil }
+func (r recorder) ForceFlush(context.Context) error                { return nil }
 
 // What encodeRequest writes is what the official OTLP protobuf types read.
 func TestEncodingDecodesWithTheOfficialTypes(t *testing.T) {
