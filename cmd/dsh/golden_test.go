@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -21,7 +22,9 @@ import (
 	"github.com/dsh-go/dsh/content"
 	"github.com/dsh-go/dsh/event"
 	"github.com/dsh-go/dsh/internal/llmtest"
+	"github.com/dsh-go/dsh/llm/replay"
 	"github.com/dsh-go/dsh/permission"
+	"github.com/dsh-go/dsh/session"
 	"github.com/dsh-go/dsh/subagent"
 	"github.com/dsh-go/dsh/subagent/inproc"
 	"github.com/dsh-go/dsh/tool"
@@ -364,5 +367,69 @@ func TestReplayStoredSession(t *testing.T) {
 	out, err = dshProcess(env, "replay", child).CombinedOutput()
 	if err == nil || !strings.Contains(string(out), "replay the top-level session") {
 		t.Fatalf("replaying a child: %v\n%s", err, out)
+	}
+}
+
+// A divergence inside a `command: self` child (another process, answering
+// from the same recording) is reported with the child's own diff.
+func TestReplayReportsADivergenceInASelfChild(t *testing.T) {
+	var self goldenScenario
+	for _, g := range goldenScenarios {
+		if g.name == "acp-self" {
+			self = g
+		}
+	}
+	dir := t.TempDir()
+	rec, err := replay.ReadDir(filepath.Join(self.dir(), "sessions"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The child's recorded glob tool is described differently, as if the
+	// recording had been made by another dsh.
+	child := rec.Sessions[1]
+	for i, e := range child.Events {
+		if h, ok := e.Data.(session.RequestHeader); ok {
+			tools := slices.Clone(h.Tools)
+			for j := range tools {
+				if tools[j].Name == "glob" {
+					tools[j].Description = "Find FILES by pattern."
+				}
+			}
+			h.Tools = tools
+			child.Events[i].Data = h
+		}
+	}
+	if err := rec.WriteDir(dir); err != nil {
+		t.Fatal(err)
+	}
+	home := t.TempDir()
+	env := map[string]string{"HOME": home, "DSH_HOME": home, "PATH": os.Getenv("PATH"), "DSH_CONFIG": self.configPath(t)}
+	out, err := dshProcess(env, "replay", "--dir", dir, "--cwd", t.TempDir()).CombinedOutput()
+	if err == nil {
+		t.Fatalf("the replay matched:\n%s", out)
+	}
+	for _, want := range []string{"replay: the re-run departs from the recording", child.Label(),
+		`tool "glob": its description differs`, `recorded: "Find FILES by pattern."`} {
+		if !strings.Contains(string(out), want) {
+			t.Errorf("the report lacks %q:\n%s", want, out)
+		}
+	}
+}
+
+// The README's replay example runs as written, from the repository's root.
+func TestREADMEReplayCommand(t *testing.T) {
+	data, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile(`go run ./cmd/dsh (replay --config \S+ --dir \S+)`).FindSubmatch(data)
+	if m == nil {
+		t.Fatal("README.md has no dsh replay --dir example")
+	}
+	home := t.TempDir()
+	cmd := dshProcess(map[string]string{"HOME": home, "DSH_HOME": home, "PATH": os.Getenv("PATH")}, strings.Fields(string(m[1]))...)
+	cmd.Dir = "../.."
+	if out, err := cmd.CombinedOutput(); err != nil || !strings.Contains(string(out), "replay: the re-run matches the recording") {
+		t.Fatalf("%s: %v\n%s", m[1], err, out)
 	}
 }

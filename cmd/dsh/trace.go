@@ -14,8 +14,8 @@ import (
 )
 
 // flushTimeout bounds how long dsh waits at exit for buffered spans to
-// reach the collector.
-const flushTimeout = 5 * time.Second
+// reach the collector: a collector that is down delays an exit by no more.
+const flushTimeout = 2 * time.Second
 
 // tracing turns on tracing in cfg when the OTEL_* environment asks for it
 // (see telemetry/otlp), and returns what flushes the spans at exit. A

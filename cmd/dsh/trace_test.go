@@ -278,3 +278,27 @@ func TestUnusableTracingConfigurationWarns(t *testing.T) {
 		t.Fatalf("run: %v\nstdout %q\nstderr %s", err, out, errOut)
 	}
 }
+
+// A collector that is down costs the run nothing but a warning: the turn
+// completes, the exit waits for the spans at most flushTimeout.
+func TestRunWithACollectorDown(t *testing.T) {
+	srv := llmtest.NewServer(t, func(llmtest.Request) llmtest.Reply { return llmtest.Reply{Text: "hi"} })
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	down := "http://" + lis.Addr().String()
+	lis.Close() // nothing listens there now
+	home := t.TempDir()
+	env := map[string]string{"PATH": os.Getenv("PATH"), "HOME": home, "DSH_HOME": home, "DEEPSEEK_API_KEY": "sk-test",
+		"DEEPSEEK_BASE_URL": srv.URL, "OTEL_EXPORTER_OTLP_ENDPOINT": down}
+	cmd := dshProcess(env, "run", "--cwd", t.TempDir(), "hi")
+	var stdout, stderr strings.Builder
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil || strings.TrimSpace(stdout.String()) != "hi" {
+		t.Fatalf("dsh run: %v\nstdout %q\nstderr %s", err, stdout.String(), stderr.String())
+	}
+	if !strings.Contains(stderr.String(), "dsh: warning: tracing: some spans were not exported") {
+		t.Fatalf("no warning about the lost spans:\n%s", stderr.String())
+	}
+}

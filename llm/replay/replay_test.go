@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/google/uuid"
@@ -501,4 +502,30 @@ func TestFreshIdsAreMapped(t *testing.T) {
 	if diffs := replay.Compare(recording, w.recording(t, live)); len(diffs) > 0 {
 		t.Fatalf("the trees differ: %v", diffs)
 	}
+}
+
+// With recorded timing each chunk comes as long after the previous one as
+// it did in the recording (measured on the bubble's clock).
+func TestRecordedTimingKeepsTheGaps(t *testing.T) {
+	rec := newWorld(t, delegating(0))
+	recording := rec.recording(t, rec.run(t, t.TempDir(), "go"))
+	call := &recording.Root().Calls[0]
+	for i := range call.ChunkTimes {
+		call.ChunkTimes[i] = call.RequestTime + int64(40*(i+1))
+	}
+	synctest.Test(t, func(t *testing.T) {
+		m := replay.NewModel(recording, replay.Options{Timing: replay.AsRecorded})
+		req := &llm.Request{SessionID: "live", Provider: call.Request.Provider, Model: call.Request.Model,
+			System: call.Request.System, Tools: call.Request.Tools, Messages: call.Request.Messages}
+		start, i := time.Now(), 0
+		for range m.Stream(context.Background(), req) {
+			i++
+			if got, want := time.Since(start), time.Duration(40*i)*time.Millisecond; got != want {
+				t.Fatalf("chunk %d came after %v, want %v", i, got, want)
+			}
+		}
+		if i != len(call.Chunks) {
+			t.Fatalf("%d chunks, want %d", i, len(call.Chunks))
+		}
+	})
 }
