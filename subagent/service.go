@@ -33,8 +33,8 @@ type Service struct {
 	tracer *telemetry.Tracer // set before the first start; nil: no spans
 }
 
-// Trace makes a span of every child run from now on (see
-// runSpan). Call it before children start.
+// Trace makes a span of every child run (see runSpan); call it before the
+// first start.
 func (s *Service) Trace(t *telemetry.Tracer) { s.tracer = t }
 
 // LimitLiveChildren caps the children that one delegation tree (a root

@@ -51,8 +51,7 @@ folder, or to --keep's.`,
 			if (len(args) == 1) == (dir != "") {
 				return errors.New("name a stored session, or a recording folder with --dir")
 			}
-			t, err := parseTiming(timing)
-			if err != nil {
+			if _, err := parseTiming(timing); err != nil {
 				return err
 			}
 			cfg, err := c.loadConfig()
@@ -76,7 +75,7 @@ folder, or to --keep's.`,
 			} else if dir, err = filepath.Abs(dir); err != nil {
 				return err
 			}
-			return c.replay(cmd.Context(), cfg, replaySpec{dir: dir, home: home, cwd: cwd, timing: timing, t: t, yes: yes})
+			return c.replay(cmd.Context(), cfg, replaySpec{dir: dir, home: home, cwd: cwd, timing: timing, yes: yes})
 		},
 	}
 	cmd.Flags().StringVar(&dir, "dir", "", "replay the recording in this folder instead of a stored session")
@@ -114,16 +113,22 @@ func (c *cli) exportRecording(cfg config.Config, id, dir string) (string, error)
 	return dir, rec.WriteDir(dir)
 }
 
+// replaySpec says what to replay (dir), where the re-run keeps its
+// sessions (home/sessions) and how.
 type replaySpec struct {
-	dir, home, cwd, timing string
-	t                      replay.Timing
-	yes                    bool
-	setup                  func(*dsh.Runtime) error // tests: what the configuration cannot say
+	dir, home, cwd string
+	timing         string // instant (also "") or recorded
+	yes            bool
+	setup          func(*dsh.Runtime) error // tests: what the configuration cannot say
 }
 
 // replay re-runs the recording in spec.dir with its sessions under
 // spec.home, then compares the trees.
 func (c *cli) replay(ctx context.Context, cfg config.Config, spec replaySpec) error {
+	t, err := parseTiming(spec.timing)
+	if err != nil {
+		return err
+	}
 	env := map[string]string{"DSH_HOME": spec.home, config.ReplayEnv: spec.dir, config.ReplayTimingEnv: spec.timing}
 	getenv := func(k string) string {
 		if v, ok := env[k]; ok {
@@ -131,7 +136,7 @@ func (c *cli) replay(ctx context.Context, cfg config.Config, spec replaySpec) er
 		}
 		return c.getenv(k)
 	}
-	rt, model, err := buildReplaying(ctx, cfg, c.logger(), getenv, spec.dir, spec.t)
+	rt, model, err := buildReplaying(ctx, cfg, c.logger(), getenv, spec.dir, t)
 	if err != nil {
 		return err
 	}

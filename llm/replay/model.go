@@ -77,7 +77,6 @@ type Model struct {
 // binding is a live session answered from a recorded one.
 type binding struct {
 	rec     *Session
-	live    string
 	liveCwd string // the live session's working directory
 	next    int    // the next recorded call; guarded by Model.mu
 
@@ -241,7 +240,7 @@ func (m *Model) bind(req *llm.Request, live *session.Session, liveCwd string, kn
 	for _, c := range cands {
 		rn, ln := newNormalizer(c.Header.Cwd), newNormalizer(cwdOf(c))
 		if diffRequests(c.Calls[0].Request, rn, req, ln) == "" {
-			b := &binding{rec: c, live: req.SessionID, liveCwd: cwdOf(c)}
+			b := &binding{rec: c, liveCwd: cwdOf(c)}
 			if live != nil {
 				b.progress = m.observe(live)
 			}
