@@ -18,6 +18,7 @@ import (
 	"github.com/dsh-go/dsh/session"
 	"github.com/dsh-go/dsh/subagent"
 	"github.com/dsh-go/dsh/task"
+	"github.com/dsh-go/dsh/telemetry"
 	"github.com/dsh-go/dsh/tool"
 )
 
@@ -36,6 +37,8 @@ type Runtime struct {
 	Agents    *agent.Registry
 	Subagents *subagent.Service
 	Tasks     *task.Runtime
+	// Tracer makes the runtime's spans (nil: tracing is off).
+	Tracer *telemetry.Tracer
 
 	mu      sync.Mutex
 	closers []func(context.Context) error
@@ -53,6 +56,9 @@ type Options struct {
 	// Hooks are the hooks of every top-level agent, and through them of
 	// their children (nil: none).
 	Hooks *hook.Set
+	// Tracer makes spans of turns, model calls, tool calls and child runs
+	// (nil: none; see package telemetry).
+	Tracer *telemetry.Tracer
 }
 
 // New builds a runtime with the harness identity section registered.
@@ -63,10 +69,11 @@ func New(opts Options) (*Runtime, error) {
 	}
 	bus := event.New(log)
 	rt := &Runtime{Log: log, Events: bus, Sessions: session.NewStore(opts.Backend, bus), LLM: llm.NewRegistry(),
-		Tools: tool.NewRegistry(), Prompt: prompt.NewRegistry()}
+		Tools: tool.NewRegistry(), Prompt: prompt.NewRegistry(), Tracer: opts.Tracer}
 	rt.Agents = agent.NewRegistry(agent.Deps{Sessions: rt.Sessions, LLM: rt.LLM, Tools: rt.Tools, Prompt: rt.Prompt,
-		Events: bus, Log: log, Hooks: opts.Hooks})
+		Events: bus, Log: log, Hooks: opts.Hooks, Tracer: opts.Tracer})
 	rt.Subagents = subagent.NewService(bus, log)
+	rt.Subagents.Trace(opts.Tracer)
 	rt.Subagents.ServeContinuation(rt.Agents, rt.Sessions)
 	rt.Tasks = task.New(bus, log, opts.MaxTasksPerOwner)
 	if _, err := rt.Prompt.Section(prompt.Section{Name: prompt.IdentitySection, Order: prompt.IdentityOrder, Text: Identity}); err != nil {

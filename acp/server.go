@@ -25,6 +25,7 @@ import (
 	"github.com/dsh-go/dsh/mcptool"
 	"github.com/dsh-go/dsh/permission"
 	"github.com/dsh-go/dsh/session"
+	"github.com/dsh-go/dsh/telemetry"
 )
 
 // Options configure a server.
@@ -300,6 +301,7 @@ func (s *server) NewSession(ctx context.Context, p acpsdk.NewSessionRequest) (ac
 		return acpsdk.NewSessionResponse{}, err
 	}
 	id := acpsdk.SessionId(uuid.NewString())
+	ctx = telemetry.FromMeta(ctx, p.Meta) // a parent's trace: the session's turns continue it
 	if err := s.open(ctx, s.createOptions(id, p.Cwd, p.Meta), p.Cwd, p.McpServers, nil); err != nil {
 		return acpsdk.NewSessionResponse{}, err
 	}
@@ -382,7 +384,7 @@ func (s *server) Prompt(ctx context.Context, p acpsdk.PromptRequest) (acpsdk.Pro
 	}
 	from := len(ss.agent.Session().Events())
 	ss.updates.prompted(msg.ID)
-	end, err := ss.agent.Run(ctx, msg)
+	end, err := ss.agent.Run(telemetry.FromMeta(ctx, p.Meta), msg)
 	if err != nil {
 		return acpsdk.PromptResponse{}, acpsdk.NewInternalError(err.Error())
 	}

@@ -22,6 +22,7 @@ import (
 	"github.com/dsh-go/dsh/permission"
 	"github.com/dsh-go/dsh/prompt"
 	"github.com/dsh-go/dsh/session"
+	"github.com/dsh-go/dsh/telemetry"
 	"github.com/dsh-go/dsh/tool"
 )
 
@@ -114,6 +115,8 @@ type Deps struct {
 	// Hooks are the hooks of every top-level agent (and, through them, of
 	// every descendant); nil: none.
 	Hooks *hook.Set
+	// Tracer makes spans of turns, model calls and tool calls (nil: none).
+	Tracer *telemetry.Tracer
 }
 
 // Registry creates agents and holds the live ones.
@@ -193,6 +196,7 @@ func (r *Registry) Create(ctx context.Context, opts CreateOptions) (*Agent, erro
 		return nil, err
 	}
 	a := newAgent(r, s, opts)
+	a.traceCreated(ctx)
 	fail := func() {
 		a.unwind()
 		r.deps.Sessions.Abandon(s)
@@ -349,6 +353,8 @@ type Agent struct {
 	disposeOnce sync.Once
 	disposeErr  error
 	disposeDone chan struct{}
+
+	trace *traceState // nil when tracing is off
 }
 
 func newAgent(r *Registry, s *session.Session, opts CreateOptions) *Agent {
@@ -518,6 +524,7 @@ func (a *Agent) Inject(msg content.Message) error { return a.send(msg, nextStep,
 // for a message that could not be queued.
 func (a *Agent) Run(ctx context.Context, msg content.Message) (session.TurnEnd, error) {
 	done := make(chan session.TurnEnd, 1)
+	a.traceRun(ctx, msg.ID)
 	if err := a.send(msg, nextTurn, false, func(end session.TurnEnd) { done <- end }); err != nil {
 		return session.TurnEnd{}, err
 	}

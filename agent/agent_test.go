@@ -227,7 +227,9 @@ func TestCancelMidStream(t *testing.T) {
 	seen := make(chan struct{})
 	var once sync.Once
 	a.Session().Observe(func(ev session.Event) {
-		if ev.Type == session.TypeAssistantChunk {
+		// Cancel once the text is out: at the block's start, the delta may
+		// meet the cancellation first.
+		if c, ok := ev.Data.(session.AssistantChunk); ok && c.Chunk.Type == content.ChunkTextDelta {
 			once.Do(func() { close(seen) })
 		}
 	})

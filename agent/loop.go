@@ -64,6 +64,7 @@ const (
 // frames under a child parked in its model call stay small.
 func (a *Agent) turn(ctx context.Context, claimed []item) {
 	n := a.session.LastTurn() + 1
+	ctx = a.traceTurn(ctx, n, claimed)
 	a.session.Append(session.TypeTurnStart, session.TurnStart{Turn: n})
 	var usage content.Usage
 	reason, err := a.steps(ctx, n, claimed, &usage)
@@ -95,6 +96,7 @@ func (a *Agent) endTurn(ctx context.Context, n int, claimed []item, reason sessi
 		}
 	}
 	a.reg.deps.Events.Emit(TurnEnded{Agent: a, End: end, Usage: usage})
+	endTurnSpan(ctx, end, usage)
 }
 
 func causeOf(ctx context.Context) *session.Cause {
@@ -178,7 +180,9 @@ func (a *Agent) step(ctx context.Context, turn, step int, usage *content.Usage) 
 	if err != nil {
 		return 0, err
 	}
-	asm, seqs, err := a.stream(ctx, req, turn, step)
+	mctx, endSpan := a.traceModelCall(ctx, req, step)
+	asm, seqs, err := a.stream(mctx, req, turn, step)
+	endSpan(asm)
 	if err != nil {
 		return 0, err
 	}
@@ -322,8 +326,11 @@ func (a *Agent) runTools(ctx context.Context, turn, step int, calls []content.Bl
 	sem := make(chan struct{}, a.opts.MaxParallelToolCalls)
 	var wg sync.WaitGroup
 	execute := func(sl *slot) tool.Result {
-		return a.tools.Execute(ctx, tool.Call{ID: sl.call.ID, Name: sl.call.Name,
+		tctx, endSpan := a.traceToolCall(ctx, sl.call)
+		res := a.tools.Execute(tctx, tool.Call{ID: sl.call.ID, Name: sl.call.Name,
 			Arguments: json.RawMessage(sl.call.Arguments), Cwd: a.Cwd(), Caller: a})
+		endSpan(res)
+		return res
 	}
 	start := func(sl *slot) {
 		e, _ := a.session.Append(session.TypeToolCall, session.ToolCall{Turn: turn, Step: step, CallID: sl.call.ID,

@@ -28,6 +28,7 @@ import (
 	"github.com/dsh-go/dsh/content"
 	"github.com/dsh-go/dsh/hook"
 	"github.com/dsh-go/dsh/internal/secret"
+	"github.com/dsh-go/dsh/llm"
 	"github.com/dsh-go/dsh/llm/openai"
 	"github.com/dsh-go/dsh/mcptool"
 	"github.com/dsh-go/dsh/permission"
@@ -36,6 +37,7 @@ import (
 	"github.com/dsh-go/dsh/session/jsonl"
 	"github.com/dsh-go/dsh/subagent/subagenttool"
 	"github.com/dsh-go/dsh/task"
+	"github.com/dsh-go/dsh/telemetry"
 	"github.com/dsh-go/dsh/tool/builtin"
 )
 
@@ -81,6 +83,13 @@ type Config struct {
 	// agent definitions (default: the current directory). It is not read
 	// from the file.
 	ProjectDir string `yaml:"-"`
+	// ModelOverride, when set, serves every model route in place of its
+	// endpoint (`dsh replay` answers from a recording). It is not read
+	// from the file.
+	ModelOverride llm.Model `yaml:"-"`
+	// Tracer traces the runtime's agents (nil: no tracing; see package
+	// telemetry/otlp). It is not read from the file.
+	Tracer *telemetry.Tracer `yaml:"-"`
 
 	path       string            // the file Load read, absolute; "" for none
 	warnings   []string          // what is legal but probably not meant
@@ -687,14 +696,17 @@ func (cfg Config) Build(ctx context.Context, log *slog.Logger, backend session.B
 	if err != nil {
 		return nil, err
 	}
-	rt, err := dsh.New(dsh.Options{Logger: log, Backend: backend, Persona: cfg.Persona, MaxTasksPerOwner: cfg.Tasks.MaxPerOwner, Hooks: hooks})
+	rt, err := dsh.New(dsh.Options{Logger: log, Backend: backend, Persona: cfg.Persona, MaxTasksPerOwner: cfg.Tasks.MaxPerOwner, Hooks: hooks,
+		Tracer: cfg.Tracer})
 	if err != nil {
 		return nil, err
 	}
 	for _, m := range cfg.Models {
-		model, err := openai.New(m.OpenAI(getenv, log))
-		if err != nil {
-			return nil, fmt.Errorf("model route %s: %w", m.Name, err)
+		var model llm.Model = cfg.ModelOverride
+		if model == nil {
+			if model, err = openai.New(m.OpenAI(getenv, log)); err != nil {
+				return nil, fmt.Errorf("model route %s: %w", m.Name, err)
+			}
 		}
 		if _, err := rt.LLM.Register(m.Name, model); err != nil {
 			return nil, err

@@ -19,6 +19,14 @@ import (
 // DepthEnv tells a dsh started as an ACP child its delegation depth.
 const DepthEnv = "DSH_DEPTH"
 
+// ReplayEnv, set by `dsh replay`, names the recording a dsh started as an
+// ACP child answers its model requests from; ReplayTimingEnv says how fast
+// (see llm/replay). A self child inherits both.
+const (
+	ReplayEnv       = "DSH_REPLAY"
+	ReplayTimingEnv = "DSH_REPLAY_TIMING"
+)
+
 // mountSubagents registers the declared providers and mounts their tools.
 func (cfg Config) mountSubagents(rt *dsh.Runtime, getenv func(string) string) error {
 	if cfg.Subagents == nil {
@@ -128,6 +136,11 @@ func (cfg Config) selfHost(ac *acpchild.Config, getenv func(string) string) erro
 	// The credentials left this process's environment (internal/secret):
 	// the child gets them explicitly, and takes them out of its own.
 	ac.Env = passed(ac.Env, cfg.CredentialEnv(getenv), getenv)
+	for _, k := range []string{ReplayEnv, ReplayTimingEnv} {
+		if v := getenv(k); v != "" {
+			ac.Env[k] = cmp.Or(ac.Env[k], v)
+		}
+	}
 	ac.DepthEnv = DepthEnv
 	return nil
 }

@@ -448,6 +448,7 @@ func (c *continuation) publish(ctx context.Context, parent, child *agent.Agent, 
 		return rollback(errorf(CodeActivationClosing, "child %s was disposed", child.ID()))
 	}
 	t := c.svc.epochTracker(act, release)
+	_, t.span = c.svc.runSpan(ctx, t.info, child.Depth()) // beside the child's turns, under the parent's call
 	act.epoch = t.announceEpoch(act)
 	act.epoch.AfterSettle(SessionProgress(child.Session(), t.progress))
 	c.acts[act.id] = act

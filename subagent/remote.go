@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"sync"
 
+	"github.com/dsh-go/dsh/telemetry"
+
 	"github.com/google/uuid"
 
 	"github.com/dsh-go/dsh/agent"
@@ -131,6 +133,7 @@ func (c *continuation) materializeRemote(ctx context.Context, parent *agent.Agen
 	}
 	// The start ctx governs the run only until it is accepted.
 	rctx, cancel := context.WithCancelCause(context.Background())
+	rctx, t.span = c.svc.runSpan(telemetry.Continue(rctx, ctx), t.info, req.Depth) // the call's trace, the run's lifetime
 	stop := context.AfterFunc(ctx, func() { cancel(context.Cause(ctx)) })
 	run, err := start(rctx, withPrompt(req, first))
 	stop()

@@ -10,9 +10,12 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/dsh-go/dsh/agent"
 	"github.com/dsh-go/dsh/content"
 	"github.com/dsh-go/dsh/event"
+	"github.com/dsh-go/dsh/telemetry"
 )
 
 // Service is the registry of providers and the one way to start a child.
@@ -28,7 +31,13 @@ type Service struct {
 	maxLive int                  // live children a tree may have; 0: unbounded
 	live    map[*agent.Agent]int // live children per root agent; guarded by mu
 	cont    *continuation        // continuable children; nil until ServeContinuation
+
+	tracer *telemetry.Tracer // set before the first start; nil: no spans
 }
+
+// Trace makes a span of every child run (see runSpan); call it before the
+// first start.
+func (s *Service) Trace(t *telemetry.Tracer) { s.tracer = t }
 
 // LimitLiveChildren caps the children that one delegation tree (a root
 // agent and its in-process descendants) may have alive at once; a start
@@ -195,8 +204,10 @@ func (a *Admission) Start(ctx context.Context) (Run, error) {
 		ParentID: req.Parent.ID(), Label: req.Label}, ended: make(chan struct{}), after: []func(){a.release}}
 	req.Progress = t.progress
 	req.Descriptor = &Descriptor{Version: DescriptorVersion, Mode: OneShot, Provider: name, Label: req.Label}
+	ctx, t.span = s.runSpan(ctx, t.info, req.Depth)
 	run, err := p.Start(ctx, req)
 	if err != nil {
+		telemetry.FailErr(t.traceSpan(), err)
 		t.abandon()
 		return nil, err
 	}
@@ -276,6 +287,7 @@ type tracker struct {
 	started  bool
 	finished bool
 	buffered []Progress
+	span     trace.Span // the run's, ended with it; nil: none
 }
 
 func (t *tracker) progress(p Progress) {
@@ -295,6 +307,7 @@ func (t *tracker) progress(p Progress) {
 
 // abandon drops a run whose provider failed to start it.
 func (t *tracker) abandon() {
+	t.traceSpan().End()
 	t.mu.Lock()
 	t.finished, t.buffered = true, nil
 	after := t.after
@@ -311,6 +324,9 @@ func (t *tracker) abandon() {
 func (t *tracker) announce(run Run) Run {
 	t.mu.Lock()
 	t.info.ChildID, t.info.Local = run.ID(), run.LocalAgent() != nil
+	if t.span != nil {
+		t.span.SetAttributes(telemetry.AgentID.String(t.info.ChildID))
+	}
 	t.started = true
 	t.svc.bus.Emit(Started{RunInfo: t.info})
 	for _, p := range t.buffered {
@@ -343,6 +359,7 @@ func (t *tracker) end(run Run) {
 			t.parent.Charge(u)
 		}
 	}
+	endRunSpan(t.traceSpan(), end)
 	t.mu.Lock()
 	t.finished = true
 	t.mu.Unlock()

@@ -5,8 +5,10 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/dsh-go/dsh"
 	"github.com/dsh-go/dsh/acp"
 	"github.com/dsh-go/dsh/config"
+	"github.com/dsh-go/dsh/llm/replay"
 	"github.com/dsh-go/dsh/mcptool"
 )
 
@@ -20,8 +22,19 @@ func (c *cli) acpCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			rt, err := cfg.Build(cmd.Context(), c.logger(), nil, c.getenv)
-			if err != nil {
+			defer c.tracing(cmd.Context(), &cfg)()
+			var rt *dsh.Runtime
+			if dir := c.getenv(config.ReplayEnv); dir != "" { // a child of dsh replay
+				t, err := parseTiming(c.getenv(config.ReplayTimingEnv))
+				if err != nil {
+					return err
+				}
+				var model *replay.Model
+				if rt, model, err = buildReplaying(cmd.Context(), cfg, c.logger(), c.getenv, dir, t); err != nil {
+					return err
+				}
+				defer model.Close()
+			} else if rt, err = cfg.Build(cmd.Context(), c.logger(), nil, c.getenv); err != nil {
 				return err
 			}
 			cfg.Agent.SubagentDepth = config.DepthFrom(c.getenv)

@@ -23,6 +23,7 @@ import (
 	"github.com/dsh-go/dsh/permission"
 	"github.com/dsh-go/dsh/session"
 	"github.com/dsh-go/dsh/subagent"
+	"github.com/dsh-go/dsh/telemetry"
 )
 
 func (c *cli) runCmd() *cobra.Command {
@@ -84,6 +85,7 @@ Exit status:
 				cfg.Agent.MaxSteps = maxSteps
 			}
 			cfg.ProjectDir = cwd
+			defer c.tracing(cmd.Context(), &cfg)()
 			rt, err := cfg.Build(cmd.Context(), c.logger(), nil, c.getenv)
 			if err != nil {
 				return err
@@ -234,6 +236,8 @@ func (c *cli) runTurns(ctx context.Context, rt *dsh.Runtime, spec runSpec, promp
 		}
 		root.Cwd = wd
 	}
+	ctx, span := c.rootSpan(ctx, rt)
+	defer span.End()
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	broken := func(error) { cancel(newInterruption("stdout closed", exitPipe)) }
@@ -248,6 +252,7 @@ func (c *cli) runTurns(ctx context.Context, rt *dsh.Runtime, spec runSpec, promp
 	}
 	from := a.Session().Len() // a resumed session's earlier usage is not this run's
 	status := "completed"
+	span.SetAttributes(telemetry.ConversationID.String(a.ID()))
 	defer func() {
 		usage := subagent.UsageFromEvents(a.Session().Events()[from:])
 		line, cost, priced := spentLine(usage, spec.price)

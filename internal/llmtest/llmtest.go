@@ -20,6 +20,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/dsh-go/dsh/subagent/inproc"
 )
@@ -47,12 +48,14 @@ type Request struct {
 
 // Reply is one answer.
 type Reply struct {
-	Reasoning string    // streamed as reasoning_content in thinking mode (ignored otherwise)
-	Text      string    // streamed in two deltas
-	ToolCall  *ToolCall // a tool call after the text
-	Hang      bool      // stream Text, then block until the client goes away
-	Status    int       // an HTTP error status instead of a stream
-	Body      string    // the error body
+	Reasoning string        // streamed as reasoning_content in thinking mode (ignored otherwise)
+	Text      string        // streamed in two deltas
+	ToolCall  *ToolCall     // a tool call after the text
+	ToolCalls []ToolCall    // more tool calls after ToolCall, in one answer
+	Delay     time.Duration // wait this long before answering (the client's cancel ends the wait)
+	Hang      bool          // stream Text, then block until the client goes away
+	Status    int           // an HTTP error status instead of a stream
+	Body      string        // the error body
 }
 
 // ToolCall is a function call the reply makes.
@@ -234,6 +237,13 @@ func refuse(w http.ResponseWriter, status int, msg, typ string) {
 
 // stream writes rep as a chat-completions event stream.
 func stream(w http.ResponseWriter, r *http.Request, req Request, rep Reply) {
+	if rep.Delay > 0 {
+		select {
+		case <-time.After(rep.Delay):
+		case <-r.Context().Done():
+			return
+		}
+	}
 	w.Header().Set("Content-Type", "text/event-stream")
 	send := func(chunk string) {
 		fmt.Fprintf(w, "data: %s\n\n", chunk)
@@ -263,11 +273,19 @@ func stream(w http.ResponseWriter, r *http.Request, req Request, rep Reply) {
 		return
 	}
 	finish := "stop"
-	if c := rep.ToolCall; c != nil {
+	calls := rep.ToolCalls
+	if rep.ToolCall != nil {
+		calls = append([]ToolCall{*rep.ToolCall}, calls...)
+	}
+	for i, c := range calls {
 		name, _ := json.Marshal(c.Name)
 		args, _ := json.Marshal(c.Arguments)
-		send(fmt.Sprintf(`{"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"id":"call_%d","type":"function","function":{"name":%s,"arguments":%s}}]}}]}`,
-			req.Messages, name, args))
+		id := fmt.Sprintf("call_%d", req.Messages)
+		if i > 0 {
+			id += fmt.Sprintf("_%d", i)
+		}
+		send(fmt.Sprintf(`{"choices":[{"index":0,"delta":{"tool_calls":[{"index":%d,"id":%q,"type":"function","function":{"name":%s,"arguments":%s}}]}}]}`,
+			i, id, name, args))
 		finish = "tool_calls"
 	}
 	send(fmt.Sprintf(`{"choices":[{"index":0,"delta":{},"finish_reason":%q}],"usage":{"prompt_tokens":3,"completion_tokens":2,"prompt_cache_hit_tokens":0,"prompt_cache_miss_tokens":3}}`, finish))

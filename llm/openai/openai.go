@@ -25,6 +25,7 @@ import (
 
 	"github.com/dsh-go/dsh/content"
 	"github.com/dsh-go/dsh/llm"
+	"github.com/dsh-go/dsh/telemetry"
 )
 
 // Config configures a Model. Zero values take the defaults noted per field.
@@ -294,6 +295,9 @@ func (m *Model) attempt(ctx context.Context, key, model string, body []byte, yie
 	hreq.Header.Set("Content-Type", "application/json")
 	hreq.Header.Set("Accept", "text/event-stream")
 	hreq.Header.Set("User-Agent", userAgent)
+	for k, v := range telemetry.Carrier(reqCtx) { // the model call's span, for a gateway that traces
+		hreq.Header.Set(k, v)
+	}
 	resp, err := m.client.Do(hreq)
 	idle.Stop()
 	if err != nil {

@@ -21,6 +21,7 @@ import (
 	"github.com/dsh-go/dsh/internal/acpmeta"
 	"github.com/dsh-go/dsh/subagent"
 	"github.com/dsh-go/dsh/subagent/childproc"
+	"github.com/dsh-go/dsh/telemetry"
 )
 
 // How the provider answers the child's permission requests.
@@ -127,7 +128,7 @@ func (p *Provider) start(ctx context.Context, req subagent.StartRequest, remote 
 		return nil, fail("spawn", err)
 	}
 	r := &run{cfg: p.cfg, id: "acp-" + uuid.NewString(), proc: child, progress: req.Progress,
-		parent: req.Parent, label: subagent.ChildLabel(p.cfg.Name, req.Label)}
+		parent: req.Parent, label: subagent.ChildLabel(p.cfg.Name, req.Label), trace: telemetry.Carrier(ctx)}
 	r.client = &client{run: r}
 	r.conn = acpsdk.NewClientSideConnection(r.client, child.Stdin(), child.Stdout())
 	// No SetLogger: in acp-go-sdk v0.13.0 it races with the connection's
@@ -177,7 +178,7 @@ func (r *run) handshake(ctx context.Context, cwd string, depth int, remote acpsd
 			return
 		}
 		resp, err := r.conn.NewSession(hctx, acpsdk.NewSessionRequest{Cwd: cwd, McpServers: []acpsdk.McpServer{},
-			Meta: acpmeta.Set(nil, meta)})
+			Meta: telemetry.SetMeta(acpmeta.Set(nil, meta), r.trace)})
 		if err != nil {
 			errc <- fmt.Errorf("session/new: %w", err)
 			return
@@ -225,7 +226,8 @@ type run struct {
 	session  acpsdk.SessionId
 	progress func(subagent.Progress)
 	parent   *agent.Agent
-	label    string // names the child in permission asks
+	label    string            // names the child in permission asks
+	trace    map[string]string // the run span's W3C trace context, sent in `_meta`; nil: none
 
 	subagent.Settlement
 	cancelled   chan struct{} // closed when the run is cancelled
@@ -277,7 +279,7 @@ func (r *run) drive(prompt []content.Block) {
 	defer stopPrompt()
 	answered := make(chan promptResult, 1)
 	go func() {
-		resp, err := r.conn.Prompt(pctx, acpsdk.PromptRequest{SessionId: r.session, Prompt: blocks})
+		resp, err := r.conn.Prompt(pctx, acpsdk.PromptRequest{SessionId: r.session, Prompt: blocks, Meta: telemetry.SetMeta(nil, r.trace)})
 		answered <- promptResult{resp, err}
 	}()
 	var res promptResult

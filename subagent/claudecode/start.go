@@ -12,6 +12,7 @@ import (
 
 	"github.com/dsh-go/dsh/subagent"
 	"github.com/dsh-go/dsh/subagent/childproc"
+	"github.com/dsh-go/dsh/telemetry"
 )
 
 // Start spawns Claude Code in the configured (else the parent's) working
@@ -52,7 +53,7 @@ func (p *Provider) start(ctx context.Context, req subagent.StartRequest, remote 
 		}
 		configDir, tmpDir = dir, dir
 	}
-	child, err := p.cfg.Spawn(cwd, p.cfg.args(remote), "CLAUDE_CONFIG_DIR="+configDir)
+	child, err := p.cfg.Spawn(cwd, p.cfg.args(remote), append([]string{"CLAUDE_CONFIG_DIR=" + configDir}, telemetry.Env(ctx)...)...) // TRACEPARENT, for when Claude Code reads it
 	if err != nil {
 		removeTemp(tmpDir)
 		return nil, fail("spawn", err)

@@ -12,6 +12,7 @@ import (
 	"github.com/dsh-go/dsh/permission"
 	"github.com/dsh-go/dsh/subagent"
 	"github.com/dsh-go/dsh/subagent/childproc"
+	"github.com/dsh-go/dsh/telemetry"
 )
 
 // inputItem is a turn/start UserInput of type text.
@@ -69,7 +70,7 @@ func (p *Provider) start(ctx context.Context, req subagent.StartRequest, remote 
 			os.RemoveAll(home)
 		}
 	}
-	child, err := p.cfg.Spawn(cwd, p.cfg.Args, "CODEX_HOME="+home)
+	child, err := p.cfg.Spawn(cwd, p.cfg.Args, append([]string{"CODEX_HOME=" + home}, telemetry.Env(ctx)...)...) // Codex continues a TRACEPARENT it is given
 	if err != nil {
 		removeHome()
 		return nil, fail("spawn", err)

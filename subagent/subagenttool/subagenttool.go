@@ -23,6 +23,7 @@ import (
 	"github.com/dsh-go/dsh/hook"
 	"github.com/dsh-go/dsh/subagent"
 	"github.com/dsh-go/dsh/task"
+	"github.com/dsh-go/dsh/telemetry"
 	"github.com/dsh-go/dsh/tool"
 	"github.com/dsh-go/dsh/worktree"
 )
@@ -482,7 +483,9 @@ func (t *instance) startBackground(ctx context.Context, d *delegation) (tool.Res
 		return tool.Result{}, err
 	}
 	id, err := t.deps.Tasks.Start(task.Spec{Kind: TaskKind, Label: d.req.Label, Owner: d.req.Parent,
-		Run: func(tctx context.Context, done func(task.Outcome)) { go t.runBackground(tctx, d, adm, done) }})
+		Run: func(tctx context.Context, done func(task.Outcome)) {
+			go t.runBackground(telemetry.Continue(tctx, ctx), d, adm, done) // the call's trace, the task's lifetime
+		}})
 	if err != nil {
 		adm.Release()
 		d.release(ctx)
