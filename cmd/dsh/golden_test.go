@@ -224,7 +224,7 @@ func (g goldenScenario) record(t *testing.T) {
 		}
 		policy := cfg.Policy()
 		root := agent.CreateOptions{Cwd: cwd, Options: cfg.Agent, Policy: &policy, Asker: permission.AskerFunc(refuseAsks)}
-		if err := c.runTurns(context.Background(), rt, runSpec{root: root}, g.prompt); err != nil {
+		if err := c.runTurns(context.Background(), rt, runSpec{root: root}, slices.Values([]string{g.prompt})); err != nil {
 			t.Fatalf("run: %v\n%s", err, c.stderr)
 		}
 	}
