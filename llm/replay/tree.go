@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/dsh-go/dsh/content"
@@ -43,7 +44,8 @@ func (d Difference) String() string {
 
 // Compare checks a re-run's tree of sessions against the recorded one,
 // ignoring session and message ids, times, working directories (compared
-// as {{cwd}}), how the model's deltas were cut into events, and retries.
+// as {{cwd}}), how the model's deltas were cut into events, retries, and
+// the order in which children's usage records arrived.
 // Children are paired with their recorded counterparts by task, then by
 // creation order. It returns the first difference of each session, none
 // when the trees match.
@@ -153,8 +155,13 @@ func comparable(s *Session, sessionIDs map[string]string) []string {
 			pending = nil
 		}
 	}
+	var usage []string // the usage records of children, in whichever order they settled
 	for _, e := range s.Events {
 		if e.Type == session.TypeLLMRetry {
+			continue
+		}
+		if e.Type == childUsageType {
+			usage = append(usage, render(e.Type, e.Data, n, sessionIDs, messages))
 			continue
 		}
 		if c, ok := e.Data.(session.AssistantChunk); ok && mergeable(c.Chunk) {
@@ -174,8 +181,14 @@ func comparable(s *Session, sessionIDs map[string]string) []string {
 		out = append(out, render(e.Type, e.Data, n, sessionIDs, messages))
 	}
 	flush()
-	return out
+	slices.Sort(usage)
+	return append(out, usage...)
 }
+
+// childUsageType is the event a parent logs when a continuable child's
+// activation settles (subagent.UsageType); parallel children settle in any
+// order, so these compare as a set.
+const childUsageType = "subagent/usage"
 
 // mergeable reports whether a chunk is a bare delta that later deltas of
 // its block may extend.
