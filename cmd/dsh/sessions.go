@@ -297,6 +297,10 @@ func (c *cli) printSession(h session.Header, events []session.Event) {
 					turn = turn.Add(u)
 				}
 			}
+		case json.RawMessage: // a continuable child's activation, settled
+			for _, u := range subagent.UsageFromEvents([]session.Event{e}) {
+				turn = turn.Add(u)
+			}
 		case session.TurnEnd:
 			open = false
 			why := ""
