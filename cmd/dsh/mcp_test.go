@@ -449,7 +449,7 @@ func TestACPClientPassesAnMCPServer(t *testing.T) {
 	client.mu.Lock()
 	text := client.text.String()
 	client.mu.Unlock()
-	if !strings.Contains(text, "done: Echo: from acp | child got Echo: from the child") {
+	if !strings.Contains(text, "done: Echo: from acp | ") || !strings.Contains(text, "child got Echo: from the child") {
 		t.Errorf("the agent said %q", text)
 	}
 	stop()

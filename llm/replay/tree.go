@@ -46,8 +46,8 @@ func (d Difference) String() string {
 // ignoring session and message ids, times, working directories (compared
 // as {{cwd}}), how the model's deltas were cut into events, retries, and
 // the order in which children's usage records arrived.
-// Children are paired with their recorded counterparts by task, then by
-// creation order. It returns the first difference of each session, none
+// Children are paired with their recorded counterparts by task and mode,
+// then by creation order. It returns the first difference of each session, none
 // when the trees match.
 func Compare(rec, live *Recording) []Difference {
 	var pairs [][2]*Session
@@ -63,7 +63,7 @@ func Compare(rec, live *Recording) []Difference {
 					continue
 				}
 				for _, lc := range l.Children {
-					if !used[lc] && (pass == 1 || newNormalizer(rc.Header.Cwd).text(rc.Task()) == newNormalizer(lc.Header.Cwd).text(lc.Task())) {
+					if !used[lc] && (pass == 1 || sameChild(rc, lc)) {
 						matched[i], used[lc] = lc, true
 						break
 					}
@@ -184,6 +184,31 @@ func comparable(s *Session, sessionIDs map[string]string) []string {
 	slices.Sort(usage)
 	return append(out, usage...)
 }
+
+// sameChild reports whether a recorded and a live child do the same: the
+// same task, in the same mode (a dsh child in another process has two
+// sessions with its task: the record its parent keeps, and its own).
+func sameChild(r, l *Session) bool {
+	return newNormalizer(r.Header.Cwd).text(r.Task()) == newNormalizer(l.Header.Cwd).text(l.Task()) && childMode(r) == childMode(l)
+}
+
+// childMode is the mode a child session's descriptor gives it ("" for
+// none).
+func childMode(s *Session) string {
+	for _, e := range s.Events {
+		if raw, ok := e.Data.(json.RawMessage); ok && e.Type == descriptorType {
+			var d struct {
+				Mode string `json:"mode"`
+			}
+			json.Unmarshal(raw, &d)
+			return d.Mode
+		}
+	}
+	return ""
+}
+
+// descriptorType is a child's descriptor event (subagent.DescriptorType).
+const descriptorType = "subagent/descriptor"
 
 // childUsageType is the event a parent logs when a continuable child's
 // activation settles (subagent.UsageType); parallel children settle in any
