@@ -104,10 +104,8 @@ func (p *Provider) ResumeRun(ctx context.Context, req subagent.StartRequest, rem
 
 // start starts a run in a new session, or in the loaded session remote.
 func (p *Provider) start(ctx context.Context, req subagent.StartRequest, remote acpsdk.SessionId) (subagent.Run, error) {
-	fail := func(stage string, err error) error {
-		return &childproc.StartError{Kind: providerKind, Provider: p.cfg.Name, Stage: stage, Err: err}
-	}
-	if err := childproc.Request(ctx, p.cfg.Name, req); err != nil {
+	cwd, err := p.cfg.Begin(ctx, providerKind, req)
+	if err != nil {
 		return nil, err
 	}
 	depth := cmp.Or(req.Depth, req.Parent.Depth()+1)
@@ -115,17 +113,13 @@ func (p *Provider) start(ctx context.Context, req subagent.StartRequest, remote 
 		return nil, &subagent.Error{Code: subagent.CodeDepthExceeded, Provider: p.cfg.Name, Attempted: depth, Max: p.cfg.MaxDepth,
 			Msg: fmt.Sprintf("provider %q: subagent depth %d exceeds its maxDepth %d", p.cfg.Name, depth, p.cfg.MaxDepth)}
 	}
-	cwd, err := p.cfg.WorkDir(req)
-	if err != nil {
-		return nil, fail("cwd", err)
-	}
 	var extra []string
 	if p.cfg.DepthEnv != "" {
 		extra = append(extra, fmt.Sprintf("%s=%d", p.cfg.DepthEnv, depth))
 	}
 	child, err := p.cfg.Spawn(cwd, p.cfg.Args, extra...)
 	if err != nil {
-		return nil, fail("spawn", err)
+		return nil, &childproc.StartError{Kind: providerKind, Provider: p.cfg.Name, Stage: "spawn", Err: err}
 	}
 	r := &run{cfg: p.cfg, id: "acp-" + uuid.NewString(), proc: child, progress: req.Progress,
 		parent: req.Parent, label: subagent.ChildLabel(p.cfg.Name, req.Label), trace: telemetry.Carrier(ctx)}

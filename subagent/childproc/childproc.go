@@ -171,6 +171,19 @@ func Request(ctx context.Context, provider string, req subagent.StartRequest) er
 	return nil
 }
 
+// Begin starts a start: it checks req (see Request) and returns the
+// working directory of its run (see WorkDir), a StartError of stage "cwd"
+// when there is none.
+func (o Options) Begin(ctx context.Context, kind string, req subagent.StartRequest) (cwd string, err error) {
+	if err := Request(ctx, o.Name, req); err != nil {
+		return "", err
+	}
+	if cwd, err = o.WorkDir(req); err != nil {
+		return "", &StartError{Kind: kind, Provider: o.Name, Stage: "cwd", Err: err}
+	}
+	return cwd, nil
+}
+
 // Settle ends a run's work before its process is stopped: unless done is
 // already closed (the run settled), it calls cancel (the protocol's
 // cancel, which settles the run within its cancel grace) and waits for

@@ -35,28 +35,22 @@ func (p *Provider) ResumeRun(ctx context.Context, req subagent.StartRequest, rem
 
 // start starts a run in a new session, or continuing session remote.
 func (p *Provider) start(ctx context.Context, req subagent.StartRequest, remote string) (subagent.Run, error) {
-	fail := func(stage string, err error) error {
-		return &childproc.StartError{Kind: providerKind, Provider: p.cfg.Name, Stage: stage, Err: err}
-	}
-	if err := childproc.Request(ctx, p.cfg.Name, req); err != nil {
-		return nil, err
-	}
-	cwd, err := p.cfg.WorkDir(req)
+	cwd, err := p.cfg.Begin(ctx, providerKind, req)
 	if err != nil {
-		return nil, fail("cwd", err)
+		return nil, err
 	}
 	configDir, tmpDir := p.cfg.ConfigDir, ""
 	if configDir == "" {
 		dir, err := os.MkdirTemp("", "dsh-claude-")
 		if err != nil {
-			return nil, fail("config dir", err)
+			return nil, p.fail("config dir", err)
 		}
 		configDir, tmpDir = dir, dir
 	}
 	child, err := p.cfg.Spawn(cwd, p.cfg.args(remote), append([]string{"CLAUDE_CONFIG_DIR=" + configDir}, telemetry.Env(ctx)...)...) // TRACEPARENT, for when Claude Code reads it
 	if err != nil {
 		removeTemp(tmpDir)
-		return nil, fail("spawn", err)
+		return nil, p.fail("spawn", err)
 	}
 	r := newRun(p.cfg, child, tmpDir, req)
 	go r.read(p.maxLine)
@@ -129,4 +123,9 @@ func newRunID() string { return "claude-" + uuid.NewString() }
 // joinNonEmpty joins the non-empty parts with sep.
 func joinNonEmpty(sep string, parts ...string) string {
 	return strings.Join(slices.DeleteFunc(parts, func(s string) bool { return s == "" }), sep)
+}
+
+// fail is a start that failed at stage.
+func (p *Provider) fail(stage string, err error) error {
+	return &childproc.StartError{Kind: providerKind, Provider: p.cfg.Name, Stage: stage, Err: err}
 }

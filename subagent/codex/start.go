@@ -41,29 +41,23 @@ func (p *Provider) ResumeRun(ctx context.Context, req subagent.StartRequest, rem
 
 // start starts a run on a new thread, or on the resumed thread remote.
 func (p *Provider) start(ctx context.Context, req subagent.StartRequest, remote string) (subagent.Run, error) {
-	fail := func(stage string, err error) error {
-		return &childproc.StartError{Kind: providerKind, Provider: p.cfg.Name, Stage: stage, Err: err}
-	}
-	if err := childproc.Request(ctx, p.cfg.Name, req); err != nil {
+	cwd, err := p.cfg.Begin(ctx, providerKind, req)
+	if err != nil {
 		return nil, err
 	}
 	var input []inputItem
 	for _, text := range childproc.Texts(req.Prompt) {
 		input = append(input, inputItem{Type: "text", Text: text, TextElements: []any{}})
 	}
-	cwd, err := p.cfg.WorkDir(req)
-	if err != nil {
-		return nil, fail("cwd", err)
-	}
 	home, tempHome := p.cfg.CodexHome, false
 	if home == "" {
 		dir, err := os.MkdirTemp("", "dsh-codex-home-")
 		if err != nil {
-			return nil, fail("codex home", err)
+			return nil, p.fail("codex home", err)
 		}
 		home, tempHome = dir, true
 	} else if err := childproc.CheckDir(home); err != nil {
-		return nil, fail("codex home", err)
+		return nil, p.fail("codex home", err)
 	}
 	removeHome := func() {
 		if tempHome {
@@ -73,7 +67,7 @@ func (p *Provider) start(ctx context.Context, req subagent.StartRequest, remote 
 	child, err := p.cfg.Spawn(cwd, p.cfg.Args, append([]string{"CODEX_HOME=" + home}, telemetry.Env(ctx)...)...) // Codex continues a TRACEPARENT it is given
 	if err != nil {
 		removeHome()
-		return nil, fail("spawn", err)
+		return nil, p.fail("spawn", err)
 	}
 	cancelled := make(chan struct{})
 	label := subagent.ChildLabel(p.cfg.Name, req.Label)
@@ -192,4 +186,9 @@ func (r *run) threadParams(cwd string) map[string]any {
 		p["config"] = r.cfg.Config
 	}
 	return p
+}
+
+// fail is a start that failed at stage.
+func (p *Provider) fail(stage string, err error) error {
+	return &childproc.StartError{Kind: providerKind, Provider: p.cfg.Name, Stage: stage, Err: err}
 }
