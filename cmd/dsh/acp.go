@@ -6,7 +6,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/dsh-go/dsh"
-	"github.com/dsh-go/dsh/acp"
+	"github.com/dsh-go/dsh/acpserver"
 	"github.com/dsh-go/dsh/config"
 	"github.com/dsh-go/dsh/llm/replay"
 	"github.com/dsh-go/dsh/mcptool"
@@ -38,8 +38,8 @@ func (c *cli) acpCmd() *cobra.Command {
 				return err
 			}
 			cfg.Agent.SubagentDepth = config.DepthFrom(c.getenv)
-			err = acp.Serve(cmd.Context(), acp.Options{Agents: rt.Agents, AgentOptions: cfg.Agent,
-				Policy: cfg.ACPPolicy(acp.DefaultAskPermission()), TokenBudget: cfg.Budget.Tokens,
+			err = acpserver.Serve(cmd.Context(), acpserver.Options{Agents: rt.Agents, AgentOptions: cfg.Agent,
+				Policy: cfg.ACPPolicy(acpserver.DefaultAskPermission()), TokenBudget: cfg.Budget.Tokens,
 				PermissionTimeout: cfg.ACP.PermissionTimeout, MaxSessions: cfg.ACP.MaxSessions, Sessions: rt.Sessions, Version: version, Log: rt.Log,
 				MCP: mcptool.Options{Log: rt.Log, Events: rt.Events, Version: version}}, c.stdin, c.stdout)
 			return errors.Join(err, rt.Close(cmd.Context()))

@@ -1,4 +1,4 @@
-package acp_test
+package acpserver_test
 
 import (
 	"bufio"
@@ -18,7 +18,7 @@ import (
 	acpsdk "github.com/coder/acp-go-sdk"
 
 	"github.com/dsh-go/dsh"
-	"github.com/dsh-go/dsh/acp"
+	"github.com/dsh-go/dsh/acpserver"
 	"github.com/dsh-go/dsh/agent"
 	"github.com/dsh-go/dsh/content"
 	"github.com/dsh-go/dsh/llm"
@@ -48,7 +48,7 @@ type frame struct {
 	} `json:"error"`
 }
 
-func rawClient(t *testing.T, opts acp.Options, model llm.Model) *raw {
+func rawClient(t *testing.T, opts acpserver.Options, model llm.Model) *raw {
 	t.Helper()
 	srv := start(t, opts, model)
 	// Runs before start's cleanup closes the client's input: whatever the
@@ -120,11 +120,11 @@ func TestOverLimitFrameIsAnsweredAndServingGoesOn(t *testing.T) {
 		maxFrame int
 		limit    string
 	}{
-		{"default limit", 0, fmt.Sprint(acp.DefaultMaxFrame)},
+		{"default limit", 0, fmt.Sprint(acpserver.DefaultMaxFrame)},
 		{"limit clamped below the SDK's", 1 << 30, "10484736"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			cl := rawClient(t, acp.Options{MaxFrame: c.maxFrame}, scripted.New())
+			cl := rawClient(t, acpserver.Options{MaxFrame: c.maxFrame}, scripted.New())
 			cl.send(request(1, "initialize", initialize))
 			cl.response("1")
 			huge := strings.Repeat("A", 12<<20)
@@ -149,7 +149,7 @@ func TestOverLimitFrameIsAnsweredAndServingGoesOn(t *testing.T) {
 // Invalid JSON gets -32700, a valid JSON value that is not a message -32600,
 // a request before initialize an error, and nothing ends the connection.
 func TestMalformedAndEarlyFrames(t *testing.T) {
-	cl := rawClient(t, acp.Options{}, scripted.New())
+	cl := rawClient(t, acpserver.Options{}, scripted.New())
 	cl.send(request(1, "session/new", newSessionParams(t)))
 	f, _ := cl.response("1")
 	wantError(t, f, -32600, "session/new before initialize")
@@ -210,7 +210,7 @@ func gated(started chan<- struct{}, release <-chan struct{}) llm.Model {
 func TestSecondPromptLeavesTheFirstAlone(t *testing.T) {
 	started, release := make(chan struct{}), make(chan struct{})
 	rec := &recorder{}
-	conn, _ := connect(t, acp.Options{}, gated(started, release), rec)
+	conn, _ := connect(t, acpserver.Options{}, gated(started, release), rec)
 	id := newSession(t, conn)
 	first := make(chan acpsdk.PromptResponse, 1)
 	go func() {
@@ -249,7 +249,7 @@ func waitFor(cond func() bool) {
 func TestWokenTurnReachesTheClient(t *testing.T) {
 	rec := &recorder{}
 	release := make(chan struct{})
-	conn, srv := connect(t, acp.Options{}, scripted.New(
+	conn, srv := connect(t, acpserver.Options{}, scripted.New(
 		scripted.ToolCalls("", scripted.Call{ID: "c1", Name: "start_job", Arguments: `{}`}),
 		scripted.Text("started"),
 		scripted.Text("the job said 42")), rec)
@@ -287,7 +287,7 @@ func TestWokenTurnReachesTheClient(t *testing.T) {
 
 // A connection holds at most MaxSessions sessions; session/close frees one.
 func TestSessionCapAndClose(t *testing.T) {
-	conn, srv := connect(t, acp.Options{MaxSessions: 2}, scripted.New(), &recorder{})
+	conn, srv := connect(t, acpserver.Options{MaxSessions: 2}, scripted.New(), &recorder{})
 	a := newSession(t, conn)
 	newSession(t, conn)
 	_, err := conn.NewSession(context.Background(), acpsdk.NewSessionRequest{Cwd: t.TempDir(), McpServers: []acpsdk.McpServer{}})
@@ -322,7 +322,7 @@ func (s *silent) RequestPermission(ctx context.Context, _ acpsdk.RequestPermissi
 func TestUnansweredPermissionIsDenied(t *testing.T) {
 	rec := &silent{}
 	model := scripted.New(scripted.ToolCalls("", scripted.Call{ID: "c1", Name: "bash", Arguments: `{"command":"ls"}`}), scripted.Text("no answer"))
-	conn, srv := connect(t, acp.Options{PermissionTimeout: 50 * time.Millisecond}, model, rec)
+	conn, srv := connect(t, acpserver.Options{PermissionTimeout: 50 * time.Millisecond}, model, rec)
 	id := newSession(t, conn)
 	if r, err := prompt(conn, id, "go"); err != nil || r.StopReason != acpsdk.StopReasonEndTurn {
 		t.Fatalf("prompt = %+v, %v", r, err)
@@ -346,7 +346,7 @@ func TestUnansweredPermissionIsDenied(t *testing.T) {
 // request at once (denied) instead of leaving it waiting.
 func TestOverLimitResponseFailsTheRequest(t *testing.T) {
 	model := scripted.New(scripted.ToolCalls("", scripted.Call{ID: "c1", Name: "bash", Arguments: `{"command":"ls"}`}), scripted.Text("went on"))
-	cl := rawClient(t, acp.Options{MaxFrame: 4096}, model)
+	cl := rawClient(t, acpserver.Options{MaxFrame: 4096}, model)
 	cl.send(request(1, "initialize", initialize))
 	cl.response("1")
 	cl.send(request(2, "session/new", newSessionParams(t)))
@@ -383,12 +383,12 @@ func TestServeReportsInputFailure(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer rt.Close(context.Background())
-	opts := acp.Options{Agents: rt.Agents, Log: slog.New(slog.NewTextHandler(io.Discard, nil))}
-	err = acp.Serve(context.Background(), opts, iotest.ErrReader(errors.New("stdin broke")), io.Discard)
+	opts := acpserver.Options{Agents: rt.Agents, Log: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	err = acpserver.Serve(context.Background(), opts, iotest.ErrReader(errors.New("stdin broke")), io.Discard)
 	if err == nil || !strings.Contains(err.Error(), "stdin broke") {
 		t.Fatalf("Serve on a failing input: %v", err)
 	}
-	if err := acp.Serve(context.Background(), opts, strings.NewReader(request(1, "initialize", initialize)+"\n"), io.Discard); err != nil {
+	if err := acpserver.Serve(context.Background(), opts, strings.NewReader(request(1, "initialize", initialize)+"\n"), io.Discard); err != nil {
 		t.Fatalf("Serve on an input that ends: %v", err)
 	}
 }

@@ -1,7 +1,7 @@
 // Package acp serves dsh as an Agent Client Protocol agent: an editor or
 // another harness drives dsh agents over JSON-RPC on stdio. stdout carries
 // protocol frames only.
-package acp
+package acpserver
 
 import (
 	"context"

@@ -1,4 +1,4 @@
-package acp_test
+package acpserver_test
 
 import (
 	"bytes"
@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/dsh-go/dsh"
-	"github.com/dsh-go/dsh/acp"
+	"github.com/dsh-go/dsh/acpserver"
 	"github.com/dsh-go/dsh/agent"
 	"github.com/dsh-go/dsh/llm/scripted"
 )
@@ -51,7 +51,7 @@ func FuzzServe(f *testing.F) {
 		defer cancel()
 		done := make(chan error, 1)
 		go func() {
-			done <- acp.Serve(ctx, acp.Options{Agents: rt.Agents, AgentOptions: agent.Options{Provider: "test"}, MaxFrame: 512, Log: quiet},
+			done <- acpserver.Serve(ctx, acpserver.Options{Agents: rt.Agents, AgentOptions: agent.Options{Provider: "test"}, MaxFrame: 512, Log: quiet},
 				bytes.NewReader(input), io.Discard)
 		}()
 		select {

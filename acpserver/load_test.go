@@ -1,4 +1,4 @@
-package acp_test
+package acpserver_test
 
 import (
 	"context"
@@ -14,7 +14,7 @@ import (
 	acpsdk "github.com/coder/acp-go-sdk"
 
 	"github.com/dsh-go/dsh"
-	"github.com/dsh-go/dsh/acp"
+	"github.com/dsh-go/dsh/acpserver"
 	"github.com/dsh-go/dsh/agent"
 	"github.com/dsh-go/dsh/content"
 	"github.com/dsh-go/dsh/llm"
@@ -42,7 +42,7 @@ func serveStore(t *testing.T, dir string, rec *recorder, model llm.Model) (*acps
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() {
-		done <- acp.Serve(ctx, acp.Options{Agents: rt.Agents, Sessions: rt.Sessions, AgentOptions: agent.Options{Provider: "test"},
+		done <- acpserver.Serve(ctx, acpserver.Options{Agents: rt.Agents, Sessions: rt.Sessions, AgentOptions: agent.Options{Provider: "test"},
 			Policy: permission.Policy{}}, serverIn, serverOut)
 	}()
 	conn := acpsdk.NewClientSideConnection(rec, clientOut, clientIn)

@@ -1,4 +1,4 @@
-package acp_test
+package acpserver_test
 
 import (
 	"context"

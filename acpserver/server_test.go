@@ -1,4 +1,4 @@
-package acp_test
+package acpserver_test
 
 import (
 	"context"
@@ -14,7 +14,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/dsh-go/dsh"
-	"github.com/dsh-go/dsh/acp"
+	"github.com/dsh-go/dsh/acpserver"
 	"github.com/dsh-go/dsh/agent"
 	"github.com/dsh-go/dsh/internal/acpmeta"
 	"github.com/dsh-go/dsh/llm"
@@ -117,7 +117,7 @@ type server struct {
 // before the default tools filled in when unset) on model and a bash tool that only says "ran". The
 // cleanup closes the client's side and checks that Serve returned without
 // an error and left no agent.
-func start(t *testing.T, opts acp.Options, model llm.Model) *server {
+func start(t *testing.T, opts acpserver.Options, model llm.Model) *server {
 	t.Helper()
 	rt, err := dsh.New(dsh.Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
@@ -129,7 +129,7 @@ func start(t *testing.T, opts acp.Options, model llm.Model) *server {
 	}})
 	opts.Agents, opts.AgentOptions = rt.Agents, agent.Options{Provider: "test"}
 	if opts.Policy.Unrestricted() {
-		opts.Policy = permission.Policy{}.Narrow(permission.AskFor(acp.DefaultAskPermission()...))
+		opts.Policy = permission.Policy{}.Narrow(permission.AskFor(acpserver.DefaultAskPermission()...))
 	}
 	if opts.Log == nil {
 		opts.Log = slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -138,7 +138,7 @@ func start(t *testing.T, opts acp.Options, model llm.Model) *server {
 	serverIn, clientOut := io.Pipe()
 	ctx, cancel := context.WithCancel(context.Background())
 	srv := &server{rt: rt, in: clientOut, out: clientIn, done: make(chan error, 1)}
-	go func() { srv.done <- acp.Serve(ctx, opts, serverIn, serverOut) }()
+	go func() { srv.done <- acpserver.Serve(ctx, opts, serverIn, serverOut) }()
 	t.Cleanup(func() {
 		clientOut.Close()
 		if err := <-srv.done; err != nil {
@@ -156,7 +156,7 @@ func start(t *testing.T, opts acp.Options, model llm.Model) *server {
 
 // connect starts a server and an SDK client recording into rec, and
 // initializes the connection.
-func connect(t *testing.T, opts acp.Options, model llm.Model, rec acpsdk.Client) (*acpsdk.ClientSideConnection, *server) {
+func connect(t *testing.T, opts acpserver.Options, model llm.Model, rec acpsdk.Client) (*acpsdk.ClientSideConnection, *server) {
 	t.Helper()
 	var conn *acpsdk.ClientSideConnection
 	t.Cleanup(func() { <-conn.Done() }) // after start's cleanup closed the pipes
@@ -172,7 +172,7 @@ func connect(t *testing.T, opts acp.Options, model llm.Model, rec acpsdk.Client)
 // SDK client.
 func serve(t *testing.T, rec *recorder, entries ...scripted.Entry) (*acpsdk.ClientSideConnection, *dsh.Runtime) {
 	t.Helper()
-	conn, srv := connect(t, acp.Options{}, scripted.New(entries...), rec)
+	conn, srv := connect(t, acpserver.Options{}, scripted.New(entries...), rec)
 	return conn, srv.rt
 }
 
