@@ -135,25 +135,32 @@ const (
 	instructionsClose = "\n</subagent-instructions>\n\n"
 )
 
+// The instructions of a child's first user message, framed.
+const (
+	plainInstructions       = instructionsOpen + DelegationText + instructionsClose
+	structuredInstructions  = instructionsOpen + DelegationText + "\n" + StructuredText + instructionsClose
+	continuableInstructions = instructionsOpen + DelegationText + "\n" + ContinuableText + instructionsClose
+)
+
 // FirstMessage is a child's first user message: a text block of its
 // instructions (the delegation statement, and the structured-output one
 // when structured), then the task's blocks.
 func FirstMessage(task []content.Block, structured bool) content.Message {
-	text := DelegationText
 	if structured {
-		text += "\n" + StructuredText
+		return withInstructions(structuredInstructions, task)
 	}
-	return withInstructions(text, task)
+	return withInstructions(plainInstructions, task)
 }
 
 // ContinuableMessage is a continuable child's first user message: its
 // instructions, then the task's blocks.
 func ContinuableMessage(task []content.Block) content.Message {
-	return withInstructions(DelegationText+"\n"+ContinuableText, task)
+	return withInstructions(continuableInstructions, task)
 }
 
-func withInstructions(text string, task []content.Block) content.Message {
-	return content.UserMessage(append([]content.Block{content.Text(instructionsOpen + text + instructionsClose)}, task...)...)
+func withInstructions(framed string, task []content.Block) content.Message {
+	blocks := make([]content.Block, 0, 1+len(task))
+	return content.UserMessage(append(append(blocks, content.Text(framed)), task...)...)
 }
 
 // SplitTask splits the text of a user message (its blocks joined, as a
