@@ -528,26 +528,17 @@ func wait(ctx context.Context, ch <-chan struct{}) error {
 
 // check settles act if it is idle with nothing queued and owns no live
 // child: its teardown runs on a goroutine of its own.
-func (c *continuation) check(act *activation) {
-	c.mu.Lock()
-	if act.closing || len(act.owned) > 0 || act.child.busy() || act.child.queued() > 0 {
-		c.mu.Unlock()
-		return
-	}
-	act.closing = true
-	c.wg.Add(1)
-	c.mu.Unlock()
-	go func() {
-		defer c.wg.Done()
-		c.teardown(act)
-	}()
-}
+func (c *continuation) check(act *activation) { c.close(act, true) }
 
 // lost tears down an activation whose child something else ended: its
 // agent was disposed (by its owner, most often), or its parent agent was.
-func (c *continuation) lost(act *activation) {
+func (c *continuation) lost(act *activation) { c.close(act, false) }
+
+// close starts act's teardown, unless it is closing already or, when
+// idleOnly, still has work (children it owns, a running turn, messages).
+func (c *continuation) close(act *activation, idleOnly bool) {
 	c.mu.Lock()
-	if act.closing {
+	if act.closing || idleOnly && (len(act.owned) > 0 || act.child.busy() || act.child.queued() > 0) {
 		c.mu.Unlock()
 		return
 	}
@@ -640,10 +631,5 @@ func (s *Service) Drain(ctx context.Context) error {
 		c.wg.Wait()
 		close(done)
 	}()
-	select {
-	case <-done:
-		return nil
-	case <-ctx.Done():
-		return context.Cause(ctx)
-	}
+	return wait(ctx, done)
 }
