@@ -117,6 +117,9 @@ type fleet struct {
 	work   string // their workspace
 	config string // their dsh.yaml
 	model  *httptest.Server
+	// spawnTool gives the workers' children a subagent tool on spawn.
+	spawnTool bool
+	env       []string // more of the workers' environment
 }
 
 // newFleet makes a fleet whose model answers with reply. Workers are
@@ -128,16 +131,21 @@ func newFleet(t *testing.T, reply func(llmtest.Request) llmtest.Reply) *fleet {
 	f.model.Config.SetKeepAlivesEnabled(false) // no connection goroutine outlives a request
 	t.Cleanup(f.model.Close)
 	f.config = filepath.Join(f.home, "dsh.yaml")
-	if err := os.WriteFile(f.config, []byte(f.yaml()), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	f.writeConfig()
 	return f
+}
+
+// writeConfig writes the workers' dsh.yaml.
+func (f *fleet) writeConfig() {
+	if err := os.WriteFile(f.config, []byte(f.yaml()), 0o600); err != nil {
+		f.t.Fatal(err)
+	}
 }
 
 // yaml is the workers' configuration: the loopback model as the DeepSeek
 // route, and a temporal provider naming the fleet's cluster and queue.
 func (f *fleet) yaml() string {
-	return fmt.Sprintf(`models:
+	y := fmt.Sprintf(`models:
   - {name: deepseek, baseURL: %s, apiKeyEnv: DEEPSEEK_API_KEY}
 subagents:
   providers:
@@ -145,6 +153,14 @@ subagents:
       kind: temporal
       temporal: {hostPort: "%s", namespace: %s, taskQueue: %s, heartbeatTimeout: 2s, heartbeatInterval: 200ms}
 `, f.model.URL, hostPort, namespace, f.queue)
+	if f.spawnTool {
+		y += "    - {name: spawn, kind: spawn}\n"
+	}
+	y += "  tools:\n    - {provider: fleet, toolName: subagent_fleet}\n"
+	if f.spawnTool {
+		y += "    - {provider: spawn}\n"
+	}
+	return y
 }
 
 // provider returns a provider on the fleet's queue, keeping child logs in
@@ -179,6 +195,7 @@ func (f *fleet) worker(name string, concurrency int) *worker {
 	w.cmd = exec.Command(dshBin, "worker", "--identity", name, "--concurrency", fmt.Sprint(concurrency), "--workspace", f.work)
 	w.cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + f.home, "DSH_HOME=" + f.home, "DSH_CONFIG=" + f.config,
 		"DEEPSEEK_API_KEY=sk-loopback"}
+	w.cmd.Env = append(w.cmd.Env, f.env...)
 	w.cmd.Stderr = w.stderr
 	if err := w.cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -261,6 +278,19 @@ func (f *fleet) openChildren(t *testing.T) int {
 		t.Fatal(err)
 	}
 	return int(resp.GetCount())
+}
+
+// awaitOpen waits until the cluster's visibility store counts n running
+// children on the fleet's queue.
+func (f *fleet) awaitOpen(t *testing.T, n int) {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for got := f.openChildren(t); got != n; got = f.openChildren(t) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d children running on the cluster after a minute, want %d", got, n)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }
 
 // syncBuffer is a bytes.Buffer safe for a process's output and a reader.
