@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -29,6 +28,7 @@ type run struct {
 	structured bool
 	progress   func(subagent.Progress)
 	store      *session.Store
+	cwd        string // the parent's: the replica is filed with its parent's sessions
 
 	ready      chan struct{} // closed at the first checkpoint the workflow accepted
 	readyOnce  sync.Once
@@ -36,6 +36,7 @@ type run struct {
 	watched    chan struct{} // closed when the watcher has returned
 	aborting   atomic.Bool   // the parent cancelled or terminated the workflow
 	stopRelay  func() bool
+	relayed    chan struct{} // closed when the relayed cancellation has been sent
 	terminated atomic.Bool
 
 	// The replica of the child's log in the parent's store; only the
@@ -57,7 +58,7 @@ func newRun(p *Provider, req subagent.StartRequest, in Input, wfID, runID string
 		store = session.NewStore(nil, nil)
 	}
 	r := &run{p: p, in: in, wfID: wfID, runID: runID, structured: req.OutputSchema != nil, progress: req.Progress, store: store,
-		ready: make(chan struct{}), watched: make(chan struct{})}
+		cwd: req.Parent.Cwd(), ready: make(chan struct{}), watched: make(chan struct{})}
 	ctx, cancel := context.WithCancel(context.Background())
 	r.stopWatch = cancel
 	go r.watch(ctx)
@@ -101,7 +102,9 @@ func (r *run) awaitReady(ctx context.Context) error {
 
 // relayCancel cancels the workflow when the start ctx ends.
 func (r *run) relayCancel(ctx context.Context) {
+	r.relayed = make(chan struct{})
 	r.stopRelay = context.AfterFunc(ctx, func() {
+		defer close(r.relayed)
 		r.aborting.Store(true)
 		r.cancel(context.Background())
 	})
@@ -156,8 +159,8 @@ func (r *run) Dispose(ctx context.Context) error {
 }
 
 func (r *run) dispose(ctx context.Context) error {
-	if r.stopRelay != nil {
-		r.stopRelay()
+	if r.stopRelay != nil && !r.stopRelay() {
+		<-r.relayed // the relay's call is under way: no goroutine outlives Dispose
 	}
 	select {
 	case <-r.Done():
@@ -237,17 +240,17 @@ func (r *run) event(reader *logReader, e *historypb.HistoryEvent) (closed bool) 
 }
 
 // apply copies an accepted checkpoint into the replica, which the first
-// one (the claim: readiness) creates.
+// one (the claim: readiness) creates. The replica's header is the parent's
+// view: the lineage it asked for, and its own working directory (the
+// worker's is a path of another host), so that the child is listed with
+// its parent's sessions.
 func (r *run) apply(cp *Checkpoint) {
 	r.readyOnce.Do(func() {
 		defer close(r.ready)
-		h := session.Header{ID: r.in.SessionID, CreatedAt: time.Now().UnixMilli(), ParentSession: r.in.ParentSession,
+		h := session.Header{ID: r.in.SessionID, CreatedAt: time.Now().UnixMilli(), Cwd: r.cwd, ParentSession: r.in.ParentSession,
 			Origin: session.OriginSubagent, DelegationDepth: r.in.Depth}
-		if cp.Header != nil {
+		if cp.Header != nil && cp.Header.CreatedAt > 0 {
 			h.CreatedAt = cp.Header.CreatedAt
-			if filepath.IsAbs(cp.Header.Cwd) {
-				h.Cwd = cp.Header.Cwd
-			}
 		}
 		s, add, detach, err := r.store.Replicate(h)
 		if err != nil {

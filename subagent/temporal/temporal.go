@@ -312,6 +312,10 @@ func (p *Provider) input(req subagent.StartRequest) (Input, error) {
 		}
 		in.OutputSchema = b
 	}
+	if req.Cwd != "" {
+		return Input{}, &subagent.Error{Code: subagent.CodeInvalidRequest, Provider: p.cfg.Name,
+			Msg: fmt.Sprintf("provider %q runs a child in its worker's workspace: a working directory of this host (%s) cannot go with it", p.cfg.Name, req.Cwd)}
+	}
 	if !req.Hooks.Empty() {
 		return Input{}, &subagent.Error{Code: subagent.CodeUnsupportedCapability, Provider: p.cfg.Name, Capability: subagent.CapPolicy,
 			Msg: fmt.Sprintf("provider %q cannot run hooks: they are commands of the parent's host", p.cfg.Name)}

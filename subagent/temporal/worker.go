@@ -96,6 +96,10 @@ func (w *Worker) Run(ctx context.Context, host Host) error {
 		MaxHeartbeatThrottleInterval:       cfg.HeartbeatInterval,
 		WorkerStopTimeout:                  w.opts.StopTimeout,
 		Identity:                           w.opts.Identity,
+		// A dead worker's workflow tasks wait this long on its sticky
+		// queue before another worker gets them: keep it within half the
+		// time it takes to notice the death (the SDK's default is 5s).
+		StickyScheduleToStartTimeout: min(cfg.HeartbeatTimeout/2, 5*time.Second),
 	})
 	tw.RegisterWorkflowWithOptions(Workflow, workflow.RegisterOptions{Name: WorkflowName})
 	acts := &activities{driver: driver, host: host, store: clusterLog{c}, sessions: w.sessions, caps: w.caps,
