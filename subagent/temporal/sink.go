@@ -80,7 +80,8 @@ const (
 // sink persists the session of a child this worker runs: when the session
 // is created it claims the child's log for its attempt, then it adds the
 // session's events to the log at each step boundary (see shipsAt), before
-// the child goes on. It skips the events the log holds already (the seed of
+// the child goes on: the agent flushes its session before each model call
+// and each tool call, and at the turn's end. It skips the events the log holds already (the seed of
 // a child that continues).
 type sink struct {
 	store   logStore
@@ -129,11 +130,12 @@ func (s *sink) Append(events []session.Event) error {
 	return s.ship()
 }
 
-// shipsAt reports whether an event ends a batch of the log: a turn's start
-// and end, a step's end, and a tool call about to run.
+// shipsAt reports whether an event ends a batch of the log: a step about
+// to call the model (the steps before it are then in the log, and are not
+// redone), a tool call about to run, and the turn's end.
 func shipsAt(typ string) bool {
 	switch typ {
-	case session.TypeTurnStart, session.TypeTurnEnd, session.TypeStepEnd, session.TypeToolCall:
+	case session.TypeStepStart, session.TypeToolCall, session.TypeTurnEnd:
 		return true
 	}
 	return false

@@ -11,9 +11,9 @@
 // workspace and runs its turn. The child's session log is the source of
 // truth and lives in the workflow's history: the attempt first claims the
 // log (a CheckpointUpdate carrying the session header: that is readiness),
-// then adds to it through one update per step boundary (the turn's start,
-// each batch of tool calls before they run, each step's end, the turn's
-// end), each applied before the child goes on. The workflow accepts an
+// then adds to it through one update per step boundary (before each model
+// call, before each batch of tool calls runs, at the turn's end), each
+// applied before the child goes on. The workflow accepts an
 // update only from its current attempt and only if it continues the log
 // exactly, so a worker cut off from the cluster cannot write into a child
 // that has moved on.
@@ -26,8 +26,8 @@
 // call in flight is, and a tool call that was running is reported to the
 // model as of unknown outcome. MaxResumes bounds the attempts.
 //
-// Bounds. One step adds about five events to the history (the update, its
-// acceptance and a workflow task); the step cap (agent.maxSteps, default
+// Bounds. One step adds about five events to the history per update (its
+// acceptance and completion, and a workflow task); the step cap (agent.maxSteps, default
 // 100) keeps a one-shot child far under Temporal's 51,200-event limit, so
 // no continue-as-new is needed. Payloads are the log's events, shipped in
 // checkpoints of at most 1 MiB (Temporal refuses payloads over 2 MiB); a

@@ -25,6 +25,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -52,6 +53,7 @@ func main() {
 	concurrency := flag.Int("concurrency", 50, "children each of the two workers runs at once")
 	server := flag.String("server", "", "a prebuilt testserver binary (default: build ../subagent/temporal/e2e/testserver)")
 	flag.Parse()
+	slog.SetDefault(dshcase.Quiet) // the ACP connection logs through slog.Default
 	if err := run(*runs, *children, *concurrency, *server); err != nil {
 		fmt.Fprintln(os.Stderr, "temporal:", err)
 		os.Exit(1)

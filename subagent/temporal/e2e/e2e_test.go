@@ -99,9 +99,10 @@ func run(m *testing.M) (int, error) {
 		return 0, err
 	}
 	defer cluster.Close()
+	baseline := goleak.IgnoreCurrent() // the client's connection
 	code := m.Run()
 	if code == 0 {
-		if err := goleak.Find(goleak.IgnoreCurrent()); err != nil {
+		if err := goleak.Find(baseline); err != nil {
 			return 1, fmt.Errorf("goleak: %w", err)
 		}
 	}
@@ -291,6 +292,29 @@ func (f *fleet) awaitOpen(t *testing.T, n int) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+}
+
+// history describes the child's workflow history, for failure messages:
+// each event's type, with the failure or timeout of the activity events.
+func history(childID string) string {
+	var b strings.Builder
+	it := cluster.GetWorkflowHistory(context.Background(), temporal.WorkflowID(childID), "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	for it.HasNext() {
+		e, err := it.Next()
+		if err != nil {
+			fmt.Fprintf(&b, "  (%v)\n", err)
+			break
+		}
+		fmt.Fprintf(&b, "  %d %s", e.GetEventId(), e.GetEventType())
+		if a := e.GetActivityTaskFailedEventAttributes(); a != nil {
+			fmt.Fprintf(&b, ": %s", a.GetFailure().GetMessage())
+		}
+		if a := e.GetActivityTaskTimedOutEventAttributes(); a != nil {
+			fmt.Fprintf(&b, ": %s", a.GetFailure().GetMessage())
+		}
+		b.WriteString("\n")
+	}
+	return b.String()
 }
 
 // syncBuffer is a bytes.Buffer safe for a process's output and a reader.
