@@ -83,6 +83,11 @@ func (a *activities) RunChild(ctx context.Context, at Attempt) (Outcome, error) 
 		}
 		return Outcome{}, temporal.NewNonRetryableApplicationError("the worker could not start the child: "+err.Error(), ErrChild, nil)
 	}
+	if !s.isClaimed() { // the runtime's sessions do not go through Worker.Sessions
+		stopChild()
+		run.Dispose(wctx)
+		return Outcome{}, temporal.NewNonRetryableApplicationError("the worker's runtime does not keep its sessions through Worker.Sessions", ErrChild, nil)
+	}
 	handedBack := a.follow(ctx, run, s, stopChild)
 	res, _ := run.Wait(wctx)
 	derr := run.Dispose(wctx)

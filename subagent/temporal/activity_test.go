@@ -343,6 +343,23 @@ func TestRunChildRefusesBadInput(t *testing.T) {
 	}
 }
 
+// A worker whose runtime does not keep its sessions through the worker's
+// backend cannot ship a log: it refuses the child instead of running it
+// unseen.
+func TestRunChildNeedsTheWorkersSessions(t *testing.T) {
+	model := scripted.New(scripted.Hang(""))
+	h := newHost(t, model, &memLog{})
+	agents := agent.NewRegistry(agent.Deps{Sessions: session.NewStore(nil, nil), LLM: h.llm, Tools: h.tools,
+		Prompt: prompt.NewRegistry(), Log: slog.New(slog.DiscardHandler)})
+	h.acts.driver, _ = inproc.New(inproc.Config{Name: Kind, Agents: agents})
+	if _, err := h.attempt(t, Attempt{Input: testInput(), Attempt: 1}, nil); errType(err) != ErrChild || !strings.Contains(err.Error(), "Worker.Sessions") {
+		t.Errorf("attempt: %v", err)
+	}
+	if n := len(agents.List()); n != 0 {
+		t.Errorf("%d agents left", n)
+	}
+}
+
 // The child of a temporal child is held to the parent's depth cap, which
 // goes on with the request.
 func TestCapDepth(t *testing.T) {

@@ -91,7 +91,7 @@ func (r *run) awaitReady(ctx context.Context) error {
 			r.p.cfg.ReadyTimeout, r.p.cfg.TaskQueue)}
 	case <-r.Done():
 		res, _ := r.Wait(context.Background())
-		err = &Error{Code: CodeNoWorker, Msg: "the worker could not start the child: " + res.Diagnostic}
+		err = &Error{Code: CodeRefused, Msg: "the child's workflow ended before a worker claimed it: " + res.Diagnostic}
 	}
 	r.aborting.Store(true)
 	if terr := r.terminate(context.Background(), "the parent gave up before a worker claimed the child"); terr != nil {

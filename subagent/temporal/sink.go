@@ -95,6 +95,7 @@ type sink struct {
 	mu       sync.Mutex
 	next     int // the log's length on the cluster
 	buffered []session.Event
+	claimed  bool
 	err      error // sticky: the first failed write
 }
 
@@ -103,7 +104,18 @@ type sink struct {
 func (s *sink) claim(h session.Header) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.write(Checkpoint{Attempt: s.attempt, From: s.next, Header: &h})
+	if err := s.write(Checkpoint{Attempt: s.attempt, From: s.next, Header: &h}); err != nil {
+		return err
+	}
+	s.claimed = true
+	return nil
+}
+
+// isClaimed reports whether the claim was written.
+func (s *sink) isClaimed() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.claimed
 }
 
 // Append implements session.Persister.

@@ -228,6 +228,9 @@ const (
 	CodeNoWorker = "NO_WORKER"
 	// CodeCluster: the cluster could not be reached or refused a call.
 	CodeCluster = "CLUSTER_UNAVAILABLE"
+	// CodeRefused: a worker could not start the child (a route, tool or
+	// persona its configuration lacks): the error says why.
+	CodeRefused = "CHILD_REFUSED"
 )
 
 // Error is a failure of this provider with a stable code.
