@@ -42,14 +42,23 @@ const (
 type logState struct {
 	attempt int
 	length  int
+	// running is the current attempt's activity. Once it has ended (timed
+	// out: its worker was taken for dead), the attempt may write no more,
+	// even before the next one is scheduled: a worker that was only slow
+	// would otherwise write the end of a child it no longer runs.
+	running workflow.Future
 }
 
 // check reports whether cp extends the log: it comes from the current
-// attempt and continues the log exactly.
+// attempt, which is still running, and continues the log exactly.
 func (l *logState) check(cp Checkpoint) error {
 	if cp.Attempt != l.attempt {
 		return temporal.NewNonRetryableApplicationError(
 			fmt.Sprintf("checkpoint of attempt %d, but attempt %d runs the child", cp.Attempt, l.attempt), ErrSuperseded, nil)
+	}
+	if l.running != nil && l.running.IsReady() {
+		return temporal.NewNonRetryableApplicationError(
+			fmt.Sprintf("checkpoint of attempt %d, which has ended", cp.Attempt), ErrSuperseded, nil)
 	}
 	if cp.From != l.length {
 		return temporal.NewNonRetryableApplicationError(
@@ -98,7 +107,8 @@ func Workflow(ctx workflow.Context, in Input) (Outcome, error) {
 	for {
 		l.attempt++
 		var out Outcome
-		err := workflow.ExecuteActivity(actx, ActivityName, Attempt{Input: in, Attempt: l.attempt, From: l.length}).Get(actx, &out)
+		l.running = workflow.ExecuteActivity(actx, ActivityName, Attempt{Input: in, Attempt: l.attempt, From: l.length})
+		err := l.running.Get(actx, &out)
 		if ctx.Err() != nil {
 			return Outcome{}, temporal.NewCanceledError()
 		}

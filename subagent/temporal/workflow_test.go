@@ -280,3 +280,60 @@ func TestWorkflowCancellation(t *testing.T) {
 	}
 	<-stopped // the attempt saw the cancellation
 }
+
+// A worker taken for dead may still be alive: the checkpoint it sends once
+// it learns so (the end of the child it stopped) can reach the workflow in
+// the same workflow task as its attempt's timeout, before the next attempt
+// exists (seen on a loaded machine in TestManyChildrenOverTwoWorkers). The
+// check refuses a checkpoint of an attempt whose activity has ended.
+func TestCheckRefusesAnEndedAttempt(t *testing.T) {
+	env := suite().NewTestWorkflowEnvironment()
+	var before, after error
+	env.RegisterWorkflowWithOptions(func(ctx workflow.Context) error {
+		running, settle := workflow.NewFuture(ctx)
+		l := &logState{attempt: 1, running: running}
+		before = l.check(Checkpoint{Attempt: 1, Events: events(0, 1)})
+		settle.SetError(temporal.NewHeartbeatTimeoutError())
+		after = l.check(Checkpoint{Attempt: 1, Events: events(0, 1)})
+		return nil
+	}, workflow.RegisterOptions{Name: "check"})
+	env.ExecuteWorkflow("check")
+	var ae *temporal.ApplicationError
+	if before != nil || !errors.As(after, &ae) || ae.Type() != ErrSuperseded {
+		t.Errorf("while running: %v; once ended: %v, want %s", before, after, ErrSuperseded)
+	}
+}
+
+// The same, through the workflow: the ended attempt's late checkpoint is
+// refused, and the next attempt starts from the log without it.
+func TestWorkflowRefusesAnEndedAttempt(t *testing.T) {
+	f := &fakeAttempts{plays: []func(context.Context, Attempt) (Outcome, error){
+		func(context.Context, Attempt) (Outcome, error) { return Outcome{}, temporal.NewHeartbeatTimeoutError() },
+		func(context.Context, Attempt) (Outcome, error) { return Outcome{StopReason: subagent.Completed}, nil },
+	}}
+	env := workflowEnv(f)
+	var got error
+	answered := false
+	env.SetOnActivityCompletedListener(func(info *activity.Info, _ converter.EncodedValue, _ error) {
+		if info.Attempt != 1 || answered {
+			return
+		}
+		answered = true
+		env.UpdateWorkflow(CheckpointUpdate, "zombie", &testsuite.TestUpdateCallback{
+			OnReject:   func(err error) { got = err },
+			OnComplete: func(_ any, err error) { got = err },
+		}, Checkpoint{Attempt: 1, Events: events(0, 1)})
+	})
+	env.ExecuteWorkflow(WorkflowName, testInput())
+	out, err := outcome(env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ae *temporal.ApplicationError
+	if !errors.As(got, &ae) || ae.Type() != ErrSuperseded {
+		t.Errorf("the ended attempt's checkpoint: %v, want %s", got, ErrSuperseded)
+	}
+	if seen := f.attempts(); len(seen) != 2 || seen[1].From != 0 || out.LogLen != 0 {
+		t.Errorf("attempts %+v, outcome %+v: want attempt 2 from an empty log", seen, out)
+	}
+}
