@@ -281,6 +281,9 @@ func (p *Provider) Start(ctx context.Context, req subagent.StartRequest) (subage
 		ID:                       WorkflowID(in.SessionID),
 		TaskQueue:                p.cfg.TaskQueue,
 		WorkflowExecutionTimeout: p.cfg.RunTimeout,
+		// A stuck worker holds a workflow task this long before another
+		// worker gets it: no longer than it takes to notice it is stuck.
+		WorkflowTaskTimeout:      min(p.cfg.HeartbeatTimeout, 10*time.Second),
 		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_FAIL,
 		WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
 	}, WorkflowName, in)

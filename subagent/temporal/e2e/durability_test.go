@@ -95,8 +95,13 @@ func durableRun(t *testing.T, sig syscall.Signal) {
 	<-model.inFlight
 	f.worker("b", 2)
 	a.kill(t, sig)
-	if err := a.wait(); sig == syscall.SIGTERM && err != nil {
-		t.Errorf("worker a stopped with %v, want a clean exit:\n%s", err, a.stderr.String())
+	switch sig {
+	case syscall.SIGTERM:
+		if err := a.wait(); err != nil {
+			t.Errorf("worker a stopped with %v, want a clean exit:\n%s", err, a.stderr.String())
+		}
+	case syscall.SIGKILL:
+		a.wait()
 	}
 	res, err := run.Wait(context.Background())
 	if err != nil {
@@ -146,6 +151,10 @@ func durableRun(t *testing.T, sig syscall.Signal) {
 // A worker killed with SIGKILL mid-child: the child finishes on another
 // worker once the first one's heartbeat is missed.
 func TestDurableAcrossSIGKILL(t *testing.T) { durableRun(t, syscall.SIGKILL) }
+
+// A worker stuck (SIGSTOP) mid-child is taken for dead: the child finishes
+// on another worker.
+func TestDurableAcrossAStuckWorker(t *testing.T) { durableRun(t, syscall.SIGSTOP) }
 
 // A worker stopped with SIGTERM hands its child back at once: the child
 // finishes on another worker, and the stopped worker exits cleanly.
