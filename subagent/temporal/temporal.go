@@ -12,24 +12,25 @@
 // truth and lives in the workflow's history: the attempt first claims the
 // log (a CheckpointUpdate carrying the session header: that is readiness),
 // then adds to it through one update per step boundary (before each model
-// call, before each batch of tool calls runs, at the turn's end), each
-// applied before the child goes on. The workflow accepts an
-// update only from its current attempt and only if it continues the log
-// exactly, so a worker cut off from the cluster cannot write into a child
-// that has moved on.
+// call, before each tool call runs, at the turn's end), each applied before
+// the child goes on. The workflow accepts an update only from its current
+// attempt while it runs, and only if it continues the log exactly, so a
+// worker cut off from the cluster cannot write into a child that has moved
+// on.
 //
-// Durability. When a worker dies (its heartbeat stops: HeartbeatTimeout)
-// or stops (SIGTERM hands its children back at once), the workflow starts
+// Durability. When a worker dies or hangs (its heartbeat stops:
+// HeartbeatTimeout) or stops (SIGTERM hands its children back at once), the
+// workflow starts
 // the next attempt, which reads the log from the history, closes its open
 // turn as crash repair does, and tells the child to continue: the model
 // calls and tool results already in the log are not redone; the model
 // call in flight is, and a tool call that was running is reported to the
 // model as of unknown outcome. MaxResumes bounds the attempts.
 //
-// Bounds. One step adds about five events to the history per update (its
-// acceptance and completion, and a workflow task); the step cap (agent.maxSteps, default
-// 100) keeps a one-shot child far under Temporal's 51,200-event limit, so
-// no continue-as-new is needed. Payloads are the log's events, shipped in
+// Bounds. Each update adds five events to the history (its acceptance and
+// completion, and a workflow task), a step one to three updates; the step
+// cap (agent.maxSteps, default 100) keeps a one-shot child far under
+// Temporal's 51,200-event limit, so no continue-as-new is needed. Payloads are the log's events, shipped in
 // checkpoints of at most 1 MiB (Temporal refuses payloads over 2 MiB); a
 // single event larger than that fails the child with a clear diagnostic,
 // and the workflow refuses checkpoints once its history passes 40 MiB

@@ -27,6 +27,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/dsh-go/dsh/internal/llmtest"
+	"github.com/dsh-go/dsh/internal/proc"
 	"github.com/dsh-go/dsh/session"
 	"github.com/dsh-go/dsh/subagent"
 	"github.com/dsh-go/dsh/subagent/temporal"
@@ -101,12 +102,17 @@ func run(m *testing.M) (int, error) {
 	defer cluster.Close()
 	baseline := goleak.IgnoreCurrent() // the client's connection
 	code := m.Run()
-	if code == 0 {
-		if err := goleak.Find(baseline); err != nil {
-			return 1, fmt.Errorf("goleak: %w", err)
-		}
+	if code != 0 {
+		return code, nil
 	}
-	return code, nil
+	if err := goleak.Find(baseline); err != nil {
+		return 1, fmt.Errorf("goleak: %w", err)
+	}
+	// Every worker is gone; only the server is left, until its stdin closes.
+	if left := proc.Children(os.Getpid()); len(left) != 1 {
+		return 1, fmt.Errorf("child processes left: %v", left)
+	}
+	return 0, nil
 }
 
 // fleet is a task queue of its own, the loopback model its workers use,
