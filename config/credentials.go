@@ -10,14 +10,15 @@ import (
 const baseURLEnv = "DEEPSEEK_BASE_URL"
 
 // CredentialEnv lists the variables that hold credentials under cfg: every
-// model route's apiKeyEnv, and DEEPSEEK_BASE_URL when its URL carries a
-// secret (user-info, or a key in its query). dsh takes them out of its
-// environment at start-up (see internal/secret).
+// model route's apiKeyEnv, those of the subagent providers' blocks (a
+// temporal provider's apiKeyEnv), and DEEPSEEK_BASE_URL when its URL
+// carries a secret (user-info, or a key in its query). dsh takes them out
+// of its environment at start-up (see internal/secret).
 func (cfg Config) CredentialEnv(getenv func(string) string) []string {
 	var names []string
-	for _, m := range cfg.Models {
-		if m.APIKeyEnv != "" && !slices.Contains(names, m.APIKeyEnv) {
-			names = append(names, m.APIKeyEnv)
+	for _, name := range cfg.keyEnv() {
+		if !slices.Contains(names, name) {
+			names = append(names, name)
 		}
 	}
 	if len(secret.URLSecrets(getenv(baseURLEnv))) > 0 {
@@ -31,9 +32,31 @@ func (cfg Config) CredentialEnv(getenv func(string) string) []string {
 // session files and logs.
 func (cfg Config) Credentials(getenv func(string) string) []string {
 	var values []string
+	for _, name := range cfg.keyEnv() {
+		values = append(values, getenv(name))
+	}
 	for _, m := range cfg.Models {
-		values = append(values, getenv(m.APIKeyEnv))
 		values = append(values, secret.URLSecrets(m.BaseURL)...)
 	}
 	return values
+}
+
+// keyEnv lists the variables naming keys: the routes' apiKeyEnv, then the
+// providers' credentials.
+func (cfg Config) keyEnv() []string {
+	var names []string
+	for _, m := range cfg.Models {
+		if m.APIKeyEnv != "" {
+			names = append(names, m.APIKeyEnv)
+		}
+	}
+	if cfg.Subagents == nil {
+		return names
+	}
+	for _, p := range cfg.Subagents.Providers {
+		if k, ok := cfg.kindOf(p); ok && k.Credentials != nil {
+			names = append(names, k.Credentials(p.block)...)
+		}
+	}
+	return names
 }

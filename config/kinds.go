@@ -14,6 +14,7 @@ import (
 	"github.com/dsh-go/dsh/subagent/claudecode"
 	"github.com/dsh-go/dsh/subagent/codex"
 	"github.com/dsh-go/dsh/subagent/inproc"
+	"github.com/dsh-go/dsh/subagent/temporal"
 )
 
 // Kind is one kind of subagent provider: the one place that says how a
@@ -42,6 +43,10 @@ type Kind struct {
 	// Install says how to install it.
 	Program func(block any) string
 	Install string
+	// Credentials returns the variables that hold the credentials a
+	// provider's block names (nil: none); dsh takes them out of its
+	// environment and redacts their values.
+	Credentials func(block any) []string
 }
 
 // BuildEnv is what a kind's constructor may use.
@@ -51,8 +56,8 @@ type BuildEnv struct {
 	Getenv  func(string) string
 }
 
-// BuiltinKinds returns dsh's provider kinds: spawn, fork, acp, codex and
-// claude-code.
+// BuiltinKinds returns dsh's provider kinds: spawn, fork, acp, codex,
+// claude-code and temporal.
 func BuiltinKinds() []Kind {
 	return []Kind{
 		{Name: KindSpawn, New: func(env BuildEnv, name string, _ any) (subagent.Provider, error) {
@@ -96,6 +101,23 @@ func BuiltinKinds() []Kind {
 				return newClaudeCode(name, block, env.Getenv)
 			},
 			Program: func(block any) string { return cmp.Or(blockOf[claudecode.Config](block).Command, "claude") }},
+		{Name: temporal.Kind, Block: "temporal", NewBlock: func() any { return new(temporal.Config) },
+			Check: func(name string, block any) error {
+				c := blockOf[temporal.Config](block)
+				c.Name = name
+				return c.Check()
+			},
+			New: func(env BuildEnv, name string, block any) (subagent.Provider, error) {
+				c := blockOf[temporal.Config](block)
+				c.Name, c.Getenv, c.Log, c.Sessions = name, env.Getenv, env.Runtime.Log, env.Runtime.Sessions
+				return temporal.New(c)
+			},
+			Credentials: func(block any) []string {
+				if key := blockOf[temporal.Config](block).APIKeyEnv; key != "" {
+					return []string{key}
+				}
+				return nil
+			}},
 	}
 }
 

@@ -206,12 +206,6 @@ func anyValue(v attribute.Value) pb {
 		return array(v.AsStringSlice(), attribute.StringValue)
 	case attribute.SLICE:
 		return array(v.AsSlice(), func(x attribute.Value) attribute.Value { return x })
-	case attribute.MAP:
-		var m pb
-		for _, kv := range v.AsMap() {
-			m = m.message(1, keyValue(kv))
-		}
-		return b.message(6, m)
 	}
 	return b // empty
 }

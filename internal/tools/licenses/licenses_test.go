@@ -251,3 +251,16 @@ func TestReviewedTextIsPinned(t *testing.T) {
 		t.Errorf("changed text: problems %q, want %q", got, want)
 	}
 }
+
+// A module without a licence file passes only at the version a person
+// accepted.
+func TestUnlicensedIsPinned(t *testing.T) {
+	m := &Module{Path: "github.com/nexus-rpc/nexus-proto-annotations", Version: "v0.1.0"}
+	if p := m.Problems(); len(p) != 0 || m.Accepted() == "" {
+		t.Errorf("the accepted version: problems %q", p)
+	}
+	m.Version = "v0.2.0"
+	if p := m.Problems(); len(p) != 1 || p[0] != "no licence file" {
+		t.Errorf("another version: problems %q", p)
+	}
+}

@@ -79,6 +79,9 @@ func check(ctx context.Context, stdout, stderr io.Writer, dir string, patterns, 
 		if slices.ContainsFunc(m.Files, func(f File) bool { return f.Reviewed }) {
 			licences += " (reviewed)"
 		}
+		if why := m.Accepted(); why != "" {
+			licences = "none (accepted: " + why + ")"
+		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", m.Path, m.Version, use, licences)
 		if problems := m.Problems(); len(problems) > 0 {
 			failed++

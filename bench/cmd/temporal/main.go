@@ -1,0 +1,280 @@
+// Command temporal measures temporal children (subagent/temporal) against
+// spawn and acp children, and the throughput of a fleet of two workers:
+//
+//   - a real Temporal server: the e2e module's testserver
+//     (../subagent/temporal/e2e/testserver, built here unless -server names
+//     a binary; a cold build takes about 10 minutes on 2 cores), in-memory
+//     SQLite, on loopback;
+//   - two `dsh worker` processes built from ../cmd/dsh, each running up to
+//     -concurrency children;
+//   - one loopback model server (this process) that answers every request at
+//     once, used by every child: the spawn children in this process, the
+//     `dsh acp` children and the workers' children.
+//
+// Per child, interleaved over the providers: ready = Provider.Start (for
+// temporal: the workflow started, a worker has claimed the child); result
+// = Run.Wait after that (the child's one model call, and for temporal the
+// log's checkpoints and the workflow's end reaching the parent); dispose =
+// Run.Dispose. Then -children temporal children are started at once, and
+// the time until every one has settled and been disposed gives children
+// per second.
+package main
+
+import (
+	"bufio"
+	"context"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/dsh-go/dsh/agent"
+	"github.com/dsh-go/dsh/bench/internal/dshbin"
+	"github.com/dsh-go/dsh/bench/internal/dshcase"
+	"github.com/dsh-go/dsh/bench/internal/loopllm"
+	"github.com/dsh-go/dsh/bench/internal/measure"
+	"github.com/dsh-go/dsh/bench/internal/stats"
+	"github.com/dsh-go/dsh/config"
+	"github.com/dsh-go/dsh/content"
+	"github.com/dsh-go/dsh/session"
+	"github.com/dsh-go/dsh/subagent"
+	"github.com/dsh-go/dsh/subagent/acpchild"
+)
+
+func main() {
+	runs := flag.Int("runs", 15, "recorded children per provider (after one warm-up each)")
+	children := flag.Int("children", 200, "temporal children started at once for the throughput figure (0: skip)")
+	concurrency := flag.Int("concurrency", 50, "children each of the two workers runs at once")
+	server := flag.String("server", "", "a prebuilt testserver binary (default: build ../subagent/temporal/e2e/testserver)")
+	flag.Parse()
+	slog.SetDefault(dshcase.Quiet) // the ACP connection logs through slog.Default
+	if err := run(*runs, *children, *concurrency, *server); err != nil {
+		fmt.Fprintln(os.Stderr, "temporal:", err)
+		os.Exit(1)
+	}
+}
+
+// sample is one provider's readings, in milliseconds.
+type sample struct {
+	name                  string
+	ready, result, dispos []float64
+}
+
+func run(runs, children, concurrency int, server string) error {
+	ctx := context.Background()
+	root, err := dshbin.Root()
+	if err != nil {
+		return err
+	}
+	tmp, err := os.MkdirTemp("", "dsh-bench-temporal-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(tmp)
+	bin, err := dshbin.Build(tmp)
+	if err != nil {
+		return err
+	}
+	if server == "" {
+		server = filepath.Join(tmp, "testserver")
+		fmt.Fprintln(os.Stderr, "building the Temporal test server (minutes on a cold build cache)…")
+		build := exec.Command("go", "build", "-o", server, "./testserver")
+		build.Dir = filepath.Join(root, "subagent", "temporal", "e2e")
+		if out, err := build.CombinedOutput(); err != nil {
+			return fmt.Errorf("build the test server: %v\n%s", err, out)
+		}
+	}
+	hostPort, namespace, stop, err := startServer(server)
+	if err != nil {
+		return err
+	}
+	defer stop()
+	srv := loopllm.Start("ok")
+	defer srv.Close()
+
+	yaml := fmt.Sprintf(`models:
+  - {name: deepseek, baseURL: %s, apiKeyEnv: DEEPSEEK_API_KEY}
+subagents:
+  providers:
+    - name: spawn
+    - name: fleet
+      kind: temporal
+      temporal: {hostPort: "%s", namespace: %s, taskQueue: bench, readyTimeout: 5m}
+  tools:
+    - provider: spawn
+    - provider: fleet
+      toolName: subagent_fleet
+`, srv.URL, hostPort, namespace)
+	env, err := dshbin.Env(tmp, srv.URL)
+	if err != nil {
+		return err
+	}
+	configPath := filepath.Join(env["DSH_HOME"], "dsh.yaml")
+	if err := os.WriteFile(configPath, []byte(yaml), 0o600); err != nil {
+		return err
+	}
+	env["DSH_CONFIG"] = configPath
+	for _, name := range []string{"a", "b"} {
+		w := exec.Command(bin, "worker", "--identity", name, "--concurrency", fmt.Sprint(concurrency), "--workspace", tmp)
+		w.Env = dshbin.Environ(env)
+		if err := w.Start(); err != nil {
+			return err
+		}
+		defer func() {
+			w.Process.Kill()
+			w.Wait()
+		}()
+	}
+	getenv := func(k string) string { return env[k] }
+	cfg, err := config.Parse("bench.yaml", []byte(yaml), getenv)
+	if err != nil {
+		return err
+	}
+	rt, err := cfg.Build(ctx, dshcase.Quiet, session.NewMemoryBackend(), getenv)
+	if err != nil {
+		return err
+	}
+	defer rt.Close(ctx)
+	acp, err := acpchild.New(acpchild.Config{Name: "acp", Command: bin, Args: []string{"acp"}, Env: env, DepthEnv: "DSH_DEPTH"})
+	if err != nil {
+		return err
+	}
+	if _, err := rt.Subagents.Register(acp); err != nil {
+		return err
+	}
+	parent, err := rt.Agents.Create(ctx, agent.CreateOptions{Cwd: tmp, Options: cfg.Agent})
+	if err != nil {
+		return err
+	}
+	fmt.Printf("temporal children vs spawn and acp, %s %s/%s GOMAXPROCS=%d, %d runs per provider, two workers × %d, load average %.2f\n",
+		runtime.Version(), runtime.GOOS, runtime.GOARCH, runtime.GOMAXPROCS(0), runs, concurrency, measure.LoadAvg())
+
+	one := func(name string) (ready, result, dispose time.Duration, err error) {
+		p, _ := rt.Subagents.Provider(name)
+		t0 := time.Now()
+		r, err := p.Start(ctx, subagent.StartRequest{Prompt: []content.Block{content.Text("say ok")}, Parent: parent, Depth: 1})
+		if err != nil {
+			return 0, 0, 0, fmt.Errorf("%s: start: %w", name, err)
+		}
+		ready = time.Since(t0)
+		t1 := time.Now()
+		res, err := r.Wait(ctx)
+		result = time.Since(t1)
+		if err == nil && (res.StopReason != subagent.Completed || strings.TrimSpace(content.JoinText(res.Output)) != "ok") {
+			err = fmt.Errorf("%s: %s %q (%s)", name, res.StopReason, content.JoinText(res.Output), res.Diagnostic)
+		}
+		t2 := time.Now()
+		if derr := r.Dispose(ctx); err == nil {
+			err = derr
+		}
+		return ready, result, time.Since(t2), err
+	}
+	list := []*sample{{name: "spawn"}, {name: "acp"}, {name: "fleet"}}
+	if err := awaitWorkers(ctx, one); err != nil {
+		return err
+	}
+	for _, s := range list { // warm-up
+		if _, _, _, err := one(s.name); err != nil {
+			return err
+		}
+	}
+	ms := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1e3 }
+	for i := range runs {
+		for j := range list {
+			s := list[(i+j)%len(list)]
+			ready, result, dispose, err := one(s.name)
+			if err != nil {
+				return err
+			}
+			s.ready, s.result, s.dispos = append(s.ready, ms(ready)), append(s.result, ms(result)), append(s.dispos, ms(dispose))
+		}
+	}
+	fmt.Printf("\n%-9s %28s %28s %22s\n", "provider", "ready ms (median, p90)", "result ms (median, p90)", "dispose ms (median)")
+	for _, s := range list {
+		r, w, d := stats.Of(s.ready), stats.Of(s.result), stats.Of(s.dispos)
+		name := s.name
+		if name == "fleet" {
+			name = "temporal"
+		}
+		fmt.Printf("%-9s %19.2f, %7.2f %19.2f, %7.2f %22.2f\n", name, r.Median, r.P90, w.Median, w.P90, d.Median)
+	}
+	if children > 0 {
+		p, _ := rt.Subagents.Provider("fleet")
+		return throughput(ctx, p, parent, children, concurrency)
+	}
+	return nil
+}
+
+// awaitWorkers retries a temporal child until the workers poll.
+func awaitWorkers(ctx context.Context, one func(string) (time.Duration, time.Duration, time.Duration, error)) error {
+	deadline := time.Now().Add(time.Minute)
+	for {
+		_, _, _, err := one("fleet")
+		if err == nil || time.Now().After(deadline) {
+			return err
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// throughput starts n temporal children at once and reports how many
+// settle per second.
+func throughput(ctx context.Context, p subagent.Provider, parent *agent.Agent, n, concurrency int) error {
+	var wg sync.WaitGroup
+	errs := make(chan error, n)
+	t0 := time.Now()
+	for i := range n {
+		wg.Go(func() {
+			r, err := p.Start(ctx, subagent.StartRequest{Prompt: []content.Block{content.Text(fmt.Sprintf("child %d: say ok", i))}, Parent: parent, Depth: 1})
+			if err != nil {
+				errs <- err
+				return
+			}
+			defer r.Dispose(ctx)
+			if res, err := r.Wait(ctx); err != nil || res.StopReason != subagent.Completed {
+				errs <- fmt.Errorf("child %d: %v %s %s", i, err, res.StopReason, res.Diagnostic)
+			}
+		})
+	}
+	wg.Wait()
+	elapsed := time.Since(t0)
+	close(errs)
+	if err := <-errs; err != nil {
+		return err
+	}
+	fmt.Printf("\n%d temporal children started at once, two workers × %d: all settled and disposed in %.2f s: %.1f children/s\n",
+		n, concurrency, elapsed.Seconds(), float64(n)/elapsed.Seconds())
+	return nil
+}
+
+// startServer runs the test server and returns its address and namespace.
+func startServer(path string) (hostPort, namespace string, stop func(), err error) {
+	cmd := exec.Command(path)
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		return "", "", nil, err
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		return "", "", nil, err
+	}
+	if err := cmd.Start(); err != nil {
+		return "", "", nil, err
+	}
+	stop = func() {
+		stdin.Close()
+		cmd.Wait()
+	}
+	line, err := bufio.NewReader(stdout).ReadString('\n')
+	if _, serr := fmt.Sscan(line, &hostPort, &namespace); err != nil || serr != nil {
+		stop()
+		return "", "", nil, fmt.Errorf("the test server said %q: %v %v", line, err, serr)
+	}
+	return hostPort, namespace, stop, nil
+}
