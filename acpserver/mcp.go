@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"regexp"
+	"sync"
 
 	acpsdk "github.com/coder/acp-go-sdk"
 
@@ -59,7 +60,7 @@ func (s *server) sessionMCP(ctx context.Context, cwd string, list []acpsdk.McpSe
 	return &sessionServers{set: set}, nil
 }
 
-var unsafeServerName = regexp.MustCompile(`[^A-Za-z0-9_-]+|__+`)
+var unsafeServerName = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`[^A-Za-z0-9_-]+|__+`) })
 
 // mcpServers turns the servers of a session/new into server blocks. Names
 // are made fit for tool names (mcp__<server>__<tool>); values are taken
@@ -83,7 +84,7 @@ func mcpServers(list []acpsdk.McpServer) (map[string]mcptool.ServerConfig, error
 		default:
 			return nil, fmt.Errorf("mcpServers[%d]: unsupported transport (dsh takes stdio, http and sse)", i)
 		}
-		name = unsafeServerName.ReplaceAllString(name, "_")
+		name = unsafeServerName().ReplaceAllString(name, "_")
 		if len(name) > 64 {
 			name = name[:64]
 		}

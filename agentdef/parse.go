@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/goccy/go-yaml"
 	"github.com/goccy/go-yaml/ast"
@@ -69,9 +70,9 @@ func readOnlyRules() permission.Rules {
 }
 
 // position is a parser message's reference to a front-matter position.
-var position = regexp.MustCompile(`at \[(\d+):\d+\]`)
+var position = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`at \[(\d+):\d+\]`) })
 
-var validName = regexp.MustCompile(`^[a-zA-Z0-9][a-zA-Z0-9_.-]*$`)
+var validName = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[a-zA-Z0-9][a-zA-Z0-9_.-]*$`) })
 
 // fileParser reads one definition file.
 type fileParser struct {
@@ -131,8 +132,8 @@ func (p *fileParser) front(text string) error {
 	if err != nil {
 		var ye yaml.Error
 		if errors.As(err, &ye) {
-			msg := position.ReplaceAllStringFunc(ye.GetMessage(), func(m string) string {
-				n, _ := strconv.Atoi(position.FindStringSubmatch(m)[1])
+			msg := position().ReplaceAllStringFunc(ye.GetMessage(), func(m string) string {
+				n, _ := strconv.Atoi(position().FindStringSubmatch(m)[1])
 				return fmt.Sprintf("at line %d", n+p.offset)
 			})
 			return p.fail(ye.GetToken().Position.Line+p.offset, "", "%s", msg)
@@ -166,7 +167,7 @@ func (p *fileParser) front(text string) error {
 	switch {
 	case d.Name == "":
 		return p.fail(1, "name", "is required")
-	case !validName.MatchString(d.Name):
+	case !validName().MatchString(d.Name):
 		return p.fail(d.lines["name"], "name", "want letters, digits, '-', '_' or '.', got %q", d.Name)
 	case strings.TrimSpace(d.Description) == "":
 		return p.fail(max(d.lines["description"], 1), "description", "is required: it tells the model when to use this agent")

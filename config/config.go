@@ -18,6 +18,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/goccy/go-yaml"
@@ -389,12 +390,12 @@ func decodeDuration(d *time.Duration, b []byte) error {
 	return nil
 }
 
-var position = regexp.MustCompile(`^\[(\d+):\d+\] `)
+var position = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^\[(\d+):\d+\] `) })
 
 // withSourceLine appends the offending source line to a decoder message
 // that starts with its [line:column] position, so the key is named.
 func withSourceLine(data []byte, msg string) string {
-	m := position.FindStringSubmatch(msg)
+	m := position().FindStringSubmatch(msg)
 	if m == nil {
 		return msg
 	}

@@ -14,7 +14,6 @@ import (
 	"github.com/dsh-go/dsh/subagent/claudecode"
 	"github.com/dsh-go/dsh/subagent/codex"
 	"github.com/dsh-go/dsh/subagent/inproc"
-	"github.com/dsh-go/dsh/subagent/temporal"
 )
 
 // Kind is one kind of subagent provider: the one place that says how a
@@ -57,9 +56,9 @@ type BuildEnv struct {
 }
 
 // BuiltinKinds returns dsh's provider kinds: spawn, fork, acp, codex,
-// claude-code and temporal.
+// claude-code, and temporal in a build with the tag temporal.
 func BuiltinKinds() []Kind {
-	return []Kind{
+	return append([]Kind{
 		{Name: KindSpawn, New: func(env BuildEnv, name string, _ any) (subagent.Provider, error) {
 			return inproc.New(inproc.Config{Name: name, Agents: env.Runtime.Agents})
 		}},
@@ -101,24 +100,7 @@ func BuiltinKinds() []Kind {
 				return newClaudeCode(name, block, env.Getenv)
 			},
 			Program: func(block any) string { return cmp.Or(blockOf[claudecode.Config](block).Command, "claude") }},
-		{Name: temporal.Kind, Block: "temporal", NewBlock: func() any { return new(temporal.Config) },
-			Check: func(name string, block any) error {
-				c := blockOf[temporal.Config](block)
-				c.Name = name
-				return c.Check()
-			},
-			New: func(env BuildEnv, name string, block any) (subagent.Provider, error) {
-				c := blockOf[temporal.Config](block)
-				c.Name, c.Getenv, c.Log, c.Sessions = name, env.Getenv, env.Runtime.Log, env.Runtime.Sessions
-				return temporal.New(c)
-			},
-			Credentials: func(block any) []string {
-				if key := blockOf[temporal.Config](block).APIKeyEnv; key != "" {
-					return []string{key}
-				}
-				return nil
-			}},
-	}
+	}, temporalKinds()...)
 }
 
 // newCodex and newClaudeCode build (with getenv) or only check (nil) a
@@ -260,7 +242,7 @@ func (cfg Config) decodeBlocks(file *Config) error {
 func (cfg Config) validateProvider(at string, p Provider) error {
 	k, ok := cfg.kindOf(p)
 	if !ok {
-		return bad(at, "unknown kind %q (want %s)", cmp.Or(p.Kind, p.Name), cfg.kindNames())
+		return bad(at, "unknown kind %q (want %s)%s", cmp.Or(p.Kind, p.Name), cfg.kindNames(), missingKind(cmp.Or(p.Kind, p.Name)))
 	}
 	for _, b := range p.blocks {
 		switch {

@@ -6,6 +6,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -100,7 +101,7 @@ func (e *ConfigError) Error() string {
 // ErrorCode implements the code convention of dsh errors.
 func (e *ConfigError) ErrorCode() string { return CodeConfig }
 
-var serverName = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
+var serverName = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`) })
 
 // Validate checks the block of the server called name.
 func (c ServerConfig) Validate(name string) error {
@@ -108,7 +109,7 @@ func (c ServerConfig) Validate(name string) error {
 		return &ConfigError{Server: name, Field: field, Msg: fmt.Sprintf(format, args...)}
 	}
 	switch {
-	case !serverName.MatchString(name):
+	case !serverName().MatchString(name):
 		return bad("", "a server name is 1 to 64 letters, digits, _ and -")
 	case strings.Contains(name, "__"):
 		return bad("", `a server name must not contain "__", which separates it from the tool in mcp__<server>__<tool>`)
@@ -226,7 +227,7 @@ func sortedKeys(m map[string]string) []string {
 	return keys
 }
 
-var varName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+var varName = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`) })
 
 // expand replaces ${VAR} and ${VAR:-default} in s, as Claude Code does. A
 // variable lookup does not find, without a default, is an error naming it;
@@ -256,7 +257,7 @@ func substitute(s string, lookup func(string) (string, bool)) (string, []string,
 		}
 		ref := s[i+2 : i+j]
 		name, def, hasDef := strings.Cut(ref, ":-")
-		if !varName.MatchString(name) {
+		if !varName().MatchString(name) {
 			return "", nil, fmt.Errorf("bad variable reference ${%s}", ref)
 		}
 		b.WriteString(s[:i])

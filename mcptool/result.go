@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"regexp"
 	"strings"
+	"sync"
 	"unicode/utf8"
 
 	"github.com/google/jsonschema-go/jsonschema"
@@ -31,13 +32,13 @@ const (
 // Prefix starts the name of every MCP tool: mcp__<server>__<tool>.
 const Prefix = "mcp__"
 
-var unsafeName = regexp.MustCompile(`[^A-Za-z0-9_-]`)
+var unsafeName = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`[^A-Za-z0-9_-]`) })
 
 // ToolName returns the dsh name of a server's tool, mcp__<server>__<tool>:
 // characters model APIs refuse become _, and a name longer than 64 bytes is
 // cut and ended with a hash of the tool's own name, to keep it distinct.
 func ToolName(server, name string) string {
-	n := Prefix + server + "__" + unsafeName.ReplaceAllString(name, "_")
+	n := Prefix + server + "__" + unsafeName().ReplaceAllString(name, "_")
 	if len(n) <= maxToolName {
 		return n
 	}

@@ -32,7 +32,7 @@ type Section struct {
 // VariableFunc returns a variable's value, or ok=false when it has none.
 type VariableFunc func() (value string, ok bool)
 
-var variableName = regexp.MustCompile(`^[a-z][a-z0-9_]*$`)
+var variableName = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[a-z][a-z0-9_]*$`) })
 
 // Error is a prompt failure: a bad registration or a failed render.
 type Error struct{ Msg string }
@@ -76,8 +76,8 @@ func (l *layer) addSection(s Section, where string) (func(), error) {
 }
 
 func (l *layer) addVariable(name string, fn VariableFunc, where string) (func(), error) {
-	if !variableName.MatchString(name) {
-		return nil, errorf("variable name %q must match %s", name, variableName)
+	if !variableName().MatchString(name) {
+		return nil, errorf("variable name %q must match %s", name, variableName())
 	}
 	if fn == nil {
 		return nil, errorf("variable %q has no provider", name)
@@ -233,7 +233,7 @@ func (s *Scope) Interpolate(text string) (string, error) {
 			break
 		}
 		name := strings.TrimSpace(text[open+2 : open+2+end])
-		if !variableName.MatchString(name) {
+		if !variableName().MatchString(name) {
 			return "", errorf("malformed template group %q", text[open:open+4+end])
 		}
 		fn := s.variable(name)

@@ -275,11 +275,11 @@ func git(ctx context.Context, dir string, args ...string) (string, error) {
 	return strings.TrimSpace(stdout.String()), nil
 }
 
-var unsafeChars = regexp.MustCompile(`[^a-z0-9]+`)
+var unsafeChars = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`[^a-z0-9]+`) })
 
 // slug makes a short branch-safe name of label.
 func slug(label string) string {
-	s := strings.Trim(unsafeChars.ReplaceAllString(strings.ToLower(label), "-"), "-")
+	s := strings.Trim(unsafeChars().ReplaceAllString(strings.ToLower(label), "-"), "-")
 	if len(s) > 32 {
 		s = strings.TrimRight(s[:32], "-")
 	}

@@ -7,6 +7,7 @@ import (
 	"runtime"
 	"runtime/debug"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -71,7 +72,7 @@ func versionOf(info *debug.BuildInfo, stamped buildVersion) buildVersion {
 	v.Version = cmp.Or(stamped.Version, v.Version, "(devel)")
 	v.Date = cmp.Or(stamped.Date, v.Date)
 	v.Go = cmp.Or(v.Go, runtime.Version())
-	if m := pseudoVersion.FindStringSubmatch(v.Version); m != nil && v.Commit == "" {
+	if m := pseudoVersion().FindStringSubmatch(v.Version); m != nil && v.Commit == "" {
 		// go install …@latest of an untagged commit: no VCS settings, but
 		// the pseudo-version names the commit and its time.
 		v.Commit = m[2]
@@ -84,7 +85,9 @@ func versionOf(info *debug.BuildInfo, stamped buildVersion) buildVersion {
 
 // pseudoVersion matches a Go pseudo-version (go.dev/ref/mod#pseudo-versions),
 // capturing its UTC commit time and its 12-digit commit prefix.
-var pseudoVersion = regexp.MustCompile(`^v[0-9]+\.(?:0\.0-|[0-9]+\.[0-9]+-(?:[^+]*\.)?0\.)([0-9]{14})-([0-9a-f]{12})(?:\+[0-9A-Za-z.-]+)?$`)
+var pseudoVersion = sync.OnceValue(func() *regexp.Regexp {
+	return regexp.MustCompile(`^v[0-9]+\.(?:0\.0-|[0-9]+\.[0-9]+-(?:[^+]*\.)?0\.)([0-9]{14})-([0-9a-f]{12})(?:\+[0-9A-Za-z.-]+)?$`)
+})
 
 // String is the text of dsh --version: the version on the first line, then
 // one "key: value" line each for the commit, its date and the toolchain.

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"regexp"
 	"strings"
+	"sync"
 	"unicode/utf8"
 
 	"github.com/dsh-go/dsh/content"
@@ -54,13 +55,15 @@ type normalizer struct {
 func newNormalizer(cwd string) *normalizer { return &normalizer{cwd: cwd} }
 
 // uuidPattern matches the ids dsh mints.
-var uuidPattern = regexp.MustCompile(`[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}`)
+var uuidPattern = sync.OnceValue(func() *regexp.Regexp {
+	return regexp.MustCompile(`[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}`)
+})
 
 func (n *normalizer) text(s string) string {
 	if n.cwd != "" && n.cwd != "/" {
 		s = strings.ReplaceAll(s, n.cwd, "{{cwd}}")
 	}
-	return uuidPattern.ReplaceAllStringFunc(s, func(id string) string {
+	return uuidPattern().ReplaceAllStringFunc(s, func(id string) string {
 		i, ok := n.index[id]
 		if !ok {
 			if n.index == nil {

@@ -366,7 +366,7 @@ func (m *Model) rewrite(c content.Chunk) content.Chunk {
 		if len(s) < 36 {
 			return s
 		}
-		return uuidPattern.ReplaceAllStringFunc(s, func(id string) string { return cmp.Or(m.ids[id], id) })
+		return uuidPattern().ReplaceAllStringFunc(s, func(id string) string { return cmp.Or(m.ids[id], id) })
 	}
 	c.Text, c.ArgumentsDelta = swap(c.Text), swap(c.ArgumentsDelta)
 	if c.Block != nil {
