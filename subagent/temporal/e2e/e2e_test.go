@@ -61,7 +61,7 @@ func run(m *testing.M) (int, error) {
 	defer os.RemoveAll(dir)
 	// dsh is built in its own module (three levels up), with its own go.sum.
 	dshBin = filepath.Join(dir, "dsh")
-	build := exec.Command("go", "build", "-o", dshBin, "./cmd/dsh")
+	build := exec.Command("go", "build", "-tags", "temporal", "-o", dshBin, "./cmd/dsh")
 	build.Dir = "../../.."
 	if out, err := build.CombinedOutput(); err != nil {
 		return 0, fmt.Errorf("build dsh: %v\n%s", err, out)
