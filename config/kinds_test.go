@@ -37,6 +37,10 @@ func TestOneEntryAddsAKind(t *testing.T) {
 				Default: subagenttest.Script{Result: subagent.Result{Output: []content.Block{content.Text(greeting)}}}}, nil
 		}}
 	l := config.Loader{Kinds: append(config.BuiltinKinds(), echo)}
+	var names []string // spawn, fork, acp, codex, claude-code (and temporal in its build), echo
+	for _, k := range l.Kinds {
+		names = append(names, k.Name)
+	}
 	cfg, err := l.Parse("dsh.yaml", []byte(`subagents:
   providers:
     - name: greeter
@@ -59,7 +63,7 @@ func TestOneEntryAddsAKind(t *testing.T) {
 		"subagents:\n  providers:\n    - name: g\n      kind: echo\n      echo: {times: two}\n": `config dsh.yaml: line 5: subagents.providers[0].echo.times: want an integer, got "two"`,
 		"subagents:\n  providers:\n    - name: g\n      kind: echo\n      echo: {times: 2}\n":   `config dsh.yaml: line 5: subagents.providers[0].echo.greeting: is required`,
 		"subagents:\n  providers:\n    - name: g\n      kind: echo\n      echo: {greting: x}\n": `unknown field "greting"`,
-		"subagents:\n  providers:\n    - name: g\n      kind: teleport\n":                       `unknown kind "teleport" (want spawn, fork, acp, codex, claude-code, temporal or echo)`,
+		"subagents:\n  providers:\n    - name: g\n      kind: teleport\n":                       `unknown kind "teleport" (want ` + strings.Join(names[:len(names)-1], ", ") + " or echo)",
 		"subagents:\n  providers:\n    - name: g\n      kind: echo\n      codex: {}\n":          `line 3: subagents.providers[0]: a echo provider cannot have a codex block`,
 	} {
 		_, err := l.Parse("dsh.yaml", []byte(yaml), env(nil))

@@ -1,6 +1,7 @@
 package tui
 
 import (
+	"cmp"
 	"fmt"
 	"slices"
 	"strings"
@@ -24,7 +25,12 @@ type childRow struct {
 	callID         string // that tool call's id
 	usage          content.Usage
 	task           string // the id of the background task that runs it; "" in the foreground
+	child          string // a continuable child's short id, which /kill takes; "" for others
 }
+
+// handle is what /kill takes for the row: its task id, else its
+// continuable child's short id.
+func (r *childRow) handle() string { return cmp.Or(r.task, r.child) }
 
 func (r *childRow) running() bool { return r.ended.IsZero() }
 
@@ -45,9 +51,12 @@ func newChildren() *children {
 // linked to the running background subagent task of the same label that
 // no row has yet, if any: the task is listed before it starts its run,
 // and the run's events carry no task id, so the label is the link.
-func (c *children) start(e subagent.Started, root string, tasks []task.Snapshot, now time.Time) *childRow {
+func (c *children) start(e subagent.Started, root string, tasks []task.Snapshot, continuable func(childID string) bool,
+	now time.Time) *childRow {
 	r := &childRow{info: e.RunInfo, started: now, status: "running"}
-	if e.ParentID == root {
+	if e.ParentID == root && continuable(e.ChildID) {
+		r.child = shortID(e.ChildID)
+	} else if e.ParentID == root {
 		label := strings.Join(strings.Fields(e.Label), " ")
 		for _, t := range tasks {
 			if t.Kind == subagenttool.TaskKind && t.Status == task.Running && t.Label == label && !c.linked[t.ID] {
@@ -193,8 +202,8 @@ func (c *children) tree() ([]*childRow, []int) {
 func (r *childRow) summary(now time.Time) string {
 	var b strings.Builder
 	b.WriteString(r.info.Provider + " · " + label(r.info))
-	if r.task != "" {
-		b.WriteString(" · " + r.task)
+	if h := r.handle(); h != "" {
+		b.WriteString(" · " + h)
 	}
 	if r.running() {
 		fmt.Fprintf(&b, " · %s %s", r.status, elapsed(now.Sub(r.started)))
@@ -217,6 +226,17 @@ func (r *childRow) summary(now time.Time) string {
 func (r *childRow) line(now time.Time, depth, width int) string {
 	lead := strings.Repeat("  ", depth) + "↳ "
 	return lead + oneLine(r.summary(now), width-ansi.StringWidth(lead))
+}
+
+// byHandle returns the running row of a continuable child whose short id
+// is h.
+func (c *children) byHandle(h string) *childRow {
+	for _, r := range c.rows {
+		if r.child != "" && r.child == h && r.running() {
+			return r
+		}
+	}
+	return nil
 }
 
 // label names a run for a person: its label, else its child's id.

@@ -26,7 +26,7 @@ func commands() []command {
 	return []command{
 		{"tasks", "", "list the background tasks of this conversation", (*model).tasks},
 		{"output", "ID", "show a background task's output (reading it takes it off the panel)", (*model).output},
-		{"kill", "ID", "stop a background task and its child, with everything it runs", (*model).kill},
+		{"kill", "ID", "stop a background task and its child, or a continuable child's turn, with everything it runs", (*model).kill},
 		{"sessions", "", "list the stored sessions of this directory", (*model).sessions},
 		{"resume", "ID", "continue a stored session here", (*model).resume},
 		{"cost", "", "the tokens and cost of this conversation, children included", (*model).cost},
@@ -108,6 +108,14 @@ func (m *model) output(id string) tea.Cmd {
 }
 
 func (m *model) kill(id string) tea.Cmd {
+	if r := m.kids.byHandle(strings.TrimSpace(id)); r != nil { // a continuable child: its turn ends
+		if err := m.ui.opts.Runtime.Subagents.Interrupt(m.agent, r.info.ChildID); err != nil {
+			m.log.add(entryError, "✗ "+err.Error())
+		} else {
+			m.log.addf(entryNote, "Stopping %s.", r.child)
+		}
+		return nil
+	}
 	finished, snap, err := m.ui.opts.Runtime.Tasks.Kill(id, m.agent, "killed by the user")
 	switch {
 	case err != nil:
@@ -246,6 +254,13 @@ func (m *model) complete() {
 		for _, t := range m.ui.opts.Runtime.Tasks.List(m.agent) {
 			if strings.HasPrefix(t.ID, typed) && (name == "output" || t.Status == task.Running) {
 				cands = append(cands, t.ID)
+			}
+		}
+		if name == "kill" {
+			for _, r := range m.kids.rows {
+				if r.child != "" && r.running() && strings.HasPrefix(r.child, typed) {
+					cands = append(cands, r.child)
+				}
 			}
 		}
 	}

@@ -105,47 +105,65 @@ func atoi(s string) int {
 	return n
 }
 
+// oneShotSpawn makes the subagent tool's children one-shot: a background
+// one runs as a task (subagent-1, …), read with /output.
+const oneShotSpawn = `subagents:
+  providers: [{name: spawn}]
+  tools:
+    - provider: spawn
+      continuable: false
+`
+
 // A background child stays listed while it runs; /kill (Tab-completed)
-// stops it, and its process group with it, and it leaves the panel.
+// stops it, and its process group with it: a one-shot child's task by its
+// id, a continuable child's turn by the child's short id.
 func TestKillStopsABackgroundChild(t *testing.T) {
-	s := start(t, func(r llmtest.Request) llmtest.Reply {
-		switch {
-		case r.Child && len(r.ToolResults) == 0:
-			return llmtest.Reply{ToolCall: &llmtest.ToolCall{Name: "bash", Arguments: `{"command":"echo $$ > sleeper.pid; exec sleep 1000"}`}}
-		case r.Child:
-			return llmtest.Reply{Text: "slept"}
-		case r.LastUser == "start the sleeper" && len(r.ToolResults) == 0:
-			return llmtest.Reply{ToolCall: &llmtest.ToolCall{Name: "subagent",
-				Arguments: `{"description":"sleeper","prompt":"sleep","run_in_background":true}`}}
-		}
-		return llmtest.Reply{Text: "Noted."}
-	}, "", 100, 30)
+	for _, tc := range []struct{ name, yaml string }{{"task", oneShotSpawn}, {"continuable", ""}} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := start(t, func(r llmtest.Request) llmtest.Reply {
+				switch {
+				case r.Child && len(r.ToolResults) == 0:
+					return llmtest.Reply{ToolCall: &llmtest.ToolCall{Name: "bash", Arguments: `{"command":"echo $$ > sleeper.pid; exec sleep 1000"}`}}
+				case r.Child:
+					return llmtest.Reply{Text: "slept"}
+				case r.LastUser == "start the sleeper" && len(r.ToolResults) == 0:
+					return llmtest.Reply{ToolCall: &llmtest.ToolCall{Name: "subagent",
+						Arguments: `{"description":"sleeper","prompt":"sleep","run_in_background":true}`}}
+				}
+				return llmtest.Reply{Text: "Noted."}
+			}, tc.yaml, 100, 30)
 
-	s.send("start the sleeper")
-	pid := waitPID(t, filepath.Join(s.cwd, "sleeper.pid"))
-	pgid, err := syscall.Getpgid(pid)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s.term.WaitText("↳ spawn · sleeper · subagent-1 · running")
+			s.send("start the sleeper")
+			pid := waitPID(t, filepath.Join(s.cwd, "sleeper.pid"))
+			pgid, err := syscall.Getpgid(pid)
+			if err != nil {
+				t.Fatal(err)
+			}
+			running := regexp.MustCompile(`↳ spawn · sleeper · (subagent-1|[0-9a-f]{8}) · running`)
+			handle := running.FindStringSubmatch(s.term.WaitFor("the sleeper's row", running.MatchString))[1]
+			if (tc.name == "task") != (handle == "subagent-1") {
+				t.Fatalf("a %s child is listed as %s", tc.name, handle)
+			}
 
-	s.term.Type("/ki" + termtest.Tab)
-	s.term.WaitText("/kill ")
-	s.term.Type(termtest.Tab)
-	s.term.WaitText("/kill subagent-1")
-	s.term.Type(termtest.Enter)
-	s.term.WaitText("Stopping subagent-1.")
-	deadline := time.Now().Add(termtest.Timeout)
-	for syscall.Kill(-pgid, 0) != syscall.ESRCH {
-		if time.Now().After(deadline) {
-			t.Fatalf("the sleeper's process group %d outlived /kill", pgid)
-		}
-		time.Sleep(10 * time.Millisecond)
+			s.term.Type("/ki" + termtest.Tab)
+			s.term.WaitText("/kill ")
+			s.term.Type(termtest.Tab)
+			s.term.WaitText("/kill " + handle)
+			s.term.Type(termtest.Enter)
+			s.term.WaitText("Stopping " + handle + ".")
+			deadline := time.Now().Add(termtest.Timeout)
+			for syscall.Kill(-pgid, 0) != syscall.ESRCH {
+				if time.Now().After(deadline) {
+					t.Fatalf("the sleeper's process group %d outlived /kill", pgid)
+				}
+				time.Sleep(10 * time.Millisecond) // a real process: poll its group
+			}
+			s.term.WaitFor("the child ended and off the panel", func(screen string) bool {
+				return strings.Contains(screen, "↳ spawn · sleeper · "+handle+" · aborted in") &&
+					!strings.Contains(screen, "sleeper · "+handle+" · running") && !strings.Contains(screen, "stopping")
+			})
+		})
 	}
-	s.term.WaitFor("the child ended and off the panel", func(screen string) bool {
-		return strings.Contains(screen, "↳ spawn · sleeper · subagent-1 · aborted in") &&
-			!strings.Contains(screen, "sleeper · subagent-1 · running") && !strings.Contains(screen, "stopping")
-	})
 }
 
 // waitPID waits (bounded) for a file holding a process id.

@@ -132,7 +132,7 @@ func TestBackgroundChildStaysUntilRead(t *testing.T) {
 				Arguments: `{"description":"bgjob","prompt":"work","run_in_background":true}`}}
 		}
 		return llmtest.Reply{Text: "Noted."}
-	}, "", 100, 30)
+	}, oneShotSpawn, 100, 30)
 	s.send("start it")
 	row := "↳ spawn · bgjob · subagent-1 · completed in"
 	s.term.WaitFor("the completed child on the panel and in the transcript", func(screen string) bool {

@@ -136,10 +136,16 @@ func (m *model) apply(item any) tea.Cmd {
 			m.busy = it.Status == agent.StatusRunning
 		}
 	case subagent.Started:
-		r := m.kids.start(it, m.agent.ID(), m.ui.opts.Runtime.Tasks.List(m.agent), m.now)
+		subagents := m.ui.opts.Runtime.Subagents
+		r := m.kids.start(it, m.agent.ID(), m.ui.opts.Runtime.Tasks.List(m.agent), func(id string) bool {
+			return subagents.Residency(id) != subagent.NotResident
+		}, m.now)
 		how := "started"
-		if r.task != "" {
+		switch {
+		case r.task != "":
 			how = "started in the background as " + r.task
+		case r.child != "":
+			how = "started as " + r.child
 		}
 		m.log.add(entryChild, indent(m.depth(it.ParentID))+"↳ "+it.Provider+" · "+label(it.RunInfo)+" · "+how)
 	case subagent.ProgressEvent:
