@@ -138,8 +138,9 @@ func errorResult(code string, err error) Result {
 // entry is a registered tool with its resolved schema.
 type entry struct {
 	def      Definition
-	spec     content.ToolSpec
+	schema   *jsonschema.Schema
 	resolved *jsonschema.Resolved
+	spec     func() content.ToolSpec // the model's view, encoded at its first use
 }
 
 func newEntry(def Definition) (*entry, error) {
@@ -157,12 +158,15 @@ func newEntry(def Definition) (*entry, error) {
 	if err != nil {
 		return nil, Errorf(CodeInvalidDefinition, "tool %s: invalid parameters schema: %v", def.Name, err)
 	}
-	raw, err := json.Marshal(schema)
-	if err != nil {
-		return nil, Errorf(CodeInvalidDefinition, "tool %s: %v", def.Name, err)
-	}
-	return &entry{def: def, resolved: resolved,
-		spec: content.ToolSpec{Name: def.Name, Description: def.Description, Parameters: raw}}, nil
+	e := &entry{def: def, schema: schema, resolved: resolved}
+	e.spec = sync.OnceValue(func() content.ToolSpec {
+		raw, err := json.Marshal(e.schema)
+		if err != nil { // a schema that resolved encodes; this is the model's fallback
+			raw = json.RawMessage(`{"type":"object"}`)
+		}
+		return content.ToolSpec{Name: def.Name, Description: def.Description, Parameters: raw}
+	})
+	return e, nil
 }
 
 // table is one layer of tools.
@@ -190,7 +194,7 @@ func (t *table) allSpecs() []content.ToolSpec {
 	names := slices.Sorted(maps.Keys(t.tools))
 	specs := make([]content.ToolSpec, 0, len(names))
 	for _, n := range names {
-		specs = append(specs, t.tools[n].spec)
+		specs = append(specs, t.tools[n].spec())
 	}
 	t.specs, t.specsGen, t.specsOK = specs, t.gen, true
 	return specs
@@ -536,7 +540,7 @@ func (s *Scope) buildSpecs() []content.ToolSpec {
 	specs := make([]content.ToolSpec, 0, len(shared)+len(own))
 	for _, n := range append(shared, own...) {
 		if e := s.lookup(n); e != nil {
-			specs = append(specs, e.spec)
+			specs = append(specs, e.spec())
 		}
 	}
 	return specs

@@ -72,7 +72,10 @@ func versionOf(info *debug.BuildInfo, stamped buildVersion) buildVersion {
 	v.Version = cmp.Or(stamped.Version, v.Version, "(devel)")
 	v.Date = cmp.Or(stamped.Date, v.Date)
 	v.Go = cmp.Or(v.Go, runtime.Version())
-	if m := pseudoVersion().FindStringSubmatch(v.Version); m != nil && v.Commit == "" {
+	if v.Commit != "" || !strings.HasPrefix(v.Version, "v") {
+		return v // the common case: no pseudo-version to read (and no regexp to compile)
+	}
+	if m := pseudoVersion().FindStringSubmatch(v.Version); m != nil {
 		// go install …@latest of an untagged commit: no VCS settings, but
 		// the pseudo-version names the commit and its time.
 		v.Commit = m[2]
