@@ -18,6 +18,7 @@ import (
 	"github.com/dsh-go/dsh"
 	"github.com/dsh-go/dsh/agent"
 	"github.com/dsh-go/dsh/content"
+	"github.com/dsh-go/dsh/event"
 	"github.com/dsh-go/dsh/llm"
 	"github.com/dsh-go/dsh/llm/replay"
 	"github.com/dsh-go/dsh/llm/scripted"
@@ -36,11 +37,14 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 type world struct {
 	rt    *dsh.Runtime
 	store *session.MemoryBackend
+
+	mu      sync.Mutex
+	noticed map[string]bool // tasks whose completion notice was delivered
 }
 
 func newWorld(t *testing.T, model func(*world) llm.Model, extra ...tool.Definition) *world {
 	t.Helper()
-	w := &world{store: session.NewMemoryBackend()}
+	w := &world{store: session.NewMemoryBackend(), noticed: map[string]bool{}}
 	rt, err := dsh.New(dsh.Options{Backend: w.store})
 	if err != nil {
 		t.Fatal(err)
@@ -62,6 +66,12 @@ func newWorld(t *testing.T, model func(*world) llm.Model, extra ...tool.Definiti
 	must(subagenttool.Mount(deps, subagenttool.Config{Provider: "spawn"}))
 	must(subagenttool.Mount(deps, subagenttool.Config{Provider: "fork", ToolName: "subagent_fork"}))
 	must(task.Mount(rt.Tasks, rt.Tools, rt.Prompt, task.ToolOptions{}))
+	// Listeners run in order: this one after the notice was delivered.
+	event.On(rt.Events, func(e task.Done) {
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		w.noticed[e.Task.ID] = true
+	})
 	for _, d := range extra {
 		must(rt.Tools.Register(d))
 	}
@@ -69,7 +79,8 @@ func newWorld(t *testing.T, model func(*world) llm.Model, extra ...tool.Definiti
 }
 
 // run runs prompts as turns of a new top-level agent working in cwd, waits
-// until it and its background tasks have settled, and returns its id.
+// until it and its background tasks have settled (each task's notice
+// delivered, or not owed), and returns its id.
 func (w *world) run(t *testing.T, cwd string, prompts ...string) string {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -84,10 +95,15 @@ func (w *world) run(t *testing.T, cwd string, prompts ...string) string {
 		}
 	}
 	for {
-		busy := a.Status() == agent.StatusRunning
+		busy := false
+		w.mu.Lock()
 		for _, tk := range w.rt.Tasks.List(a) {
-			busy = busy || !tk.Status.Terminal()
+			busy = busy || !tk.Status.Terminal() || !tk.Reported && !w.noticed[tk.ID]
 		}
+		w.mu.Unlock()
+		// The status last: a notice delivered before the check above has
+		// woken the agent by now.
+		busy = busy || a.Status() == agent.StatusRunning
 		if !busy {
 			break
 		}
