@@ -185,7 +185,7 @@ func TestParallelSafeCallsRecordedInModelOrder(t *testing.T) {
 					return tool.Result{}, errors.New("calls did not overlap")
 				}
 				if delay {
-					time.Sleep(20 * time.Millisecond) // finish last, be recorded first
+					time.Sleep(20 * time.Millisecond) // on the bubble's clock: finish last, be recorded first
 				}
 				return tool.TextResult(name), nil
 			}}

@@ -319,7 +319,7 @@ func backgroundModel(delay time.Duration) func(*world) llm.Model {
 			last := req.Messages[len(req.Messages)-1]
 			switch {
 			case child != "":
-				time.Sleep(delay)
+				time.Sleep(delay) // on the bubble's clock
 				return chunks(ctx, req, scripted.Text("background result"))
 			case last.Source.Plugin == task.NoticePlugin:
 				return chunks(ctx, req, scripted.ToolCalls("", scripted.Call{ID: "call_read", Name: "task_output", Arguments: `{"task_id":"subagent-1"}`}))
