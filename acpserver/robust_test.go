@@ -13,6 +13,7 @@ import (
 	"sync/atomic"
 	"testing"
 	"testing/iotest"
+	"testing/synctest"
 	"time"
 
 	acpsdk "github.com/coder/acp-go-sdk"
@@ -237,52 +238,48 @@ func TestSecondPromptLeavesTheFirstAlone(t *testing.T) {
 	}
 }
 
-// waitFor polls cond until it holds.
-func waitFor(cond func() bool) {
-	for !cond() {
-		time.Sleep(time.Millisecond)
-	}
-}
-
 // A turn woken between prompts by a background task's completion notice
-// streams to the client like a prompted one, its notice included.
+// streams to the client like a prompted one, its notice included. In a
+// bubble: Wait returns once the woken turn is over.
 func TestWokenTurnReachesTheClient(t *testing.T) {
-	rec := &recorder{}
-	release := make(chan struct{})
-	conn, srv := connect(t, acpserver.Options{}, scripted.New(
-		scripted.ToolCalls("", scripted.Call{ID: "c1", Name: "start_job", Arguments: `{}`}),
-		scripted.Text("started"),
-		scripted.Text("the job said 42")), rec)
-	rt := srv.rt
-	if _, err := task.Mount(rt.Tasks, rt.Tools, rt.Prompt, task.ToolOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	rt.Tools.Register(tool.Definition{Name: "start_job", Execute: func(_ context.Context, call tool.Call) (tool.Result, error) {
-		id, err := rt.Tasks.Start(task.Spec{Kind: "job", Label: "answer", Owner: call.Caller.(*agent.Agent),
-			Run: func(ctx context.Context, done func(task.Outcome)) {
-				go func() {
-					select {
-					case <-release:
-						done(task.Outcome{Status: task.Completed, Output: "42"})
-					case <-ctx.Done():
-						done(task.Outcome{Status: task.Killed})
-					}
-				}()
-			}})
-		return tool.TextResult("started " + id), err
-	}})
-	id := newSession(t, conn)
-	if r, err := prompt(conn, id, "start the job"); err != nil || r.StopReason != acpsdk.StopReasonEndTurn {
-		t.Fatalf("prompt = %+v, %v", r, err)
-	}
-	close(release)
-	waitFor(func() bool { msg, _, _ := rec.texts(); return strings.HasSuffix(msg, "the job said 42") })
-	if msg, _, _ := rec.texts(); msg != "startedthe job said 42" {
-		t.Fatalf("messages %q", msg)
-	}
-	if users := rec.userTexts(); len(users) != 1 || !strings.Contains(users[0], "background task job-1") {
-		t.Fatalf("user message chunks %q, want the completion notice only", users)
-	}
+	synctest.Test(t, func(t *testing.T) {
+		rec := &recorder{}
+		release := make(chan struct{})
+		conn, srv := connect(t, acpserver.Options{}, scripted.New(
+			scripted.ToolCalls("", scripted.Call{ID: "c1", Name: "start_job", Arguments: `{}`}),
+			scripted.Text("started"),
+			scripted.Text("the job said 42")), rec)
+		rt := srv.rt
+		if _, err := task.Mount(rt.Tasks, rt.Tools, rt.Prompt, task.ToolOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		rt.Tools.Register(tool.Definition{Name: "start_job", Execute: func(_ context.Context, call tool.Call) (tool.Result, error) {
+			id, err := rt.Tasks.Start(task.Spec{Kind: "job", Label: "answer", Owner: call.Caller.(*agent.Agent),
+				Run: func(ctx context.Context, done func(task.Outcome)) {
+					go func() {
+						select {
+						case <-release:
+							done(task.Outcome{Status: task.Completed, Output: "42"})
+						case <-ctx.Done():
+							done(task.Outcome{Status: task.Killed})
+						}
+					}()
+				}})
+			return tool.TextResult("started " + id), err
+		}})
+		id := newSession(t, conn)
+		if r, err := prompt(conn, id, "start the job"); err != nil || r.StopReason != acpsdk.StopReasonEndTurn {
+			t.Fatalf("prompt = %+v, %v", r, err)
+		}
+		close(release)
+		synctest.Wait() // the woken turn has ended and reached the client
+		if msg, _, _ := rec.texts(); msg != "startedthe job said 42" {
+			t.Fatalf("messages %q", msg)
+		}
+		if users := rec.userTexts(); len(users) != 1 || !strings.Contains(users[0], "background task job-1") {
+			t.Fatalf("user message chunks %q, want the completion notice only", users)
+		}
+	})
 }
 
 // A connection holds at most MaxSessions sessions; session/close frees one.
@@ -318,28 +315,35 @@ func (s *silent) RequestPermission(ctx context.Context, _ acpsdk.RequestPermissi
 }
 
 // A permission request the client never answers is denied after
-// PermissionTimeout, and the turn goes on.
+// PermissionTimeout (the default, on the bubble's clock), not before, and
+// the turn goes on.
 func TestUnansweredPermissionIsDenied(t *testing.T) {
-	rec := &silent{}
-	model := scripted.New(scripted.ToolCalls("", scripted.Call{ID: "c1", Name: "bash", Arguments: `{"command":"ls"}`}), scripted.Text("no answer"))
-	conn, srv := connect(t, acpserver.Options{PermissionTimeout: 50 * time.Millisecond}, model, rec)
-	id := newSession(t, conn)
-	if r, err := prompt(conn, id, "go"); err != nil || r.StopReason != acpsdk.StopReasonEndTurn {
-		t.Fatalf("prompt = %+v, %v", r, err)
-	}
-	if msg, _, tools := rec.texts(); msg != "no answer" || strings.Join(tools, ",") != "call bash,update failed" {
-		t.Fatalf("message %q, tools %v", msg, tools)
-	}
-	a, _ := srv.rt.Agents.Get(string(id))
-	var result string
-	for _, e := range a.Session().Events() {
-		if r, ok := e.Data.(session.ToolResult); ok {
-			result = content.JoinText(r.Message.Content[0].Content)
+	synctest.Test(t, func(t *testing.T) {
+		rec := &silent{}
+		model := scripted.New(scripted.ToolCalls("", scripted.Call{ID: "c1", Name: "bash", Arguments: `{"command":"ls"}`}), scripted.Text("no answer"))
+		conn, srv := connect(t, acpserver.Options{}, model, rec)
+		id := newSession(t, conn)
+		asked := time.Now()
+		if r, err := prompt(conn, id, "go"); err != nil || r.StopReason != acpsdk.StopReasonEndTurn {
+			t.Fatalf("prompt = %+v, %v", r, err)
 		}
-	}
-	if !strings.Contains(result, "bash was not approved: the permission request failed: the client did not answer within 50ms") {
-		t.Fatalf("tool result %q", result)
-	}
+		if waited := time.Since(asked); waited < acpserver.DefaultPermissionTimeout {
+			t.Errorf("denied after %v, before the timeout (%v)", waited, acpserver.DefaultPermissionTimeout)
+		}
+		if msg, _, tools := rec.texts(); msg != "no answer" || strings.Join(tools, ",") != "call bash,update failed" {
+			t.Fatalf("message %q, tools %v", msg, tools)
+		}
+		a, _ := srv.rt.Agents.Get(string(id))
+		var result string
+		for _, e := range a.Session().Events() {
+			if r, ok := e.Data.(session.ToolResult); ok {
+				result = content.JoinText(r.Message.Content[0].Content)
+			}
+		}
+		if !strings.Contains(result, "bash was not approved: the permission request failed: the client did not answer within 5m0s") {
+			t.Fatalf("tool result %q", result)
+		}
+	})
 }
 
 // A response to a permission request that is over the limit fails that

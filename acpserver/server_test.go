@@ -8,7 +8,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
+	"testing/synctest"
 
 	acpsdk "github.com/coder/acp-go-sdk"
 	"go.uber.org/goleak"
@@ -230,22 +230,25 @@ func TestRejectedPermissionRefusesTheTool(t *testing.T) {
 }
 
 func TestCancelResolvesCancelled(t *testing.T) {
-	rec := &recorder{}
-	conn, _ := serve(t, rec, scripted.Hang("thinking"))
-	id := newSession(t, conn)
-	go func() {
-		for {
-			if m, _, _ := rec.texts(); m != "" {
-				conn.Cancel(context.Background(), acpsdk.CancelNotification{SessionId: id})
-				return
-			}
-			time.Sleep(time.Millisecond)
+	synctest.Test(t, func(t *testing.T) {
+		rec := &recorder{}
+		conn, _ := serve(t, rec, scripted.Hang("thinking"))
+		id := newSession(t, conn)
+		type answer struct {
+			resp acpsdk.PromptResponse
+			err  error
 		}
-	}()
-	resp, err := prompt(conn, id, "go")
-	if err != nil || resp.StopReason != acpsdk.StopReasonCancelled {
-		t.Fatalf("prompt = %+v, %v", resp, err)
-	}
+		done := make(chan answer, 1)
+		go func() { r, err := prompt(conn, id, "go"); done <- answer{r, err} }()
+		synctest.Wait() // the turn is parked in its model call, its text sent
+		if m, _, _ := rec.texts(); m != "thinking" {
+			t.Errorf("message before the cancel %q", m)
+		}
+		conn.Cancel(context.Background(), acpsdk.CancelNotification{SessionId: id})
+		if a := <-done; a.err != nil || a.resp.StopReason != acpsdk.StopReasonCancelled {
+			t.Fatalf("prompt = %+v, %v", a.resp, a.err)
+		}
+	})
 }
 
 func TestBadRequests(t *testing.T) {
@@ -281,22 +284,25 @@ func TestBadRequests(t *testing.T) {
 }
 
 func TestOnePromptInFlightPerSession(t *testing.T) {
-	rec := &recorder{}
-	conn, _ := serve(t, rec, scripted.Hang("working"))
-	id := newSession(t, conn)
-	first := make(chan acpsdk.PromptResponse, 1)
-	go func() { r, _ := prompt(conn, id, "one"); first <- r }()
-	for m, _, _ := rec.texts(); m == ""; m, _, _ = rec.texts() {
-		time.Sleep(time.Millisecond)
-	}
-	_, err := prompt(conn, id, "two")
-	if err == nil || !strings.Contains(err.Error(), "already in flight") {
-		t.Fatalf("second prompt: %v", err)
-	}
-	conn.Cancel(context.Background(), acpsdk.CancelNotification{SessionId: id})
-	if r := <-first; r.StopReason != acpsdk.StopReasonCancelled {
-		t.Fatalf("first = %+v", r)
-	}
+	synctest.Test(t, func(t *testing.T) {
+		rec := &recorder{}
+		conn, _ := serve(t, rec, scripted.Hang("working"))
+		id := newSession(t, conn)
+		first := make(chan acpsdk.PromptResponse, 1)
+		go func() { r, _ := prompt(conn, id, "one"); first <- r }()
+		synctest.Wait() // the first turn is parked in its model call, its text sent
+		if m, _, _ := rec.texts(); m != "working" {
+			t.Fatalf("message before the second prompt %q", m)
+		}
+		_, err := prompt(conn, id, "two")
+		if err == nil || !strings.Contains(err.Error(), "already in flight") {
+			t.Fatalf("second prompt: %v", err)
+		}
+		conn.Cancel(context.Background(), acpsdk.CancelNotification{SessionId: id})
+		if r := <-first; r.StopReason != acpsdk.StopReasonCancelled {
+			t.Fatalf("first = %+v", r)
+		}
+	})
 }
 
 // A client's `_meta` can narrow the session's policy, never widen it: a

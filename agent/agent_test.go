@@ -7,6 +7,7 @@ import (
 	"slices"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"go.uber.org/goleak"
@@ -162,39 +163,43 @@ func TestMultiStepToolUse(t *testing.T) {
 }
 
 // Two concurrency-safe calls must run at the same time (each waits for the
-// other to start) and still be recorded in the model's order.
+// other to start) and still be recorded in the model's order. In a bubble
+// the first call finishes a fake 20ms after the second, every time; calls
+// that never overlap fail at once, when the fake clock reaches the guard.
 func TestParallelSafeCallsRecordedInModelOrder(t *testing.T) {
-	e := newEnv(t,
-		scripted.ToolCalls("", scripted.Call{ID: "first", Name: "slow", Arguments: `{}`},
-			scripted.Call{ID: "second", Name: "fast", Arguments: `{}`}),
-		scripted.Text("ok"))
-	var started sync.WaitGroup
-	started.Add(2)
-	both := make(chan struct{})
-	go func() { started.Wait(); close(both) }()
-	wait := func(name string, delay bool) tool.Definition {
-		return tool.Definition{Name: name, ConcurrencySafe: true, Execute: func(ctx context.Context, c tool.Call) (tool.Result, error) {
-			started.Done()
-			select {
-			case <-both:
-			case <-time.After(10 * time.Second):
-				return tool.Result{}, errors.New("calls did not overlap")
-			}
-			if delay {
-				time.Sleep(20 * time.Millisecond) // finish last, be recorded first
-			}
-			return tool.TextResult(name), nil
-		}}
-	}
-	e.tool(wait("slow", true))
-	e.tool(wait("fast", false))
-	a := e.create(agent.CreateOptions{})
-	run(t, a, "go")
-	rs := results(a.Session().Events())
-	if len(rs) != 2 || rs[0].Message.Source.CallID != "first" || rs[1].Message.Source.CallID != "second" || rs[0].Error != nil || rs[1].Error != nil {
-		t.Fatalf("results = %+v", rs)
-	}
-	checkBalanced(t, a)
+	synctest.Test(t, func(t *testing.T) {
+		e := newEnv(t,
+			scripted.ToolCalls("", scripted.Call{ID: "first", Name: "slow", Arguments: `{}`},
+				scripted.Call{ID: "second", Name: "fast", Arguments: `{}`}),
+			scripted.Text("ok"))
+		var started sync.WaitGroup
+		started.Add(2)
+		both := make(chan struct{})
+		go func() { started.Wait(); close(both) }()
+		wait := func(name string, delay bool) tool.Definition {
+			return tool.Definition{Name: name, ConcurrencySafe: true, Execute: func(ctx context.Context, c tool.Call) (tool.Result, error) {
+				started.Done()
+				select {
+				case <-both:
+				case <-time.After(10 * time.Second):
+					return tool.Result{}, errors.New("calls did not overlap")
+				}
+				if delay {
+					time.Sleep(20 * time.Millisecond) // on the bubble's clock: finish last, be recorded first
+				}
+				return tool.TextResult(name), nil
+			}}
+		}
+		e.tool(wait("slow", true))
+		e.tool(wait("fast", false))
+		a := e.create(agent.CreateOptions{})
+		run(t, a, "go")
+		rs := results(a.Session().Events())
+		if len(rs) != 2 || rs[0].Message.Source.CallID != "first" || rs[1].Message.Source.CallID != "second" || rs[0].Error != nil || rs[1].Error != nil {
+			t.Fatalf("results = %+v", rs)
+		}
+		checkBalanced(t, a)
+	})
 }
 
 // An exclusive call is a barrier: calls run strictly in order.
@@ -357,57 +362,67 @@ func TestUnknownProviderIsAClearError(t *testing.T) {
 	}
 }
 
+// A steer sent while a tool runs enters the next step's request. The
+// bubble's Wait returns once the turn is parked in the tool.
 func TestSteerEntersNextStep(t *testing.T) {
-	gate := make(chan struct{})
-	e := newEnv(t, scripted.ToolCalls("", scripted.Call{ID: "w", Name: "wait", Arguments: `{}`}), scripted.Text("ok"))
-	e.tool(tool.Definition{Name: "wait", Execute: func(ctx context.Context, c tool.Call) (tool.Result, error) {
-		<-gate
-		return tool.TextResult("waited"), nil
-	}})
-	a := e.create(agent.CreateOptions{})
-	done := make(chan session.TurnEnd, 1)
-	go func() { end, _ := a.Run(context.Background(), content.UserText("go")); done <- end }()
-	for a.Status() != agent.StatusRunning {
-		time.Sleep(time.Millisecond)
-	}
-	if err := a.Steer(content.UserText("also this")); err != nil {
-		t.Fatal(err)
-	}
-	close(gate)
-	<-done
-	second := e.model.Requests()[1].Messages
-	if last := second[len(second)-1]; content.JoinText(last.Content) != "also this" {
-		t.Fatalf("last message of step 2 = %+v", last)
-	}
+	synctest.Test(t, func(t *testing.T) {
+		gate := make(chan struct{})
+		e := newEnv(t, scripted.ToolCalls("", scripted.Call{ID: "w", Name: "wait", Arguments: `{}`}), scripted.Text("ok"))
+		e.tool(tool.Definition{Name: "wait", Execute: func(ctx context.Context, c tool.Call) (tool.Result, error) {
+			<-gate
+			return tool.TextResult("waited"), nil
+		}})
+		a := e.create(agent.CreateOptions{})
+		done := make(chan session.TurnEnd, 1)
+		go func() { end, _ := a.Run(context.Background(), content.UserText("go")); done <- end }()
+		synctest.Wait()
+		if s := a.Status(); s != agent.StatusRunning {
+			t.Fatalf("status with the tool parked = %v", s)
+		}
+		if err := a.Steer(content.UserText("also this")); err != nil {
+			t.Fatal(err)
+		}
+		close(gate)
+		<-done
+		second := e.model.Requests()[1].Messages
+		if last := second[len(second)-1]; content.JoinText(last.Content) != "also this" {
+			t.Fatalf("last message of step 2 = %+v", last)
+		}
+	})
 }
 
+// Dispose aborts a turn parked in a hanging model call. The bubble's Wait
+// returns once the model call is parked.
 func TestDisposeStopsRunningAgent(t *testing.T) {
-	e := newEnv(t, scripted.Hang(""))
-	a := e.create(agent.CreateOptions{})
-	done := make(chan session.TurnEnd, 1)
-	go func() { end, _ := a.Run(context.Background(), content.UserText("go")); done <- end }()
-	for a.Session().Len() < 5 {
-		time.Sleep(time.Millisecond)
-	}
-	if err := a.Dispose(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	if err := a.Dispose(context.Background()); err != nil {
-		t.Fatal("second dispose:", err)
-	}
-	end := <-done
-	if end.Reason.Kind != session.EndAborted || end.Reason.Cause.Kind != agent.CauseDisposed {
-		t.Fatalf("end = %+v", end)
-	}
-	if _, ok := e.agents.Get(a.ID()); ok {
-		t.Fatal("agent still registered")
-	}
-	if _, ok := e.store.Get(a.ID()); ok {
-		t.Fatal("session still live")
-	}
-	if err := a.Followup(content.UserText("late")); !errors.Is(err, &agent.Error{Code: agent.CodeDisposed}) {
-		t.Fatalf("followup after dispose: %v", err)
-	}
+	synctest.Test(t, func(t *testing.T) {
+		e := newEnv(t, scripted.Hang(""))
+		a := e.create(agent.CreateOptions{})
+		done := make(chan session.TurnEnd, 1)
+		go func() { end, _ := a.Run(context.Background(), content.UserText("go")); done <- end }()
+		synctest.Wait()
+		if n := a.Session().Len(); n < 5 {
+			t.Fatalf("%d events with the model call parked, want at least 5", n)
+		}
+		if err := a.Dispose(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		if err := a.Dispose(context.Background()); err != nil {
+			t.Fatal("second dispose:", err)
+		}
+		end := <-done
+		if end.Reason.Kind != session.EndAborted || end.Reason.Cause.Kind != agent.CauseDisposed {
+			t.Fatalf("end = %+v", end)
+		}
+		if _, ok := e.agents.Get(a.ID()); ok {
+			t.Fatal("agent still registered")
+		}
+		if _, ok := e.store.Get(a.ID()); ok {
+			t.Fatal("session still live")
+		}
+		if err := a.Followup(content.UserText("late")); !errors.Is(err, &agent.Error{Code: agent.CodeDisposed}) {
+			t.Fatalf("followup after dispose: %v", err)
+		}
+	})
 }
 
 func TestSetupFailureLeavesNothing(t *testing.T) {

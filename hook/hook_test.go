@@ -172,11 +172,15 @@ func TestCancelKillsTheHook(t *testing.T) {
 	s := set(t, hook.PreToolUse, "", cmd("touch "+started+"; sleep 30"))
 	done := make(chan error, 1)
 	go func() { done <- s.Run(ctx, hook.Input{Event: hook.PreToolUse, Cwd: dir, ToolName: "bash"}) }()
-	for {
+	// A real process makes the file: poll for it on the real clock, boundedly.
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(5 * time.Millisecond) {
 		if _, err := os.Stat(started); err == nil {
 			break
 		}
-		time.Sleep(5 * time.Millisecond)
+		if time.Now().After(deadline) {
+			cancel(errors.New("the hook never started"))
+			t.Fatal("the hook never started")
+		}
 	}
 	stop := errors.New("stop")
 	cancel(stop)

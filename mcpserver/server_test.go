@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -156,47 +157,45 @@ func TestToolsListed(t *testing.T) {
 }
 
 // A foreground delegation reports the child's turn and tool calls as
-// progress and answers with its output, stop reason and usage.
+// progress and answers with its output, stop reason and usage. In a
+// bubble over in-memory transports, so that late notifications are
+// awaited by Wait.
 func TestForegroundWithProgress(t *testing.T) {
-	var mu sync.Mutex
-	var progress []string
-	var last float64
-	cs, _ := serve(t, func(r *mcp.ProgressNotificationClientRequest) {
+	synctest.Test(t, func(t *testing.T) {
+		var mu sync.Mutex
+		var progress []string
+		var last float64
+		cs, _ := serve(t, func(r *mcp.ProgressNotificationClientRequest) {
+			mu.Lock()
+			defer mu.Unlock()
+			if r.Params.ProgressToken != "tok" || r.Params.Progress <= last {
+				t.Errorf("progress %+v after %v", r.Params, last)
+			}
+			last = r.Params.Progress
+			progress = append(progress, r.Params.Message)
+		})
+		res, err := callDelegate(context.Background(), cs, `{"description":"peek","prompt":"look"}`, "tok")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.IsError || textOf(res) != "child: look" {
+			t.Fatalf("result %+v", res)
+		}
+		var out mcpserver.Outcome
+		raw, _ := json.Marshal(res.StructuredContent)
+		json.Unmarshal(raw, &out)
+		if out.Output != "child: look" || out.StopReason != subagent.Completed || out.Usage["test/"].Input == 0 {
+			t.Errorf("structured %s", raw)
+		}
+		// The client handles notifications apart from results: the last may
+		// come after the result, and has once the bubble is blocked.
+		synctest.Wait()
 		mu.Lock()
 		defer mu.Unlock()
-		if r.Params.ProgressToken != "tok" || r.Params.Progress <= last {
-			t.Errorf("progress %+v after %v", r.Params, last)
+		if want := []string{"turn 1 started", "calling read", "a tool call finished", "turn 1 ended: completed"}; !slices.Equal(progress, want) {
+			t.Fatalf("progress %q, want %q", progress, want)
 		}
-		last = r.Params.Progress
-		progress = append(progress, r.Params.Message)
 	})
-	res, err := callDelegate(context.Background(), cs, `{"description":"peek","prompt":"look"}`, "tok")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if res.IsError || textOf(res) != "child: look" {
-		t.Fatalf("result %+v", res)
-	}
-	var out mcpserver.Outcome
-	raw, _ := json.Marshal(res.StructuredContent)
-	json.Unmarshal(raw, &out)
-	if out.Output != "child: look" || out.StopReason != subagent.Completed || out.Usage["test/"].Input == 0 {
-		t.Errorf("structured %s", raw)
-	}
-	// The client handles notifications apart from results: the last may
-	// come after the result.
-	want := []string{"turn 1 started", "calling read", "a tool call finished", "turn 1 ended: completed"}
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(5 * time.Millisecond) {
-		mu.Lock()
-		got := slices.Clone(progress)
-		mu.Unlock()
-		if slices.Equal(got, want) {
-			break
-		}
-		if len(got) > len(want) || time.Now().After(deadline) {
-			t.Fatalf("progress %q, want %q", got, want)
-		}
-	}
 }
 
 func TestForegroundFailure(t *testing.T) {

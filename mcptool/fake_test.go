@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"os"
 	"strings"
-	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -114,7 +113,6 @@ func fakeServer() *mcp.Server {
 	srv.AddTool(&mcp.Tool{Name: "crash", Description: "Crashes the server mid-call.", InputSchema: object(``)},
 		func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 			fmt.Fprintln(os.Stderr, "fake: segmentation fault (not really)")
-			time.Sleep(10 * time.Millisecond)
 			os.Exit(2)
 			return nil, nil
 		})

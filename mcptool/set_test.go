@@ -114,17 +114,6 @@ func wantError(t *testing.T, r tool.Result, code string, parts ...string) {
 	}
 }
 
-// eventually waits, boundedly, for cond.
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	for deadline := time.Now().Add(10 * time.Second); !cond(); {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
-
 func TestToolsAndResults(t *testing.T) {
 	bus := event.New(quiet())
 	set := newSet(t, map[string]mcptool.ServerConfig{"fake": fake("ok")}, mcptool.Options{Events: bus})
@@ -173,21 +162,28 @@ func TestToolsAndResults(t *testing.T) {
 
 	wantError(t, call(t, s, "mcp__fake__fail", `{}`), mcptool.CodeToolError, "Error: the disk is on fire")
 
+	// The notifications come from a real process and may trail the
+	// result: wait for the third on the bus, boundedly.
 	var mu sync.Mutex
 	var got []mcptool.Progress
+	third := make(chan struct{})
 	defer event.On(bus, func(p mcptool.Progress) {
 		mu.Lock()
-		got = append(got, p)
-		mu.Unlock()
+		defer mu.Unlock()
+		if got = append(got, p); len(got) == 3 {
+			close(third)
+		}
 	})()
 	if r := call(t, s, "mcp__fake__progress", `{}`); text(r) != "done" {
 		t.Errorf("progress: %+v", r)
 	}
-	eventually(t, "three progress events", func() bool {
-		mu.Lock()
-		defer mu.Unlock()
-		return len(got) == 3
-	})
+	select {
+	case <-third:
+	case <-time.After(10 * time.Second):
+		t.Fatal("timed out waiting for three progress events")
+	}
+	mu.Lock()
+	defer mu.Unlock()
 	for i, p := range got {
 		if p.Server != "fake" || p.Tool != "mcp__fake__progress" || p.CallID != "c1" || p.Progress != float64(i+1) || p.Total != 3 ||
 			p.Message != fmt.Sprintf("step %d", i+1) {

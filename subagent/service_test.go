@@ -7,7 +7,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
+	"testing/synctest"
 
 	"github.com/google/jsonschema-go/jsonschema"
 	"go.uber.org/goleak"
@@ -271,73 +271,76 @@ func TestDepth(t *testing.T) {
 
 // D1, D3, D4, D5, D6: start only after readiness, unique run ids, end after
 // start even when the result settled before Start returned, the output
-// carried only when non-empty.
+// carried only when non-empty. In a bubble, so that the check before
+// readiness runs once the gated start is parked.
 func TestLifecycleEvents(t *testing.T) {
-	f := newFixture(t, 0, agent.Options{})
-	gate := make(chan struct{})
-	f.register(&subagenttest.Provider{ProviderName: "p", Default: done("answer"),
-		ByPrompt: map[string]subagenttest.Script{
-			"gated": {Gate: gate, Result: subagent.Result{Output: []content.Block{content.Text("g")}}},
-			"empty": {Result: subagent.Result{StopReason: subagent.Failed}},
-		}})
-	started := make(chan subagent.Run, 1)
-	go func() {
-		run, err := f.svc.Start(context.Background(), "p", f.req("gated"))
-		if err != nil {
-			t.Error(err)
-		}
-		started <- run
-	}()
-	time.Sleep(10 * time.Millisecond) // give a wrong implementation the chance to announce early
-	if got := f.eventTypes(); slices.Contains(got, "subagent/start") {
-		t.Fatal("subagent/start emitted before readiness")
-	}
-	close(gate)
-	runs := []subagent.Run{<-started}
-	for _, prompt := range []string{"now", "empty"} {
-		run, err := f.svc.Start(context.Background(), "p", f.req(prompt))
-		if err != nil {
-			t.Fatal(err)
-		}
-		runs = append(runs, run)
-	}
-	for _, r := range runs {
-		if err := r.Dispose(context.Background()); err != nil {
-			t.Fatal(err)
-		}
-	}
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	starts := map[string]int{}
-	ids := map[string]bool{}
-	for i, e := range f.events {
-		switch e := e.(type) {
-		case subagent.Started:
-			starts[e.RunID] = i
-			if ids[e.RunID] || e.Local || e.Provider != "p" || e.ParentID != f.parent.ID() {
-				t.Errorf("start %+v", e)
+	synctest.Test(t, func(t *testing.T) {
+		f := newFixture(t, 0, agent.Options{})
+		gate := make(chan struct{})
+		f.register(&subagenttest.Provider{ProviderName: "p", Default: done("answer"),
+			ByPrompt: map[string]subagenttest.Script{
+				"gated": {Gate: gate, Result: subagent.Result{Output: []content.Block{content.Text("g")}}},
+				"empty": {Result: subagent.Result{StopReason: subagent.Failed}},
+			}})
+		started := make(chan subagent.Run, 1)
+		go func() {
+			run, err := f.svc.Start(context.Background(), "p", f.req("gated"))
+			if err != nil {
+				t.Error(err)
 			}
-			ids[e.RunID] = true
-		case subagent.Ended:
-			si, ok := starts[e.RunID]
-			if !ok || si > i {
-				t.Errorf("end %s before its start", e.RunID)
+			started <- run
+		}()
+		synctest.Wait() // the start is parked on the gate: a wrong implementation has announced by now
+		if got := f.eventTypes(); slices.Contains(got, "subagent/start") {
+			t.Error("subagent/start emitted before readiness")
+		}
+		close(gate)
+		runs := []subagent.Run{<-started}
+		for _, prompt := range []string{"now", "empty"} {
+			run, err := f.svc.Start(context.Background(), "p", f.req(prompt))
+			if err != nil {
+				t.Fatal(err)
 			}
-			switch e.StopReason {
-			case subagent.Completed:
-				if len(e.LastAssistantMessage) != 1 {
-					t.Errorf("end %+v lacks the output", e)
+			runs = append(runs, run)
+		}
+		for _, r := range runs {
+			if err := r.Dispose(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+		}
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		starts := map[string]int{}
+		ids := map[string]bool{}
+		for i, e := range f.events {
+			switch e := e.(type) {
+			case subagent.Started:
+				starts[e.RunID] = i
+				if ids[e.RunID] || e.Local || e.Provider != "p" || e.ParentID != f.parent.ID() {
+					t.Errorf("start %+v", e)
 				}
-			case subagent.Failed:
-				if e.LastAssistantMessage != nil {
-					t.Errorf("empty output reported as %+v", e.LastAssistantMessage)
+				ids[e.RunID] = true
+			case subagent.Ended:
+				si, ok := starts[e.RunID]
+				if !ok || si > i {
+					t.Errorf("end %s before its start", e.RunID)
+				}
+				switch e.StopReason {
+				case subagent.Completed:
+					if len(e.LastAssistantMessage) != 1 {
+						t.Errorf("end %+v lacks the output", e)
+					}
+				case subagent.Failed:
+					if e.LastAssistantMessage != nil {
+						t.Errorf("empty output reported as %+v", e.LastAssistantMessage)
+					}
 				}
 			}
 		}
-	}
-	if len(ids) != 3 {
-		t.Fatalf("%d distinct runs announced, want 3", len(ids))
-	}
+		if len(ids) != 3 {
+			t.Fatalf("%d distinct runs announced, want 3", len(ids))
+		}
+	})
 }
 
 // A6, D7: removing a provider blocks new starts but not accepted runs, whose

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/dsh-go/dsh/agent"
@@ -273,20 +274,21 @@ func TestToolsReportTaskErrors(t *testing.T) {
 }
 
 // A timeout_ms large enough to overflow time.Duration once multiplied by
-// time.Millisecond wraps to a negative duration: the wait returns at once
-// instead of being capped at MaxWaitTimeout.
+// time.Millisecond wraps to a negative duration: the wait must not return
+// at once but be capped at MaxWaitTimeout (exactly, on the bubble's clock).
 func TestToolOutputHugeTimeoutIsCapped(t *testing.T) {
-	const maxWait = 200 * time.Millisecond
-	e := newEnv(t, envConfig{Tools: &task.ToolOptions{MaxWaitTimeout: maxWait}})
-	a := e.agent()
-	start(t, e.rt.Tasks, spec("bash", "slow", a, newProducer(t, false)))
-	begin := time.Now()
-	// 9223372036854775807 ms * 1e6 wraps to -1ms.
-	wantText(t, call(a, "task_output", `{"task_id":"bash-1","wait":true,"timeout_ms":9223372036854775807}`), "(no new output)\n[status: running]")
-	// A timer never fires early, so a capped wait lasts at least maxWait.
-	if waited := time.Since(begin); waited < maxWait {
-		t.Fatalf("waited %v, want the %v cap", waited, maxWait)
-	}
+	synctest.Test(t, func(t *testing.T) {
+		const maxWait = 200 * time.Millisecond
+		e := newEnv(t, envConfig{Tools: &task.ToolOptions{MaxWaitTimeout: maxWait}})
+		a := e.agent()
+		start(t, e.rt.Tasks, spec("bash", "slow", a, newProducer(t, false)))
+		begin := time.Now()
+		// 9223372036854775807 ms * 1e6 wraps to -1ms.
+		wantText(t, call(a, "task_output", `{"task_id":"bash-1","wait":true,"timeout_ms":9223372036854775807}`), "(no new output)\n[status: running]")
+		if waited := time.Since(begin); waited != maxWait {
+			t.Fatalf("waited %v on the bubble's clock, want the %v cap", waited, maxWait)
+		}
+	})
 }
 
 func TestNoticeText(t *testing.T) {

@@ -220,3 +220,16 @@ func (l *lines) waitFor(t *testing.T, s string) {
 		}
 	}
 }
+
+// selfConfig delegates with subagent_isolated to this dsh over ACP.
+const selfConfig = `subagents:
+  providers:
+    - name: isolated
+      kind: acp
+      acp: {command: self}
+  tools:
+    - provider: isolated
+      toolName: subagent_isolated
+acp:
+  askPermission: []
+`

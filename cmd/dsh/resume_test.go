@@ -163,19 +163,6 @@ func waitRecorded(t *testing.T, home string) {
 	t.Fatal("no continuable child was recorded")
 }
 
-// selfConfig delegates with subagent_isolated to this dsh over ACP.
-const selfConfig = `subagents:
-  providers:
-    - name: isolated
-      kind: acp
-      acp: {command: self}
-  tools:
-    - provider: isolated
-      toolName: subagent_isolated
-acp:
-  askPermission: []
-`
-
 // The issue's end-to-end check, for a spawn, a fork and a command: self
 // child: dsh run is SIGKILLed mid-delegation; dsh run --resume <prefix>
 // continues the session, learns that its child was interrupted, messages

@@ -151,6 +151,8 @@ func TestHelperProcess(t *testing.T) {
 	os.Exit(2)
 }
 
+// sleepForever is a helper child's body that only a signal ends (select{}
+// would be a deadlock once nothing else runs).
 func sleepForever() {
 	for {
 		time.Sleep(time.Hour)

@@ -34,7 +34,7 @@ func takeHelper() {
 	fmt.Printf("err=%v getenv=%q store=%q dumpable=%d names=%v\n", err, os.Getenv("DSH_TEST_KEY"), s.Getenv("DSH_TEST_KEY"),
 		dumpable, s.Names())
 	os.Stdout.Sync()
-	time.Sleep(time.Minute)
+	time.Sleep(time.Minute) // a real process: the test reads it, then kills it
 }
 
 // The taken key leaves the environment — os.Environ and the block behind

@@ -15,6 +15,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
@@ -101,8 +102,14 @@ func newModel(t testing.TB, h http.HandlerFunc, mod func(*Config)) *Model {
 	t.Helper()
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
-	cfg := Config{Provider: "test", BaseURL: srv.URL + "/v1", APIKeyEnv: "TEST_API_KEY", Model: "test-model",
-		HTTPClient: srv.Client(), Getenv: testGetenv, InitialBackoff: time.Millisecond, MaxBackoff: 50 * time.Millisecond}
+	return modelOn(t, srv.URL, srv.Client(), mod)
+}
+
+// modelOn is a model aimed at the server at base, reached with client.
+func modelOn(t testing.TB, base string, client *http.Client, mod func(*Config)) *Model {
+	t.Helper()
+	cfg := Config{Provider: "test", BaseURL: base + "/v1", APIKeyEnv: "TEST_API_KEY", Model: "test-model",
+		HTTPClient: client, Getenv: testGetenv, InitialBackoff: time.Millisecond, MaxBackoff: 50 * time.Millisecond}
 	if mod != nil {
 		mod(&cfg)
 	}
@@ -352,42 +359,44 @@ func TestMaxTokensDropsToolCalls(t *testing.T) {
 }
 
 func TestRetryRateLimit(t *testing.T) {
-	var n atomic.Int32
-	var logs bytes.Buffer
-	ok := sse(frame(`{"content":"fine"}`, "stop"), done)
-	m := newModel(t, func(w http.ResponseWriter, r *http.Request) {
-		if n.Add(1) == 1 {
-			w.Header().Set("Retry-After", "0")
-			w.Header().Set("X-Request-Id", "req-1")
-			w.WriteHeader(http.StatusTooManyRequests)
-			io.WriteString(w, `{"error":{"message":"Rate limit reached for requests","type":"requests","code":"rate_limit_exceeded"}}`)
-			return
+	synctest.Test(t, func(t *testing.T) {
+		var n atomic.Int32
+		var logs bytes.Buffer
+		ok := sse(frame(`{"content":"fine"}`, "stop"), done)
+		m := newMemModel(t, func(w http.ResponseWriter, r *http.Request) {
+			if n.Add(1) == 1 {
+				w.Header().Set("Retry-After", "0")
+				w.Header().Set("X-Request-Id", "req-1")
+				w.WriteHeader(http.StatusTooManyRequests)
+				io.WriteString(w, `{"error":{"message":"Rate limit reached for requests","type":"requests","code":"rate_limit_exceeded"}}`)
+				return
+			}
+			ok(w, r)
+		}, func(c *Config) {
+			c.Logger = slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+		})
+		var retries []llm.Retry
+		req := request()
+		req.OnRetry = func(r llm.Retry) { retries = append(retries, r) }
+		start := time.Now()
+		got := collect(t, m.Stream(t.Context(), req))
+		if f := finish(got); f.Kind != content.FinishStop {
+			t.Fatalf("finish = %+v (failure %+v), want stop", f, f.Failure)
 		}
-		ok(w, r)
-	}, func(c *Config) {
-		c.Logger = slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+		if n.Load() != 2 || len(retries) != 1 {
+			t.Fatalf("requests = %d, retries = %d; want 2 and 1", n.Load(), len(retries))
+		}
+		r := retries[0]
+		if r.Attempt != 1 || r.Failure.Code != llm.CodeRateLimit || r.Failure.Status != 429 || r.Failure.RequestID != "req-1" || r.Delay > 50*time.Millisecond {
+			t.Errorf("retry = %+v, failure %+v", r, r.Failure)
+		}
+		if waited := time.Since(start); waited != r.Delay {
+			t.Errorf("took %v on the bubble's clock, want the announced delay %v", waited, r.Delay)
+		}
+		if l := logs.String(); !strings.Contains(l, "retrying") || strings.Contains(l, testKey) {
+			t.Errorf("logs:\n%s", l)
+		}
 	})
-	var retries []llm.Retry
-	req := request()
-	req.OnRetry = func(r llm.Retry) { retries = append(retries, r) }
-	start := time.Now()
-	got := collect(t, m.Stream(t.Context(), req))
-	if f := finish(got); f.Kind != content.FinishStop {
-		t.Fatalf("finish = %+v (failure %+v), want stop", f, f.Failure)
-	}
-	if n.Load() != 2 || len(retries) != 1 {
-		t.Fatalf("requests = %d, retries = %d; want 2 and 1", n.Load(), len(retries))
-	}
-	r := retries[0]
-	if r.Attempt != 1 || r.Failure.Code != llm.CodeRateLimit || r.Failure.Status != 429 || r.Failure.RequestID != "req-1" || r.Delay > 50*time.Millisecond {
-		t.Errorf("retry = %+v, failure %+v", r, r.Failure)
-	}
-	if time.Since(start) > time.Second {
-		t.Errorf("took %v", time.Since(start))
-	}
-	if l := logs.String(); !strings.Contains(l, "retrying") || strings.Contains(l, testKey) {
-		t.Errorf("logs:\n%s", l)
-	}
 }
 
 func TestRetryAfterDate(t *testing.T) {
@@ -506,46 +515,56 @@ func TestHTTPErrors(t *testing.T) {
 }
 
 func TestIdleTimeoutMidStream(t *testing.T) {
-	m := newModel(t, func(w http.ResponseWriter, r *http.Request) {
-		io.WriteString(w, frame(`{"content":"partial"}`, ""))
-		http.NewResponseController(w).Flush()
-		hang(r)
-	}, func(c *Config) { c.IdleTimeout = 100 * time.Millisecond })
-	start := time.Now()
-	got := collect(t, m.Stream(t.Context(), request()))
-	wantFailure(t, got, content.FinishError, llm.CodeTimeout)
-	if got[1].Text != "partial" {
-		t.Errorf("chunks = %+v", got)
-	}
-	if d := time.Since(start); d > 2*time.Second {
-		t.Errorf("timed out after %v", d)
-	}
+	synctest.Test(t, func(t *testing.T) {
+		m := newMemModel(t, func(w http.ResponseWriter, r *http.Request) {
+			io.WriteString(w, frame(`{"content":"partial"}`, ""))
+			http.NewResponseController(w).Flush()
+			hang(r)
+		}, func(c *Config) { c.IdleTimeout = 100 * time.Millisecond })
+		start := time.Now()
+		got := collect(t, m.Stream(t.Context(), request()))
+		wantFailure(t, got, content.FinishError, llm.CodeTimeout)
+		if got[1].Text != "partial" {
+			t.Errorf("chunks = %+v", got)
+		}
+		if d := time.Since(start); d != 100*time.Millisecond {
+			t.Errorf("timed out after %v on the bubble's clock, want the idle timeout", d)
+		}
+	})
 }
 
 func TestIdleTimeoutBeforeHeaders(t *testing.T) {
-	var n atomic.Int32
-	m := newModel(t, func(w http.ResponseWriter, r *http.Request) {
-		n.Add(1)
-		hang(r)
-	}, func(c *Config) { c.IdleTimeout = 100 * time.Millisecond; c.MaxRetries = 1 })
-	wantFailure(t, collect(t, m.Stream(t.Context(), request())), content.FinishError, llm.CodeTimeout)
-	if n.Load() != 2 {
-		t.Errorf("requests = %d, want 2 (a stall before any output is retried)", n.Load())
-	}
+	synctest.Test(t, func(t *testing.T) {
+		var n atomic.Int32
+		m := newMemModel(t, func(w http.ResponseWriter, r *http.Request) {
+			n.Add(1)
+			hang(r)
+		}, func(c *Config) { c.IdleTimeout = 100 * time.Millisecond; c.MaxRetries = 1 })
+		start := time.Now()
+		wantFailure(t, collect(t, m.Stream(t.Context(), request())), content.FinishError, llm.CodeTimeout)
+		if n.Load() != 2 {
+			t.Errorf("requests = %d, want 2 (a stall before any output is retried)", n.Load())
+		}
+		if d := time.Since(start); d < 200*time.Millisecond {
+			t.Errorf("two stalls cut after %v on the bubble's clock, before their idle timeouts", d)
+		}
+	})
 }
 
 func TestConsumerThinkTimeIsNotIdle(t *testing.T) {
-	m := newModel(t, sse(frame(`{"content":"a"}`, ""), frame(`{"content":"b"}`, "stop"), done),
-		func(c *Config) { c.IdleTimeout = 50 * time.Millisecond })
-	var cs []content.Chunk
-	for c := range m.Stream(t.Context(), request()) {
-		cs = append(cs, c)
-		time.Sleep(80 * time.Millisecond)
-	}
-	checkFinish(t, cs)
-	if f := finish(cs); f.Kind != content.FinishStop {
-		t.Errorf("finish = %+v (failure %+v), want stop", f, f.Failure)
-	}
+	synctest.Test(t, func(t *testing.T) {
+		m := newMemModel(t, sse(frame(`{"content":"a"}`, ""), frame(`{"content":"b"}`, "stop"), done),
+			func(c *Config) { c.IdleTimeout = 50 * time.Millisecond })
+		var cs []content.Chunk
+		for c := range m.Stream(t.Context(), request()) {
+			cs = append(cs, c)
+			time.Sleep(80 * time.Millisecond) // the bubble's clock: an idle timer running now would fire
+		}
+		checkFinish(t, cs)
+		if f := finish(cs); f.Kind != content.FinishStop {
+			t.Errorf("finish = %+v (failure %+v), want stop", f, f.Failure)
+		}
+	})
 }
 
 func TestStreamClosed(t *testing.T) {
@@ -613,16 +632,18 @@ func TestCancelMidStream(t *testing.T) {
 }
 
 func TestCancelDuringBackoff(t *testing.T) {
-	m := newModel(t, func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusServiceUnavailable) },
-		func(c *Config) { c.InitialBackoff, c.MaxBackoff = time.Minute, time.Minute })
-	ctx, cancel := context.WithCancel(t.Context())
-	req := request()
-	req.OnRetry = func(llm.Retry) { cancel() }
-	start := time.Now()
-	wantFailure(t, collect(t, m.Stream(ctx, req)), content.FinishAborted, llm.CodeAborted)
-	if d := time.Since(start); d > 2*time.Second {
-		t.Errorf("abort took %v", d)
-	}
+	synctest.Test(t, func(t *testing.T) {
+		m := newMemModel(t, func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusServiceUnavailable) },
+			func(c *Config) { c.InitialBackoff, c.MaxBackoff = time.Minute, time.Minute })
+		ctx, cancel := context.WithCancel(t.Context())
+		req := request()
+		req.OnRetry = func(llm.Retry) { cancel() }
+		start := time.Now()
+		wantFailure(t, collect(t, m.Stream(ctx, req)), content.FinishAborted, llm.CodeAborted)
+		if d := time.Since(start); d != 0 {
+			t.Errorf("abort took %v on the bubble's clock, want at once", d)
+		}
+	})
 }
 
 func TestConsumerStopsEarly(t *testing.T) {

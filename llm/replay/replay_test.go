@@ -18,6 +18,7 @@ import (
 	"github.com/dsh-go/dsh"
 	"github.com/dsh-go/dsh/agent"
 	"github.com/dsh-go/dsh/content"
+	"github.com/dsh-go/dsh/event"
 	"github.com/dsh-go/dsh/llm"
 	"github.com/dsh-go/dsh/llm/replay"
 	"github.com/dsh-go/dsh/llm/scripted"
@@ -36,11 +37,14 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 type world struct {
 	rt    *dsh.Runtime
 	store *session.MemoryBackend
+
+	mu      sync.Mutex
+	noticed map[string]bool // tasks whose completion notice was delivered
 }
 
 func newWorld(t *testing.T, model func(*world) llm.Model, extra ...tool.Definition) *world {
 	t.Helper()
-	w := &world{store: session.NewMemoryBackend()}
+	w := &world{store: session.NewMemoryBackend(), noticed: map[string]bool{}}
 	rt, err := dsh.New(dsh.Options{Backend: w.store})
 	if err != nil {
 		t.Fatal(err)
@@ -62,6 +66,12 @@ func newWorld(t *testing.T, model func(*world) llm.Model, extra ...tool.Definiti
 	must(subagenttool.Mount(deps, subagenttool.Config{Provider: "spawn"}))
 	must(subagenttool.Mount(deps, subagenttool.Config{Provider: "fork", ToolName: "subagent_fork"}))
 	must(task.Mount(rt.Tasks, rt.Tools, rt.Prompt, task.ToolOptions{}))
+	// Listeners run in order: this one after the notice was delivered.
+	event.On(rt.Events, func(e task.Done) {
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		w.noticed[e.Task.ID] = true
+	})
 	for _, d := range extra {
 		must(rt.Tools.Register(d))
 	}
@@ -69,7 +79,8 @@ func newWorld(t *testing.T, model func(*world) llm.Model, extra ...tool.Definiti
 }
 
 // run runs prompts as turns of a new top-level agent working in cwd, waits
-// until it and its background tasks have settled, and returns its id.
+// until it and its background tasks have settled (each task's notice
+// delivered, or not owed), and returns its id.
 func (w *world) run(t *testing.T, cwd string, prompts ...string) string {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -84,10 +95,15 @@ func (w *world) run(t *testing.T, cwd string, prompts ...string) string {
 		}
 	}
 	for {
-		busy := a.Status() == agent.StatusRunning
+		busy := false
+		w.mu.Lock()
 		for _, tk := range w.rt.Tasks.List(a) {
-			busy = busy || !tk.Status.Terminal()
+			busy = busy || !tk.Status.Terminal() || !tk.Reported && !w.noticed[tk.ID]
 		}
+		w.mu.Unlock()
+		// The status last: a notice delivered before the check above has
+		// woken the agent by now.
+		busy = busy || a.Status() == agent.StatusRunning
 		if !busy {
 			break
 		}
@@ -150,16 +166,13 @@ func childTask(req *llm.Request) (string, []string) {
 
 // delegating is a model whose top-level agent delegates each of tasks to a
 // spawn child (all in one step, so that they run in parallel), then sums
-// up; a child answers "done: <task>", after delay.
-func delegating(delay time.Duration, tasks ...string) func(*world) llm.Model {
+// up; a child answers "done: <task>".
+func delegating(tasks ...string) func(*world) llm.Model {
 	return func(*world) llm.Model {
 		return llm.ModelFunc(func(ctx context.Context, req *llm.Request) iter.Seq[content.Chunk] {
 			child, results := childTask(req)
 			switch {
 			case child != "":
-				if delay > 0 {
-					time.Sleep(delay)
-				}
 				return chunks(ctx, req, scripted.Text("done: "+child))
 			case len(results) == 0:
 				var calls []scripted.Call
@@ -175,7 +188,7 @@ func delegating(delay time.Duration, tasks ...string) func(*world) llm.Model {
 }
 
 func TestReplayedTreeMatchesTheRecording(t *testing.T) {
-	rec := newWorld(t, delegating(0, "count to three"))
+	rec := newWorld(t, delegating("count to three"))
 	cwd := t.TempDir()
 	root := rec.run(t, cwd, "delegate the counting")
 	recording := rec.recording(t, root)
@@ -203,7 +216,7 @@ func TestChangedToolDescriptionDivergesWithADiff(t *testing.T) {
 			return tool.TextResult("ok"), nil
 		})
 	}
-	rec := newWorld(t, delegating(0, "count"), probe("Probe the workspace."))
+	rec := newWorld(t, delegating("count"), probe("Probe the workspace."))
 	recording := rec.recording(t, rec.run(t, t.TempDir(), "go"))
 
 	w, m := replayWorld(t, recording, replay.Options{}, probe("Probe the whole workspace."))
@@ -236,7 +249,7 @@ func TestChangedToolDescriptionDivergesWithADiff(t *testing.T) {
 }
 
 func TestChangedToolResultNamesTheMessage(t *testing.T) {
-	rec := newWorld(t, delegating(0, "count"))
+	rec := newWorld(t, delegating("count"))
 	recording := rec.recording(t, rec.run(t, t.TempDir(), "go"))
 	// The child's recorded answer is edited: the parent's second request
 	// then carries another tool result than the recorded one.
@@ -266,7 +279,7 @@ func TestChangedToolResultNamesTheMessage(t *testing.T) {
 }
 
 func TestExtraRequestDiverges(t *testing.T) {
-	rec := newWorld(t, delegating(0, "count"))
+	rec := newWorld(t, delegating("count"))
 	recording := rec.recording(t, rec.run(t, t.TempDir(), "go"))
 	w, m := replayWorld(t, recording, replay.Options{})
 	w.run(t, t.TempDir(), "go", "and again")
@@ -278,7 +291,7 @@ func TestExtraRequestDiverges(t *testing.T) {
 
 func TestParallelChildrenFindTheirRecordings(t *testing.T) {
 	tasks := []string{"alpha", "beta", "gamma", "delta"}
-	rec := newWorld(t, delegating(0, tasks...))
+	rec := newWorld(t, delegating(tasks...))
 	recording := rec.recording(t, rec.run(t, t.TempDir(), "fan out"))
 	if n := len(recording.Root().Children); n != len(tasks) {
 		t.Fatalf("%d children recorded", n)
@@ -297,7 +310,8 @@ func TestParallelChildrenFindTheirRecordings(t *testing.T) {
 
 // backgroundModel starts a background child, ends its turn, and reads the
 // child's output when the completion notice wakes it. The child answers
-// after delay, so that in the recording the notice opens a turn of its own.
+// after delay: in a bubble, once the parent's turn is over, so that in the
+// recording the notice opens a turn of its own.
 func backgroundModel(delay time.Duration) func(*world) llm.Model {
 	return func(*world) llm.Model {
 		return llm.ModelFunc(func(ctx context.Context, req *llm.Request) iter.Seq[content.Chunk] {
@@ -305,7 +319,7 @@ func backgroundModel(delay time.Duration) func(*world) llm.Model {
 			last := req.Messages[len(req.Messages)-1]
 			switch {
 			case child != "":
-				time.Sleep(delay)
+				time.Sleep(delay) // on the bubble's clock
 				return chunks(ctx, req, scripted.Text("background result"))
 			case last.Source.Plugin == task.NoticePlugin:
 				return chunks(ctx, req, scripted.ToolCalls("", scripted.Call{ID: "call_read", Name: "task_output", Arguments: `{"task_id":"subagent-1"}`}))
@@ -323,8 +337,11 @@ func backgroundModel(delay time.Duration) func(*world) llm.Model {
 // The notice's place in the parent's log depends on when the child ends;
 // the replay keeps the recorded order whatever the scheduling.
 func TestBackgroundNoticeKeepsItsRecordedPlace(t *testing.T) {
-	rec := newWorld(t, backgroundModel(150*time.Millisecond))
-	recording := rec.recording(t, rec.run(t, t.TempDir(), "start it"))
+	var recording *replay.Recording
+	synctest.Test(t, func(t *testing.T) {
+		rec := newWorld(t, backgroundModel(time.Second))
+		recording = rec.recording(t, rec.run(t, t.TempDir(), "start it"))
+	})
 	turns := 0
 	for _, e := range recording.Root().Events {
 		if e.Type == session.TypeTurnStart {
@@ -347,10 +364,10 @@ func TestBackgroundNoticeKeepsItsRecordedPlace(t *testing.T) {
 }
 
 func TestCompareReportsTheFirstDifferingEvent(t *testing.T) {
-	rec := newWorld(t, delegating(0, "count"))
+	rec := newWorld(t, delegating("count"))
 	root := rec.run(t, t.TempDir(), "go")
 	recording := rec.recording(t, root)
-	other := newWorld(t, delegating(0, "tally"))
+	other := newWorld(t, delegating("tally"))
 	live := other.recording(t, other.run(t, t.TempDir(), "go"))
 	diffs := replay.Compare(recording, live)
 	if len(diffs) != 2 {
@@ -365,7 +382,7 @@ func TestCompareReportsTheFirstDifferingEvent(t *testing.T) {
 }
 
 func TestRecordingRoundTripsThroughADirectory(t *testing.T) {
-	rec := newWorld(t, delegating(0, "a", "b"))
+	rec := newWorld(t, delegating("a", "b"))
 	recording := rec.recording(t, rec.run(t, t.TempDir(), "go"))
 	dir := t.TempDir()
 	if err := recording.WriteDir(dir); err != nil {
@@ -403,7 +420,7 @@ func TestRecordingRoundTripsThroughADirectory(t *testing.T) {
 // A recording whose process stopped while the model answered ends that
 // call with an error finish, not a hang.
 func TestUnfinishedRecordedCallFails(t *testing.T) {
-	rec := newWorld(t, delegating(0))
+	rec := newWorld(t, delegating())
 	recording := rec.recording(t, rec.run(t, t.TempDir(), "go"))
 	root := recording.Root()
 	last := &root.Calls[len(root.Calls)-1]
@@ -427,7 +444,7 @@ func TestUnfinishedRecordedCallFails(t *testing.T) {
 // With recorded timing a call waits as the recording did; a cancel ends
 // the wait at once.
 func TestRecordedTimingIsCancellable(t *testing.T) {
-	rec := newWorld(t, delegating(0))
+	rec := newWorld(t, delegating())
 	recording := rec.recording(t, rec.run(t, t.TempDir(), "go"))
 	root := recording.Root()
 	call := root.Calls[0]
@@ -507,7 +524,7 @@ func TestFreshIdsAreMapped(t *testing.T) {
 // With recorded timing each chunk comes as long after the previous one as
 // it did in the recording (measured on the bubble's clock).
 func TestRecordedTimingKeepsTheGaps(t *testing.T) {
-	rec := newWorld(t, delegating(0))
+	rec := newWorld(t, delegating())
 	recording := rec.recording(t, rec.run(t, t.TempDir(), "go"))
 	call := &recording.Root().Calls[0]
 	for i := range call.ChunkTimes {

@@ -65,12 +65,20 @@ func goleakMain(m *testing.M) int {
 
 // modelServer behaves by the last user message: hang until the request is
 // cancelled, fail with a 400, or answer "done: <prompt>".
-func modelServer(t *testing.T) *httptest.Server {
+func modelServer(t *testing.T) *httptest.Server { return hangingModelServer(t, nil) }
+
+// hangingModelServer is modelServer announcing each PromptHang request on
+// hung (when there is room): the child's turn has reached its model.
+func hangingModelServer(t *testing.T, hung chan<- struct{}) *httptest.Server {
 	return llmtest.NewServer(t, func(r llmtest.Request) llmtest.Reply {
 		switch r.LastUser {
 		case subagenttest.PromptFail:
 			return llmtest.Reply{Status: http.StatusBadRequest, Body: `{"error":{"message":"the model refuses this request"}}`}
 		case subagenttest.PromptHang:
+			select {
+			case hung <- struct{}{}:
+			default:
+			}
 			return llmtest.Reply{Text: "working…", Hang: true}
 		}
 		return llmtest.Reply{Text: "done: " + r.LastUser}
@@ -162,11 +170,22 @@ func TestChildModelFailureIsAnErrorWithDiagnostic(t *testing.T) {
 	}
 }
 
+// awaitHang waits until the child's turn has reached its model.
+func awaitHang(t *testing.T, hung <-chan struct{}) {
+	t.Helper()
+	select {
+	case <-hung:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the child's turn never reached its model")
+	}
+}
+
 func TestCancelMidTurnIsAborted(t *testing.T) {
-	p := newProvider(t, selfLoop(t, modelServer(t)))
+	hung := make(chan struct{}, 1)
+	p := newProvider(t, selfLoop(t, hangingModelServer(t, hung)))
 	ctx, cancel := context.WithCancel(context.Background())
 	run := start(t, p, ctx, subagenttest.PromptHang)
-	time.Sleep(200 * time.Millisecond) // let the turn begin; the result must be aborted either way
+	awaitHang(t, hung)
 	cancel()
 	res := wait(t, run)
 	run.Dispose(context.Background())
@@ -179,14 +198,16 @@ func TestCancelMidTurnIsAborted(t *testing.T) {
 }
 
 func TestChildKilledMidTurnIsAnError(t *testing.T) {
-	p := newProvider(t, selfLoop(t, modelServer(t)))
+	hung := make(chan struct{}, 1)
+	p := newProvider(t, selfLoop(t, hangingModelServer(t, hung)))
 	run := start(t, p, context.Background(), subagenttest.PromptHang)
+	awaitHang(t, hung)
 	var pids []string
-	for len(pids) == 0 {
-		for _, c := range children() {
-			pids = append(pids, strings.Fields(c)[0])
-		}
-		time.Sleep(10 * time.Millisecond)
+	for _, c := range children() {
+		pids = append(pids, strings.Fields(c)[0])
+	}
+	if len(pids) == 0 {
+		t.Fatal("no child process mid-turn")
 	}
 	for _, pid := range pids {
 		var n int
@@ -270,7 +291,14 @@ func TestHugeLineIsAnError(t *testing.T) {
 func TestCancelBeforeReadySpawnsNothing(t *testing.T) {
 	p := newProvider(t, fakeConfig("silent"))
 	ctx, cancel := context.WithCancel(context.Background())
-	go func() { time.Sleep(100 * time.Millisecond); cancel() }()
+	go func() {
+		// Cancel once the fake runs: Start waits for its handshake then. A
+		// real process: poll for it on the real clock, boundedly.
+		for deadline := time.Now().Add(10 * time.Second); len(children()) == 0 && time.Now().Before(deadline); {
+			time.Sleep(5 * time.Millisecond)
+		}
+		cancel()
+	}()
 	_, err := p.Start(ctx, subagent.StartRequest{Prompt: subagenttest.Prompt("x"), Parent: parent(t)})
 	if !errors.Is(err, subagent.ErrAbortedBeforeReady) {
 		t.Fatalf("err = %v", err)

@@ -464,7 +464,14 @@ func TestExitBeforeReadyFailsStart(t *testing.T) {
 func TestCancelBeforeReadyReapsTheChild(t *testing.T) {
 	checkNoChildren(t)
 	ctx, cancel := context.WithCancel(context.Background())
-	go func() { time.Sleep(200 * time.Millisecond); cancel() }()
+	go func() {
+		// Cancel once the fake runs: Start waits for its init then. A real
+		// process: poll for it on the real clock, boundedly.
+		for deadline := time.Now().Add(10 * time.Second); len(proc.Children(os.Getpid())) == 0 && time.Now().Before(deadline); {
+			time.Sleep(5 * time.Millisecond)
+		}
+		cancel()
+	}()
 	_, err := newProvider(t, fakeConfig()).Start(ctx, subagent.StartRequest{Prompt: subagenttest.Prompt(scenarioSilent), Parent: parent(t)})
 	if !errors.Is(err, subagent.ErrAbortedBeforeReady) || !errors.Is(err, context.Canceled) {
 		t.Fatalf("err = %v", err)

@@ -71,7 +71,7 @@ func fakeClaude() int {
 	switch prompt {
 	case scenarioSilent:
 		signal.Ignore(syscall.SIGTERM)
-		time.Sleep(time.Hour)
+		time.Sleep(time.Hour) // a fake that never answers: only SIGKILL ends it
 	case scenarioExit:
 		fmt.Fprintln(os.Stderr, "fatal: cannot start")
 		return 3
@@ -120,7 +120,7 @@ func (f *fake) play(prompt string) int {
 		f.text("msg-1", "working…")
 		for range f.in { // ignores interrupts, and EOF after them
 		}
-		time.Sleep(time.Hour)
+		time.Sleep(time.Hour) // only SIGKILL ends it (select{} would be a deadlock with stdin gone)
 	case scenarioCrash:
 		f.text("msg-1", "partial work")
 		fmt.Fprintln(os.Stderr, "fatal: boom")

@@ -391,7 +391,7 @@ func TestChildNotReadingStdinCannotBlockCancel(t *testing.T) {
 	defer cancel()
 	// A prompt larger than a pipe buffer: writing turn/start blocks.
 	run := start(t, newProvider(t, cfg), ctx, request(t, strings.Repeat("x", 1<<20)))
-	time.Sleep(100 * time.Millisecond)
+	time.Sleep(100 * time.Millisecond) // a real pipe: let the write fill it and block (nothing signals that); cancel must work either way
 	t0 := time.Now()
 	cancel()
 	res := wait(t, run)

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"testing/synctest"
 
 	"github.com/google/jsonschema-go/jsonschema"
 	"go.uber.org/goleak"
@@ -449,106 +450,112 @@ func TestDepthCapAcrossLevels(t *testing.T) {
 }
 
 func TestCancelAfterReadyKeepsPartialText(t *testing.T) {
-	w := newWorld(t, nil, scripted.Hang("half an answer"))
-	ctx, cancel := context.WithCancel(context.Background())
-	run, err := w.svc.Start(ctx, inproc.SpawnName, subagent.StartRequest{Prompt: subagenttest.Prompt("go"), Parent: w.Agent})
-	if err != nil {
-		t.Fatal(err)
-	}
-	child := run.LocalAgent()
-	for child.Session().Len() < 6 { // wait for the streamed text
-		runtimeGosched()
-	}
-	cancel()
-	res, _ := run.Wait(context.Background())
-	run.Dispose(context.Background())
-	if res.StopReason != subagent.Aborted || content.JoinText(res.Output) != "half an answer" {
-		t.Fatalf("result %+v", res)
-	}
-	var cause *session.Cause
-	for _, e := range child.Session().Events() {
-		if te, ok := e.Data.(session.TurnEnd); ok {
-			cause = te.Reason.Cause
+	synctest.Test(t, func(t *testing.T) {
+		w := newWorld(t, nil, scripted.Hang("half an answer"))
+		ctx, cancel := context.WithCancel(context.Background())
+		run, err := w.svc.Start(ctx, inproc.SpawnName, subagent.StartRequest{Prompt: subagenttest.Prompt("go"), Parent: w.Agent})
+		if err != nil {
+			t.Fatal(err)
 		}
-	}
-	if cause == nil || cause.Kind != agent.CauseParent {
-		t.Fatalf("cancel cause %+v, want parent", cause)
-	}
+		child := run.LocalAgent()
+		synctest.Wait() // the child's model call is parked after its streamed text
+		if n := child.Session().Len(); n < 6 {
+			t.Fatalf("%d events in the parked child's log, want the streamed text (6)", n)
+		}
+		cancel()
+		res, _ := run.Wait(context.Background())
+		run.Dispose(context.Background())
+		if res.StopReason != subagent.Aborted || content.JoinText(res.Output) != "half an answer" {
+			t.Fatalf("result %+v", res)
+		}
+		var cause *session.Cause
+		for _, e := range child.Session().Events() {
+			if te, ok := e.Data.(session.TurnEnd); ok {
+				cause = te.Reason.Cause
+			}
+		}
+		if cause == nil || cause.Kind != agent.CauseParent {
+			t.Fatalf("cancel cause %+v, want parent", cause)
+		}
+	})
 }
 
 func TestSteerAndResume(t *testing.T) {
-	gate := make(chan struct{})
-	w := newWorld(t, nil,
-		scripted.ToolCalls("", scripted.Call{Name: "wait", Arguments: `{}`}),
-		scripted.Echo("steered: "),
-		scripted.Echo("resumed: "),
-	)
-	w.Tools.Register(tool.Definition{Name: "wait", Execute: func(ctx context.Context, c tool.Call) (tool.Result, error) {
-		<-gate
-		return tool.TextResult("waited"), nil
-	}})
-	run, err := w.svc.Start(context.Background(), inproc.SpawnName, subagent.StartRequest{Prompt: subagenttest.Prompt("go"), Parent: w.Agent})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for run.LocalAgent().Session().Len() < 8 {
-		runtimeGosched()
-	}
-	if err := run.(subagent.Steerer).SendMessage(context.Background(), subagenttest.Prompt("look left")); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := run.(subagent.Resumer).Resume(context.Background(), subagent.ResumeRequest{Prompt: subagenttest.Prompt("early")}); err == nil {
-		t.Fatal("resume of a running child succeeded")
-	}
-	close(gate)
-	res, _ := run.Wait(context.Background())
-	if content.JoinText(res.Output) != "steered: look left" {
-		t.Fatalf("first run output %q", content.JoinText(res.Output))
-	}
-	if err := run.(subagent.Steerer).SendMessage(context.Background(), subagenttest.Prompt("late")); err == nil {
-		t.Fatal("steering a settled run succeeded")
-	}
-	var mu sync.Mutex
-	progress := map[string][]subagent.ProgressKind{} // by run id
-	stop := event.On(w.Events, func(e subagent.ProgressEvent) {
-		mu.Lock()
-		defer mu.Unlock()
-		progress[e.RunID] = append(progress[e.RunID], e.Kind)
-	})
-	defer stop()
-	next, err := run.(subagent.Resumer).Resume(context.Background(), subagent.ResumeRequest{Prompt: subagenttest.Prompt("and now?")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := run.Dispose(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	if next.ID() != run.ID() {
-		t.Fatal("resume changed the child")
-	}
-	res2, _ := next.Wait(context.Background())
-	if res2.StopReason != subagent.Completed || content.JoinText(res2.Output) != "resumed: and now?" {
-		t.Fatalf("resumed result %+v", res2)
-	}
-	if end := lastTurnEnd(next.LocalAgent().Session().Events()); end.Turn != 2 {
-		t.Fatalf("resume ran turn %d, want 2 in the same session", end.Turn)
-	}
-	mu.Lock()
-	if len(progress) != 1 {
-		t.Errorf("progress of %d runs, want the resumed one's: %v", len(progress), progress)
-	}
-	for _, kinds := range progress {
-		if !slices.Contains(kinds, subagent.ProgressTurnStart) || !slices.Contains(kinds, subagent.ProgressTurnEnd) {
-			t.Errorf("the resumed run reported %v", kinds)
+	synctest.Test(t, func(t *testing.T) {
+		gate := make(chan struct{})
+		w := newWorld(t, nil,
+			scripted.ToolCalls("", scripted.Call{Name: "wait", Arguments: `{}`}),
+			scripted.Echo("steered: "),
+			scripted.Echo("resumed: "),
+		)
+		w.Tools.Register(tool.Definition{Name: "wait", Execute: func(ctx context.Context, c tool.Call) (tool.Result, error) {
+			<-gate
+			return tool.TextResult("waited"), nil
+		}})
+		run, err := w.svc.Start(context.Background(), inproc.SpawnName, subagent.StartRequest{Prompt: subagenttest.Prompt("go"), Parent: w.Agent})
+		if err != nil {
+			t.Fatal(err)
 		}
-	}
-	mu.Unlock()
-	if err := next.Dispose(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	if len(w.Agents.List()) != 1 {
-		t.Fatal("child outlived its last run")
-	}
+		synctest.Wait() // the child's turn is parked in the wait tool
+		if n := run.LocalAgent().Session().Len(); n < 8 {
+			t.Fatalf("%d events in the parked child's log, want its tool call (8)", n)
+		}
+		if err := run.(subagent.Steerer).SendMessage(context.Background(), subagenttest.Prompt("look left")); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := run.(subagent.Resumer).Resume(context.Background(), subagent.ResumeRequest{Prompt: subagenttest.Prompt("early")}); err == nil {
+			t.Fatal("resume of a running child succeeded")
+		}
+		close(gate)
+		res, _ := run.Wait(context.Background())
+		if content.JoinText(res.Output) != "steered: look left" {
+			t.Fatalf("first run output %q", content.JoinText(res.Output))
+		}
+		if err := run.(subagent.Steerer).SendMessage(context.Background(), subagenttest.Prompt("late")); err == nil {
+			t.Fatal("steering a settled run succeeded")
+		}
+		var mu sync.Mutex
+		progress := map[string][]subagent.ProgressKind{} // by run id
+		stop := event.On(w.Events, func(e subagent.ProgressEvent) {
+			mu.Lock()
+			defer mu.Unlock()
+			progress[e.RunID] = append(progress[e.RunID], e.Kind)
+		})
+		defer stop()
+		next, err := run.(subagent.Resumer).Resume(context.Background(), subagent.ResumeRequest{Prompt: subagenttest.Prompt("and now?")})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := run.Dispose(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		if next.ID() != run.ID() {
+			t.Fatal("resume changed the child")
+		}
+		res2, _ := next.Wait(context.Background())
+		if res2.StopReason != subagent.Completed || content.JoinText(res2.Output) != "resumed: and now?" {
+			t.Fatalf("resumed result %+v", res2)
+		}
+		if end := lastTurnEnd(next.LocalAgent().Session().Events()); end.Turn != 2 {
+			t.Fatalf("resume ran turn %d, want 2 in the same session", end.Turn)
+		}
+		mu.Lock()
+		if len(progress) != 1 {
+			t.Errorf("progress of %d runs, want the resumed one's: %v", len(progress), progress)
+		}
+		for _, kinds := range progress {
+			if !slices.Contains(kinds, subagent.ProgressTurnStart) || !slices.Contains(kinds, subagent.ProgressTurnEnd) {
+				t.Errorf("the resumed run reported %v", kinds)
+			}
+		}
+		mu.Unlock()
+		if err := next.Dispose(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		if len(w.Agents.List()) != 1 {
+			t.Fatal("child outlived its last run")
+		}
+	})
 }
 
 func lastTurnEnd(events []session.Event) session.TurnEnd {

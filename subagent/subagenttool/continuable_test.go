@@ -10,7 +10,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
+	"testing/synctest"
 
 	"github.com/dsh-go/dsh"
 	"github.com/dsh-go/dsh/agent"
@@ -98,15 +98,13 @@ func newCEnv(t *testing.T, backend session.Backend, reply func(in turnInput) scr
 	return e
 }
 
-// settle waits until the parent and every child below it are idle.
+// settle waits, in the test's bubble, until every other goroutine is
+// durably blocked; the parent and every child below it must be idle then.
 func (e *cenv) settle() {
 	e.t.Helper()
-	deadline := time.Now().Add(time.Minute)
-	for e.agent.Status() == agent.StatusRunning || e.rt.Subagents.Working(e.agent.ID()) {
-		if time.Now().After(deadline) {
-			e.t.Fatal("the tree never settled")
-		}
-		time.Sleep(2 * time.Millisecond)
+	synctest.Wait()
+	if e.agent.Status() == agent.StatusRunning || e.rt.Subagents.Working(e.agent.ID()) {
+		e.t.Fatal("the tree is blocked before it settled")
 	}
 }
 
@@ -141,109 +139,115 @@ func userTexts(a *agent.Agent, form string) []string {
 // its earlier conversation; its settlement notice wakes the parent once;
 // list_agents shows it ready.
 func TestForegroundChildContinuedBySendMessage(t *testing.T) {
-	var childID string
-	e := newCEnv(t, nil, func(in turnInput) scripted.Entry {
-		switch {
-		case in.child:
-			return scripted.Text(fmt.Sprintf("child saw %d messages, last %q", len(in.req.Messages), in.text))
-		case in.text == "delegate":
-			return scripted.ToolCalls("", call("subagent", `{"description":"look around","prompt":"look"}`))
-		case strings.Contains(in.text, "send_message continues it"):
-			childID = childIDPattern.FindStringSubmatch(in.text)[1]
-			return scripted.Text("delegated")
-		case in.text == "continue it":
-			return scripted.ToolCalls("", call("send_message", jsonArgs(map[string]string{"subagent_id": childID, "message": "look again"})))
-		case in.text == "list":
-			return scripted.ToolCalls("", call("list_agents", `{}`))
+	synctest.Test(t, func(t *testing.T) {
+		var childID string
+		e := newCEnv(t, nil, func(in turnInput) scripted.Entry {
+			switch {
+			case in.child:
+				return scripted.Text(fmt.Sprintf("child saw %d messages, last %q", len(in.req.Messages), in.text))
+			case in.text == "delegate":
+				return scripted.ToolCalls("", call("subagent", `{"description":"look around","prompt":"look"}`))
+			case strings.Contains(in.text, "send_message continues it"):
+				childID = childIDPattern.FindStringSubmatch(in.text)[1]
+				return scripted.Text("delegated")
+			case in.text == "continue it":
+				return scripted.ToolCalls("", call("send_message", jsonArgs(map[string]string{"subagent_id": childID, "message": "look again"})))
+			case in.text == "list":
+				return scripted.ToolCalls("", call("list_agents", `{}`))
+			}
+			return scripted.Text("ok")
+		})
+		e.run("delegate")
+		res := results(e.agent)
+		if len(res) != 1 || !strings.HasSuffix(resultText(res[0]), "]\n"+`child saw 1 messages, last "look"`) || childID == "" {
+			t.Fatalf("foreground result %+v", res)
 		}
-		return scripted.Text("ok")
+		if n := len(userTexts(e.agent, subagent.FormSettled)); n != 0 {
+			t.Errorf("a foreground child's result also came as %d notices", n)
+		}
+		e.run("continue it")
+		if got := resultText(results(e.agent)[1]); got != "message queued as the next turn for subagent "+childID {
+			t.Errorf("send_message result %q", got)
+		}
+		notices := userTexts(e.agent, subagent.FormSettled)
+		if len(notices) != 1 || !strings.Contains(notices[0], `child saw 3 messages, last "look again"`) {
+			t.Errorf("notices %q", notices)
+		}
+		e.run("list")
+		if got := resultText(results(e.agent)[2]); got != childID+" [ready] — look around" {
+			t.Errorf("list_agents: %q", got)
+		}
 	})
-	e.run("delegate")
-	res := results(e.agent)
-	if len(res) != 1 || !strings.HasSuffix(resultText(res[0]), "]\n"+`child saw 1 messages, last "look"`) || childID == "" {
-		t.Fatalf("foreground result %+v", res)
-	}
-	if n := len(userTexts(e.agent, subagent.FormSettled)); n != 0 {
-		t.Errorf("a foreground child's result also came as %d notices", n)
-	}
-	e.run("continue it")
-	if got := resultText(results(e.agent)[1]); got != "message queued as the next turn for subagent "+childID {
-		t.Errorf("send_message result %q", got)
-	}
-	notices := userTexts(e.agent, subagent.FormSettled)
-	if len(notices) != 1 || !strings.Contains(notices[0], `child saw 3 messages, last "look again"`) {
-		t.Errorf("notices %q", notices)
-	}
-	e.run("list")
-	if got := resultText(results(e.agent)[2]); got != childID+" [ready] — look around" {
-		t.Errorf("list_agents: %q", got)
-	}
 }
 
 // 3.1 (background), U6, W: a background child returns its id at once and
 // its notice wakes the idle parent; the child reports with its own report
 // tool (absent from the parent), and the report reaches the parent first.
 func TestBackgroundChildReportsAndNotifies(t *testing.T) {
-	e := newCEnv(t, nil, func(in turnInput) scripted.Entry {
-		switch {
-		case in.child && in.text == "dig":
-			return scripted.ToolCalls("", call("report", `{"output":"found it early"}`))
-		case in.child:
-			return scripted.Text("dug deep")
-		case in.text == "delegate":
-			return scripted.ToolCalls("", call("subagent", `{"description":"dig","prompt":"dig","run_in_background":true}`))
+	synctest.Test(t, func(t *testing.T) {
+		e := newCEnv(t, nil, func(in turnInput) scripted.Entry {
+			switch {
+			case in.child && in.text == "dig":
+				return scripted.ToolCalls("", call("report", `{"output":"found it early"}`))
+			case in.child:
+				return scripted.Text("dug deep")
+			case in.text == "delegate":
+				return scripted.ToolCalls("", call("subagent", `{"description":"dig","prompt":"dig","run_in_background":true}`))
+			}
+			return scripted.Text("ok")
+		})
+		e.run("delegate")
+		if got := resultText(results(e.agent)[0]); !strings.HasPrefix(got, "started subagent ") || !strings.Contains(got, "in the background") {
+			t.Errorf("background result %q", got)
 		}
-		return scripted.Text("ok")
+		reports, notices := userTexts(e.agent, subagent.FormReport), userTexts(e.agent, subagent.FormSettled)
+		if len(reports) != 1 || !strings.HasSuffix(reports[0], "reported:found it early") || len(notices) != 1 || !strings.Contains(notices[0], "dug deep") {
+			t.Errorf("reports %q, notices %q", reports, notices)
+		}
+		if e.agent.Tools().Has(subagenttool.ToolReport) {
+			t.Error("the root has a report tool")
+		}
+		e.mu.Lock()
+		defer e.mu.Unlock()
+		for _, req := range e.requests {
+			has := false
+			for _, s := range req.Tools {
+				has = has || s.Name == subagenttool.ToolReport
+			}
+			if has != isChild(req) {
+				t.Errorf("report offered: %v, in a child's request: %v", has, isChild(req))
+			}
+		}
 	})
-	e.run("delegate")
-	if got := resultText(results(e.agent)[0]); !strings.HasPrefix(got, "started subagent ") || !strings.Contains(got, "in the background") {
-		t.Errorf("background result %q", got)
-	}
-	reports, notices := userTexts(e.agent, subagent.FormReport), userTexts(e.agent, subagent.FormSettled)
-	if len(reports) != 1 || !strings.HasSuffix(reports[0], "reported:found it early") || len(notices) != 1 || !strings.Contains(notices[0], "dug deep") {
-		t.Errorf("reports %q, notices %q", reports, notices)
-	}
-	if e.agent.Tools().Has(subagenttool.ToolReport) {
-		t.Error("the root has a report tool")
-	}
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	for _, req := range e.requests {
-		has := false
-		for _, s := range req.Tools {
-			has = has || s.Name == subagenttool.ToolReport
-		}
-		if has != isChild(req) {
-			t.Errorf("report offered: %v, in a child's request: %v", has, isChild(req))
-		}
-	}
 }
 
 // Z1, Z2: refusals are error results naming their code; interrupt_agent
 // accepts an absent target; a stranger cannot message another's child.
 func TestControlToolRefusals(t *testing.T) {
-	e := newCEnv(t, nil, func(in turnInput) scripted.Entry {
-		switch in.text {
-		case "bad":
-			return scripted.ToolCalls("", call("send_message", `{"subagent_id":"nope","message":"hi"}`),
-				call("interrupt_agent", `{"agent_id":"nope"}`), call("list_agents", `{"scope":"all"}`))
+	synctest.Test(t, func(t *testing.T) {
+		e := newCEnv(t, nil, func(in turnInput) scripted.Entry {
+			switch in.text {
+			case "bad":
+				return scripted.ToolCalls("", call("send_message", `{"subagent_id":"nope","message":"hi"}`),
+					call("interrupt_agent", `{"agent_id":"nope"}`), call("list_agents", `{"scope":"all"}`))
+			}
+			return scripted.Text("ok")
+		})
+		e.run("bad")
+		res := results(e.agent)
+		if len(res) != 3 {
+			t.Fatalf("results %+v", res)
 		}
-		return scripted.Text("ok")
+		if res[0].Error == nil || res[0].Error.Code != string(subagent.CodeNotResumable) || !strings.Contains(resultText(res[0]), "unavailable") {
+			t.Errorf("send_message to an unknown id: %+v %q", res[0].Error, resultText(res[0]))
+		}
+		if res[1].Error != nil || resultText(res[1]) != "interrupt requested for agent nope" {
+			t.Errorf("interrupt of an absent target: %q", resultText(res[1]))
+		}
+		if res[2].Error == nil || res[2].Error.Code != tool.CodeInvalidArgs {
+			t.Errorf("list_agents with a bad scope: %+v", res[2])
+		}
 	})
-	e.run("bad")
-	res := results(e.agent)
-	if len(res) != 3 {
-		t.Fatalf("results %+v", res)
-	}
-	if res[0].Error == nil || res[0].Error.Code != string(subagent.CodeNotResumable) || !strings.Contains(resultText(res[0]), "unavailable") {
-		t.Errorf("send_message to an unknown id: %+v %q", res[0].Error, resultText(res[0]))
-	}
-	if res[1].Error != nil || resultText(res[1]) != "interrupt requested for agent nope" {
-		t.Errorf("interrupt of an absent target: %q", resultText(res[1]))
-	}
-	if res[2].Error == nil || res[2].Error.Code != tool.CodeInvalidArgs {
-		t.Errorf("list_agents with a bad scope: %+v", res[2])
-	}
 }
 
 // P: continuable: false keeps one-shot children (a task in the
@@ -251,64 +255,68 @@ func TestControlToolRefusals(t *testing.T) {
 // process fails each call with PERSISTENCE_UNAVAILABLE, creating nothing;
 // continuable: true on a provider that cannot continue is a mount error.
 func TestContinuableConfig(t *testing.T) {
-	off := false
-	e := newCEnv(t, nil, func(in turnInput) scripted.Entry {
-		if in.text == "go" {
-			return scripted.ToolCalls("", call("subagent", `{"description":"d","prompt":"p","run_in_background":true}`))
+	synctest.Test(t, func(t *testing.T) {
+		off := false
+		e := newCEnv(t, nil, func(in turnInput) scripted.Entry {
+			if in.text == "go" {
+				return scripted.ToolCalls("", call("subagent", `{"description":"d","prompt":"p","run_in_background":true}`))
+			}
+			return scripted.Text("ok")
+		}, subagenttool.Config{Provider: inproc.SpawnName, Continuable: &off})
+		e.run("go")
+		if got := resultText(results(e.agent)[0]); !strings.HasPrefix(got, "started background subagent task subagent-1") {
+			t.Errorf("one-shot instance: %q", got)
 		}
-		return scripted.Text("ok")
-	}, subagenttool.Config{Provider: inproc.SpawnName, Continuable: &off})
-	e.run("go")
-	if got := resultText(results(e.agent)[0]); !strings.HasPrefix(got, "started background subagent task subagent-1") {
-		t.Errorf("one-shot instance: %q", got)
-	}
 
-	on := true
-	m := newCEnv(t, session.NewMemoryBackend(), func(in turnInput) scripted.Entry {
-		if in.text == "go" {
-			return scripted.ToolCalls("", call("subagent", `{"description":"d","prompt":"p"}`))
+		on := true
+		m := newCEnv(t, session.NewMemoryBackend(), func(in turnInput) scripted.Entry {
+			if in.text == "go" {
+				return scripted.ToolCalls("", call("subagent", `{"description":"d","prompt":"p"}`))
+			}
+			return scripted.Text("ok")
+		}, subagenttool.Config{Provider: inproc.SpawnName, Continuable: &on})
+		m.run("go")
+		if r := results(m.agent)[0]; r.Error == nil || r.Error.Code != string(subagent.CodePersistenceUnavailable) {
+			t.Errorf("continuable over memory: %+v %q", r.Error, resultText(r))
 		}
-		return scripted.Text("ok")
-	}, subagenttool.Config{Provider: inproc.SpawnName, Continuable: &on})
-	m.run("go")
-	if r := results(m.agent)[0]; r.Error == nil || r.Error.Code != string(subagent.CodePersistenceUnavailable) {
-		t.Errorf("continuable over memory: %+v %q", r.Error, resultText(r))
-	}
-	if n := len(m.rt.Agents.List()); n != 1 {
-		t.Errorf("%d agents", n)
-	}
-	if _, err := m.rt.Subagents.Register(bareProvider{}); err != nil {
-		t.Fatal(err)
-	}
-	_, err := subagenttool.Mount(subagenttool.Deps{Subagents: m.rt.Subagents, Tools: m.rt.Tools, Tasks: m.rt.Tasks, Events: m.rt.Events},
-		subagenttool.Config{Provider: "bare", ToolName: "bare", Continuable: &on})
-	if err == nil || !strings.Contains(err.Error(), "continuable: false") {
-		t.Errorf("continuable on a provider that cannot: %v", err)
-	}
-	if errors.Is(err, subagent.ErrNoProvider) {
-		t.Error("wrong error")
-	}
+		if n := len(m.rt.Agents.List()); n != 1 {
+			t.Errorf("%d agents", n)
+		}
+		if _, err := m.rt.Subagents.Register(bareProvider{}); err != nil {
+			t.Fatal(err)
+		}
+		_, err := subagenttool.Mount(subagenttool.Deps{Subagents: m.rt.Subagents, Tools: m.rt.Tools, Tasks: m.rt.Tasks, Events: m.rt.Events},
+			subagenttool.Config{Provider: "bare", ToolName: "bare", Continuable: &on})
+		if err == nil || !strings.Contains(err.Error(), "continuable: false") {
+			t.Errorf("continuable on a provider that cannot: %v", err)
+		}
+		if errors.Is(err, subagent.ErrNoProvider) {
+			t.Error("wrong error")
+		}
+	})
 }
 
 // 3.4: list_agents renders children, diagnostics and descendants as pinned.
 func TestRenderAgents(t *testing.T) {
-	rows := []subagent.ChildRow{
-		{ID: "a", Mode: subagent.Continuable, Label: "first", Parent: "root", Depth: 1},
-		{ID: "b", Mode: subagent.OneShot, Label: "once", Parent: "root", Depth: 1},
-		{ID: "c", Diagnostic: subagent.DiagnosticCorrupt, Parent: "a", Depth: 2},
-	}
-	status := func(id string) subagent.Residency {
-		return map[string]subagent.Residency{"a": subagent.ResidentRunning}[id]
-	}
-	if got, want := subagenttool.RenderAgents(rows, false, status), "a [running] — first\nc [diagnostic: corrupt]"; got != want {
-		t.Errorf("children:\n%s\nwant\n%s", got, want)
-	}
-	if got, want := subagenttool.RenderAgents(rows, true, status), "a [running] parent=root depth=1 — first\nc [diagnostic: corrupt] parent=a depth=2"; got != want {
-		t.Errorf("descendants:\n%s\nwant\n%s", got, want)
-	}
-	if got := subagenttool.RenderAgents(nil, false, status); got != "(no subagents)" {
-		t.Errorf("empty: %q", got)
-	}
+	synctest.Test(t, func(t *testing.T) {
+		rows := []subagent.ChildRow{
+			{ID: "a", Mode: subagent.Continuable, Label: "first", Parent: "root", Depth: 1},
+			{ID: "b", Mode: subagent.OneShot, Label: "once", Parent: "root", Depth: 1},
+			{ID: "c", Diagnostic: subagent.DiagnosticCorrupt, Parent: "a", Depth: 2},
+		}
+		status := func(id string) subagent.Residency {
+			return map[string]subagent.Residency{"a": subagent.ResidentRunning}[id]
+		}
+		if got, want := subagenttool.RenderAgents(rows, false, status), "a [running] — first\nc [diagnostic: corrupt]"; got != want {
+			t.Errorf("children:\n%s\nwant\n%s", got, want)
+		}
+		if got, want := subagenttool.RenderAgents(rows, true, status), "a [running] parent=root depth=1 — first\nc [diagnostic: corrupt] parent=a depth=2"; got != want {
+			t.Errorf("descendants:\n%s\nwant\n%s", got, want)
+		}
+		if got := subagenttool.RenderAgents(nil, false, status); got != "(no subagents)" {
+			t.Errorf("empty: %q", got)
+		}
+	})
 }
 
 // A foreground continuable call whose turn is cancelled interrupts the
@@ -316,35 +324,37 @@ func TestRenderAgents(t *testing.T) {
 // naming the child, no notice follows and nothing is left running; the
 // child can be messaged later.
 func TestCancelledForegroundCallInterruptsTheChild(t *testing.T) {
-	hung := make(chan struct{}, 1)
-	e := newCEnv(t, nil, func(in turnInput) scripted.Entry {
-		switch {
-		case in.child && in.text == "hang":
-			hung <- struct{}{}
-			return scripted.Hang("thinking")
-		case in.text == "go":
-			return scripted.ToolCalls("", call("subagent", `{"description":"slow","prompt":"hang"}`))
+	synctest.Test(t, func(t *testing.T) {
+		hung := make(chan struct{}, 1)
+		e := newCEnv(t, nil, func(in turnInput) scripted.Entry {
+			switch {
+			case in.child && in.text == "hang":
+				hung <- struct{}{}
+				return scripted.Hang("thinking")
+			case in.text == "go":
+				return scripted.ToolCalls("", call("subagent", `{"description":"slow","prompt":"hang"}`))
+			}
+			return scripted.Text("ok")
+		})
+		ctx, cancel := context.WithCancel(context.Background())
+		go func() {
+			<-hung
+			cancel()
+		}()
+		end, err := e.agent.Run(ctx, content.UserText("go"))
+		if err != nil || end.Reason.Kind != session.EndAborted {
+			t.Fatalf("turn %+v %v", end, err)
 		}
-		return scripted.Text("ok")
+		e.settle()
+		res := results(e.agent)
+		if len(res) != 1 || res[0].Error == nil || !strings.Contains(resultText(res[0]), "cancelled") || !childIDPattern.MatchString(resultText(res[0])) {
+			t.Fatalf("results %+v", res)
+		}
+		if n := len(userTexts(e.agent, subagent.FormSettled)); n != 0 {
+			t.Errorf("%d notices after a foreground call", n)
+		}
+		if n := len(e.rt.Agents.List()); n != 1 {
+			t.Errorf("%d agents left", n)
+		}
 	})
-	ctx, cancel := context.WithCancel(context.Background())
-	go func() {
-		<-hung
-		cancel()
-	}()
-	end, err := e.agent.Run(ctx, content.UserText("go"))
-	if err != nil || end.Reason.Kind != session.EndAborted {
-		t.Fatalf("turn %+v %v", end, err)
-	}
-	e.settle()
-	res := results(e.agent)
-	if len(res) != 1 || res[0].Error == nil || !strings.Contains(resultText(res[0]), "cancelled") || !childIDPattern.MatchString(resultText(res[0])) {
-		t.Fatalf("results %+v", res)
-	}
-	if n := len(userTexts(e.agent, subagent.FormSettled)); n != 0 {
-		t.Errorf("%d notices after a foreground call", n)
-	}
-	if n := len(e.rt.Agents.List()); n != 1 {
-		t.Errorf("%d agents left", n)
-	}
 }

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"go.uber.org/goleak"
@@ -321,46 +322,48 @@ func TestToolFollowsItsProvider(t *testing.T) {
 }
 
 // A background child: the parent keeps working, is woken by the
-// completion notice, and collects the output with task_output.
+// completion notice, and collects the output with task_output. In a
+// bubble, so that the notice's turn is awaited by Wait, not by polling.
 func TestBackgroundDelegationAndNotice(t *testing.T) {
-	release := make(chan struct{})
-	child := func(ctx context.Context, req *llm.Request) iter.Seq[content.Chunk] {
-		<-release
-		return echoChild(ctx, req)
-	}
-	e := newEnv(t, child,
-		scripted.ToolCalls("", call("subagent", `{"description":"slow job","prompt":"work","run_in_background":true}`)),
-		scripted.Text("started it; working on other things"),
-		scripted.ToolCalls("", call("task_output", `{"task_id":"subagent-1"}`)),
-		scripted.Text("collected"),
-	)
-	if end := e.run("go"); end.Reason.Kind != session.EndCompleted {
-		t.Fatalf("end %+v", end)
-	}
-	if rs := results(e.agent); resultText(rs[0]) != "started background subagent task subagent-1" {
-		t.Fatalf("ack %q", resultText(rs[0]))
-	}
-	close(release)
-	// The notice wakes the idle parent; wait for its turn to end.
-	for e.agent.Session().LastTurn() < 2 {
-		time.Sleep(time.Millisecond)
-	}
-	if err := e.agent.WaitIdle(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	var notice string
-	for _, ev := range e.agent.Session().Events() {
-		if m, ok := ev.Data.(content.Message); ok && m.Source.Plugin == task.NoticePlugin {
-			notice = content.JoinText(m.Content)
+	synctest.Test(t, func(t *testing.T) {
+		release := make(chan struct{})
+		child := func(ctx context.Context, req *llm.Request) iter.Seq[content.Chunk] {
+			<-release
+			return echoChild(ctx, req)
 		}
-	}
-	if notice != "background task subagent-1 (subagent: slow job) finished [status: completed]. Read its output with task_output." {
-		t.Fatalf("notice %q", notice)
-	}
-	rs := results(e.agent)
-	if got := resultText(rs[len(rs)-1]); got != "child: work\n[status: completed]" {
-		t.Fatalf("task_output %q", got)
-	}
+		e := newEnv(t, child,
+			scripted.ToolCalls("", call("subagent", `{"description":"slow job","prompt":"work","run_in_background":true}`)),
+			scripted.Text("started it; working on other things"),
+			scripted.ToolCalls("", call("task_output", `{"task_id":"subagent-1"}`)),
+			scripted.Text("collected"),
+		)
+		if end := e.run("go"); end.Reason.Kind != session.EndCompleted {
+			t.Fatalf("end %+v", end)
+		}
+		if rs := results(e.agent); resultText(rs[0]) != "started background subagent task subagent-1" {
+			t.Fatalf("ack %q", resultText(rs[0]))
+		}
+		close(release)
+		// The notice wakes the idle parent: once the bubble is blocked,
+		// its second turn has ended.
+		synctest.Wait()
+		if n, s := e.agent.Session().LastTurn(), e.agent.Status(); n != 2 || s != agent.StatusIdle {
+			t.Fatalf("turn %d, status %s: the notice did not run a turn of its own to its end", n, s)
+		}
+		var notice string
+		for _, ev := range e.agent.Session().Events() {
+			if m, ok := ev.Data.(content.Message); ok && m.Source.Plugin == task.NoticePlugin {
+				notice = content.JoinText(m.Content)
+			}
+		}
+		if notice != "background task subagent-1 (subagent: slow job) finished [status: completed]. Read its output with task_output." {
+			t.Fatalf("notice %q", notice)
+		}
+		rs := results(e.agent)
+		if got := resultText(rs[len(rs)-1]); got != "child: work\n[status: completed]" {
+			t.Fatalf("task_output %q", got)
+		}
+	})
 }
 
 func TestTaskKillMidRun(t *testing.T) {

@@ -440,9 +440,21 @@ func TestBackgroundChildInAWorktree(t *testing.T) {
 	if resultText(rs[0]) != "started background subagent task subagent-1" {
 		t.Fatalf("ack %q", resultText(rs[0]))
 	}
+	// The completion notice opens a turn that collects the output. The
+	// child works in a git worktree (real processes), so this test runs on
+	// the real clock and waits for that turn's end event.
+	second := make(chan struct{})
+	var once sync.Once
+	defer a.Session().Observe(func(ev session.Event) {
+		if end, ok := ev.Data.(session.TurnEnd); ok && end.Turn == 2 {
+			once.Do(func() { close(second) })
+		}
+	})()
 	close(release)
-	for a.Session().LastTurn() < 2 { // the completion notice opens a turn that collects the output
-		time.Sleep(time.Millisecond)
+	select {
+	case <-second:
+	case <-time.After(time.Minute):
+		t.Fatal("the completion notice opened no second turn")
 	}
 	if err := a.WaitIdle(context.Background()); err != nil {
 		t.Fatal(err)

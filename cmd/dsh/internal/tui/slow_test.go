@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -45,34 +46,30 @@ func floodServer(t *testing.T, n int, start <-chan struct{}) *httptest.Server {
 func TestAStuckScreenDoesNotSlowTheAgent(t *testing.T) {
 	start := make(chan struct{})
 	s := startAt(t, floodServer(t, 30_000, start).URL, "", 100, 30)
+	ended := make(chan struct{})
+	var once sync.Once
+	defer s.agent.Session().Observe(func(e session.Event) {
+		if end, ok := e.Data.(session.TurnEnd); ok && end.Reason.Kind == session.EndCompleted {
+			once.Do(func() { close(ended) })
+		}
+	})()
 	s.send("flood")
 	s.term.WaitText("working")
 
 	s.term.Pause()
 	for i := range 100 { // full repaints until the terminal's buffers are full
 		s.resize(100+i%2, 30)
-		time.Sleep(20 * time.Millisecond)
+		time.Sleep(20 * time.Millisecond) // SIGWINCHs sent together coalesce: pace them, one repaint each
 	}
 	close(start)
-	deadline := time.Now().Add(termtest.Timeout)
-	for !turnEnded(s) {
-		if time.Now().After(deadline) {
-			t.Fatal("the turn did not end while the screen was stuck")
-		}
-		time.Sleep(10 * time.Millisecond)
+	select {
+	case <-ended:
+	case <-time.After(termtest.Timeout):
+		t.Fatal("the turn did not end while the screen was stuck")
 	}
 	s.term.Resume()
 	s.term.WaitText("THE END")
 	s.term.WaitText("updates skipped")
-}
-
-func turnEnded(s *chat) bool {
-	for _, e := range s.agent.Session().Events() {
-		if end, ok := e.Data.(session.TurnEnd); ok && end.Reason.Kind == session.EndCompleted {
-			return true
-		}
-	}
-	return false
 }
 
 // What the model writes cannot drive the terminal: escape sequences that
