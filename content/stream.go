@@ -33,6 +33,23 @@ type Chunk struct {
 	Finish *Finish `json:"finish,omitempty"` // finish
 }
 
+// IsBareDelta reports whether c is a delta that later deltas of its block
+// may extend: a text, reasoning or tool-call delta carrying nothing but its
+// block index and its text (for a tool call: its id, name and argument
+// text).
+func (c Chunk) IsBareDelta() bool {
+	if c.BlockType != "" || c.Block != nil || c.Usage != nil || c.Finish != nil {
+		return false
+	}
+	switch c.Type {
+	case ChunkTextDelta, ChunkReasoningDelta:
+		return c.ID == "" && c.Name == "" && c.ArgumentsDelta == ""
+	case ChunkToolCallDelta:
+		return c.Text == ""
+	}
+	return false
+}
+
 // FinishKind says why a stream ended.
 type FinishKind string
 

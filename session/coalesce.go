@@ -18,22 +18,6 @@ type pendingChunk struct {
 	buf    []byte
 }
 
-// isDelta reports whether c is a delta chunk that later deltas may join: a
-// text, reasoning or tool-call delta carrying nothing but its block index,
-// its text (for a tool call: its id, name and argument text).
-func isDelta(c content.Chunk) bool {
-	if c.BlockType != "" || c.Block != nil || c.Usage != nil || c.Finish != nil {
-		return false
-	}
-	switch c.Type {
-	case content.ChunkTextDelta, content.ChunkReasoningDelta:
-		return c.ID == "" && c.Name == "" && c.ArgumentsDelta == ""
-	case content.ChunkToolCallDelta:
-		return c.Text == ""
-	}
-	return false
-}
-
 // deltaText returns the text a delta chunk adds to its block.
 func deltaText(c content.Chunk) string {
 	if c.Type == content.ChunkToolCallDelta {

@@ -193,7 +193,7 @@ func (s *Session) Append(typ string, data any, sourceSeqs ...int64) (Event, erro
 	}
 	now := time.Now().UnixMilli()
 	var e Event
-	if c, ok := data.(AssistantChunk); ok && typ == TypeAssistantChunk && isDelta(c.Chunk) {
+	if c, ok := data.(AssistantChunk); ok && typ == TypeAssistantChunk && c.Chunk.IsBareDelta() {
 		e = s.appendDelta(c, data, now)
 	} else {
 		s.commitPending()

@@ -61,20 +61,7 @@ func TestBareDshOnATerminalIsInteractive(t *testing.T) {
 // A signal ends the interactive mode as it ends dsh run: the terminal is
 // given back, the session line printed, and the exit status says which.
 func TestInteractiveModeEndsOnSIGTERM(t *testing.T) {
-	srv := llmtest.NewServer(t, func(r llmtest.Request) llmtest.Reply { return llmtest.Reply{Text: "still thinking", Hang: true} })
-	home := t.TempDir()
-	term := termtest.New(t, 80, 24)
-	dsh := exec.Command(dshBinary, "chat")
-	dsh.Dir = t.TempDir()
-	dsh.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + home, "DSH_HOME=" + home,
-		"DEEPSEEK_API_KEY=sk-test", "DEEPSEEK_BASE_URL=" + srv.URL}
-	if err := term.Start(dsh); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { dsh.Process.Kill(); dsh.Wait() })
-	term.WaitText("ctrl+c twice exits")
-	term.Type("go on" + termtest.Enter)
-	term.WaitText("still thinking")
+	dsh, term := chatMidAnswer(t)
 	dsh.Process.Signal(syscall.SIGTERM)
 	var exit *exec.ExitError
 	if err := dsh.Wait(); !errors.As(err, &exit) || exit.ExitCode() != exitTerm {
@@ -124,6 +111,26 @@ func TestChatReadsPromptsFromStdin(t *testing.T) {
 			t.Errorf("dsh %v stderr:\n%s", args, errOut.String())
 		}
 	}
+}
+
+// chatMidAnswer starts dsh chat on a terminal and sends a prompt whose
+// answer never ends; it returns once the answer's first text is on screen.
+func chatMidAnswer(t *testing.T) (*exec.Cmd, *termtest.Term) {
+	srv := llmtest.NewServer(t, func(r llmtest.Request) llmtest.Reply { return llmtest.Reply{Text: "still thinking", Hang: true} })
+	home := t.TempDir()
+	term := termtest.New(t, 80, 24)
+	dsh := exec.Command(dshBinary, "chat")
+	dsh.Dir = t.TempDir()
+	dsh.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + home, "DSH_HOME=" + home,
+		"DEEPSEEK_API_KEY=sk-test", "DEEPSEEK_BASE_URL=" + srv.URL}
+	if err := term.Start(dsh); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { dsh.Process.Kill(); dsh.Wait() })
+	term.WaitText("ctrl+c twice exits")
+	term.Type("go on" + termtest.Enter)
+	term.WaitText("still thinking")
+	return dsh, term
 }
 
 // The README's dsh chat pipeline runs as written.

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -50,23 +49,6 @@ func gitProject(t *testing.T) string {
 	return dir
 }
 
-// toolsOf returns the tool names of a chat-completions request body.
-func toolsOf(body []byte) []string {
-	var req struct {
-		Tools []struct {
-			Function struct {
-				Name string `json:"name"`
-			} `json:"function"`
-		} `json:"tools"`
-	}
-	json.Unmarshal(body, &req)
-	var names []string
-	for _, t := range req.Tools {
-		names = append(names, t.Function.Name)
-	}
-	return names
-}
-
 // The model calls subagent with subagent_type explore: the child's request
 // carries explore's instructions and only its tools.
 func TestExploreTypeEndToEnd(t *testing.T) {
@@ -96,7 +78,7 @@ func TestExploreTypeEndToEnd(t *testing.T) {
 	if !strings.Contains(string(childBody), "You explore a codebase to answer a question, and change nothing.") {
 		t.Errorf("the child's request lacks explore's instructions:\n%s", childBody)
 	}
-	if got := toolsOf(childBody); !slices.Equal(got, []string{"glob", "grep", "read_file"}) {
+	if got := toolNames(childBody); !slices.Equal(got, []string{"glob", "grep", "read_file"}) {
 		t.Errorf("the child's tools are %v", got)
 	}
 }
@@ -152,7 +134,7 @@ func TestREADMEDefinitionAndHooks(t *testing.T) {
 	if !strings.Contains(body, "You review the uncommitted change of this repository") || !strings.Contains(body, filepath.Join(home, "worktrees")) {
 		t.Errorf("the reviewer's request lacks its instructions or its worktree:\n%s", body)
 	}
-	if got := toolsOf(childBody); !slices.Equal(got, []string{"bash", "glob", "grep", "read_file", "structured_output"}) {
+	if got := toolNames(childBody); !slices.Equal(got, []string{"bash", "glob", "grep", "read_file", "structured_output"}) {
 		t.Errorf("the reviewer's tools are %v", got)
 	}
 	if infos, err := worktree.List(t.Context(), project); err != nil || len(infos) != 0 {

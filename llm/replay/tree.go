@@ -164,7 +164,7 @@ func comparable(s *Session, sessionIDs map[string]string) []string {
 			usage = append(usage, render(e.Type, e.Data, n, sessionIDs, messages))
 			continue
 		}
-		if c, ok := e.Data.(session.AssistantChunk); ok && mergeable(c.Chunk) {
+		if c, ok := e.Data.(session.AssistantChunk); ok && c.Chunk.IsBareDelta() {
 			if pending != nil && joins(*pending, c) {
 				if c.Chunk.Type == content.ChunkToolCallDelta {
 					pending.Chunk.ArgumentsDelta += c.Chunk.ArgumentsDelta
@@ -214,21 +214,6 @@ const descriptorType = "subagent/descriptor"
 // activation settles (subagent.UsageType); parallel children settle in any
 // order, so these compare as a set.
 const childUsageType = "subagent/usage"
-
-// mergeable reports whether a chunk is a bare delta that later deltas of
-// its block may extend.
-func mergeable(c content.Chunk) bool {
-	if c.BlockType != "" || c.Block != nil || c.Usage != nil || c.Finish != nil {
-		return false
-	}
-	switch c.Type {
-	case content.ChunkTextDelta, content.ChunkReasoningDelta:
-		return c.ID == "" && c.Name == "" && c.ArgumentsDelta == ""
-	case content.ChunkToolCallDelta:
-		return c.Text == ""
-	}
-	return false
-}
 
 func joins(p, c session.AssistantChunk) bool {
 	return p.Turn == c.Turn && p.Step == c.Step && p.Chunk.Type == c.Chunk.Type && p.Chunk.Index == c.Chunk.Index &&

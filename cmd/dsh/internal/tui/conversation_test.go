@@ -86,7 +86,7 @@ func TestChildRowTicksAndEndsWithItsReason(t *testing.T) {
 	defer close(release)
 
 	s.send("delegate")
-	running := regexp.MustCompile(`↳ spawn · look around · running (\d+)s`)
+	running := regexp.MustCompile(`↳ spawn · look around · [0-9a-f]{8} · running (\d+)s`)
 	first := running.FindStringSubmatch(s.term.WaitFor("the child's row", running.MatchString))
 	s.term.WaitFor("the child's elapsed time advancing", func(screen string) bool {
 		m := running.FindStringSubmatch(screen)
@@ -94,7 +94,7 @@ func TestChildRowTicksAndEndsWithItsReason(t *testing.T) {
 	})
 	release <- struct{}{}
 	screen := s.term.WaitText("The child could not finish.")
-	ended := regexp.MustCompile(`↳ spawn · look around · error in \d+s: INVALID_REQUEST: deepseek: HTTP 400`)
+	ended := regexp.MustCompile(`↳ spawn · look around · [0-9a-f]{8} · error in \d+s: INVALID_REQUEST: deepseek: HTTP 400`)
 	if !ended.MatchString(screen) {
 		t.Fatalf("the child's end does not say why:\n%s", screen)
 	}
