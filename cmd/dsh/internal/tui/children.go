@@ -48,9 +48,11 @@ func newChildren() *children {
 }
 
 // start adds the row of a run that started. A direct child of root is
-// linked to the running background subagent task of the same label that
-// no row has yet, if any: the task is listed before it starts its run,
-// and the run's events carry no task id, so the label is the link.
+// linked to the background subagent task of the same label that no row has
+// yet, if any: the task is listed before it starts its run, and the run's
+// events carry no task id, so the label is the link. The oldest running
+// task is taken first; failing that, the newest unread one, since a child
+// may have finished before its start event is handled here.
 func (c *children) start(e subagent.Started, root string, tasks []task.Snapshot, continuable func(childID string) bool,
 	now time.Time) *childRow {
 	r := &childRow{info: e.RunInfo, started: now, status: "running"}
@@ -58,11 +60,19 @@ func (c *children) start(e subagent.Started, root string, tasks []task.Snapshot,
 		r.child = shortID(e.ChildID)
 	} else if e.ParentID == root {
 		label := strings.Join(strings.Fields(e.Label), " ")
-		for _, t := range tasks {
-			if t.Kind == subagenttool.TaskKind && t.Status == task.Running && t.Label == label && !c.linked[t.ID] {
-				r.task, c.linked[t.ID] = t.ID, true
-				break
+		candidate := func(t task.Snapshot) bool {
+			return t.Kind == subagenttool.TaskKind && t.Label == label && !c.linked[t.ID]
+		}
+		i := slices.IndexFunc(tasks, func(t task.Snapshot) bool { return candidate(t) && t.Status == task.Running })
+		if i < 0 {
+			for j := len(tasks) - 1; j >= 0 && i < 0; j-- {
+				if candidate(tasks[j]) && !tasks[j].Reported {
+					i = j
+				}
 			}
+		}
+		if i >= 0 {
+			r.task, c.linked[tasks[i].ID] = tasks[i].ID, true
 		}
 	}
 	c.rows = append(c.rows, r)

@@ -7,10 +7,14 @@ import (
 	"io"
 	"strings"
 	"testing"
+	"time"
 	"unicode"
 	"unicode/utf8"
 
 	"github.com/dsh-go/dsh/permission"
+	"github.com/dsh-go/dsh/subagent"
+	"github.com/dsh-go/dsh/subagent/subagenttool"
+	"github.com/dsh-go/dsh/task"
 )
 
 // The feed never makes an emitter wait: with nobody reading, lossy items
@@ -222,5 +226,33 @@ func TestAskerWithdrawsAndRefuses(t *testing.T) {
 	f.close()
 	if ans, err := k.Ask(context.Background(), permission.Request{Tool: "bash"}); ans != permission.Reject || !errors.Is(err, errUIClosed) {
 		t.Fatalf("ask after the feed closed: %v, %v", ans, err)
+	}
+}
+
+// A background child's row is linked to its task even when the child
+// finished before its start event is handled: the running task of its
+// label first, else the newest unread one; a task is linked once.
+func TestChildRowLinksItsTask(t *testing.T) {
+	snap := func(id string, st task.Status, reported bool) task.Snapshot {
+		return task.Snapshot{ID: id, Kind: subagenttool.TaskKind, Label: "bg job", Status: st, Reported: reported}
+	}
+	started := func(run string) subagent.Started {
+		return subagent.Started{RunInfo: subagent.RunInfo{RunID: run, ParentID: "root", Label: "bg  job"}}
+	}
+	oneShot := func(string) bool { return false }
+	c := newChildren()
+	tasks := []task.Snapshot{snap("t1", task.Completed, true), snap("t2", task.Failed, false), snap("t3", task.Completed, false)}
+	if r := c.start(started("r1"), "root", tasks, oneShot, time.Now()); r.task != "t3" {
+		t.Errorf("a finished child's row links %q, want the newest unread task t3", r.task)
+	}
+	tasks = append(tasks, snap("t4", task.Running, false))
+	if r := c.start(started("r2"), "root", tasks, oneShot, time.Now()); r.task != "t4" {
+		t.Errorf("a running child's row links %q, want the running task t4", r.task)
+	}
+	if r := c.start(started("r3"), "root", tasks[:2], oneShot, time.Now()); r.task != "t2" {
+		t.Errorf("the next row links %q, want the one unread task left, t2", r.task)
+	}
+	if r := c.start(started("r4"), "root", tasks, oneShot, time.Now()); r.task != "" {
+		t.Errorf("a row links %q, whose task already has a row", r.task)
 	}
 }
