@@ -38,13 +38,19 @@ func allowed(id string, testOnly bool) bool {
 // reviewed returns the licence files a person has read and classified where
 // the scanner cannot, keyed by the SHA-256 of their exact text, so that a
 // file that changes in any way is scanned again.
-func reviewed() map[string]string {
-	return map[string]string{
+func reviewed() map[string][]string {
+	return map[string][]string{
 		// kernel.org/pub/linux/libs/security/libcap/psx (under
 		// github.com/landlock-lsm/go-landlock): "SPDX-License-Identifier:
 		// BSD-3-Clause OR GPL-2.0-only", the BSD text reworded, then the
 		// GPL's. The scanner sees only the GPL; dsh takes the BSD option.
-		"279fa656c62857d42952b86a0789b98669ca1cb4b324a8d9e91397c174af4c14": "BSD-3-Clause",
+		"279fa656c62857d42952b86a0789b98669ca1cb4b324a8d9e91397c174af4c14": {"BSD-3-Clause"},
+		// github.com/modelcontextprotocol/go-sdk v1.8.0: code under
+		// Apache-2.0, or MIT where an author has not yet agreed to
+		// relicense (both texts follow); "documentation contributions
+		// (excluding specifications)" under CC-BY-4.0, and no document of
+		// the module is linked into dsh or shipped with it.
+		"af679003d933f045393a6a029f43da113f9ae364eac651d9ae268392985580f5": {"Apache-2.0", "MIT"},
 	}
 }
 
@@ -306,8 +312,8 @@ func (m *Module) readDir(rel string) error {
 // classify recognises the licences in one file's text.
 func classify(name string, text []byte) File {
 	f := File{Name: name, Text: text}
-	if id, ok := reviewed()[fmt.Sprintf("%x", sha256.Sum256(text))]; ok {
-		f.IDs, f.Percent, f.Reviewed = []string{id}, 100, true
+	if ids, ok := reviewed()[fmt.Sprintf("%x", sha256.Sum256(text))]; ok {
+		f.IDs, f.Percent, f.Reviewed = ids, 100, true
 		return f
 	}
 	cov := licensecheck.Scan(text)
