@@ -160,7 +160,7 @@ func newEntry(def Definition) (*entry, error) {
 	}
 	e := &entry{def: def, schema: schema, resolved: resolved}
 	e.spec = sync.OnceValue(func() content.ToolSpec {
-		raw, err := json.Marshal(e.schema)
+		raw, err := encodeSchema(e.schema)
 		if err != nil { // a schema that resolved encodes; this is the model's fallback
 			raw = json.RawMessage(`{"type":"object"}`)
 		}

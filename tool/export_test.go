@@ -1,0 +1,4 @@
+package tool
+
+// EncodeSchema exposes encodeSchema to the package's external tests.
+var EncodeSchema = encodeSchema
