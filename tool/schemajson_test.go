@@ -69,7 +69,7 @@ func TestEncodeSchemaEdges(t *testing.T) {
 		"empty types":    {Types: []string{}},
 		"type and types": {Type: "string", Types: []string{"null"}},
 		"html":           {Description: "<b> & \u2028 \xff", Enum: []any{"<", 1.5, nil, true}, Pattern: "^a&b$"},
-		"numbers": {MultipleOf: ptr(0.1), Minimum: ptr(-0.0), Maximum: ptr(1e21), ExclusiveMinimum: ptr(1e-7),
+		"numbers": {MultipleOf: ptr(0.1), Minimum: ptr(math.Copysign(0, -1)), Maximum: ptr(1e21), ExclusiveMinimum: ptr(1e-7),
 			ExclusiveMaximum: ptr(123456789.0), MinLength: ptr(0), MaxLength: ptr(-1)},
 		"nan":         {Minimum: ptr(math.NaN())},
 		"default":     {Default: json.RawMessage(` { "a" : "<x>" } `)},
