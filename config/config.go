@@ -224,7 +224,9 @@ type Tools struct {
 // Tasks configure background tasks.
 type Tasks struct {
 	MaxPerOwner int `yaml:"maxPerOwner"`
-	// MaxWakes bounds the consecutive turns completion notices may open.
+	// MaxWakes bounds the consecutive turns completion notices may open in
+	// an idle agent (default 3): those of its background tasks, and apart
+	// from them the settlement notices of its continuable children.
 	MaxWakes int `yaml:"maxWakes"`
 }
 
@@ -735,5 +737,6 @@ func (cfg Config) Build(ctx context.Context, log *slog.Logger, backend session.B
 		maxLive = max(cfg.Subagents.MaxLiveChildren, 0)
 	}
 	rt.Subagents.LimitLiveChildren(maxLive)
+	rt.Subagents.LimitWakes(cfg.Tasks.MaxWakes)
 	return rt, nil
 }

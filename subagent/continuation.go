@@ -590,23 +590,28 @@ func (c *continuation) teardown(act *activation) {
 
 // notify sends the settlement notice to act's parent: it wakes an idle
 // parent with a new turn and reaches a busy one at its next step; a parent
-// that is closing gets it without a wake, and one that is gone none.
+// that is closing, or that notices alone have woken LimitWakes times in a
+// row, gets it without a wake, and one that is gone none.
 func (c *continuation) notify(act *activation, res Result) {
 	parent := act.parent
 	if live, ok := c.agents.Get(act.parentID); !ok || live != parent {
 		return
 	}
 	msg := Notice(act.id, res)
+	woken := agent.WakesSinceUser(parent.Session().Events(), isSettlement) >= c.svc.wakeBudget()
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	send := parent.Steer
-	if pa := c.byAgent[parent]; c.draining || (pa != nil && pa.closing) {
+	if pa := c.byAgent[parent]; woken || c.draining || (pa != nil && pa.closing) {
 		send = parent.Inject
 	}
 	if err := send(msg); err != nil && !errors.Is(err, &agent.Error{Code: agent.CodeDisposed}) {
 		c.svc.log.Warn("subagent: settlement notice not delivered", "child", act.id, "parent", act.parentID, "err", err)
 	}
 }
+
+// isSettlement reports whether a message is a settlement notice.
+func isSettlement(s content.Source) bool { return s.Plugin == SourcePlugin && s.Form == FormSettled }
 
 // Drain closes admission to continuable children (DRAINING) and tears
 // every resident one down, children with their parents; it returns once

@@ -334,6 +334,50 @@ func TestContinuableChildSettlesAndResumesCold(t *testing.T) {
 	})
 }
 
+// Settlement notices wake an idle parent at most LimitWakes times in a row:
+// the next one waits, unclaimed, for the parent's next turn, and a message
+// of its user renews the budget. A model that sends its child more work at
+// every notice cannot keep itself busy forever.
+func TestSettlementNoticesWakeAtMostLimitTimes(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		w := newWorld(t, t.TempDir(), nil)
+		w.svc.LimitWakes(2)
+		w.provider("spawn", false)
+		parent := w.newParent("")
+		acc := w.start(parent, "spawn", "round 1", subagent.ContinuableOptions{})
+		w.settled(1)
+		w.idle(parent)
+		w.followup(parent, acc.ChildID, "round 2")
+		w.settled(2)
+		w.idle(parent)
+		if got := parent.Session().LastTurn(); got != 2 {
+			t.Fatalf("two notices opened %d turns, want 2", got)
+		}
+		w.followup(parent, acc.ChildID, "round 3")
+		w.settled(3)
+		w.idle(parent)
+		if got := parent.Session().LastTurn(); got != 2 {
+			t.Fatalf("the third notice opened a turn past the budget of 2 (%d turns)", got)
+		}
+		if n := len(notices(parent, subagent.FormSettled)); n != 2 {
+			t.Fatalf("%d notices claimed, want 2 (the third waits)", n)
+		}
+
+		if _, err := parent.Run(context.Background(), content.UserText("go on")); err != nil {
+			t.Fatal(err)
+		}
+		if n := len(notices(parent, subagent.FormSettled)); n != 3 {
+			t.Fatalf("the user's turn claimed %d notices in all, want 3", n)
+		}
+		w.followup(parent, acc.ChildID, "round 4")
+		w.settled(4)
+		w.idle(parent)
+		if got := parent.Session().LastTurn(); got != 4 {
+			t.Fatalf("after the user's turn a notice opened no turn (%d turns, want 4)", got)
+		}
+	})
+}
+
 // S7, C6, R4: a child is continued by another process (a second world over
 // the same store), from its log alone, after its parent was resumed too and
 // with no provider registered at all; lifecycle events still name the

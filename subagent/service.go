@@ -28,9 +28,10 @@ type Service struct {
 	order   []string
 	lastRun atomic.Uint64
 
-	maxLive int                  // live children a tree may have; 0: unbounded
-	live    map[*agent.Agent]int // live children per root agent; guarded by mu
-	cont    *continuation        // continuable children; nil until ServeContinuation
+	maxLive  int                  // live children a tree may have; 0: unbounded
+	maxWakes int                  // consecutive turns settlement notices may open; 0: DefaultMaxWakes
+	live     map[*agent.Agent]int // live children per root agent; guarded by mu
+	cont     *continuation        // continuable children; nil until ServeContinuation
 
 	tracer *telemetry.Tracer // set before the first start; nil: no spans
 }
@@ -46,6 +47,31 @@ func (s *Service) LimitLiveChildren(n int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.maxLive = max(n, 0)
+}
+
+// DefaultMaxWakes is how many turns in a row settlement notices may open
+// in a parent when LimitWakes was not called.
+const DefaultMaxWakes = 3
+
+// LimitWakes bounds the turns in a row that settlement notices of
+// continuable children may open in an idle parent, with no message of its
+// user between them (n <= 0: DefaultMaxWakes). Past it a notice waits,
+// without waking the parent, for its next turn: a model cannot keep
+// itself busy forever by sending its children more work at every notice.
+func (s *Service) LimitWakes(n int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.maxWakes = n
+}
+
+// wakeBudget returns the LimitWakes bound.
+func (s *Service) wakeBudget() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.maxWakes <= 0 {
+		return DefaultMaxWakes
+	}
+	return s.maxWakes
 }
 
 // admit counts a child of parent's tree against the live-children cap and

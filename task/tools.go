@@ -239,33 +239,8 @@ func (r *Runtime) deliver(e Done, opts ToolOptions) {
 	}
 }
 
-// wakesSinceUser counts the turns that notices opened (a notice in their
-// first step) since the owner last claimed a user-sourced message; turns
-// opened by anything else do not count either way.
+// wakesSinceUser counts the turns that task notices opened since the owner
+// last claimed a user-sourced message (see agent.WakesSinceUser).
 func wakesSinceUser(events []session.Event) int {
-	type opening struct{ user, notice bool }
-	var turns []opening
-	inFirstStep := false
-	for _, e := range events {
-		switch d := e.Data.(type) {
-		case session.TurnStart:
-			turns = append(turns, opening{})
-		case session.Step:
-			inFirstStep = e.Type == session.TypeStepStart && d.Step == 1
-		case content.Message:
-			if len(turns) == 0 || e.Type != session.TypeUserMessage {
-				continue
-			}
-			t := &turns[len(turns)-1]
-			t.user = t.user || d.Source.Kind == content.SourceUser
-			t.notice = t.notice || (inFirstStep && d.Source.Plugin == NoticePlugin)
-		}
-	}
-	wakes := 0
-	for i := len(turns) - 1; i >= 0 && !turns[i].user; i-- {
-		if turns[i].notice {
-			wakes++
-		}
-	}
-	return wakes
+	return agent.WakesSinceUser(events, func(s content.Source) bool { return s.Plugin == NoticePlugin })
 }
