@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dsh-go/dsh/internal/sandboxtest"
 	"github.com/dsh-go/dsh/sandbox"
 )
 
@@ -184,35 +185,6 @@ func TestChildrenAreHardened(t *testing.T) {
 	})
 }
 
-// requireLandlock skips where the kernel cannot enforce a sandbox.
-func requireLandlock(t *testing.T) {
-	t.Helper()
-	if err := sandbox.Check(sandbox.ReadOnly); err != nil {
-		t.Skip(err)
-	}
-}
-
-// outsideDir is a directory that is neither a temporary directory nor the
-// working directory of the commands under test.
-func outsideDir(t *testing.T) string {
-	t.Helper()
-	wd, err := os.Getwd()
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir, err := os.MkdirTemp(wd, ".sandbox-test-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	for _, tmp := range sandbox.TempDirs() {
-		if strings.HasPrefix(dir, tmp+"/") {
-			t.Skipf("the package directory %s lies in a temporary directory", wd)
-		}
-	}
-	return dir
-}
-
 // shWrite runs sh writing each of files under policy, reporting
 // "ok PATH" or "denied PATH" per file.
 func shWrite(t *testing.T, dir string, policy sandbox.Policy, files ...string) []string {
@@ -233,13 +205,13 @@ func shWrite(t *testing.T, dir string, policy sandbox.Policy, files ...string) [
 }
 
 func TestSandboxIsEnforcedByTheKernel(t *testing.T) {
-	requireLandlock(t)
+	sandboxtest.Require(t)
 	for _, supervised := range []bool{true, false} {
 		t.Run(fmt.Sprintf("supervised=%v", supervised), func(t *testing.T) {
 			if !supervised {
 				t.Setenv(SupervisorEnv, "")
 			}
-			cwd, tmp, out := t.TempDir(), t.TempDir(), outsideDir(t)
+			cwd, tmp, out := t.TempDir(), t.TempDir(), sandboxtest.OutsideDir(t)
 			in, inTmp, outside := filepath.Join(cwd, "f"), filepath.Join(tmp, "f"), filepath.Join(out, "f")
 			for _, tc := range []struct {
 				mode sandbox.Mode
@@ -264,7 +236,7 @@ func TestSandboxIsEnforcedByTheKernel(t *testing.T) {
 // A child cannot widen its sandbox: what it starts with Full still runs
 // in the kernel's read-only domain.
 func TestSandboxCannotBeWidenedByAChild(t *testing.T) {
-	requireLandlock(t)
+	sandboxtest.Require(t)
 	cwd := t.TempDir()
 	target := filepath.Join(cwd, "written")
 	p := launcher{"supervised", helperCopy}.start(t, "nested", func(s *Spec) {

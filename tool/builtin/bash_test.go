@@ -12,6 +12,7 @@ import (
 
 	"github.com/dsh-go/dsh/internal/dshbin"
 	"github.com/dsh-go/dsh/internal/proc"
+	"github.com/dsh-go/dsh/internal/sandboxtest"
 	"github.com/dsh-go/dsh/sandbox"
 	"github.com/dsh-go/dsh/tool"
 )
@@ -55,27 +56,6 @@ func TestBashBackgroundDiesWithTheCall(t *testing.T) {
 	}
 }
 
-// outsideDir is a directory that is neither a temporary directory nor the
-// working directory of the commands under test.
-func outsideDir(t *testing.T) string {
-	t.Helper()
-	wd, err := os.Getwd()
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir, err := os.MkdirTemp(wd, ".sandbox-test-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	for _, tmp := range sandbox.TempDirs() {
-		if strings.HasPrefix(dir, tmp+"/") {
-			t.Skipf("the package directory %s lies in a temporary directory", wd)
-		}
-	}
-	return dir
-}
-
 // writes runs a bash call that writes each file and reports, per file,
 // "ok" or "denied".
 func writes(t *testing.T, ctx context.Context, opts Options, cwd string, files ...string) string {
@@ -90,10 +70,8 @@ func writes(t *testing.T, ctx context.Context, opts Options, cwd string, files .
 }
 
 func TestBashSandbox(t *testing.T) {
-	if err := sandbox.Check(sandbox.ReadOnly); err != nil {
-		t.Skip(err)
-	}
-	cwd, out := t.TempDir(), outsideDir(t)
+	sandboxtest.Require(t)
+	cwd, out := t.TempDir(), sandboxtest.OutsideDir(t)
 	in, sub, tmp, outside := filepath.Join(cwd, "f"), filepath.Join(cwd, "sub"), filepath.Join(os.TempDir(), "dsh-sandbox-test"), filepath.Join(out, "f")
 	os.Mkdir(sub, 0o755)
 	files := []string{in, filepath.Join(sub, "g"), tmp, outside}
