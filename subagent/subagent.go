@@ -8,6 +8,7 @@ package subagent
 
 import (
 	"context"
+	"fmt"
 	"unicode/utf8"
 
 	"github.com/google/jsonschema-go/jsonschema"
@@ -70,8 +71,9 @@ type StartRequest struct {
 	// ignore it.
 	Foreground bool
 
-	// Depth is the child's delegation depth, computed by the service:
-	// max(parent header depth, parent runtime depth) + 1. Providers read it.
+	// Depth is the child's delegation depth, set by the service to the
+	// parent's depth + 1. Providers read it and never compute it (see
+	// CheckLineage).
 	Depth int
 	// Progress, set by the service, reports the child's activity; providers
 	// call it (from any goroutine) and may ignore it.
@@ -80,6 +82,20 @@ type StartRequest struct {
 	// that keeps the child's session writes it there (AppendDescriptor),
 	// before the child's first model request.
 	Descriptor *Descriptor
+}
+
+// CheckLineage is a provider's check that req came through the service: it
+// has a parent agent and the depth the service set (INVALID_REQUEST
+// otherwise, naming provider).
+func CheckLineage(provider string, req StartRequest) error {
+	switch {
+	case req.Parent == nil:
+		return &Error{Code: CodeInvalidRequest, Provider: provider, Msg: "start: the request has no parent agent"}
+	case req.Depth < 1:
+		return &Error{Code: CodeInvalidRequest, Provider: provider,
+			Msg: fmt.Sprintf("start: the request has no delegation depth (got %d): start children through subagent.Service, which sets it", req.Depth)}
+	}
+	return nil
 }
 
 // StopReason says why a run ended. The set is open: consumers treat any

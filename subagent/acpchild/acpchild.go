@@ -108,7 +108,7 @@ func (p *Provider) start(ctx context.Context, req subagent.StartRequest, remote 
 	if err != nil {
 		return nil, err
 	}
-	depth := cmp.Or(req.Depth, req.Parent.Depth()+1)
+	depth := req.Depth
 	if depth > p.cfg.MaxDepth {
 		return nil, &subagent.Error{Code: subagent.CodeDepthExceeded, Provider: p.cfg.Name, Attempted: depth, Max: p.cfg.MaxDepth,
 			Msg: fmt.Sprintf("provider %q: subagent depth %d exceeds its maxDepth %d", p.cfg.Name, depth, p.cfg.MaxDepth)}

@@ -228,7 +228,7 @@ func TestBadConfigAndCwd(t *testing.T) {
 		}
 	}
 	p := newProvider(t, acpchild.Config{Options: childproc.Options{Command: "/no/such/agent"}})
-	if _, err := p.Start(context.Background(), subagent.StartRequest{Prompt: subagenttest.Prompt("x"), Parent: parent(t)}); err == nil {
+	if _, err := p.Start(context.Background(), subagent.StartRequest{Prompt: subagenttest.Prompt("x"), Parent: parent(t), Depth: 1}); err == nil {
 		t.Fatal("a missing command started")
 	}
 	if err := noChildren(); err != nil {
@@ -246,7 +246,7 @@ func TestMisbehavingAgents(t *testing.T) {
 	for _, mode := range []string{"silent", "garbage", "exit"} {
 		t.Run(mode, func(t *testing.T) {
 			p := newProvider(t, fakeConfig(mode))
-			_, err := p.Start(context.Background(), subagent.StartRequest{Prompt: subagenttest.Prompt("x"), Parent: parent(t)})
+			_, err := p.Start(context.Background(), subagent.StartRequest{Prompt: subagenttest.Prompt("x"), Parent: parent(t), Depth: 1})
 			if err == nil {
 				t.Fatal("started")
 			}
@@ -299,7 +299,7 @@ func TestCancelBeforeReadySpawnsNothing(t *testing.T) {
 		}
 		cancel()
 	}()
-	_, err := p.Start(ctx, subagent.StartRequest{Prompt: subagenttest.Prompt("x"), Parent: parent(t)})
+	_, err := p.Start(ctx, subagent.StartRequest{Prompt: subagenttest.Prompt("x"), Parent: parent(t), Depth: 1})
 	if !errors.Is(err, subagent.ErrAbortedBeforeReady) {
 		t.Fatalf("err = %v", err)
 	}

@@ -158,11 +158,13 @@ func Texts(prompt []content.Block) []string {
 }
 
 // Request checks what every child-process provider needs of a start
-// request: a parent agent, text in the prompt, and a ctx not already done.
+// request: its lineage (see subagent.CheckLineage), text in the prompt, and
+// a ctx not already done.
 func Request(ctx context.Context, provider string, req subagent.StartRequest) error {
+	if err := subagent.CheckLineage(provider, req); err != nil {
+		return err
+	}
 	switch {
-	case req.Parent == nil:
-		return &subagent.Error{Code: subagent.CodeInvalidRequest, Provider: provider, Msg: "start: the request has no parent agent"}
 	case ctx.Err() != nil:
 		return subagent.AbortedBeforeReady(provider, context.Cause(ctx))
 	case len(Texts(req.Prompt)) == 0:

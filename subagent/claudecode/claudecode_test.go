@@ -199,7 +199,7 @@ type fakeInfo struct {
 
 func argsRun(t *testing.T, cfg claudecode.Config, a *agent.Agent) fakeInfo {
 	t.Helper()
-	run, err := newProvider(t, cfg).Start(context.Background(), subagent.StartRequest{Prompt: subagenttest.Prompt(scenarioArgs), Parent: a})
+	run, err := newProvider(t, cfg).Start(context.Background(), subagent.StartRequest{Prompt: subagenttest.Prompt(scenarioArgs), Parent: a, Depth: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -314,7 +314,7 @@ func TestPermissionRequests(t *testing.T) {
 			cfg.Permission = tc.permission
 			var rec recorder
 			req := subagent.StartRequest{Prompt: subagenttest.Prompt(scenarioTool), Parent: subagenttest.PolicyParent(t, tc.rules, nil),
-				Progress: rec.add}
+				Depth: 1, Progress: rec.add}
 			run, err := newProvider(t, cfg).Start(context.Background(), req)
 			if err != nil {
 				t.Fatal(err)
@@ -432,7 +432,7 @@ func TestSilentChildFailsStartAfterReadyTimeout(t *testing.T) {
 	cfg := fakeConfig()
 	cfg.ReadyTimeout = 500 * time.Millisecond
 	began := time.Now()
-	_, err := newProvider(t, cfg).Start(context.Background(), subagent.StartRequest{Prompt: subagenttest.Prompt(scenarioSilent), Parent: parent(t)})
+	_, err := newProvider(t, cfg).Start(context.Background(), subagent.StartRequest{Prompt: subagenttest.Prompt(scenarioSilent), Parent: parent(t), Depth: 1})
 	var startErr *childproc.StartError
 	var timeout *childproc.ReadyTimeoutError
 	if !errors.As(err, &startErr) || startErr.Stage != "ready" || !errors.As(err, &timeout) {
@@ -454,7 +454,7 @@ func TestSilentChildFailsStartAfterReadyTimeout(t *testing.T) {
 
 func TestExitBeforeReadyFailsStart(t *testing.T) {
 	checkNoChildren(t)
-	_, err := newProvider(t, fakeConfig()).Start(context.Background(), subagent.StartRequest{Prompt: subagenttest.Prompt(scenarioExit), Parent: parent(t)})
+	_, err := newProvider(t, fakeConfig()).Start(context.Background(), subagent.StartRequest{Prompt: subagenttest.Prompt(scenarioExit), Parent: parent(t), Depth: 1})
 	var exit *childproc.ExitError
 	if !errors.As(err, &exit) || !strings.Contains(exit.Diagnostic, "exit status 3") || !strings.Contains(exit.Diagnostic, "fatal: cannot start") {
 		t.Fatalf("err = %v", err)
@@ -472,7 +472,7 @@ func TestCancelBeforeReadyReapsTheChild(t *testing.T) {
 		}
 		cancel()
 	}()
-	_, err := newProvider(t, fakeConfig()).Start(ctx, subagent.StartRequest{Prompt: subagenttest.Prompt(scenarioSilent), Parent: parent(t)})
+	_, err := newProvider(t, fakeConfig()).Start(ctx, subagent.StartRequest{Prompt: subagenttest.Prompt(scenarioSilent), Parent: parent(t), Depth: 1})
 	if !errors.Is(err, subagent.ErrAbortedBeforeReady) || !errors.Is(err, context.Canceled) {
 		t.Fatalf("err = %v", err)
 	}
@@ -487,11 +487,11 @@ func TestStartErrors(t *testing.T) {
 	if _, err := p.Start(context.Background(), subagent.StartRequest{Prompt: subagenttest.Prompt("x")}); !errors.Is(err, subagent.ErrInvalidRequest) {
 		t.Errorf("no parent: %v", err)
 	}
-	if _, err := p.Start(context.Background(), subagent.StartRequest{Parent: parent(t)}); !errors.Is(err, subagent.ErrInvalidRequest) {
+	if _, err := p.Start(context.Background(), subagent.StartRequest{Parent: parent(t), Depth: 1}); !errors.Is(err, subagent.ErrInvalidRequest) {
 		t.Errorf("no prompt: %v", err)
 	}
 	missing := newProvider(t, claudecode.Config{Options: childproc.Options{Command: "/no/such/claude"}})
-	_, err := missing.Start(context.Background(), subagent.StartRequest{Prompt: subagenttest.Prompt("x"), Parent: parent(t)})
+	_, err := missing.Start(context.Background(), subagent.StartRequest{Prompt: subagenttest.Prompt("x"), Parent: parent(t), Depth: 1})
 	var startErr *childproc.StartError
 	if !errors.As(err, &startErr) || startErr.Stage != "spawn" {
 		t.Errorf("missing command: %v", err)

@@ -141,7 +141,7 @@ func TestRealClaudePermissionRequests(t *testing.T) {
 			cfg.PermissionMode, cfg.Permission = "default", policy
 			var rec recorder
 			run, err := newProvider(t, cfg).Start(context.Background(), subagent.StartRequest{Prompt: subagenttest.Prompt("write a file"),
-				Parent: a, Progress: rec.add})
+				Parent: a, Depth: 1, Progress: rec.add})
 			if err != nil {
 				t.Fatal(err)
 			}

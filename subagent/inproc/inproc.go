@@ -72,16 +72,12 @@ func (p *Provider) InheritsParentContext() bool { return p.cfg.Fork }
 // returns once the child is published; a ctx cancelled before that leaves
 // nothing behind.
 func (p *Provider) Start(ctx context.Context, req subagent.StartRequest) (subagent.Run, error) {
-	parent := req.Parent
-	if parent == nil {
-		return nil, errors.New("inproc: the request has no parent agent")
+	parent, depth := req.Parent, req.Depth
+	if err := subagent.CheckLineage(p.cfg.Name, req); err != nil {
+		return nil, err
 	}
 	if err := ctx.Err(); err != nil {
 		return nil, subagent.AbortedBeforeReady(p.cfg.Name, context.Cause(ctx))
-	}
-	depth := req.Depth
-	if depth == 0 {
-		depth = parent.Depth() + 1
 	}
 	var seed []session.Event
 	if p.cfg.Fork {

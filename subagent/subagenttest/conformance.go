@@ -38,6 +38,7 @@ type Harness struct {
 }
 
 // Conformance runs the contract every subagent.Provider must honour:
+// a request without the parent and depth the service sets is refused,
 // readiness before Start returns, cancellation before readiness leaves
 // nothing behind, cancellation after readiness settles aborted, Dispose is
 // idempotent and quiescent, child failures are stop reasons rather than
@@ -99,6 +100,22 @@ func Conformance(t *testing.T, h Harness) {
 		}
 		if !errors.Is(err, subagent.ErrAbortedBeforeReady) && !errors.Is(err, context.Canceled) {
 			t.Errorf("err = %v: want ABORTED_BEFORE_READY or context.Canceled", err)
+		}
+	})
+
+	scenario("RequestWithoutLineage", func(t *testing.T, c *conformanceEnv) {
+		for name, req := range map[string]subagent.StartRequest{
+			"no parent": {Prompt: Prompt(PromptComplete), Depth: 1},
+			"no depth":  {Prompt: Prompt(PromptComplete), Parent: c.parent},
+		} {
+			run, err := c.provider.Start(context.Background(), req)
+			if err == nil {
+				c.dispose(run)
+				t.Fatalf("%s: start succeeded", name)
+			}
+			if !errors.Is(err, subagent.ErrInvalidRequest) {
+				t.Errorf("%s: err = %v: want INVALID_REQUEST", name, err)
+			}
 		}
 	})
 

@@ -77,6 +77,9 @@ func (p *Provider) Requests() []subagent.StartRequest {
 
 // Start implements subagent.Provider.
 func (p *Provider) Start(ctx context.Context, req subagent.StartRequest) (subagent.Run, error) {
+	if err := subagent.CheckLineage(p.ProviderName, req); err != nil {
+		return nil, err
+	}
 	p.mu.Lock()
 	p.starts++
 	n := p.starts

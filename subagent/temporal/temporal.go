@@ -48,7 +48,6 @@ import (
 	"cmp"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"log/slog"
 	"time"
@@ -259,8 +258,8 @@ func (e *Error) ErrorCode() string { return e.Code }
 // a start ctx cancelled before the claim terminates the workflow and fails
 // with ABORTED_BEFORE_READY.
 func (p *Provider) Start(ctx context.Context, req subagent.StartRequest) (subagent.Run, error) {
-	if req.Parent == nil {
-		return nil, errors.New("temporal: the request has no parent agent")
+	if err := subagent.CheckLineage(p.cfg.Name, req); err != nil {
+		return nil, err
 	}
 	if err := ctx.Err(); err != nil {
 		return nil, subagent.AbortedBeforeReady(p.cfg.Name, context.Cause(ctx))
@@ -302,7 +301,7 @@ func (p *Provider) Start(ctx context.Context, req subagent.StartRequest) (subage
 
 // input is the workflow input of req.
 func (p *Provider) input(req subagent.StartRequest) (Input, error) {
-	in := Input{SessionID: uuid.NewString(), ParentSession: req.Parent.ID(), Depth: cmp.Or(req.Depth, req.Parent.Depth()+1),
+	in := Input{SessionID: uuid.NewString(), ParentSession: req.Parent.ID(), Depth: req.Depth,
 		MaxDepth: req.MaxDepth, Label: req.Label, Prompt: req.Prompt, AgentOptions: req.AgentOptions, ToolFilter: req.ToolFilter,
 		Persona: req.Persona, Policy: req.Parent.Policy(), HeartbeatTimeout: p.cfg.HeartbeatTimeout, RunTimeout: p.cfg.RunTimeout,
 		MaxResumes: p.cfg.MaxResumes}
