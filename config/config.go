@@ -614,15 +614,14 @@ func (cfg Config) validate() error {
 	names := map[string]bool{}
 	for i, t := range cfg.Subagents.Tools {
 		at := fmt.Sprintf("$.subagents.tools[%d]", i)
-		switch {
-		case t.Provider == "":
-			return bad(at, "provider is required")
-		case !providers[t.Provider]:
+		if err := t.Check(); err != nil {
+			if ce := (*subagenttool.ConfigError)(nil); errors.As(err, &ce) {
+				return bad(at+"."+ce.Field, "%s", ce.Msg)
+			}
+			return err
+		}
+		if !providers[t.Provider] {
 			return bad(at+".provider", "%q is not a declared subagent provider", t.Provider)
-		case t.MaxDepth != nil && *t.MaxDepth < 0:
-			return bad(at+".maxDepth", "must be a non-negative integer, got %d", *t.MaxDepth)
-		case t.ToolFilter != nil && t.ToolFilter.Allow == nil && len(t.ToolFilter.Deny) == 0:
-			return bad(at+".toolFilter", "needs allow or deny")
 		}
 		if f := t.ToolFilter; f != nil {
 			for _, list := range []struct {

@@ -114,6 +114,8 @@ func TestBadConfig(t *testing.T) {
 		{"unknown route", "agent:\n  provider: nowhere\n", []string{"line 2", "agent.provider", "nowhere"}},
 		{"negative maxDepth", "subagents:\n  providers: [{name: spawn}]\n  tools:\n    - provider: spawn\n      maxDepth: -2\n",
 			[]string{"line 5", "maxDepth", "-2"}},
+		{"tool without provider", "subagents:\n  providers: [{name: spawn}]\n  tools:\n    - toolName: helper\n",
+			[]string{"line 4", "tools[0].provider: is required"}},
 		{"tool on undeclared provider", "subagents:\n  providers: [{name: spawn}]\n  tools:\n    - provider: acp\n",
 			[]string{"line 4", "provider", `"acp"`}},
 		{"duplicate tool name", "subagents:\n  providers: [{name: spawn}, {name: fork}]\n  tools:\n    - provider: spawn\n    - provider: fork\n",

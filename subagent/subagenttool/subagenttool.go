@@ -5,6 +5,7 @@
 package subagenttool
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -80,10 +81,38 @@ type Deps struct {
 	Worktrees *worktree.Manager
 }
 
-// Validate checks cfg on its own and fills in defaults.
+// ConfigError is a bad field of a Config.
+type ConfigError struct {
+	Tool  string // the tool's name, "subagent" when unset
+	Field string // the field's YAML key, e.g. "maxDepth"
+	Msg   string // what is wrong, e.g. "must be a non-negative integer, got -1"
+}
+
+func (e *ConfigError) Error() string {
+	return fmt.Sprintf("subagent tool %s: %s %s", e.Tool, e.Field, e.Msg)
+}
+
+// Check checks cfg on its own, without its provider: the first bad field
+// is a *ConfigError.
+func (cfg Config) Check() error {
+	bad := func(field, format string, args ...any) error {
+		return &ConfigError{Tool: cmp.Or(cfg.ToolName, "subagent"), Field: field, Msg: fmt.Sprintf(format, args...)}
+	}
+	switch f := cfg.ToolFilter; {
+	case cfg.Provider == "":
+		return bad("provider", "is required")
+	case f != nil && f.Allow == nil && len(f.Deny) == 0:
+		return bad("toolFilter", "needs allow or deny")
+	case cfg.MaxDepth != nil && *cfg.MaxDepth < 0:
+		return bad("maxDepth", "must be a non-negative integer, got %d", *cfg.MaxDepth)
+	}
+	return nil
+}
+
+// validate checks cfg (see Check) and fills in defaults.
 func (cfg *Config) validate() error {
-	if cfg.Provider == "" {
-		return errors.New("subagent tool: provider is required")
+	if err := cfg.Check(); err != nil {
+		return err
 	}
 	if cfg.ToolName == "" {
 		cfg.ToolName = "subagent"
@@ -95,12 +124,6 @@ func (cfg *Config) validate() error {
 	if cfg.SubagentTypes == nil {
 		on := cfg.ToolName == "subagent"
 		cfg.SubagentTypes = &on
-	}
-	if f := cfg.ToolFilter; f != nil && f.Allow == nil && len(f.Deny) == 0 {
-		return fmt.Errorf("subagent tool %s: toolFilter needs allow or deny", cfg.ToolName)
-	}
-	if cfg.MaxDepth != nil && *cfg.MaxDepth < 0 {
-		return fmt.Errorf("subagent tool %s: maxDepth must be a non-negative integer, got %d", cfg.ToolName, *cfg.MaxDepth)
 	}
 	return nil
 }
