@@ -550,21 +550,30 @@ func (a *Agent) Submit(msg content.Message, onEnd func(session.TurnEnd)) error {
 	return a.send(msg, nextTurn, true, onEnd)
 }
 
-// Enqueue is Submit without waking an idle agent: the turn starts when
-// something else wakes the agent, or when a goroutine calls Drive.
-func (a *Agent) Enqueue(msg content.Message, onEnd func(session.TurnEnd)) error {
-	return a.send(msg, nextTurn, false, onEnd)
+// Held is a turn queued by Hold that has not been started.
+type Held struct{ a *Agent }
+
+// Hold queues msg as a new turn's prompt, like Submit, but does not wake
+// an idle agent: the turn starts when the caller calls RunHere or Release,
+// or when something else wakes the agent first. onEnd is as for Submit.
+func (a *Agent) Hold(msg content.Message, onEnd func(session.TurnEnd)) (*Held, error) {
+	if err := a.send(msg, nextTurn, false, onEnd); err != nil {
+		return nil, err
+	}
+	return &Held{a: a}, nil
 }
 
-// Drive runs the agent's queued input on the calling goroutine, as its
-// driver goroutine would, and returns once the inbox is empty. It returns at
-// once when a driver is already running or the agent is disposed.
-func (a *Agent) Drive() { a.driveHere(nil) }
+// RunHere runs the agent's queued input, the held turn included, on the
+// calling goroutine, as its driver goroutine would, and returns once the
+// inbox is empty. It returns at once when a driver is already running or
+// the agent is disposed.
+func (h *Held) RunHere() { h.a.driveHere(nil) }
 
-// Wake starts a driver goroutine for queued input when the agent is idle.
-func (a *Agent) Wake() {
-	if a.becomeDriver() {
-		go a.drive(nil)
+// Release starts a driver goroutine for the queued input, the held turn
+// included, when the agent is idle.
+func (h *Held) Release() {
+	if h.a.becomeDriver() {
+		go h.a.drive(nil)
 	}
 }
 

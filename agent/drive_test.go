@@ -85,32 +85,34 @@ func TestRunHandsInputQueuedDuringItsTurnToADriver(t *testing.T) {
 	checkBalanced(t, a)
 }
 
-func TestEnqueueWaitsForDrive(t *testing.T) {
+func TestHeldTurnWaitsForRunHere(t *testing.T) {
 	e := newEnv(t, scripted.Text("ok"))
 	a := e.create(agent.CreateOptions{})
 	ended := make(chan session.TurnEnd, 1)
-	if err := a.Enqueue(content.UserText("go"), func(end session.TurnEnd) { ended <- end }); err != nil {
+	held, err := a.Hold(content.UserText("go"), func(end session.TurnEnd) { ended <- end })
+	if err != nil {
 		t.Fatal(err)
 	}
 	if a.Status() != agent.StatusIdle || e.model.Remaining() != 1 {
-		t.Fatal("an enqueued message started a turn")
+		t.Fatal("a held message started a turn")
 	}
-	a.Drive()
+	held.RunHere()
 	if end := <-ended; end.Reason.Kind != session.EndCompleted {
 		t.Fatalf("end = %+v", end)
 	}
-	a.Drive() // nothing queued: returns at once
+	held.RunHere() // nothing queued: returns at once
 	checkBalanced(t, a)
 }
 
-func TestWakeStartsADriverForEnqueuedInput(t *testing.T) {
+func TestReleaseStartsADriverForAHeldTurn(t *testing.T) {
 	e := newEnv(t, scripted.Text("ok"))
 	a := e.create(agent.CreateOptions{})
 	ended := make(chan session.TurnEnd, 1)
-	if err := a.Enqueue(content.UserText("go"), func(end session.TurnEnd) { ended <- end }); err != nil {
+	held, err := a.Hold(content.UserText("go"), func(end session.TurnEnd) { ended <- end })
+	if err != nil {
 		t.Fatal(err)
 	}
-	a.Wake()
+	held.Release()
 	if end := <-ended; end.Reason.Kind != session.EndCompleted {
 		t.Fatalf("end = %+v", end)
 	}
@@ -119,11 +121,12 @@ func TestWakeStartsADriverForEnqueuedInput(t *testing.T) {
 	}
 }
 
-func TestDisposeDropsEnqueuedInput(t *testing.T) {
+func TestDisposeDropsAHeldTurn(t *testing.T) {
 	e := newEnv(t, scripted.Text("never"))
 	a := e.create(agent.CreateOptions{})
 	ended := make(chan session.TurnEnd, 1)
-	if err := a.Enqueue(content.UserText("go"), func(end session.TurnEnd) { ended <- end }); err != nil {
+	held, err := a.Hold(content.UserText("go"), func(end session.TurnEnd) { ended <- end })
+	if err != nil {
 		t.Fatal(err)
 	}
 	if err := a.Dispose(context.Background()); err != nil {
@@ -132,7 +135,7 @@ func TestDisposeDropsEnqueuedInput(t *testing.T) {
 	if end := <-ended; end.Reason.Kind != session.EndAborted || end.Reason.Cause.Kind != agent.CauseDisposed {
 		t.Fatalf("end = %+v", end)
 	}
-	a.Drive() // disposed: returns at once
+	held.RunHere() // disposed: returns at once
 	if e.model.Remaining() != 1 {
 		t.Fatal("the model was called")
 	}

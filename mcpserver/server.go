@@ -243,17 +243,13 @@ func (s *Server) delegate(inst subagenttool.Config) mcp.ToolHandler {
 			return errorResult(fmt.Errorf("no subagent provider %q", inst.Provider)), nil
 		}
 		start := subagenttool.Request(inst, p.Capabilities(), parent, a.Description, a.Prompt)
-		start.Foreground = true
 		rel := s.relay(ctx, req, parent)
 		defer rel.stop()
-		run, err := s.opts.Subagents.Start(ctx, inst.Provider, start)
-		if err != nil {
+		run, res, err := s.opts.Subagents.Delegate(ctx, inst.Provider, start, func(run subagent.Run) { rel.follow(run.ID()) })
+		switch {
+		case run == nil:
 			return errorResult(err), nil
-		}
-		rel.follow(run.ID())
-		res, werr := run.Wait(context.WithoutCancel(ctx))
-		derr := run.Dispose(context.WithoutCancel(ctx))
-		if err := errors.Join(werr, derr); err != nil {
+		case err != nil:
 			res.StopReason, res.Diagnostic = subagent.Failed, subagent.Diagnostic(err.Error())
 		}
 		return result(res), nil

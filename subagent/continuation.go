@@ -450,7 +450,8 @@ func (c *continuation) publish(ctx context.Context, parent, child *agent.Agent, 
 	t := c.svc.epochTracker(act, release)
 	_, t.span = c.svc.runSpan(ctx, t.info, child.Depth()) // beside the child's turns, under the parent's call
 	act.epoch = t.announceEpoch(act)
-	act.epoch.AfterSettle(SessionProgress(child.Session(), t.progress))
+	stop := SessionProgress(child.Session(), t.progress)
+	act.epoch.AfterSettle(func(Result) { stop() })
 	c.acts[act.id] = act
 	c.byAgent[child] = act
 	if parentAct != nil {

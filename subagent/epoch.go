@@ -60,7 +60,7 @@ func (e *epoch) Wait(ctx context.Context) (Result, error) { return e.Settlement.
 // buffered until announceEpoch; release runs after subagent/end.
 func (s *Service) epochTracker(act *activation, release func()) *tracker {
 	return &tracker{svc: s, parent: act.parent, info: RunInfo{RunID: fmt.Sprintf("run-%d", s.lastRun.Add(1)), Provider: act.desc.Provider,
-		ParentID: act.parentID, Label: act.desc.Label}, ended: make(chan struct{}), after: []func(){release}}
+		ParentID: act.parentID, Label: act.desc.Label}, ended: make(chan struct{}), release: release}
 }
 
 // announceEpoch announces act's epoch: subagent/start now, subagent/end

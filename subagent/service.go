@@ -193,6 +193,7 @@ type Admission struct {
 // that starts the child later (a background task) can report a refusal at
 // once.
 func (s *Service) Admit(name string, req StartRequest) (*Admission, error) {
+	req.Foreground = false // only Delegate, which waits at once, may promise it
 	if err := s.validate(name, &req); err != nil {
 		return nil, err
 	}
@@ -227,7 +228,7 @@ func (a *Admission) Start(ctx context.Context) (Run, error) {
 		return nil, AbortedBeforeReady(name, context.Cause(ctx))
 	}
 	t := &tracker{svc: s, parent: req.Parent, info: RunInfo{RunID: fmt.Sprintf("run-%d", s.lastRun.Add(1)), Provider: name,
-		ParentID: req.Parent.ID(), Label: req.Label}, ended: make(chan struct{}), after: []func(){a.release}}
+		ParentID: req.Parent.ID(), Label: req.Label}, ended: make(chan struct{}), release: a.release}
 	req.Progress = t.progress
 	req.Descriptor = &Descriptor{Version: DescriptorVersion, Mode: OneShot, Provider: name, Label: req.Label}
 	ctx, t.span = s.runSpan(ctx, t.info, req.Depth)
@@ -305,8 +306,10 @@ const maxBufferedProgress = 256
 type tracker struct {
 	svc    *Service
 	parent *agent.Agent
-	ended  chan struct{} // closed after Ended is emitted
-	after  []func()      // run after Ended, see tracked.AfterSettle; guarded by mu
+	ended   chan struct{}  // closed after Ended is emitted
+	release func()         // run after Ended (or abandon), before after; nil: none
+	after   []func(Result) // run after Ended, see tracked.AfterSettle; guarded by mu
+	result  Result         // the settled result, once ended; guarded by mu
 
 	mu       sync.Mutex
 	info     RunInfo
@@ -336,12 +339,10 @@ func (t *tracker) abandon() {
 	t.traceSpan().End()
 	t.mu.Lock()
 	t.finished, t.buffered = true, nil
-	after := t.after
-	t.after = nil
 	t.mu.Unlock()
 	close(t.ended)
-	for _, fn := range after {
-		fn()
+	if t.release != nil {
+		t.release()
 	}
 }
 
@@ -361,23 +362,24 @@ func (t *tracker) announce(run Run) Run {
 	t.buffered = nil
 	t.mu.Unlock()
 	if s, ok := run.(SettleNotifier); ok {
-		s.AfterSettle(func() { t.end(run) })
-	} else {
+		s.AfterSettle(t.end)
+	} else { // a run that cannot call back is waited for here
 		go func() {
-			<-run.Done()
-			t.end(run)
+			res, err := run.Wait(context.Background())
+			if err != nil {
+				res = Result{StopReason: Failed, Diagnostic: Diagnostic(err.Error())}
+			}
+			t.end(res)
 		}()
 	}
 	return wrap(&tracked{Run: run, t: t})
 }
 
-// end announces a settled run's end, then runs the AfterSettle callbacks.
-func (t *tracker) end(run Run) {
-	res, err := run.Wait(context.Background())
+// end announces the end of a run settled with res, then runs the
+// AfterSettle callbacks.
+func (t *tracker) end(res Result) {
 	end := Ended{RunInfo: t.info, StopReason: res.StopReason, Usage: res.Usage, CostUSD: res.CostUSD, Diagnostic: res.Diagnostic}
-	if err != nil {
-		end.StopReason, end.Diagnostic = Failed, Diagnostic(err.Error())
-	} else if len(res.Output) > 0 {
+	if len(res.Output) > 0 {
 		end.LastAssistantMessage = slices.Clone(res.Output)
 	}
 	if !t.info.Local { // an in-process child charged its tree as it ran
@@ -392,11 +394,14 @@ func (t *tracker) end(run Run) {
 	t.svc.bus.Emit(end)
 	t.mu.Lock()
 	after := t.after
-	t.after = nil
+	t.after, t.result = nil, res
 	close(t.ended)
 	t.mu.Unlock()
+	if t.release != nil {
+		t.release()
+	}
 	for _, fn := range after {
-		fn()
+		fn(res)
 	}
 }
 
@@ -406,15 +411,17 @@ type tracked struct {
 	t *tracker
 }
 
-// AfterSettle calls fn once the run has settled and its end has been
-// announced — on the settling goroutine, or at once if that is past — so
-// that a consumer can follow a run without a goroutine of its own.
-func (r *tracked) AfterSettle(fn func()) {
+// AfterSettle calls fn with the result once the run has settled and its
+// end has been announced — on the settling goroutine, or at once if that
+// is past — so that a consumer can follow a run without a goroutine of its
+// own or a Wait.
+func (r *tracked) AfterSettle(fn func(Result)) {
 	r.t.mu.Lock()
 	select {
 	case <-r.t.ended:
+		res := r.t.result
 		r.t.mu.Unlock()
-		fn()
+		fn(res)
 	default:
 		r.t.after = append(r.t.after, fn)
 		r.t.mu.Unlock()

@@ -5,12 +5,12 @@ import (
 	"sync"
 )
 
-// SettleNotifier is a run that calls back once it has settled, so that a
-// consumer can follow it without a goroutine of its own. Settlement
-// implements it, and so does every run the Service returns (after its end
-// is announced).
+// SettleNotifier is a run that calls back with its result once it has
+// settled, so that a consumer can follow it without a goroutine of its own
+// or a Wait. Settlement implements it, and so does every run the Service
+// returns (after its end is announced).
 type SettleNotifier interface {
-	AfterSettle(fn func())
+	AfterSettle(fn func(Result))
 }
 
 // Settlement is the settle-once outcome of a run. Providers embed it to
@@ -22,7 +22,7 @@ type Settlement struct {
 	result  Result
 
 	mu    sync.Mutex
-	after []func()
+	after []func(Result)
 	fired bool
 }
 
@@ -34,7 +34,7 @@ func (s *Settlement) ch() chan struct{} {
 // Settle records r as the run's result; only the first call counts. It
 // reports whether this call settled the run.
 func (s *Settlement) Settle(r Result) (first bool) {
-	var after []func()
+	var after []func(Result)
 	s.settled.Do(func() {
 		s.result = r
 		close(s.ch())
@@ -45,15 +45,15 @@ func (s *Settlement) Settle(r Result) (first bool) {
 		s.mu.Unlock()
 	})
 	for _, fn := range after {
-		fn()
+		fn(r)
 	}
 	return first
 }
 
-// AfterSettle calls fn once the run has settled: on the settling goroutine,
-// or at once when it already has. It lets the service follow a run without
-// a goroutine of its own.
-func (s *Settlement) AfterSettle(fn func()) {
+// AfterSettle calls fn with the result once the run has settled: on the
+// settling goroutine, or at once when it already has. It lets the service
+// follow a run without a goroutine of its own.
+func (s *Settlement) AfterSettle(fn func(Result)) {
 	s.mu.Lock()
 	if !s.fired {
 		s.after = append(s.after, fn)
@@ -61,7 +61,7 @@ func (s *Settlement) AfterSettle(fn func()) {
 		return
 	}
 	s.mu.Unlock()
-	fn()
+	fn(s.result)
 }
 
 // Done is closed once the run has settled.

@@ -64,11 +64,11 @@ type StartRequest struct {
 	// Cwd is the child's working directory (absolute), instead of the
 	// parent's; every provider honours it, over its own configured cwd.
 	Cwd string
-	// Foreground promises that the caller waits for the run right after
-	// Start, with a Wait whose ctx cannot end (context.WithoutCancel or
-	// Background). An in-process provider may then run the child's turn on
-	// the waiting goroutine instead of a goroutine of its own. Providers may
-	// ignore it.
+	// Foreground, set by Service.Delegate (Start and Admit clear it), says
+	// that the caller waits for the run at once, with a Wait whose ctx
+	// cannot end: an in-process provider may then run the child's turn on
+	// the waiting goroutine instead of a goroutine of its own. Providers
+	// may ignore it.
 	Foreground bool
 
 	// Depth is the child's delegation depth, set by the service to the

@@ -38,23 +38,43 @@ func foregroundWorld(t *testing.T) (*world, chan uint64) {
 	return w, ids
 }
 
+// spawnForeground starts a foreground run on the spawn provider directly,
+// as the service does for Delegate, leaving the Wait to the test.
+func (w *world) spawnForeground(t *testing.T, ctx context.Context) subagent.Run {
+	t.Helper()
+	p, _ := w.svc.Provider(inproc.SpawnName)
+	run, err := p.Start(ctx, subagent.StartRequest{Prompt: subagenttest.Prompt("go"), Parent: w.Agent, Depth: 1, Foreground: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return run
+}
+
 func TestForegroundChildRunsOnTheWaitingGoroutine(t *testing.T) {
+	w, ids := foregroundWorld(t)
+	_, res, err := w.svc.Delegate(context.Background(), inproc.SpawnName, subagent.StartRequest{Prompt: subagenttest.Prompt("go"), Parent: w.Agent}, nil)
+	if err != nil || res.StopReason != subagent.Completed {
+		t.Fatalf("result %+v, %v", res, err)
+	}
+	if got, want := <-ids, goid(); got != want {
+		t.Fatalf("the child ran on goroutine %d, Delegate on %d", got, want)
+	}
+}
+
+func TestStartIsNeverForeground(t *testing.T) {
 	w, ids := foregroundWorld(t)
 	res := w.delegate(t, inproc.SpawnName, subagent.StartRequest{Prompt: subagenttest.Prompt("go"), Foreground: true})
 	if res.StopReason != subagent.Completed {
 		t.Fatalf("result %+v", res)
 	}
-	if got, want := <-ids, goid(); got != want {
-		t.Fatalf("the child ran on goroutine %d, Wait on %d", got, want)
+	if got := <-ids; got == goid() {
+		t.Fatal("Start honoured a caller's Foreground: the child ran on the goroutine of its Wait")
 	}
 }
 
 func TestForegroundChildWithCancellableWaitRunsOnItsOwnGoroutine(t *testing.T) {
 	w, ids := foregroundWorld(t)
-	run, err := w.svc.Start(context.Background(), inproc.SpawnName, subagent.StartRequest{Prompt: subagenttest.Prompt("go"), Parent: w.Agent, Foreground: true})
-	if err != nil {
-		t.Fatal(err)
-	}
+	run := w.spawnForeground(t, context.Background())
 	defer run.Dispose(context.Background())
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -69,10 +89,7 @@ func TestForegroundChildWithCancellableWaitRunsOnItsOwnGoroutine(t *testing.T) {
 
 func TestForegroundChildDisposedBeforeWaitNeverRuns(t *testing.T) {
 	w, _ := foregroundWorld(t)
-	run, err := w.svc.Start(context.Background(), inproc.SpawnName, subagent.StartRequest{Prompt: subagenttest.Prompt("go"), Parent: w.Agent, Foreground: true})
-	if err != nil {
-		t.Fatal(err)
-	}
+	run := w.spawnForeground(t, context.Background())
 	if err := run.Dispose(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -88,18 +105,19 @@ func TestForegroundChildDisposedBeforeWaitNeverRuns(t *testing.T) {
 func TestForegroundChildStartCancelledBeforeWaitIsAborted(t *testing.T) {
 	w, _ := foregroundWorld(t)
 	ctx, cancel := context.WithCancel(context.Background())
-	run, err := w.svc.Start(ctx, inproc.SpawnName, subagent.StartRequest{Prompt: subagenttest.Prompt("go"), Parent: w.Agent, Foreground: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer run.Dispose(context.Background())
-	child := run.LocalAgent()
-	cancel()
-	res, err := run.Wait(context.Background())
+	var child *agent.Agent
+	_, res, err := w.svc.Delegate(ctx, inproc.SpawnName, subagent.StartRequest{Prompt: subagenttest.Prompt("go"), Parent: w.Agent},
+		func(run subagent.Run) {
+			child = run.LocalAgent()
+			cancel()
+		})
 	if err != nil || res.StopReason != subagent.Aborted {
 		t.Fatalf("result %+v, %v", res, err)
 	}
 	if child.Status() != agent.StatusIdle {
-		t.Fatal("the child is still running after Wait")
+		t.Fatalf("the child is %s after Delegate", child.Status())
+	}
+	if w.model.Remaining() != 2 {
+		t.Fatal("the cancelled child called its model")
 	}
 }

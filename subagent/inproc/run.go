@@ -33,8 +33,8 @@ type run struct {
 	fromSeq      int    // the child's events from here on are this run's own
 	stopProgress func()
 	cancelled    atomic.Bool
-	deferred     atomic.Bool     // the task waits in the inbox for Wait to drive it
-	startCtx     context.Context // governs a deferred task until Wait takes it
+	held         atomic.Pointer[agent.Held] // a foreground task, waiting for Wait to start it
+	startCtx     context.Context            // governs a held task until Wait takes it
 
 	mu         sync.Mutex
 	stopParent func() bool // stops relaying the start ctx's cancellation
@@ -55,13 +55,17 @@ func newRun(h *handle, c *capture, structured bool, progress func(subagent.Progr
 func (r *run) start(ctx context.Context, msg content.Message, foreground bool) {
 	r.msgID = msg.ID
 	r.stopProgress = subagent.SessionProgress(r.h.agent.Session(), r.progress)
-	send := r.h.agent.Submit
+	var err error
 	if foreground {
+		var held *agent.Held
 		r.startCtx = ctx
-		r.deferred.Store(true)
-		send = r.h.agent.Enqueue
+		if held, err = r.h.agent.Hold(msg, r.finish); err == nil {
+			r.held.Store(held)
+		}
+	} else {
+		err = r.h.agent.Submit(msg, r.finish)
 	}
-	if err := send(msg, r.finish); err != nil {
+	if err != nil {
 		r.stopProgress()
 		r.Settle(subagent.Result{StopReason: subagent.Failed, Diagnostic: subagent.Diagnostic(err.Error())})
 		return
@@ -78,18 +82,18 @@ func (r *run) start(ctx context.Context, msg content.Message, foreground bool) {
 	r.stopParent = stop
 }
 
-// Wait implements subagent.Run. The first Wait of a foreground run drives
-// the child's turn on the calling goroutine when ctx cannot end, and
-// otherwise wakes the child's driver goroutine.
+// Wait implements subagent.Run. The first Wait of a foreground run (see
+// subagent.Service.Delegate) runs the child's turn on the calling
+// goroutine when ctx cannot end, and otherwise on a goroutine of its own.
 func (r *run) Wait(ctx context.Context) (subagent.Result, error) {
-	if r.deferred.Swap(false) {
+	if held := r.held.Swap(nil); held != nil {
 		if r.startCtx.Err() != nil { // do not race the start ctx's relay
 			r.abort(agent.CauseParent)
 		}
 		if ctx.Done() == nil {
-			r.h.agent.Drive()
+			held.RunHere()
 		} else {
-			r.h.agent.Wake()
+			held.Release()
 		}
 	}
 	return r.Settlement.Wait(ctx)

@@ -377,20 +377,17 @@ func (t *instance) execute(ctx context.Context, call tool.Call) (tool.Result, er
 	if d.background {
 		return t.startBackground(ctx, d)
 	}
-	d.req.Foreground = true
-	run, err := t.deps.Subagents.Start(ctx, d.provider, d.req)
-	if err != nil {
+	run, res, rerr := t.deps.Subagents.Delegate(ctx, d.provider, d.req, nil)
+	if run == nil {
 		d.release(ctx)
-		return tool.Result{}, err
+		return tool.Result{}, rerr
 	}
-	res, werr := run.Wait(context.WithoutCancel(ctx))
-	derr := run.Dispose(context.WithoutCancel(ctx))
 	note := d.end(ctx, res)
 	meta := runMeta(run.ID(), d.provider, res.Usage)
 	res.Output = t.capOutput(res.Output, wholeAnswer(run, d.provider))
 	switch {
-	case werr != nil || derr != nil:
-		r := tool.ErrorResult(tool.CodeFailed, errors.Join(werr, derr).Error()+note)
+	case rerr != nil:
+		r := tool.ErrorResult(tool.CodeFailed, rerr.Error()+note)
 		r.Meta = meta
 		return r, nil
 	case res.StopReason != subagent.Completed:
@@ -530,20 +527,19 @@ func (t *instance) runBackground(ctx context.Context, d *delegation, adm *subage
 		}
 		return
 	}
-	finish := func() { done(t.finishBackground(ctx, d, run)) }
 	if s, ok := run.(subagent.SettleNotifier); ok {
 		// The callback runs on the child's goroutine, which Dispose waits
 		// for: dispose from a goroutine of its own.
-		s.AfterSettle(func() { go finish() })
+		s.AfterSettle(func(res subagent.Result) { go func() { done(t.finishBackground(ctx, d, run, res, nil)) }() })
 		return
 	}
-	finish()
+	res, err := run.Wait(context.WithoutCancel(ctx))
+	done(t.finishBackground(ctx, d, run, res, err))
 }
 
-// finishBackground collects a settled background run, disposes it and says
-// how the task ended.
-func (t *instance) finishBackground(ctx context.Context, d *delegation, run subagent.Run) task.Outcome {
-	res, werr := run.Wait(context.WithoutCancel(ctx))
+// finishBackground disposes a background run that settled with res (or
+// could not be waited for: werr) and says how the task ended.
+func (t *instance) finishBackground(ctx context.Context, d *delegation, run subagent.Run, res subagent.Result, werr error) task.Outcome {
 	derr := run.Dispose(context.WithoutCancel(ctx))
 	note := d.end(ctx, res)
 	out := task.Outcome{Meta: usageMeta(res.Usage)}

@@ -1,0 +1,36 @@
+package subagent
+
+import (
+	"context"
+	"errors"
+)
+
+// Delegate runs a foreground delegation: it starts a child like Start,
+// calls started (when non-nil) with the run, waits on the calling
+// goroutine for the run to settle and disposes it. Cancelling ctx aborts
+// the child, and Delegate still returns only once it has settled.
+//
+// Because Delegate waits at once and with a wait that cannot end early,
+// it sets StartRequest.Foreground: an in-process child may then run its
+// turn on the calling goroutine instead of a goroutine of its own.
+//
+// It returns Start's error and a nil run when no child started;
+// otherwise the disposed run, its result, and the error of waiting for or
+// disposing it, if any.
+func (s *Service) Delegate(ctx context.Context, name string, req StartRequest, started func(Run)) (Run, Result, error) {
+	adm, err := s.Admit(name, req)
+	if err != nil {
+		return nil, Result{}, err
+	}
+	adm.req.Foreground = true
+	run, err := adm.Start(ctx)
+	if err != nil {
+		return nil, Result{}, err
+	}
+	if started != nil {
+		started(run)
+	}
+	res, werr := run.Wait(context.WithoutCancel(ctx))
+	derr := run.Dispose(context.WithoutCancel(ctx))
+	return run, res, errors.Join(werr, derr)
+}
