@@ -304,8 +304,8 @@ const maxBufferedProgress = 256
 
 // tracker announces one run's lifecycle and relays its progress.
 type tracker struct {
-	svc    *Service
-	parent *agent.Agent
+	svc     *Service
+	parent  *agent.Agent
 	ended   chan struct{}  // closed after Ended is emitted
 	release func()         // run after Ended (or abandon), before after; nil: none
 	after   []func(Result) // run after Ended, see tracked.AfterSettle; guarded by mu
