@@ -15,11 +15,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -128,10 +130,18 @@ func mcpTool(spec content.ToolSpec, title string) *mcp.Tool {
 // disposes its session's agent.
 func (s *Server) Run(ctx context.Context, t mcp.Transport) error {
 	err := s.mcp.Run(ctx, t)
-	if errors.Is(err, context.Canceled) && ctx.Err() != nil {
-		err = nil
+	switch {
+	case errors.Is(err, context.Canceled) && ctx.Err() != nil:
+		return nil
+	case clientGone(err): // a notification raced the client's close
+		return nil
 	}
 	return err
+}
+
+// clientGone reports whether err says the client closed the connection.
+func clientGone(err error) bool {
+	return errors.Is(err, io.EOF) || errors.Is(err, io.ErrClosedPipe) || errors.Is(err, syscall.EPIPE)
 }
 
 // Handler serves clients over streamable HTTP, one session each.

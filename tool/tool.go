@@ -44,6 +44,11 @@ type Call struct {
 	// Caller is the calling agent (an *agent.Agent) for tools that act on
 	// its behalf; nil outside an agent.
 	Caller any
+	// Args is Arguments decoded, as Scope.Execute validated them (a JSON
+	// object: maps, slices, strings, float64s, bools and nils). A tool
+	// may read it instead of decoding Arguments again; it is nil for a
+	// call that did not come through Scope.Execute.
+	Args map[string]any
 }
 
 // Result is what a tool call produced.
@@ -573,6 +578,7 @@ func (s *Scope) Execute(ctx context.Context, call Call) (res Result) {
 		return ErrorResult(CodeInvalidArgs, fmt.Sprintf("invalid arguments: %v", err))
 	}
 	call.Arguments = args
+	call.Args, _ = instance.(map[string]any) // an object: the schema's root type
 	res = dispatch(ctx, e, call)
 	s.mu.RLock()
 	afters := s.afters

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"reflect"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -526,9 +527,10 @@ func TestExecuteArgumentValidation(t *testing.T) {
 func TestExecuteEmptyArgumentsAreEmptyObject(t *testing.T) {
 	r := tool.NewRegistry()
 	var got json.RawMessage
+	var args map[string]any
 	mustRegister(t, r.Register, tool.Definition{Name: "noargs",
 		Execute: func(_ context.Context, call tool.Call) (tool.Result, error) {
-			got = call.Arguments
+			got, args = call.Arguments, call.Args
 			return tool.TextResult("ok"), nil
 		}})
 	res, _ := exec(t, r.NewScope(), "noargs", "")
@@ -537,6 +539,9 @@ func TestExecuteEmptyArgumentsAreEmptyObject(t *testing.T) {
 	}
 	if string(got) != "{}" {
 		t.Errorf("tool saw arguments %q, want {}", got)
+	}
+	if args == nil || len(args) != 0 {
+		t.Errorf("tool saw Args %#v, want an empty map", args)
 	}
 }
 
@@ -553,6 +558,10 @@ func TestExecutePassesCall(t *testing.T) {
 	r.NewScope().Execute(t.Context(), call)
 	if got.ID != "id-9" || got.Name != "see" || string(got.Arguments) != `{"a":1}` || got.Cwd != "/tmp/w" || got.Caller != caller {
 		t.Errorf("tool saw call %+v, want %+v", got, call)
+	}
+	// The arguments arrive decoded too, as the scope validated them.
+	if !reflect.DeepEqual(got.Args, map[string]any{"a": 1.0}) {
+		t.Errorf("tool saw Args %#v, want the decoded arguments", got.Args)
 	}
 }
 

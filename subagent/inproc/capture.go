@@ -2,7 +2,6 @@ package inproc
 
 import (
 	"context"
-	"encoding/json"
 	"sync"
 
 	"github.com/dsh-go/dsh/agent"
@@ -24,12 +23,11 @@ func (c *capture) install(a *agent.Agent, req subagent.StartRequest) error {
 	def := tool.Definition{Name: StructuredTool, Parameters: req.OutputSchema,
 		Description: "Record your final result. Its arguments are the result; calling it ends your task.",
 		Execute: func(ctx context.Context, call tool.Call) (tool.Result, error) {
-			var v any
-			if err := json.Unmarshal(call.Arguments, &v); err != nil {
-				return tool.Result{}, tool.Errorf(tool.CodeInvalidArgs, "invalid arguments: %v", err)
+			if call.Args == nil {
+				return tool.Result{}, tool.Errorf(tool.CodeInvalidArgs, "%s runs only through a tool scope", StructuredTool)
 			}
 			c.mu.Lock()
-			c.recorded, c.value = true, v
+			c.recorded, c.value = true, any(call.Args)
 			c.mu.Unlock()
 			res := tool.TextResult("recorded")
 			res.ConcludesTurn = true

@@ -344,12 +344,31 @@ func (t *instance) definition(inherits bool) tool.Definition {
 		Execute:    t.execute}
 }
 
+// args are a call's arguments.
 type args struct {
-	Description     string `json:"description"`
-	Prompt          string `json:"prompt"`
-	RunInBackground *bool  `json:"run_in_background"`
-	SubagentType    string `json:"subagent_type"`
-	Isolation       string `json:"isolation"`
+	Description     string
+	Prompt          string
+	RunInBackground *bool
+	SubagentType    string
+	Isolation       string
+}
+
+// argsOf reads a call's arguments from the values Scope.Execute decoded
+// and validated against the tool's schema, which gives each its type.
+func argsOf(call tool.Call) (args, error) {
+	m := call.Args
+	if m == nil {
+		return args{}, tool.Errorf(tool.CodeInvalidArgs, "the subagent tool runs only through a tool scope")
+	}
+	a := args{}
+	a.Description, _ = m["description"].(string)
+	a.Prompt, _ = m["prompt"].(string)
+	a.SubagentType, _ = m["subagent_type"].(string)
+	a.Isolation, _ = m["isolation"].(string)
+	if b, ok := m["run_in_background"].(bool); ok {
+		a.RunInBackground = &b
+	}
+	return a, nil
 }
 
 func (t *instance) execute(ctx context.Context, call tool.Call) (tool.Result, error) {
@@ -357,9 +376,9 @@ func (t *instance) execute(ctx context.Context, call tool.Call) (tool.Result, er
 	if !ok || parent == nil {
 		return tool.Result{}, errors.New("the subagent tool requires a calling agent")
 	}
-	var a args
-	if err := json.Unmarshal(call.Arguments, &a); err != nil {
-		return tool.Result{}, tool.Errorf(tool.CodeInvalidArgs, "invalid arguments: %v", err)
+	a, err := argsOf(call)
+	if err != nil {
+		return tool.Result{}, err
 	}
 	d, err := t.delegation(parent, a)
 	if err != nil {
