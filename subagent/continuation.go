@@ -13,6 +13,7 @@ import (
 	"github.com/dsh-go/dsh/content"
 	"github.com/dsh-go/dsh/event"
 	"github.com/dsh-go/dsh/session"
+	"github.com/dsh-go/dsh/subagent/internal/localchild"
 )
 
 // Continuable children.
@@ -236,7 +237,7 @@ func (s *Service) StartContinuable(ctx context.Context, name string, req StartRe
 		return nil, &Error{Code: CodeDuplicateChild, Provider: name, Msg: fmt.Sprintf("child id %s is already live or stored", id)}
 	}
 	parent := req.Parent
-	childOpts := ChildOptions(parent.Options(), req.AgentOptions, req.Depth)
+	childOpts := localchild.Options(parent.Options(), req.AgentOptions, req.Depth)
 	policy := parent.Policy()
 	desc := Descriptor{Version: DescriptorVersion, Mode: Continuable, Provider: name, Label: req.Label,
 		AgentProvider: childOpts.Provider, AgentModel: childOpts.Model, Persona: req.Persona, ToolFilter: req.ToolFilter, Policy: &policy}
@@ -403,7 +404,7 @@ func (c *continuation) create(ctx context.Context, opts agent.CreateOptions, des
 				return err
 			}
 		}
-		if err := Compose(a, desc.ToolFilter, desc.Persona); err != nil {
+		if err := localchild.Compose(a, desc.ToolFilter, desc.Persona); err != nil {
 			return err
 		}
 		for _, st := range setups {
@@ -598,7 +599,7 @@ func (c *continuation) notify(act *activation, res Result) {
 	if live, ok := c.agents.Get(act.parentID); !ok || live != parent {
 		return
 	}
-	msg := Notice(act.id, res)
+	msg := settledNotice(act.id, res)
 	woken := agent.WakesSinceUser(parent.Session().Events(), isSettlement) >= c.svc.wakeBudget()
 	c.mu.Lock()
 	defer c.mu.Unlock()

@@ -9,6 +9,7 @@ import (
 	"github.com/dsh-go/dsh/agent"
 	"github.com/dsh-go/dsh/content"
 	"github.com/dsh-go/dsh/session"
+	"github.com/dsh-go/dsh/subagent/internal/localchild"
 )
 
 // The source of the messages the service relays between a parent and its
@@ -101,7 +102,7 @@ func (l *localChild) result() Result                    { return epochResult(l.a
 // accepted into the inbox that never ran (dropped by an interrupt's
 // teardown or a disposal) makes a completed epoch aborted.
 func epochResult(own []session.Event) Result {
-	res := Result{StopReason: Completed, Output: FinalOutput(own), Usage: UsageFromEvents(own)}
+	res := Result{StopReason: Completed, Output: localchild.FinalOutput(own), Usage: UsageFromEvents(own)}
 	unrun := map[string]bool{}
 	for _, e := range own {
 		switch d := e.Data.(type) {
@@ -143,8 +144,8 @@ func turnStop(end session.TurnEnd) (StopReason, string) {
 	return Failed, "the child's turn ended " + end.Reason.Kind
 }
 
-// Summary is the first line of a settlement notice.
-func Summary(id string, r StopReason) string {
+// settledSummary is the first line of a settlement notice.
+func settledSummary(id string, r StopReason) string {
 	head := "Background subagent " + id
 	switch r {
 	case Completed:
@@ -161,10 +162,10 @@ func Summary(id string, r StopReason) string {
 	return fmt.Sprintf("%s ended abnormally (%s) before it finished.", head, r)
 }
 
-// Notice is the settlement notice a parent receives: the summary, then the
+// settledNotice is the settlement notice a parent receives: the summary, then the
 // epoch's closing message, or that it left none.
-func Notice(id string, res Result) content.Message {
-	text := Summary(id, res.StopReason)
+func settledNotice(id string, res Result) content.Message {
+	text := settledSummary(id, res.StopReason)
 	if res.Diagnostic != "" {
 		text += "\nDiagnostic: " + res.Diagnostic
 	}

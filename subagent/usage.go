@@ -66,24 +66,3 @@ func UsageFromEvents(events []session.Event) map[string]content.Usage {
 	}
 	return sum
 }
-
-// FinalOutput selects a child's output from its own events (never from a
-// seed): the content of the last assistant message with content; else the
-// text it streamed, as one text block; else nothing.
-func FinalOutput(events []session.Event) []content.Block {
-	for i := len(events) - 1; i >= 0; i-- {
-		if m, ok := events[i].Data.(session.AssistantMessage); ok && len(m.Message.Content) > 0 {
-			return m.Message.Content
-		}
-	}
-	var streamed []byte
-	for _, e := range events {
-		if c, ok := e.Data.(session.AssistantChunk); ok && c.Chunk.Type == content.ChunkTextDelta {
-			streamed = append(streamed, c.Chunk.Text...)
-		}
-	}
-	if len(streamed) > 0 {
-		return []content.Block{content.Text(string(streamed))}
-	}
-	return nil
-}

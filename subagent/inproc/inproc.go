@@ -17,6 +17,7 @@ import (
 	"github.com/dsh-go/dsh/content"
 	"github.com/dsh-go/dsh/session"
 	"github.com/dsh-go/dsh/subagent"
+	"github.com/dsh-go/dsh/subagent/internal/localchild"
 )
 
 // The child-only instructions of every in-process child. They open the
@@ -91,7 +92,7 @@ func (p *Provider) Start(ctx context.Context, req subagent.StartRequest) (subage
 		Origin:          session.OriginSubagent,
 		DelegationDepth: depth,
 		Seed:            seed,
-		Options:         subagent.ChildOptions(parent.Options(), req.AgentOptions, depth),
+		Options:         localchild.Options(parent.Options(), req.AgentOptions, depth),
 		Owner:           parent,
 		Label:           subagent.ChildLabel(p.cfg.Name, req.Label),
 		Policy:          req.Policy,
@@ -182,7 +183,7 @@ func compose(a *agent.Agent, req subagent.StartRequest, c *capture) error {
 			return err
 		}
 	}
-	if err := subagent.Compose(a, req.ToolFilter, req.Persona); err != nil {
+	if err := localchild.Compose(a, req.ToolFilter, req.Persona); err != nil {
 		return err
 	}
 	if req.OutputSchema != nil {

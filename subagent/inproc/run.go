@@ -11,6 +11,7 @@ import (
 	"github.com/dsh-go/dsh/content"
 	"github.com/dsh-go/dsh/session"
 	"github.com/dsh-go/dsh/subagent"
+	"github.com/dsh-go/dsh/subagent/internal/localchild"
 )
 
 // handle is a child agent and the run that currently owns it; a resume
@@ -115,7 +116,7 @@ func (r *run) finish(end session.TurnEnd) {
 	r.mu.Unlock()
 	r.stopProgress()
 	own := r.h.agent.Session().Events()[r.fromSeq:]
-	res := subagent.Result{Output: subagent.FinalOutput(own), Usage: subagent.UsageFromEvents(own)}
+	res := subagent.Result{Output: localchild.FinalOutput(own), Usage: subagent.UsageFromEvents(own)}
 	res.StopReason, res.Diagnostic = stopReason(end)
 	if v, ok := r.capture.get(); ok {
 		res.Structured = v

@@ -1,16 +1,21 @@
-package subagent
+// Package localchild holds what the seam and the in-process providers
+// share to build and read a child agent that runs in this process: its
+// options, its tool filter and persona, and its final output.
+package localchild
 
 import (
 	"fmt"
 
 	"github.com/dsh-go/dsh/agent"
+	"github.com/dsh-go/dsh/content"
 	"github.com/dsh-go/dsh/prompt"
+	"github.com/dsh-go/dsh/session"
 	"github.com/dsh-go/dsh/tool"
 )
 
-// ChildOptions are an in-process child's options: the parent's route and
+// Options are an in-process child's options: the parent's route and
 // limits unless override sets them, and the child's depth.
-func ChildOptions(parent agent.Options, override *agent.Options, depth int) agent.Options {
+func Options(parent agent.Options, override *agent.Options, depth int) agent.Options {
 	o := agent.Options{Provider: parent.Provider, Model: parent.Model, MaxTokens: parent.MaxTokens,
 		MaxParallelToolCalls: parent.MaxParallelToolCalls, MaxSteps: parent.MaxSteps}
 	if override != nil {
@@ -50,6 +55,27 @@ func Compose(a *agent.Agent, filter *tool.Restriction, persona *string) error {
 		if _, err := a.Prompt().Section(prompt.Section{Name: prompt.PersonaSection, Order: prompt.PersonaOrder, Text: *persona}); err != nil {
 			return err
 		}
+	}
+	return nil
+}
+
+// FinalOutput selects a child's output from its own events (never from a
+// seed): the content of the last assistant message with content; else the
+// text it streamed, as one text block; else nothing.
+func FinalOutput(events []session.Event) []content.Block {
+	for i := len(events) - 1; i >= 0; i-- {
+		if m, ok := events[i].Data.(session.AssistantMessage); ok && len(m.Message.Content) > 0 {
+			return m.Message.Content
+		}
+	}
+	var streamed []byte
+	for _, e := range events {
+		if c, ok := e.Data.(session.AssistantChunk); ok && c.Chunk.Type == content.ChunkTextDelta {
+			streamed = append(streamed, c.Chunk.Text...)
+		}
+	}
+	if len(streamed) > 0 {
+		return []content.Block{content.Text(string(streamed))}
 	}
 	return nil
 }
