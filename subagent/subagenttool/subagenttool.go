@@ -363,19 +363,19 @@ func (t *instance) execute(ctx context.Context, call tool.Call) (tool.Result, er
 	res, werr := run.Wait(context.WithoutCancel(ctx))
 	derr := run.Dispose(context.WithoutCancel(ctx))
 	note := d.end(ctx, res)
-	meta := runMeta(run.ID(), d.provider, res.Usage)
+	meta := runMeta(run.ID(), d.provider)
 	res.Output = t.capOutput(res.Output, wholeAnswer(run, d.provider))
 	switch {
 	case werr != nil || derr != nil:
 		r := tool.ErrorResult(tool.CodeFailed, errors.Join(werr, derr).Error()+note)
-		r.Meta = meta
+		r.Meta, r.Usage = meta, res.Usage
 		return r, nil
 	case res.StopReason != subagent.Completed:
 		r := tool.ErrorResult(string(res.StopReason), Failure(res)+note)
-		r.Meta = meta
+		r.Meta, r.Usage = meta, res.Usage
 		return r, nil
 	}
-	return tool.Result{Content: []content.Block{content.Text(outputText(res) + note)}, Meta: meta}, nil
+	return tool.Result{Content: []content.Block{content.Text(outputText(res) + note)}, Meta: meta, Usage: res.Usage}, nil
 }
 
 // capOutput caps a child's answer at Deps.OutputLimit; where says where
@@ -427,18 +427,10 @@ func wholeAnswer(run subagent.Run, provider string) string {
 		"ask for a shorter answer, or for the details in a file", provider, run.ID())
 }
 
-func usageMeta(u map[string]content.Usage) json.RawMessage {
-	if len(u) == 0 {
-		return nil
-	}
-	raw, _ := json.Marshal(subagent.UsageMeta{SubagentUsage: u})
-	return raw
-}
-
-// runMeta is the result meta of a foreground run: its usage, and which
-// child (run or continuable child id) it was.
-func runMeta(child, provider string, u map[string]content.Usage) json.RawMessage {
-	raw, _ := json.Marshal(subagent.UsageMeta{SubagentUsage: u, SubagentChild: child, SubagentProvider: provider})
+// runMeta is the result meta of a foreground run: which child (run or
+// continuable child id) it was, on which provider.
+func runMeta(child, provider string) json.RawMessage {
+	raw, _ := json.Marshal(subagent.ChildMeta{SubagentChild: child, SubagentProvider: provider})
 	return raw
 }
 
@@ -523,7 +515,7 @@ func (t *instance) finishBackground(ctx context.Context, d *delegation, run suba
 	res, werr := run.Wait(context.WithoutCancel(ctx))
 	derr := run.Dispose(context.WithoutCancel(ctx))
 	note := d.end(ctx, res)
-	out := task.Outcome{Meta: usageMeta(res.Usage)}
+	out := task.Outcome{Usage: res.Usage}
 	switch {
 	case werr != nil || derr != nil:
 		out.Status, out.Detail = task.Failed, errors.Join(werr, derr).Error()+note
