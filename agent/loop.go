@@ -367,7 +367,7 @@ func (a *Agent) runTools(ctx context.Context, turn, step int, calls []content.Bl
 			sl.callSeq = e.Seq
 			res = tool.ErrorResult(tool.CodeAbortedBeforeDispatch, "tool call aborted before dispatch")
 		}
-		tr := session.ToolResult{Turn: turn, Step: step, Meta: res.Meta,
+		tr := session.ToolResult{Turn: turn, Step: step, Meta: res.Meta, Usage: res.Usage,
 			Message: content.ToolResultMessage(sl.call.ID, res.Content, res.IsError)}
 		if res.IsError {
 			tr.Error = &session.ErrorInfo{Name: "ToolError", Code: res.Code}

@@ -108,6 +108,9 @@ type ToolResult struct {
 	Message content.Message `json:"message"`
 	Error   *ErrorInfo      `json:"error,omitempty"`
 	Meta    json.RawMessage `json:"meta,omitempty"`
+	// Usage is what the call spent on the caller's behalf (a child's
+	// tokens), keyed "provider/model".
+	Usage map[string]content.Usage `json:"usage,omitempty"`
 }
 
 // RequestConfig is the model route and limits of a request.

@@ -7,11 +7,10 @@ import (
 	"github.com/dsh-go/dsh/session"
 )
 
-// UsageMeta is the tool-result meta a delegating tool records, so that the
-// usage of a child's own children rolls up into the child's usage, and a
-// reader of the log can find the child.
-type UsageMeta struct {
-	SubagentUsage map[string]content.Usage `json:"subagentUsage,omitempty"`
+// ChildMeta is the tool-result meta a delegating tool records, so that a
+// reader of the log can find the child. The child's usage is the result's
+// Usage.
+type ChildMeta struct {
 	// SubagentChild is the run's id: the child's session id for a local
 	// run; SubagentProvider the provider it ran on.
 	SubagentChild    string `json:"subagentChild,omitempty"`
@@ -31,9 +30,9 @@ func AddUsage(sum map[string]content.Usage, key string, u content.Usage) map[str
 }
 
 // UsageFromEvents sums the token usage recorded in a log, keyed
-// "provider/model": every assistant message's usage, the usage that
-// delegating tool results carry in their UsageMeta, and the usage of
-// continuable children's activations (UsageType events).
+// "provider/model": every assistant message's usage, the usage tool
+// results carry (their children's), and the usage of continuable
+// children's activations (UsageType events).
 func UsageFromEvents(events []session.Event) map[string]content.Usage {
 	var sum map[string]content.Usage
 	for _, e := range events {
@@ -53,14 +52,8 @@ func UsageFromEvents(events []session.Event) map[string]content.Usage {
 				}
 			}
 		case session.ToolResult:
-			if len(d.Meta) == 0 {
-				continue
-			}
-			var m UsageMeta
-			if json.Unmarshal(d.Meta, &m) == nil {
-				for k, u := range m.SubagentUsage {
-					sum = AddUsage(sum, k, u)
-				}
+			for k, u := range d.Usage {
+				sum = AddUsage(sum, k, u)
 			}
 		}
 	}

@@ -6,7 +6,6 @@ package task
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -16,6 +15,7 @@ import (
 	"time"
 
 	"github.com/dsh-go/dsh/agent"
+	"github.com/dsh-go/dsh/content"
 	"github.com/dsh-go/dsh/event"
 	"github.com/dsh-go/dsh/session"
 )
@@ -40,9 +40,9 @@ type Outcome struct {
 	Status Status // completed, killed or failed
 	Detail string // why it failed or was killed
 	Output string // the final output
-	// Meta travels with the output to the reader's tool result (e.g. the
-	// usage of a background subagent).
-	Meta json.RawMessage
+	// Usage is what the work spent (a background subagent's tokens), keyed
+	// "provider/model"; it travels to the reader's tool result.
+	Usage map[string]content.Usage
 }
 
 // Spec describes a task to start.

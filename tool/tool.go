@@ -58,6 +58,9 @@ type Result struct {
 	Code          string // stable error code when IsError
 	ConcludesTurn bool   // a successful result ends the turn after this step
 	Meta          json.RawMessage
+	// Usage is what the call spent on the caller's behalf (a child's
+	// tokens), keyed "provider/model".
+	Usage map[string]content.Usage
 }
 
 // DefaultOutputLimit is the default cap in bytes of the text of one tool

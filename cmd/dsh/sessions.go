@@ -290,12 +290,12 @@ func (c *cli) printSession(h session.Header, events []session.Event) {
 			if len(d.Message.Content) == 1 {
 				fmt.Fprintf(c.stdout, "  %s: %s\n", status, clip(content.JoinText(d.Message.Content[0].Content), 300))
 			}
-			var m subagent.UsageMeta
+			var m subagent.ChildMeta
 			if len(d.Meta) > 0 && json.Unmarshal(d.Meta, &m) == nil && m.SubagentChild != "" {
 				fmt.Fprintf(c.stdout, "  child %s (%s): dsh sessions show %s\n", m.SubagentChild, m.SubagentProvider, shortID(m.SubagentChild))
-				for _, u := range m.SubagentUsage {
-					turn = turn.Add(u)
-				}
+			}
+			for _, u := range d.Usage {
+				turn = turn.Add(u)
 			}
 		case json.RawMessage: // a continuable child's activation, settled
 			for _, u := range subagent.UsageFromEvents([]session.Event{e}) {

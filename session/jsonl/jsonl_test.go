@@ -171,6 +171,50 @@ func TestRoundTrip(t *testing.T) {
 	}
 }
 
+// The usage a tool result carries (a child's) survives the file, next to
+// its meta; a result logged before the typed field, with the usage inside
+// its meta (subagentUsage), still loads, meta intact and no usage.
+func TestToolResultUsageRoundTrip(t *testing.T) {
+	root := t.TempDir()
+	usage := map[string]content.Usage{"p/m": {Input: 30, Output: 12, CacheRead: 4}, "q/n": {Input: 1, Output: 1, Reasoning: 2}}
+	old := json.RawMessage(`{"subagentUsage":{"p/m":{"inputTokens":3,"outputTokens":2}},"subagentChild":"c1","subagentProvider":"spawn"}`)
+	results := []session.ToolResult{
+		{Turn: 1, Step: 1, Message: content.ToolResultMessage("a", []content.Block{content.Text("child said")}, false),
+			Meta: json.RawMessage(`{"subagentChild":"c2","subagentProvider":"spawn"}`), Usage: usage},
+		{Turn: 1, Step: 1, Message: content.ToolResultMessage("b", []content.Block{content.Text("before")}, false), Meta: old},
+	}
+	h, want := store(t, root, session.CreateOptions{ID: "usage"}, func(s *session.Session) {
+		mustAppend(t, s, session.TypeTurnStart, session.TurnStart{Turn: 1})
+		mustAppend(t, s, session.TypeStepStart, session.Step{Turn: 1, Step: 1})
+		mustAppend(t, s, session.TypeAssistantMessage, session.AssistantMessage{Turn: 1, Step: 1,
+			Message: content.AssistantMessage("p", "m", []content.Block{content.ToolCall("a", "subagent", `{}`), content.ToolCall("b", "subagent", `{}`)})})
+		for _, r := range results {
+			id := r.Message.Content[0].ToolCallID
+			call := mustAppend(t, s, session.TypeToolCall, session.ToolCall{Turn: 1, Step: 1, CallID: id, Name: "subagent", Arguments: `{}`})
+			mustAppend(t, s, session.TypeToolResult, r, call.Seq)
+		}
+		mustAppend(t, s, session.TypeStepEnd, session.Step{Turn: 1, Step: 1})
+		mustAppend(t, s, session.TypeTurnEnd, session.TurnEnd{Turn: 1, Reason: session.EndReason{Kind: session.EndCompleted}})
+	})
+	stored := strings.Join(lines(t, New(root).Path(h)), "")
+	if n := strings.Count(stored, `"usage":`); n != 1 || !strings.Contains(stored, `"usage":{"p/m":{"inputTokens":30,`) {
+		t.Fatalf("stored lines (%d usage fields):\n%s", n, stored)
+	}
+	_, events := load(t, root, h.ID)
+	if diff := cmp.Diff(want, events); diff != "" {
+		t.Fatalf("events mismatch (-want +got):\n%s", diff)
+	}
+	var got []session.ToolResult
+	for _, e := range events {
+		if r, ok := e.Data.(session.ToolResult); ok {
+			got = append(got, r)
+		}
+	}
+	if diff := cmp.Diff(results, got); diff != "" {
+		t.Errorf("tool results mismatch (-want +got):\n%s", diff)
+	}
+}
+
 // A session must stay loadable whatever its owner appended.
 func TestAppendedPluginTypeIsLoadable(t *testing.T) {
 	root := t.TempDir()

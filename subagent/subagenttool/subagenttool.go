@@ -402,19 +402,19 @@ func (t *instance) execute(ctx context.Context, call tool.Call) (tool.Result, er
 		return tool.Result{}, rerr
 	}
 	note := d.end(ctx, res)
-	meta := runMeta(run.ID(), d.provider, res.Usage)
+	meta := runMeta(run.ID(), d.provider)
 	res.Output = t.capOutput(res.Output, wholeAnswer(run, d.provider))
 	switch {
 	case rerr != nil:
 		r := tool.ErrorResult(tool.CodeFailed, rerr.Error()+note)
-		r.Meta = meta
+		r.Meta, r.Usage = meta, res.Usage
 		return r, nil
 	case res.StopReason != subagent.Completed:
 		r := tool.ErrorResult(string(res.StopReason), Failure(res)+note)
-		r.Meta = meta
+		r.Meta, r.Usage = meta, res.Usage
 		return r, nil
 	}
-	return tool.Result{Content: []content.Block{content.Text(outputText(res) + note)}, Meta: meta}, nil
+	return tool.Result{Content: []content.Block{content.Text(outputText(res) + note)}, Meta: meta, Usage: res.Usage}, nil
 }
 
 // capOutput caps a child's answer at Deps.OutputLimit; where says where
@@ -466,18 +466,10 @@ func wholeAnswer(run subagent.Run, provider string) string {
 		"ask for a shorter answer, or for the details in a file", provider, run.ID())
 }
 
-func usageMeta(u map[string]content.Usage) json.RawMessage {
-	if len(u) == 0 {
-		return nil
-	}
-	raw, _ := json.Marshal(subagent.UsageMeta{SubagentUsage: u})
-	return raw
-}
-
-// runMeta is the result meta of a foreground run: its usage, and which
-// child (run or continuable child id) it was.
-func runMeta(child, provider string, u map[string]content.Usage) json.RawMessage {
-	raw, _ := json.Marshal(subagent.UsageMeta{SubagentUsage: u, SubagentChild: child, SubagentProvider: provider})
+// runMeta is the result meta of a foreground run: which child (run or
+// continuable child id) it was, on which provider.
+func runMeta(child, provider string) json.RawMessage {
+	raw, _ := json.Marshal(subagent.ChildMeta{SubagentChild: child, SubagentProvider: provider})
 	return raw
 }
 
@@ -561,7 +553,7 @@ func (t *instance) runBackground(ctx context.Context, d *delegation, adm *subage
 func (t *instance) finishBackground(ctx context.Context, d *delegation, run subagent.Run, res subagent.Result, werr error) task.Outcome {
 	derr := run.Dispose(context.WithoutCancel(ctx))
 	note := d.end(ctx, res)
-	out := task.Outcome{Meta: usageMeta(res.Usage)}
+	out := task.Outcome{Usage: res.Usage}
 	switch {
 	case werr != nil || derr != nil:
 		out.Status, out.Detail = task.Failed, errors.Join(werr, derr).Error()+note

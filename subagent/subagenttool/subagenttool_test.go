@@ -1,10 +1,12 @@
 package subagenttool_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"iter"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -122,9 +124,11 @@ func (e *env) run(text string) session.TurnEnd {
 	return end
 }
 
-func results(a *agent.Agent) []session.ToolResult {
+func results(a *agent.Agent) []session.ToolResult { return toolResults(a.Session().Events()) }
+
+func toolResults(events []session.Event) []session.ToolResult {
 	var out []session.ToolResult
-	for _, ev := range a.Session().Events() {
+	for _, ev := range events {
 		if r, ok := ev.Data.(session.ToolResult); ok {
 			out = append(out, r)
 		}
@@ -147,9 +151,8 @@ func TestForegroundDelegation(t *testing.T) {
 	if len(rs) != 1 || resultText(rs[0]) != "child: say hi" || rs[0].Error != nil {
 		t.Fatalf("results %+v", rs)
 	}
-	var meta subagent.UsageMeta
-	if err := json.Unmarshal(rs[0].Meta, &meta); err != nil || meta.SubagentUsage["test/"].Output != 5 {
-		t.Fatalf("usage meta %s", rs[0].Meta)
+	if len(rs[0].Usage) != 1 || rs[0].Usage["test/"].Output != 5 {
+		t.Fatalf("usage %+v", rs[0].Usage)
 	}
 	if n := len(e.rt.Agents.List()); n != 1 {
 		t.Fatalf("%d agents live after the call: the child was not disposed", n)
@@ -157,6 +160,55 @@ func TestForegroundDelegation(t *testing.T) {
 	// The parent's usage rolls up what its children used.
 	if u := subagent.UsageFromEvents(e.agent.Session().Events()); u["test/"].Output != 15 {
 		t.Fatalf("rolled-up usage %+v", u)
+	}
+}
+
+// A grandchild's usage reaches the root as values: the child's tool result
+// carries it, the child's Result.Usage sums it with the child's own, and
+// the root's tool result carries that sum. Meta names the child and holds
+// no usage.
+func TestGrandchildUsageRollsUpToTheRoot(t *testing.T) {
+	child := func(ctx context.Context, req *llm.Request) iter.Seq[content.Chunk] {
+		switch {
+		case lastPrompt(req) == "grand":
+			return scripted.New(scripted.Text("grandchild done")).Stream(ctx, req)
+		case slices.ContainsFunc(req.Messages, func(m content.Message) bool { return m.Source.Kind == content.SourceTool }):
+			return scripted.New(scripted.Text("child done")).Stream(ctx, req)
+		}
+		return scripted.New(scripted.ToolCalls("", call("subagent", `{"description":"nest","prompt":"grand"}`))).Stream(ctx, req)
+	}
+	e := newEnv(t, child,
+		scripted.ToolCalls("", call("subagent", `{"description":"nest","prompt":"delegate again"}`)),
+		scripted.Text("done"))
+	if end := e.run("go"); end.Reason.Kind != session.EndCompleted {
+		t.Fatalf("end %+v", end)
+	}
+	rs := results(e.agent)
+	if len(rs) != 1 || resultText(rs[0]) != "child done" {
+		t.Fatalf("results %+v", rs)
+	}
+	// scripted answers cost {Input: 10, Output: 5} each.
+	step := content.Usage{Input: 10, Output: 5}
+	times := func(n int64) content.Usage { return content.Usage{Input: n * step.Input, Output: n * step.Output} }
+	if got := rs[0].Usage; len(got) != 1 || got["test/"] != times(3) {
+		t.Fatalf("root's tool result usage %+v, want the child's two steps and the grandchild's one", got)
+	}
+	dec := json.NewDecoder(bytes.NewReader(rs[0].Meta))
+	dec.DisallowUnknownFields()
+	var meta subagent.ChildMeta
+	if err := dec.Decode(&meta); err != nil || meta.SubagentChild == "" || meta.SubagentProvider != inproc.SpawnName {
+		t.Fatalf("meta %s: %v", rs[0].Meta, err)
+	}
+	_, childEvents, err := e.rt.Sessions.Read(meta.SubagentChild)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cr := toolResults(childEvents)
+	if len(cr) != 1 || cr[0].Usage["test/"] != times(1) {
+		t.Fatalf("child's tool results %+v: want the grandchild's usage on the one", cr)
+	}
+	if u := subagent.UsageFromEvents(e.agent.Session().Events()); len(u) != 1 || u["test/"] != times(5) {
+		t.Fatalf("root's rolled-up usage %+v, want five steps", u)
 	}
 }
 
@@ -362,6 +414,9 @@ func TestBackgroundDelegationAndNotice(t *testing.T) {
 		rs := results(e.agent)
 		if got := resultText(rs[len(rs)-1]); got != "child: work\n[status: completed]" {
 			t.Fatalf("task_output %q", got)
+		}
+		if u := rs[len(rs)-1].Usage; len(u) != 1 || u["test/"] != (content.Usage{Input: 10, Output: 5}) {
+			t.Fatalf("task_output usage %+v: want the child's", u)
 		}
 	})
 }
