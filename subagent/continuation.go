@@ -568,7 +568,7 @@ func (c *continuation) teardown(act *activation) {
 	act.claim = nil
 	parentAct := c.byAgent[act.parent]
 	c.mu.Unlock()
-	recordUsage(act.parent, act.id, res.Usage)
+	RecordUsage(act.parent, act.id, res.Usage)
 	if claim != nil {
 		claim <- res
 	} else {

@@ -22,8 +22,9 @@ const (
 	FormSettled  = "settled" // the notice of a child's settlement
 )
 
-// UsageType is the session event type, in a parent's log, of what one
-// activation of a continuable child used (UsageRecord); UsageFromEvents
+// UsageType is the session event type, in a parent's log, of what a child
+// that did not report through a tool result used (UsageRecord): one
+// activation of a continuable child, or a background run. UsageFromEvents
 // counts it.
 const UsageType = "subagent/usage"
 
@@ -33,8 +34,9 @@ type UsageRecord struct {
 	Usage map[string]content.Usage `json:"usage"`
 }
 
-// recordUsage writes what child used into parent's log, when it is live.
-func recordUsage(parent *agent.Agent, child string, usage map[string]content.Usage) {
+// RecordUsage writes what child used into parent's log (a UsageType
+// event), when the parent is live: once per settled run or activation.
+func RecordUsage(parent *agent.Agent, child string, usage map[string]content.Usage) {
 	if len(usage) == 0 || parent.Disposed() {
 		return
 	}

@@ -15,7 +15,6 @@ import (
 	"time"
 
 	"github.com/dsh-go/dsh/agent"
-	"github.com/dsh-go/dsh/content"
 	"github.com/dsh-go/dsh/event"
 	"github.com/dsh-go/dsh/session"
 )
@@ -40,9 +39,6 @@ type Outcome struct {
 	Status Status // completed, killed or failed
 	Detail string // why it failed or was killed
 	Output string // the final output
-	// Usage is what the work spent (a background subagent's tokens), keyed
-	// "provider/model"; it travels to the reader's tool result.
-	Usage map[string]content.Usage
 }
 
 // Spec describes a task to start.

@@ -12,7 +12,6 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/dsh-go/dsh/agent"
-	"github.com/dsh-go/dsh/content"
 	"github.com/dsh-go/dsh/task"
 )
 
@@ -343,14 +342,14 @@ func TestReadIsEmptyWhileRunningThenFinalAndIdempotent(t *testing.T) {
 	if s, _ := e.rt.Tasks.Get(id, a); s.Reported {
 		t.Fatal("a read while running marked the task reported")
 	}
-	p.finish <- task.Outcome{Status: task.Completed, Output: "the output", Usage: map[string]content.Usage{"p/m": {Output: 3}}}
+	p.finish <- task.Outcome{Status: task.Completed, Output: "the output"}
 	settled(t, e.rt.Tasks, id, a)
 	for i := range 2 {
 		out, s, err := e.rt.Tasks.Read(id, a)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if out.Status != task.Completed || out.Output != "the output" || out.Usage["p/m"].Output != 3 {
+		if out.Status != task.Completed || out.Output != "the output" {
 			t.Fatalf("read %d: outcome %+v", i, out)
 		}
 		if s.Status != task.Completed || !s.Reported {

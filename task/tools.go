@@ -151,7 +151,7 @@ func outputTool(r *Runtime, opts ToolOptions) tool.Definition {
 		if text == "" {
 			text = "(no new output)"
 		}
-		return tool.Result{Content: []content.Block{content.Text(text + "\n" + status(snap))}, Usage: out.Usage}, nil
+		return tool.Result{Content: []content.Block{content.Text(text + "\n" + status(snap))}}, nil
 	})
 }
 

@@ -604,7 +604,9 @@ func dispatch(ctx context.Context, e *entry, call Call) (res Result) {
 		return errorResult(CodeFailed, err)
 	}
 	if ctx.Err() != nil && !res.IsError {
-		return ErrorResult(CodeAborted, "tool call aborted")
+		aborted := ErrorResult(CodeAborted, "tool call aborted")
+		aborted.Usage, aborted.Meta = res.Usage, res.Meta // what the call spent was spent
+		return aborted
 	}
 	return res
 }

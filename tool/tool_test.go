@@ -655,6 +655,26 @@ func TestExecuteErrors(t *testing.T) {
 	}
 }
 
+// A call that completed as its ctx ended reports ABORTED but keeps what
+// it spent (a child's tokens) and its meta.
+func TestExecuteCancelledKeepsUsage(t *testing.T) {
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	r := tool.NewRegistry()
+	mustRegister(t, r.Register, tool.Definition{Name: "spend",
+		Execute: func(context.Context, tool.Call) (tool.Result, error) {
+			cancel()
+			res := tool.TextResult("done")
+			res.Usage, res.Meta = map[string]content.Usage{"p/m": {Input: 4}}, json.RawMessage(`{"k":1}`)
+			return res, nil
+		}})
+	res, _ := execCtx(ctx, r.NewScope(), "spend", "{}")
+	wantError(t, res, tool.CodeAborted, "Error: tool call aborted")
+	if res.Usage["p/m"].Input != 4 || string(res.Meta) != `{"k":1}` {
+		t.Fatalf("aborted result usage %+v, meta %s: want the call's", res.Usage, res.Meta)
+	}
+}
+
 func TestExecuteCancelledDuringBody(t *testing.T) {
 	tests := []struct {
 		name   string

@@ -553,7 +553,8 @@ func (t *instance) runBackground(ctx context.Context, d *delegation, adm *subage
 func (t *instance) finishBackground(ctx context.Context, d *delegation, run subagent.Run, res subagent.Result, werr error) task.Outcome {
 	derr := run.Dispose(context.WithoutCancel(ctx))
 	note := d.end(ctx, res)
-	out := task.Outcome{Usage: res.Usage}
+	subagent.RecordUsage(d.req.Parent, run.ID(), res.Usage) // once, whether or not task_output reads it
+	var out task.Outcome
 	switch {
 	case werr != nil || derr != nil:
 		out.Status, out.Detail = task.Failed, errors.Join(werr, derr).Error()+note
