@@ -92,6 +92,9 @@ func (e *ConfigError) Error() string {
 	return fmt.Sprintf("subagent tool %s: %s %s", e.Tool, e.Field, e.Msg)
 }
 
+// ErrorCode returns subagent.CodeInvalidConfig.
+func (e *ConfigError) ErrorCode() string { return string(subagent.CodeInvalidConfig) }
+
 // Check checks cfg on its own, without its provider: the first bad field
 // is a *ConfigError.
 func (cfg Config) Check() error {

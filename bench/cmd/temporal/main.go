@@ -45,6 +45,7 @@ import (
 	"github.com/dsh-go/dsh/session"
 	"github.com/dsh-go/dsh/subagent"
 	"github.com/dsh-go/dsh/subagent/acpchild"
+	"github.com/dsh-go/dsh/subagent/childproc"
 )
 
 func main() {
@@ -141,7 +142,7 @@ subagents:
 		return err
 	}
 	defer rt.Close(ctx)
-	acp, err := acpchild.New(acpchild.Config{Name: "acp", Command: bin, Args: []string{"acp"}, Env: env, DepthEnv: "DSH_DEPTH"})
+	acp, err := acpchild.New(acpchild.Config{Options: childproc.Options{Name: "acp", Command: bin, Args: []string{"acp"}, Env: env}, DepthEnv: "DSH_DEPTH"})
 	if err != nil {
 		return err
 	}
