@@ -31,8 +31,8 @@ func AddUsage(sum map[string]content.Usage, key string, u content.Usage) map[str
 
 // UsageFromEvents sums the token usage recorded in a log, keyed
 // "provider/model": every assistant message's usage, the usage tool
-// results carry (their children's), and the usage of continuable
-// children's activations (UsageType events).
+// results carry (their foreground children's), and UsageType events (a
+// continuable child's activation, a background run).
 func UsageFromEvents(events []session.Event) map[string]content.Usage {
 	var sum map[string]content.Usage
 	for _, e := range events {
