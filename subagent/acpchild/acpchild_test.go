@@ -102,10 +102,6 @@ func newProvider(t *testing.T, cfg acpchild.Config) *acpchild.Provider {
 	return p
 }
 
-func parent(t *testing.T) *agent.Agent {
-	return subagenttest.NewParent(t, nil, 0, agent.Options{}).Agent
-}
-
 // children lists the live child processes of this test.
 func children() []string { return proc.Children(os.Getpid()) }
 
@@ -115,7 +111,7 @@ func TestSelfLoopConformance(t *testing.T) {
 	srv := modelServer(t)
 	subagenttest.Conformance(t, subagenttest.Harness{
 		New: func(t *testing.T) (subagent.Provider, *agent.Agent) {
-			return newProvider(t, selfLoop(t, srv)), parent(t)
+			return newProvider(t, selfLoop(t, srv)), subagenttest.ParentAgent(t)
 		},
 		Leftovers: noChildren,
 	})
@@ -123,7 +119,7 @@ func TestSelfLoopConformance(t *testing.T) {
 
 func start(t *testing.T, p *acpchild.Provider, ctx context.Context, prompt string) subagent.Run {
 	t.Helper()
-	a := parent(t)
+	a := subagenttest.ParentAgent(t)
 	run, err := p.Start(ctx, subagent.StartRequest{Prompt: subagenttest.Prompt(prompt), Parent: a, Depth: 1})
 	if err != nil {
 		t.Fatal(err)
@@ -131,21 +127,10 @@ func start(t *testing.T, p *acpchild.Provider, ctx context.Context, prompt strin
 	return run
 }
 
-func wait(t *testing.T, run subagent.Run) subagent.Result {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	res, err := run.Wait(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return res
-}
-
 func TestSelfLoopAnswer(t *testing.T) {
 	p := newProvider(t, selfLoop(t, modelServer(t)))
 	run := start(t, p, context.Background(), "hello child")
-	res := wait(t, run)
+	res := subagenttest.Wait(t, run)
 	if err := run.Dispose(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -163,7 +148,7 @@ func TestSelfLoopAnswer(t *testing.T) {
 func TestChildModelFailureIsAnErrorWithDiagnostic(t *testing.T) {
 	p := newProvider(t, selfLoop(t, modelServer(t)))
 	run := start(t, p, context.Background(), subagenttest.PromptFail)
-	res := wait(t, run)
+	res := subagenttest.Wait(t, run)
 	run.Dispose(context.Background())
 	if res.StopReason != subagent.Failed || !strings.Contains(res.Diagnostic, "INVALID_REQUEST") {
 		t.Fatalf("result %+v", res)
@@ -187,7 +172,7 @@ func TestCancelMidTurnIsAborted(t *testing.T) {
 	run := start(t, p, ctx, subagenttest.PromptHang)
 	awaitHang(t, hung)
 	cancel()
-	res := wait(t, run)
+	res := subagenttest.Wait(t, run)
 	run.Dispose(context.Background())
 	if res.StopReason != subagent.Aborted {
 		t.Fatalf("result %+v", res)
@@ -214,7 +199,7 @@ func TestChildKilledMidTurnIsAnError(t *testing.T) {
 		fmt.Sscan(pid, &n)
 		syscall.Kill(n, syscall.SIGKILL)
 	}
-	res := wait(t, run)
+	res := subagenttest.Wait(t, run)
 	run.Dispose(context.Background())
 	if res.StopReason != subagent.Failed || !strings.Contains(res.Diagnostic, "signal") {
 		t.Fatalf("result %+v", res)
@@ -228,7 +213,7 @@ func TestBadConfigAndCwd(t *testing.T) {
 		}
 	}
 	p := newProvider(t, acpchild.Config{Options: childproc.Options{Command: "/no/such/agent"}})
-	if _, err := p.Start(context.Background(), subagent.StartRequest{Prompt: subagenttest.Prompt("x"), Parent: parent(t), Depth: 1}); err == nil {
+	if _, err := p.Start(context.Background(), subagent.StartRequest{Prompt: subagenttest.Prompt("x"), Parent: subagenttest.ParentAgent(t), Depth: 1}); err == nil {
 		t.Fatal("a missing command started")
 	}
 	if err := noChildren(); err != nil {
@@ -246,7 +231,7 @@ func TestMisbehavingAgents(t *testing.T) {
 	for _, mode := range []string{"silent", "garbage", "exit"} {
 		t.Run(mode, func(t *testing.T) {
 			p := newProvider(t, fakeConfig(mode))
-			_, err := p.Start(context.Background(), subagent.StartRequest{Prompt: subagenttest.Prompt("x"), Parent: parent(t), Depth: 1})
+			_, err := p.Start(context.Background(), subagent.StartRequest{Prompt: subagenttest.Prompt("x"), Parent: subagenttest.ParentAgent(t), Depth: 1})
 			if err == nil {
 				t.Fatal("started")
 			}
@@ -263,7 +248,7 @@ func TestAgentIgnoringEOFAndTermIsKilled(t *testing.T) {
 	if err := run.Dispose(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	if res := wait(t, run); res.StopReason != subagent.Aborted {
+	if res := subagenttest.Wait(t, run); res.StopReason != subagent.Aborted {
 		t.Fatalf("result %+v", res)
 	}
 	if err := noChildren(); err != nil {
@@ -276,7 +261,7 @@ func TestAgentIgnoringEOFAndTermIsKilled(t *testing.T) {
 func TestHugeLineIsAnError(t *testing.T) {
 	p := newProvider(t, fakeConfig("hugeline"))
 	run := start(t, p, context.Background(), "x")
-	res := wait(t, run)
+	res := subagenttest.Wait(t, run)
 	if err := run.Dispose(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -299,7 +284,7 @@ func TestCancelBeforeReadySpawnsNothing(t *testing.T) {
 		}
 		cancel()
 	}()
-	_, err := p.Start(ctx, subagent.StartRequest{Prompt: subagenttest.Prompt("x"), Parent: parent(t), Depth: 1})
+	_, err := p.Start(ctx, subagent.StartRequest{Prompt: subagenttest.Prompt("x"), Parent: subagenttest.ParentAgent(t), Depth: 1})
 	if !errors.Is(err, subagent.ErrAbortedBeforeReady) {
 		t.Fatalf("err = %v", err)
 	}
@@ -380,7 +365,7 @@ func (stubborn) SetSessionMode(context.Context, acpsdk.SetSessionModeRequest) (a
 // own before spawning anything.
 func TestProviderDepthCap(t *testing.T) {
 	p := newProvider(t, acpchild.Config{Options: childproc.Options{Command: "/no/such/agent"}, MaxDepth: 1})
-	_, err := p.Start(context.Background(), subagent.StartRequest{Prompt: subagenttest.Prompt("x"), Parent: parent(t), Depth: 2})
+	_, err := p.Start(context.Background(), subagent.StartRequest{Prompt: subagenttest.Prompt("x"), Parent: subagenttest.ParentAgent(t), Depth: 2})
 	var se *subagent.Error
 	if !errors.As(err, &se) || se.Code != subagent.CodeDepthExceeded || se.Attempted != 2 || se.Max != 1 {
 		t.Fatalf("err = %v", err)
@@ -396,12 +381,12 @@ func TestResumeRunLoadsTheSession(t *testing.T) {
 		return llmtest.Reply{Text: fmt.Sprintf("done: %s after %d messages", r.LastUser, r.Messages)}
 	})
 	p := newProvider(t, selfLoop(t, srv))
-	a := parent(t)
+	a := subagenttest.ParentAgent(t)
 	run, err := p.Start(context.Background(), subagent.StartRequest{Prompt: subagenttest.Prompt("one"), Parent: a, Depth: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
-	res := wait(t, run)
+	res := subagenttest.Wait(t, run)
 	if err := run.Dispose(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -413,7 +398,7 @@ func TestResumeRunLoadsTheSession(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	res = wait(t, next)
+	res = subagenttest.Wait(t, next)
 	if err := next.Dispose(context.Background()); err != nil {
 		t.Fatal(err)
 	}

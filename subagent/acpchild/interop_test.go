@@ -37,7 +37,7 @@ func TestTypeScriptExampleAgent(t *testing.T) {
 			t.Parallel()
 			p := newProvider(t, cfg(tc.permission))
 			run := start(t, p, context.Background(), "improve the project")
-			res := wait(t, run)
+			res := subagenttest.Wait(t, run)
 			if err := run.Dispose(context.Background()); err != nil {
 				t.Fatal(err)
 			}
@@ -52,7 +52,7 @@ func TestTypeScriptExampleAgent(t *testing.T) {
 	t.Run("cannot resume", func(t *testing.T) {
 		t.Parallel()
 		p := newProvider(t, cfg(acpchild.PermissionReject))
-		_, err := p.ResumeRun(context.Background(), subagent.StartRequest{Prompt: subagenttest.Prompt("more"), Parent: parent(t), Depth: 1}, "sess-1")
+		_, err := p.ResumeRun(context.Background(), subagent.StartRequest{Prompt: subagenttest.Prompt("more"), Parent: subagenttest.ParentAgent(t), Depth: 1}, "sess-1")
 		if !errors.Is(err, subagent.ErrNotResumable) || !strings.Contains(err.Error(), "loadSession") {
 			t.Fatalf("resume: %v", err)
 		}
@@ -77,7 +77,7 @@ func TestTypeScriptExampleAgent(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		res := wait(t, run)
+		res := subagenttest.Wait(t, run)
 		run.Dispose(context.Background())
 		if out := content.JoinText(res.Output); res.StopReason != subagent.Completed || !strings.Contains(out, "I'll skip the configuration update.") || asked {
 			t.Fatalf("result %+v, asked %v", res, asked)
@@ -87,7 +87,7 @@ func TestTypeScriptExampleAgent(t *testing.T) {
 		t.Parallel()
 		p := newProvider(t, cfg(acpchild.PermissionPolicy))
 		ctx, cancel := context.WithCancel(context.Background())
-		run, err := p.Start(ctx, subagent.StartRequest{Prompt: []content.Block{content.Text("x")}, Parent: parent(t), Depth: 1,
+		run, err := p.Start(ctx, subagent.StartRequest{Prompt: []content.Block{content.Text("x")}, Parent: subagenttest.ParentAgent(t), Depth: 1,
 			Progress: func(pr subagent.Progress) {
 				if pr.Kind == subagent.ProgressToolCall {
 					cancel()
@@ -96,7 +96,7 @@ func TestTypeScriptExampleAgent(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		res := wait(t, run)
+		res := subagenttest.Wait(t, run)
 		run.Dispose(context.Background())
 		if res.StopReason != subagent.Aborted || !strings.HasPrefix(content.JoinText(res.Output), "I'll help you") {
 			t.Fatalf("result %+v", res)

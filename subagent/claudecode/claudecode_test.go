@@ -54,10 +54,6 @@ func newProvider(t *testing.T, cfg claudecode.Config) *claudecode.Provider {
 	return p
 }
 
-func parent(t *testing.T) *agent.Agent {
-	return subagenttest.NewParent(t, nil, 0, agent.Options{}).Agent
-}
-
 func noChildren() error { return proc.NoChildren() }
 
 // checkNoChildren fails the test if a child process of the test remains
@@ -90,7 +86,7 @@ func (r *recorder) all() []subagent.Progress {
 
 func startWith(t *testing.T, p *claudecode.Provider, ctx context.Context, prompt string, progress func(subagent.Progress)) subagent.Run {
 	t.Helper()
-	run, err := p.Start(ctx, subagent.StartRequest{Prompt: subagenttest.Prompt(prompt), Parent: parent(t), Depth: 1, Progress: progress})
+	run, err := p.Start(ctx, subagent.StartRequest{Prompt: subagenttest.Prompt(prompt), Parent: subagenttest.ParentAgent(t), Depth: 1, Progress: progress})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -103,37 +99,19 @@ func start(t *testing.T, p *claudecode.Provider, ctx context.Context, prompt str
 	return startWith(t, p, ctx, prompt, nil)
 }
 
-func wait(t *testing.T, run subagent.Run) subagent.Result {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	res, err := run.Wait(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return res
-}
-
-func dispose(t *testing.T, run subagent.Run) {
-	t.Helper()
-	if err := run.Dispose(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-}
-
 // runToEnd starts prompt, waits for the result and disposes the run.
 func runToEnd(t *testing.T, cfg claudecode.Config, prompt string) subagent.Result {
 	t.Helper()
 	run := start(t, newProvider(t, cfg), context.Background(), prompt)
-	res := wait(t, run)
-	dispose(t, run)
+	res := subagenttest.Wait(t, run)
+	subagenttest.Dispose(t, run)
 	return res
 }
 
 func TestConformance(t *testing.T) {
 	subagenttest.Conformance(t, subagenttest.Harness{
 		New: func(t *testing.T) (subagent.Provider, *agent.Agent) {
-			return newProvider(t, fakeConfig()), parent(t)
+			return newProvider(t, fakeConfig()), subagenttest.ParentAgent(t)
 		},
 		Leftovers: noChildren,
 	})
@@ -143,8 +121,8 @@ func TestAnswer(t *testing.T) {
 	checkNoChildren(t)
 	var rec recorder
 	run := startWith(t, newProvider(t, fakeConfig()), context.Background(), "hello child", rec.add)
-	res := wait(t, run)
-	dispose(t, run)
+	res := subagenttest.Wait(t, run)
+	subagenttest.Dispose(t, run)
 	if res.StopReason != subagent.Completed || content.JoinText(res.Output) != "done: hello child" || res.Diagnostic != "" {
 		t.Fatalf("result %+v", res)
 	}
@@ -203,8 +181,8 @@ func argsRun(t *testing.T, cfg claudecode.Config, a *agent.Agent) fakeInfo {
 	if err != nil {
 		t.Fatal(err)
 	}
-	res := wait(t, run)
-	dispose(t, run)
+	res := subagenttest.Wait(t, run)
+	subagenttest.Dispose(t, run)
 	var info fakeInfo
 	if err := json.Unmarshal([]byte(content.JoinText(res.Output)), &info); err != nil {
 		t.Fatalf("result %+v: %v", res, err)
@@ -217,7 +195,7 @@ func TestCommandLineEnvAndConfigDir(t *testing.T) {
 	tmp := t.TempDir()
 	t.Setenv("TMPDIR", tmp)
 	t.Setenv("SOME_API_TOKEN", "secret")
-	a := parent(t)
+	a := subagenttest.ParentAgent(t)
 
 	cfg := fakeConfig()
 	info := argsRun(t, cfg, a)
@@ -319,8 +297,8 @@ func TestPermissionRequests(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			res := wait(t, run)
-			dispose(t, run)
+			res := subagenttest.Wait(t, run)
+			subagenttest.Dispose(t, run)
 			want := "permission: deny"
 			if tc.allowed {
 				want = "permission: allow"
@@ -350,14 +328,14 @@ func TestInterruptHonoured(t *testing.T) {
 	defer cancel()
 	run := start(t, newProvider(t, fakeConfig()), ctx, scenarioHang)
 	cancel()
-	res := wait(t, run)
+	res := subagenttest.Wait(t, run)
 	if res.StopReason != subagent.Aborted || content.JoinText(res.Output) != "working…" {
 		t.Fatalf("result %+v", res)
 	}
 	if u := res.Usage["claude-code/fake-model"]; u.Input != 11 {
 		t.Errorf("usage %+v", res.Usage)
 	}
-	dispose(t, run)
+	subagenttest.Dispose(t, run)
 }
 
 func TestInterruptIgnoredIsAbortedAfterGrace(t *testing.T) {
@@ -369,7 +347,7 @@ func TestInterruptIgnoredIsAbortedAfterGrace(t *testing.T) {
 	run := start(t, newProvider(t, cfg), ctx, scenarioIgnore)
 	began := time.Now()
 	cancel()
-	res := wait(t, run)
+	res := subagenttest.Wait(t, run)
 	if res.StopReason != subagent.Aborted || content.JoinText(res.Output) != "working…" {
 		t.Fatalf("result %+v", res)
 	}
@@ -381,7 +359,7 @@ func TestInterruptIgnoredIsAbortedAfterGrace(t *testing.T) {
 	if err := noChildren(); err != nil {
 		t.Fatal(err)
 	}
-	dispose(t, run)
+	subagenttest.Dispose(t, run)
 }
 
 func TestCrashMidTurnIsFailed(t *testing.T) {
@@ -401,8 +379,8 @@ func TestUnknownMessagesAreTolerated(t *testing.T) {
 	checkNoChildren(t)
 	var rec recorder
 	run := startWith(t, newProvider(t, fakeConfig()), context.Background(), scenarioUnknown, rec.add)
-	res := wait(t, run)
-	dispose(t, run)
+	res := subagenttest.Wait(t, run)
+	subagenttest.Dispose(t, run)
 	if res.StopReason != subagent.Completed || content.JoinText(res.Output) != "tolerated" {
 		t.Fatalf("result %+v", res)
 	}
@@ -418,8 +396,8 @@ func TestOverlongLineFailsTheRun(t *testing.T) {
 	p := newProvider(t, fakeConfig())
 	claudecode.SetMaxLine(p, 1024)
 	run := start(t, p, context.Background(), scenarioLongLine)
-	res := wait(t, run)
-	dispose(t, run)
+	res := subagenttest.Wait(t, run)
+	subagenttest.Dispose(t, run)
 	if res.StopReason != subagent.Failed || !strings.Contains(res.Diagnostic, "a line exceeds 1024 bytes") {
 		t.Fatalf("result %+v", res)
 	}
@@ -432,7 +410,7 @@ func TestSilentChildFailsStartAfterReadyTimeout(t *testing.T) {
 	cfg := fakeConfig()
 	cfg.ReadyTimeout = 500 * time.Millisecond
 	began := time.Now()
-	_, err := newProvider(t, cfg).Start(context.Background(), subagent.StartRequest{Prompt: subagenttest.Prompt(scenarioSilent), Parent: parent(t), Depth: 1})
+	_, err := newProvider(t, cfg).Start(context.Background(), subagent.StartRequest{Prompt: subagenttest.Prompt(scenarioSilent), Parent: subagenttest.ParentAgent(t), Depth: 1})
 	var startErr *childproc.StartError
 	var timeout *childproc.ReadyTimeoutError
 	if !errors.As(err, &startErr) || startErr.Stage != "ready" || !errors.As(err, &timeout) {
@@ -454,7 +432,7 @@ func TestSilentChildFailsStartAfterReadyTimeout(t *testing.T) {
 
 func TestExitBeforeReadyFailsStart(t *testing.T) {
 	checkNoChildren(t)
-	_, err := newProvider(t, fakeConfig()).Start(context.Background(), subagent.StartRequest{Prompt: subagenttest.Prompt(scenarioExit), Parent: parent(t), Depth: 1})
+	_, err := newProvider(t, fakeConfig()).Start(context.Background(), subagent.StartRequest{Prompt: subagenttest.Prompt(scenarioExit), Parent: subagenttest.ParentAgent(t), Depth: 1})
 	var exit *childproc.ExitError
 	if !errors.As(err, &exit) || !strings.Contains(exit.Diagnostic, "exit status 3") || !strings.Contains(exit.Diagnostic, "fatal: cannot start") {
 		t.Fatalf("err = %v", err)
@@ -472,7 +450,7 @@ func TestCancelBeforeReadyReapsTheChild(t *testing.T) {
 		}
 		cancel()
 	}()
-	_, err := newProvider(t, fakeConfig()).Start(ctx, subagent.StartRequest{Prompt: subagenttest.Prompt(scenarioSilent), Parent: parent(t), Depth: 1})
+	_, err := newProvider(t, fakeConfig()).Start(ctx, subagent.StartRequest{Prompt: subagenttest.Prompt(scenarioSilent), Parent: subagenttest.ParentAgent(t), Depth: 1})
 	if !errors.Is(err, subagent.ErrAbortedBeforeReady) || !errors.Is(err, context.Canceled) {
 		t.Fatalf("err = %v", err)
 	}
@@ -487,11 +465,11 @@ func TestStartErrors(t *testing.T) {
 	if _, err := p.Start(context.Background(), subagent.StartRequest{Prompt: subagenttest.Prompt("x")}); !errors.Is(err, subagent.ErrInvalidRequest) {
 		t.Errorf("no parent: %v", err)
 	}
-	if _, err := p.Start(context.Background(), subagent.StartRequest{Parent: parent(t), Depth: 1}); !errors.Is(err, subagent.ErrInvalidRequest) {
+	if _, err := p.Start(context.Background(), subagent.StartRequest{Parent: subagenttest.ParentAgent(t), Depth: 1}); !errors.Is(err, subagent.ErrInvalidRequest) {
 		t.Errorf("no prompt: %v", err)
 	}
 	missing := newProvider(t, claudecode.Config{Options: childproc.Options{Command: "/no/such/claude"}})
-	_, err := missing.Start(context.Background(), subagent.StartRequest{Prompt: subagenttest.Prompt("x"), Parent: parent(t), Depth: 1})
+	_, err := missing.Start(context.Background(), subagent.StartRequest{Prompt: subagenttest.Prompt("x"), Parent: subagenttest.ParentAgent(t), Depth: 1})
 	var startErr *childproc.StartError
 	if !errors.As(err, &startErr) || startErr.Stage != "spawn" {
 		t.Errorf("missing command: %v", err)

@@ -48,8 +48,8 @@ func TestRealClaudeAnswer(t *testing.T) {
 	})
 	var rec recorder
 	run := startWith(t, newProvider(t, realConfig(t, bin, m)), context.Background(), "say hello", rec.add)
-	res := wait(t, run)
-	dispose(t, run)
+	res := subagenttest.Wait(t, run)
+	subagenttest.Dispose(t, run)
 	if res.StopReason != subagent.Completed || content.JoinText(res.Output) != "Hello from the mock: say hello" {
 		t.Fatalf("result %+v", res)
 	}
@@ -110,14 +110,14 @@ func TestRealClaudeCancelDuringModelRequest(t *testing.T) {
 	}
 	began := time.Now()
 	cancel()
-	res := wait(t, run)
+	res := subagenttest.Wait(t, run)
 	if res.StopReason != subagent.Aborted {
 		t.Fatalf("result %+v", res)
 	}
 	if d := time.Since(began); d >= cfg.CancelGrace {
 		t.Errorf("settled after %s: the CLI ignored the interrupt", d)
 	}
-	dispose(t, run)
+	subagenttest.Dispose(t, run)
 	if err := noChildren(); err != nil {
 		t.Fatal(err)
 	}
@@ -128,7 +128,7 @@ func TestRealClaudePermissionRequests(t *testing.T) {
 	for _, policy := range []string{claudecode.PermissionDeny, claudecode.PermissionPolicy} {
 		t.Run(policy, func(t *testing.T) {
 			checkNoChildren(t)
-			a := parent(t)
+			a := subagenttest.ParentAgent(t)
 			target := filepath.Join(a.Cwd(), "out.txt")
 			m := llmtest.NewAnthropic(t, func(r llmtest.AnthropicRequest) llmtest.AnthropicReply {
 				if len(r.ToolResults) == 0 {
@@ -145,8 +145,8 @@ func TestRealClaudePermissionRequests(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			res := wait(t, run)
-			dispose(t, run)
+			res := subagenttest.Wait(t, run)
+			subagenttest.Dispose(t, run)
 			out := content.JoinText(res.Output)
 			_, statErr := os.Stat(target)
 			switch policy {
@@ -183,7 +183,7 @@ func TestRealClaudeConformance(t *testing.T) {
 	})
 	subagenttest.Conformance(t, subagenttest.Harness{
 		New: func(t *testing.T) (subagent.Provider, *agent.Agent) {
-			return newProvider(t, realConfig(t, bin, m)), parent(t)
+			return newProvider(t, realConfig(t, bin, m)), subagenttest.ParentAgent(t)
 		},
 		Leftovers: noChildren,
 	})
@@ -203,18 +203,18 @@ func TestRealClaudeResumesASession(t *testing.T) {
 	cfg.ConfigDir = t.TempDir()
 	p := newProvider(t, cfg)
 	run := start(t, p, context.Background(), "say one")
-	res := wait(t, run)
-	dispose(t, run)
+	res := subagenttest.Wait(t, run)
+	subagenttest.Dispose(t, run)
 	session := run.(subagent.RemoteRun).RemoteSession()
 	if res.StopReason != subagent.Completed || session == "" {
 		t.Fatalf("first run %+v, session %q", res, session)
 	}
-	next, err := p.ResumeRun(context.Background(), subagent.StartRequest{Prompt: subagenttest.Prompt("say two"), Parent: parent(t), Depth: 1}, session)
+	next, err := p.ResumeRun(context.Background(), subagent.StartRequest{Prompt: subagenttest.Prompt("say two"), Parent: subagenttest.ParentAgent(t), Depth: 1}, session)
 	if err != nil {
 		t.Fatal(err)
 	}
-	res = wait(t, next)
-	dispose(t, next)
+	res = subagenttest.Wait(t, next)
+	subagenttest.Dispose(t, next)
 	checkNoChildren(t)
 	if res.StopReason != subagent.Completed || content.JoinText(res.Output) != "mock heard: say two" {
 		t.Fatalf("resumed run %+v", res)
@@ -225,7 +225,7 @@ func TestRealClaudeResumesASession(t *testing.T) {
 		t.Errorf("the resumed request's user texts: %q (session %q)", last.UserTexts, next.(subagent.RemoteRun).RemoteSession())
 	}
 	cfg.ConfigDir = ""
-	_, err = newProvider(t, cfg).ResumeRun(context.Background(), subagent.StartRequest{Prompt: subagenttest.Prompt("x"), Parent: parent(t), Depth: 1}, session)
+	_, err = newProvider(t, cfg).ResumeRun(context.Background(), subagent.StartRequest{Prompt: subagenttest.Prompt("x"), Parent: subagenttest.ParentAgent(t), Depth: 1}, session)
 	if !errors.Is(err, subagent.ErrNotResumable) || !strings.Contains(err.Error(), "configDir") {
 		t.Errorf("resume without a config dir: %v", err)
 	}

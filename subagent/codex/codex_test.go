@@ -39,12 +39,8 @@ func newProvider(t *testing.T, cfg codex.Config) *codex.Provider {
 	return p
 }
 
-func parent(t *testing.T) *agent.Agent {
-	return subagenttest.NewParent(t, nil, 0, agent.Options{}).Agent
-}
-
 func request(t *testing.T, prompt string) subagent.StartRequest {
-	return subagent.StartRequest{Prompt: subagenttest.Prompt(prompt), Parent: parent(t), Depth: 1}
+	return subagent.StartRequest{Prompt: subagenttest.Prompt(prompt), Parent: subagenttest.ParentAgent(t), Depth: 1}
 }
 
 func start(t *testing.T, p *codex.Provider, ctx context.Context, req subagent.StartRequest) subagent.Run {
@@ -56,31 +52,13 @@ func start(t *testing.T, p *codex.Provider, ctx context.Context, req subagent.St
 	return run
 }
 
-func wait(t *testing.T, run subagent.Run) subagent.Result {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	res, err := run.Wait(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return res
-}
-
-func dispose(t *testing.T, run subagent.Run) {
-	t.Helper()
-	if err := run.Dispose(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-}
-
 // runFake runs prompt to its end against a fake in the scripted mode and
 // disposes of it, returning the result and the fake's log.
 func runFake(t *testing.T, cfg codex.Config, log, prompt string) (subagent.Result, []map[string]json.RawMessage) {
 	t.Helper()
 	run := start(t, newProvider(t, cfg), context.Background(), request(t, prompt))
-	res := wait(t, run)
-	dispose(t, run)
+	res := subagenttest.Wait(t, run)
+	subagenttest.Dispose(t, run)
 	checkNoChildren(t)
 	return res, readLog(t, log)
 }
@@ -147,8 +125,8 @@ func TestFinalAnswerWinsOverCommentaryAndNullPhase(t *testing.T) {
 	if !strings.HasPrefix(run.ID(), "codex-") || run.ID() == "codex-"+fakeThread || run.LocalAgent() != nil {
 		t.Fatalf("run id %q, local agent %v", run.ID(), run.LocalAgent())
 	}
-	res := wait(t, run)
-	dispose(t, run)
+	res := subagenttest.Wait(t, run)
+	subagenttest.Dispose(t, run)
 	checkNoChildren(t)
 	if res.StopReason != subagent.Completed || content.JoinText(res.Output) != completeAnswer {
 		t.Fatalf("result %+v", res)
@@ -279,8 +257,8 @@ func TestApprovalsFollowTheParentsPolicy(t *testing.T) {
 	}))
 	run := start(t, newProvider(t, cfg), context.Background(),
 		subagent.StartRequest{Label: "fix", Prompt: subagenttest.Prompt(scApprovals), Parent: parent, Depth: 1})
-	res := wait(t, run)
-	dispose(t, run)
+	res := subagenttest.Wait(t, run)
+	subagenttest.Dispose(t, run)
 	checkNoChildren(t)
 	if res.StopReason != subagent.Completed {
 		t.Fatalf("result %+v", res)
@@ -298,7 +276,7 @@ func TestApprovalsFollowTheParentsPolicy(t *testing.T) {
 func TestUnknownServerRequestFails(t *testing.T) {
 	cfg, log := fakeConfig(t, "scripted")
 	run := start(t, newProvider(t, cfg), context.Background(), request(t, scUnknownRequest))
-	res := wait(t, run)
+	res := subagenttest.Wait(t, run)
 	if res.StopReason != subagent.Failed || !strings.Contains(res.Diagnostic, `"item/tool/call"`) {
 		t.Fatalf("result %+v", res)
 	}
@@ -311,7 +289,7 @@ func TestUnknownServerRequestFails(t *testing.T) {
 			t.Fatal("the fake never received turn/interrupt")
 		}
 	}
-	dispose(t, run)
+	subagenttest.Dispose(t, run)
 	checkNoChildren(t)
 	if got := responses(readLog(t, log)); len(got) != 1 || !strings.Contains(got[0], `"code":-32601`) {
 		t.Errorf("the fake received %v, want a method-not-found error", got)
@@ -354,11 +332,11 @@ func TestInterruptHonouredIsAborted(t *testing.T) {
 	run := start(t, newProvider(t, cfg), ctx, request(t, scHang))
 	t0 := time.Now()
 	cancel()
-	res := wait(t, run)
+	res := subagenttest.Wait(t, run)
 	if res.StopReason != subagent.Aborted || time.Since(t0) > 8*time.Second {
 		t.Fatalf("result %+v after %s", res, time.Since(t0))
 	}
-	dispose(t, run)
+	subagenttest.Dispose(t, run)
 	checkNoChildren(t)
 	if p := received(t, readLog(t, log), "turn/interrupt"); p["threadId"] != fakeThread || p["turnId"] != fakeTurn {
 		t.Errorf("turn/interrupt params %v", p)
@@ -372,7 +350,7 @@ func TestInterruptIgnoredIsAbortedAfterGrace(t *testing.T) {
 	run := start(t, newProvider(t, cfg), ctx, request(t, scIgnore))
 	t0 := time.Now()
 	cancel()
-	res := wait(t, run)
+	res := subagenttest.Wait(t, run)
 	elapsed := time.Since(t0)
 	// The run settles only once the process is gone (ignoring EOF and
 	// SIGTERM, it takes SIGKILL).
@@ -382,7 +360,7 @@ func TestInterruptIgnoredIsAbortedAfterGrace(t *testing.T) {
 	if res.StopReason != subagent.Aborted || elapsed < cfg.CancelGrace || elapsed > 15*time.Second {
 		t.Fatalf("result %+v after %s", res, elapsed)
 	}
-	dispose(t, run)
+	subagenttest.Dispose(t, run)
 }
 
 func TestChildNotReadingStdinCannotBlockCancel(t *testing.T) {
@@ -394,11 +372,11 @@ func TestChildNotReadingStdinCannotBlockCancel(t *testing.T) {
 	time.Sleep(100 * time.Millisecond) // a real pipe: let the write fill it and block (nothing signals that); cancel must work either way
 	t0 := time.Now()
 	cancel()
-	res := wait(t, run)
+	res := subagenttest.Wait(t, run)
 	if elapsed := time.Since(t0); res.StopReason != subagent.Aborted || elapsed > 15*time.Second {
 		t.Fatalf("result %+v after %s", res, elapsed)
 	}
-	dispose(t, run)
+	subagenttest.Dispose(t, run)
 	checkNoChildren(t)
 }
 
@@ -421,8 +399,8 @@ func TestUnreadableOutputFails(t *testing.T) {
 			p := newProvider(t, cfg)
 			codex.SetMaxLine(p, 1<<20)
 			run := start(t, p, context.Background(), request(t, prompt))
-			res := wait(t, run)
-			dispose(t, run)
+			res := subagenttest.Wait(t, run)
+			subagenttest.Dispose(t, run)
 			checkNoChildren(t)
 			if res.StopReason != subagent.Failed || !strings.Contains(res.Diagnostic, want) {
 				t.Fatalf("result %+v", res)
@@ -507,7 +485,7 @@ func TestStartFailures(t *testing.T) {
 		if _, err := p.Start(context.Background(), subagent.StartRequest{Prompt: subagenttest.Prompt("x")}); err == nil {
 			t.Error("started without a parent")
 		}
-		if _, err := p.Start(context.Background(), subagent.StartRequest{Parent: parent(t)}); err == nil {
+		if _, err := p.Start(context.Background(), subagent.StartRequest{Parent: subagenttest.ParentAgent(t)}); err == nil {
 			t.Error("started without a prompt")
 		}
 		ctx, cancel := context.WithCancel(context.Background())
@@ -565,7 +543,7 @@ func TestConformance(t *testing.T) {
 	subagenttest.Conformance(t, subagenttest.Harness{
 		New: func(t *testing.T) (subagent.Provider, *agent.Agent) {
 			cfg, _ := fakeConfig(t, "scripted")
-			return newProvider(t, cfg), parent(t)
+			return newProvider(t, cfg), subagenttest.ParentAgent(t)
 		},
 		Leftovers: noChildren,
 	})

@@ -70,8 +70,8 @@ func TestRealCodexAnswers(t *testing.T) {
 		}
 	}
 	run := start(t, p, context.Background(), req)
-	res := wait(t, run)
-	dispose(t, run)
+	res := subagenttest.Wait(t, run)
+	subagenttest.Dispose(t, run)
 	checkNoChildren(t)
 	want := llmtest.ResponsesAnswer("say PONG")
 	if res.StopReason != subagent.Completed || content.JoinText(res.Output) != want {
@@ -93,8 +93,8 @@ func TestRealCodexAnswers(t *testing.T) {
 func TestRealCodexModelFailure(t *testing.T) {
 	m := llmtest.NewResponses(t)
 	run := start(t, newProvider(t, realConfig(t, m)), context.Background(), request(t, "please fail"))
-	res := wait(t, run)
-	dispose(t, run)
+	res := subagenttest.Wait(t, run)
+	subagenttest.Dispose(t, run)
 	checkNoChildren(t)
 	if res.StopReason != subagent.Failed || !strings.Contains(res.Diagnostic, "category other") ||
 		!strings.Contains(res.Diagnostic, "the mock rejects this request") {
@@ -114,9 +114,9 @@ func TestRealCodexCancelDuringModelRequest(t *testing.T) {
 	}
 	t0 := time.Now()
 	cancel()
-	res := wait(t, run)
+	res := subagenttest.Wait(t, run)
 	t.Logf("aborted %s after the cancel", time.Since(t0))
-	dispose(t, run)
+	subagenttest.Dispose(t, run)
 	checkNoChildren(t)
 	if res.StopReason != subagent.Aborted {
 		t.Fatalf("result %+v", res)
@@ -127,7 +127,7 @@ func TestRealCodexConformance(t *testing.T) {
 	m := llmtest.NewResponses(t)
 	subagenttest.Conformance(t, subagenttest.Harness{
 		New: func(t *testing.T) (subagent.Provider, *agent.Agent) {
-			return newProvider(t, realConfig(t, m)), parent(t)
+			return newProvider(t, realConfig(t, m)), subagenttest.ParentAgent(t)
 		},
 		Leftovers: noChildren,
 	})
@@ -142,8 +142,8 @@ func TestRealCodexResumesAThread(t *testing.T) {
 	cfg := realConfig(t, m)
 	p := newProvider(t, cfg)
 	run := start(t, p, context.Background(), request(t, "say one"))
-	res := wait(t, run)
-	dispose(t, run)
+	res := subagenttest.Wait(t, run)
+	subagenttest.Dispose(t, run)
 	thread := run.(subagent.RemoteRun).RemoteSession()
 	if res.StopReason != subagent.Completed || thread == "" {
 		t.Fatalf("first run %+v, thread %q", res, thread)
@@ -152,8 +152,8 @@ func TestRealCodexResumesAThread(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	res = wait(t, next)
-	dispose(t, next)
+	res = subagenttest.Wait(t, next)
+	subagenttest.Dispose(t, next)
 	checkNoChildren(t)
 	if res.StopReason != subagent.Completed || content.JoinText(res.Output) != llmtest.ResponsesAnswer("say two") {
 		t.Fatalf("resumed run %+v", res)
