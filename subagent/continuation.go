@@ -66,6 +66,25 @@ type ContinuableOptions struct {
 	// Foreground promises that the caller waits for the first settlement
 	// with Accepted.Wait, which then replaces the settlement notice.
 	Foreground bool
+	// Settled, when set on a start that is not Foreground, is called with
+	// the first activation's result once it has settled, before the parent
+	// is told (a background child's SubagentStop hooks).
+	Settled func(Result)
+}
+
+// firstSettlement is who hears of an activation's first settlement: a
+// foreground caller instead of the parent's notice, or Settled before it.
+type firstSettlement struct {
+	claim   chan Result
+	settled func(Result)
+}
+
+// firstSettlementOf makes the firstSettlement of a start with opts.
+func firstSettlementOf(opts ContinuableOptions) firstSettlement {
+	if opts.Foreground {
+		return firstSettlement{claim: make(chan Result, 1)}
+	}
+	return firstSettlement{settled: opts.Settled}
 }
 
 // Accepted is a message a continuable child's inbox accepted.
@@ -123,8 +142,8 @@ type activation struct {
 	// guarded by continuation.mu
 	owned    map[*activation]struct{}
 	closing  bool
-	claim    chan Result   // a foreground waiter of this epoch
-	released chan struct{} // closed once torn down and forgotten
+	first    firstSettlement // who hears of the first settlement, besides the epoch's end
+	released chan struct{}   // closed once torn down and forgotten
 }
 
 // ServeContinuation lets the service start and continue continuable
@@ -271,15 +290,12 @@ func (s *Service) StartContinuable(ctx context.Context, name string, req StartRe
 		}
 		return nil, fmt.Errorf("subagent %s: create child: %w", name, err)
 	}
-	var claim chan Result
-	if opts.Foreground {
-		claim = make(chan Result, 1)
-	}
-	msgID, err := c.publish(ctx, parent, child, desc, prep.First, claim, release)
+	first := firstSettlementOf(opts)
+	msgID, err := c.publish(ctx, parent, child, desc, prep.First, first, release)
 	if err != nil {
 		return nil, err
 	}
-	return &Accepted{ChildID: id, MessageID: msgID, result: claim}, nil
+	return &Accepted{ChildID: id, MessageID: msgID, result: first.claim}, nil
 }
 
 // Followup sends msg to caller's continuable child id as a later turn of
@@ -387,7 +403,7 @@ func (c *continuation) resume(ctx context.Context, caller *agent.Agent, id strin
 		}
 		return "", &Error{Code: CodeNotResumable, Provider: desc.Provider, Msg: fmt.Sprintf("child %s could not be rebuilt", id), Err: err}
 	}
-	return c.publish(ctx, caller, child, desc, m, nil, release)
+	return c.publish(ctx, caller, child, desc, m, firstSettlement{}, release)
 }
 
 // create makes a continuable child's agent: fresh (its descriptor is
@@ -421,9 +437,9 @@ func (c *continuation) create(ctx context.Context, opts agent.CreateOptions, des
 // first. The parent is checked again here, at the last synchronous point;
 // a refusal, or a ctx that ended, disposes the child.
 func (c *continuation) publish(ctx context.Context, parent, child *agent.Agent, desc Descriptor, first content.Message,
-	claim chan Result, release func()) (string, error) {
+	settlement firstSettlement, release func()) (string, error) {
 	act := &activation{id: child.ID(), parentID: parent.ID(), parent: parent, agent: child, desc: desc,
-		owned: map[*activation]struct{}{}, claim: claim, released: make(chan struct{})}
+		owned: map[*activation]struct{}{}, first: settlement, released: make(chan struct{})}
 	act.child = &localChild{a: child, from: child.Session().Len()}
 	rollback := func(err error) (string, error) {
 		child.Dispose(context.Background())
@@ -564,14 +580,17 @@ func (c *continuation) teardown(act *activation) {
 			Diagnostic: Diagnostic(fmt.Sprintf("%s: teardown failed: %v", CodeTeardownFailed, derr))}
 	}
 	c.mu.Lock()
-	claim := act.claim
-	act.claim = nil
+	first := act.first
+	act.first = firstSettlement{}
 	parentAct := c.byAgent[act.parent]
 	c.mu.Unlock()
 	RecordUsage(act.parent, act.id, res.Usage)
-	if claim != nil {
-		claim <- res
+	if first.claim != nil {
+		first.claim <- res
 	} else {
+		if first.settled != nil {
+			first.settled(res)
+		}
 		c.notify(act, res)
 	}
 	c.mu.Lock()

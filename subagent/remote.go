@@ -64,13 +64,9 @@ func (s *Service) startRemote(ctx context.Context, c *continuation, name string,
 	if desc.Label == "" {
 		desc.Label = name
 	}
-	var claim chan Result
-	if opts.Foreground {
-		claim = make(chan Result, 1)
-	}
 	first := content.UserMessage(req.Prompt...)
 	return c.materializeRemote(ctx, req.Parent, session.Header{ID: id, Cwd: req.Parent.Cwd(), ParentSession: req.Parent.ID(),
-		Origin: session.OriginSubagent, DelegationDepth: req.Depth}, desc, req, first, claim,
+		Origin: session.OriginSubagent, DelegationDepth: req.Depth}, desc, req, first, firstSettlementOf(opts),
 		func(ctx context.Context, req StartRequest) (Run, error) {
 			if start, ok := p.(Provider); ok {
 				return start.Start(ctx, req)
@@ -92,7 +88,7 @@ func (s *Service) resumeRemote(ctx context.Context, caller *agent.Agent, h sessi
 		return "", errorf(CodeNotResumable, "child %s ran on provider %q, which is not registered here or cannot continue it", h.ID, desc.Provider)
 	}
 	req := StartRequest{Label: desc.Label, Prompt: m.Content, Parent: caller, Depth: h.DelegationDepth}
-	acc, err := c.materializeRemote(ctx, caller, h, desc, req, m, nil, func(ctx context.Context, req StartRequest) (Run, error) {
+	acc, err := c.materializeRemote(ctx, caller, h, desc, req, m, firstSettlement{}, func(ctx context.Context, req StartRequest) (Run, error) {
 		return rp.ResumeRun(ctx, req, desc.Remote)
 	})
 	if err != nil {
@@ -106,7 +102,7 @@ func (s *Service) resumeRemote(ctx context.Context, caller *agent.Agent, h sessi
 // child's log — created from h, or loaded when h.ParentSession is stored
 // already — and publishes the activation. ctx governs until acceptance.
 func (c *continuation) materializeRemote(ctx context.Context, parent *agent.Agent, h session.Header, desc Descriptor, req StartRequest,
-	first content.Message, claim chan Result, start func(context.Context, StartRequest) (Run, error)) (*Accepted, error) {
+	first content.Message, settlement firstSettlement, start func(context.Context, StartRequest) (Run, error)) (*Accepted, error) {
 	release, err := c.svc.admit(desc.Provider, parent)
 	if err != nil {
 		return nil, err
@@ -118,7 +114,7 @@ func (c *continuation) materializeRemote(ctx context.Context, parent *agent.Agen
 	}
 	defer done()
 	act := &activation{id: h.ID, parentID: parent.ID(), parent: parent, desc: desc, owned: map[*activation]struct{}{},
-		claim: claim, released: make(chan struct{})}
+		first: settlement, released: make(chan struct{})}
 	t := c.svc.epochTracker(act, release)
 	req.Progress = t.progress
 	req.Descriptor = &Descriptor{Version: DescriptorVersion, Mode: OneShot, Provider: desc.Provider, Label: desc.Label}
@@ -199,7 +195,7 @@ func (c *continuation) materializeRemote(ctx context.Context, parent *agent.Agen
 		parentAct.owned[act] = struct{}{}
 	}
 	rc.begin(run, cancel, first)
-	return &Accepted{ChildID: h.ID, MessageID: first.ID, result: claim}, nil
+	return &Accepted{ChildID: h.ID, MessageID: first.ID, result: settlement.claim}, nil
 }
 
 func withPrompt(req StartRequest, m content.Message) StartRequest {

@@ -34,7 +34,11 @@ const (
 // executeContinuable starts the continuable child of delegation d (an
 // untyped one in the parent's working directory).
 func (t *instance) executeContinuable(ctx context.Context, d *delegation) (tool.Result, error) {
-	acc, err := t.deps.Subagents.StartContinuable(ctx, d.provider, d.req, subagent.ContinuableOptions{Foreground: !d.background})
+	opts := subagent.ContinuableOptions{Foreground: !d.background}
+	if d.background { // the foreground call ends it below, once it settles
+		opts.Settled = func(res subagent.Result) { d.end(context.WithoutCancel(ctx), res) }
+	}
+	acc, err := t.deps.Subagents.StartContinuable(ctx, d.provider, d.req, opts)
 	if err != nil {
 		return tool.Result{}, err
 	}

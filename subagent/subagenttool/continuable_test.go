@@ -6,15 +6,20 @@ import (
 	"errors"
 	"fmt"
 	"iter"
+	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"sync"
 	"testing"
 	"testing/synctest"
+	"time"
 
 	"github.com/dsh-go/dsh"
 	"github.com/dsh-go/dsh/agent"
 	"github.com/dsh-go/dsh/content"
+	"github.com/dsh-go/dsh/event"
+	"github.com/dsh-go/dsh/hook"
 	"github.com/dsh-go/dsh/llm"
 	"github.com/dsh-go/dsh/llm/scripted"
 	"github.com/dsh-go/dsh/session"
@@ -357,4 +362,48 @@ func TestCancelledForegroundCallInterruptsTheChild(t *testing.T) {
 			t.Errorf("%d agents left", n)
 		}
 	})
+}
+
+// A background continuable child runs the parent's SubagentStop hooks once
+// it settles, before the parent hears of it, as a one-shot child does.
+func TestBackgroundContinuableChildRunsSubagentStop(t *testing.T) {
+	e := newCEnv(t, nil, func(in turnInput) scripted.Entry {
+		switch {
+		case in.child:
+			return scripted.Text("dug deep")
+		case in.text == "delegate":
+			return scripted.ToolCalls("", call("subagent", `{"description":"dig","prompt":"dig","run_in_background":true}`))
+		}
+		return scripted.Text("ok")
+	})
+	log := filepath.Join(t.TempDir(), "hooks.jsonl")
+	hooks, err := hook.New(hook.Config{hook.SubagentStop: {{Hooks: []hook.Command{{Command: "cat >> " + log + "; echo >> " + log}}}}}, "test", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	parent, err := e.rt.Agents.Create(context.Background(), agent.CreateOptions{Cwd: t.TempDir(), Options: agent.Options{Provider: "test"}, Hooks: hooks})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ended := make(chan subagent.Ended, 1)
+	defer event.On(e.rt.Events, func(ev subagent.Ended) { ended <- ev })()
+	if _, err := parent.Run(context.Background(), content.UserText("delegate")); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-ended: // after the hooks: they run before the end is announced
+	case <-time.After(30 * time.Second):
+		t.Fatal("the background child never settled")
+	}
+	raw, err := os.ReadFile(log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var in hook.Input
+	if lines := strings.Split(strings.TrimSpace(string(raw)), "\n"); len(lines) != 1 || json.Unmarshal([]byte(lines[0]), &in) != nil {
+		t.Fatalf("hook runs %q, want one", lines)
+	}
+	if in.Event != hook.SubagentStop || in.StopReason != "completed" || in.Output != "dug deep" || in.Description != "dig" {
+		t.Fatalf("SubagentStop input %+v", in)
+	}
 }
