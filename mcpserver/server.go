@@ -46,11 +46,17 @@ type Options struct {
 	// each must be mounted in Tools.
 	Instances []subagenttool.Config
 	// AgentOptions, Policy, Asker and TokenBudget describe the top-level
-	// agent of each MCP session. A nil Asker refuses every ask.
+	// agent of each MCP session. A nil Asker asks the client's user with
+	// an MCP elicitation when the client can show forms (see ask.go), and
+	// refuses otherwise.
 	AgentOptions agent.Options
 	Policy       permission.Policy
 	Asker        permission.Asker
 	TokenBudget  int64
+	// AskTimeout bounds how long a foreground call that handed the client
+	// an ask (protocol 2026-07-28) waits for the client's answer before it
+	// is aborted (default 10 minutes).
+	AskTimeout time.Duration
 	// Cwd is the session agents' working directory (absolute, required).
 	Cwd string
 	// SessionTimeout closes an HTTP session idle that long, disposing its
@@ -76,6 +82,7 @@ type root struct {
 	ready chan struct{} // closed once agent and err are set
 	agent *agent.Agent
 	err   error
+	asks  *asks // the session's asker, unless Options.Asker answers
 }
 
 // New builds the server and its tools.
@@ -90,6 +97,7 @@ func New(opts Options) (*Server, error) {
 		opts.Log = slog.Default()
 	}
 	opts.SessionTimeout = cmp.Or(opts.SessionTimeout, time.Hour)
+	opts.AskTimeout = cmp.Or(opts.AskTimeout, 10*time.Minute)
 	s := &Server{opts: opts, roots: map[*mcp.ServerSession]*root{}}
 	s.mcp = mcp.NewServer(&mcp.Implementation{Name: "dsh", Title: "dsh subagents", Version: cmp.Or(opts.Version, "dev")},
 		&mcp.ServerOptions{Logger: opts.Log, Instructions: instructions})
@@ -196,15 +204,24 @@ func (s *Server) root(ctx context.Context, ss *mcp.ServerSession) (*agent.Agent,
 	policy := s.opts.Policy
 	asker := s.opts.Asker
 	if asker == nil {
-		asker = permission.AskerFunc(refuse)
+		r.asks = newAsks(ss, s.opts.Agents, s.opts.AskTimeout)
+		asker = r.asks
 	}
 	r.agent, r.err = s.opts.Agents.Create(context.WithoutCancel(ctx), agent.CreateOptions{Cwd: s.opts.Cwd,
 		Options: s.opts.AgentOptions, Policy: &policy, Asker: asker, TokenBudget: s.opts.TokenBudget})
+	if r.asks != nil {
+		r.asks.mu.Lock()
+		r.asks.root = r.agent
+		r.asks.mu.Unlock()
+	}
 	close(r.ready)
 	go func() {
 		defer s.wg.Done()
 		if r.err == nil {
 			ss.Wait()
+			if r.asks != nil {
+				r.asks.close()
+			}
 			r.agent.Dispose(context.Background())
 		}
 		s.mu.Lock()
@@ -214,8 +231,14 @@ func (s *Server) root(ctx context.Context, ss *mcp.ServerSession) (*agent.Agent,
 	return r.agent, r.err
 }
 
-func refuse(_ context.Context, req permission.Request) (permission.Answer, error) {
-	return permission.Reject, fmt.Errorf("%s needs approval, and this MCP server asks nobody (start `dsh mcp --yes` to approve asks)", req.Tool)
+// asksOf returns the asker of ss's session when it is dsh's own.
+func (s *Server) asksOf(ss *mcp.ServerSession) *asks {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if r, ok := s.roots[ss]; ok {
+		return r.asks
+	}
+	return nil
 }
 
 // args are a subagent tool's arguments.
@@ -241,6 +264,20 @@ func (s *Server) delegate(inst subagenttool.Config) mcp.ToolHandler {
 		if err != nil {
 			return errorResult(err), nil
 		}
+		asks := s.asksOf(req.Session)
+		if state := req.Params.RequestState; state != "" { // the client answers a round's ask
+			if asks == nil {
+				return errorResult(errors.New("unknown or expired requestState")), nil
+			}
+			c, err := asks.resume(state, req.Params.InputResponses)
+			if err != nil {
+				return errorResult(err), nil
+			}
+			rel := s.relay(ctx, req, parent)
+			defer rel.stop()
+			rel.follow(c.childID())
+			return asks.round(ctx, c), nil
+		}
 		var a args
 		if err := json.Unmarshal(req.Params.Arguments, &a); err != nil {
 			return errorResult(fmt.Errorf("invalid arguments: %v", err)), nil
@@ -255,15 +292,24 @@ func (s *Server) delegate(inst subagenttool.Config) mcp.ToolHandler {
 		start := subagenttool.Request(inst, p.Capabilities(), parent, a.Description, a.Prompt)
 		rel := s.relay(ctx, req, parent)
 		defer rel.stop()
-		run, res, err := s.opts.Subagents.Delegate(ctx, inst.Provider, start, func(run subagent.Run) { rel.follow(run.ID()) })
-		switch {
-		case run == nil:
-			return errorResult(err), nil
-		case err != nil:
-			res.StopReason, res.Diagnostic = subagent.Failed, subagent.Diagnostic(err.Error())
+		if asks != nil && canElicit(req.Session) && inputRounds(req.Session) {
+			return asks.round(ctx, asks.start(s, inst.Provider, start, rel)), nil
 		}
-		return result(res), nil
+		run, res, err := s.opts.Subagents.Delegate(ctx, inst.Provider, start, func(run subagent.Run) { rel.follow(run.ID()) })
+		return outcome(run, res, err), nil
 	}
+}
+
+// outcome renders the end of a foreground delegation (see
+// subagent.Service.Delegate).
+func outcome(run subagent.Run, res subagent.Result, err error) *mcp.CallToolResult {
+	switch {
+	case run == nil:
+		return errorResult(err)
+	case err != nil:
+		res.StopReason, res.Diagnostic = subagent.Failed, subagent.Diagnostic(err.Error())
+	}
+	return result(res)
 }
 
 // result renders a run's result: its output (or what went wrong) as text,

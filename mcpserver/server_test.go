@@ -63,8 +63,9 @@ func child(ctx context.Context, req *llm.Request) iter.Seq[content.Chunk] {
 }
 
 // serve runs an MCP server over a runtime with a spawn provider and an
-// SDK client connected to it in memory.
-func serve(t *testing.T, onProgress func(*mcp.ProgressNotificationClientRequest)) (*mcp.ClientSession, *dsh.Runtime) {
+// SDK client connected to it in memory; tune adjusts the server's options
+// and the client's.
+func serve(t *testing.T, onProgress func(*mcp.ProgressNotificationClientRequest), tune ...func(*setup)) (*mcp.ClientSession, *dsh.Runtime) {
 	t.Helper()
 	rt, err := dsh.New(dsh.Options{Logger: quiet()})
 	if err != nil {
@@ -83,8 +84,18 @@ func serve(t *testing.T, onProgress func(*mcp.ProgressNotificationClientRequest)
 	if _, err := subagenttool.Mount(subagenttool.Deps{Subagents: rt.Subagents, Tools: rt.Tools, Tasks: rt.Tasks, Events: rt.Events, Log: quiet()}, inst); err != nil {
 		t.Fatal(err)
 	}
-	srv, err := mcpserver.New(mcpserver.Options{Agents: rt.Agents, Subagents: rt.Subagents, Tools: rt.Tools, Events: rt.Events,
-		Instances: []subagenttool.Config{inst}, AgentOptions: agent.Options{Provider: "test"}, Cwd: t.TempDir(), Log: quiet()})
+	su := &setup{server: mcpserver.Options{Agents: rt.Agents, Subagents: rt.Subagents, Tools: rt.Tools, Events: rt.Events,
+		Instances: []subagenttool.Config{inst}, AgentOptions: agent.Options{Provider: "test"}, Cwd: t.TempDir(), Log: quiet()},
+		client: mcp.ClientOptions{Logger: quiet(),
+			ProgressNotificationHandler: func(_ context.Context, r *mcp.ProgressNotificationClientRequest) {
+				if onProgress != nil {
+					onProgress(r)
+				}
+			}}}
+	for _, fn := range tune {
+		fn(su)
+	}
+	srv, err := mcpserver.New(su.server)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -92,13 +103,7 @@ func serve(t *testing.T, onProgress func(*mcp.ProgressNotificationClientRequest)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- srv.Run(ctx, st) }()
-	client := mcp.NewClient(&mcp.Implementation{Name: "test", Version: "1"}, &mcp.ClientOptions{Logger: quiet(),
-		ProgressNotificationHandler: func(_ context.Context, r *mcp.ProgressNotificationClientRequest) {
-			if onProgress != nil {
-				onProgress(r)
-			}
-		}})
-	cs, err := client.Connect(context.Background(), ct, nil)
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "test", Version: "1"}, &su.client).Connect(context.Background(), ct, &su.session)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -117,6 +122,13 @@ func serve(t *testing.T, onProgress func(*mcp.ProgressNotificationClientRequest)
 		rt.Close(context.Background())
 	})
 	return cs, rt
+}
+
+// setup is what serve's tune functions adjust.
+type setup struct {
+	server  mcpserver.Options
+	client  mcp.ClientOptions
+	session mcp.ClientSessionOptions
 }
 
 func callDelegate(ctx context.Context, cs *mcp.ClientSession, args string, token any) (*mcp.CallToolResult, error) {

@@ -32,8 +32,10 @@ the child's output, stop reason and token usage (structured content).
 
 By default it speaks MCP on stdin/stdout (logs go to stderr). With --listen
 it serves streamable HTTP at http://ADDR/mcp on a loopback address only.
-Each MCP session gets a top-level agent under the permission policy; asks
-are refused unless --yes approves them.`,
+Each MCP session gets a top-level agent under the permission policy. An ask
+goes to the client's user as an elicitation form when the client can show
+forms (on protocol 2026-07-28, through the foreground call that asks);
+otherwise it is refused unless --yes approves every ask.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			cfg, err := c.loadConfig()
