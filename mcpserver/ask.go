@@ -284,6 +284,11 @@ func (a *asks) round(ctx context.Context, c *call) *mcp.CallToolResult {
 	}
 }
 
+// dropGrace is how long a dropped call's pending ask waits for the
+// abort to reach it before it is refused: refused first, the child could
+// go on.
+const dropGrace = 5 * time.Second
+
 // drop aborts a call the client gave up on (unless a round has it) and
 // waits for its delegation to end.
 func (a *asks) drop(c *call) {
@@ -293,19 +298,30 @@ func (a *asks) drop(c *call) {
 		return
 	}
 	c.dropped = true
-	c.cancel() // first: the child must not go on past a refused ask
-	if ev := c.pending; ev != nil {
-		ev.reply <- answer{permission.Reject, errors.New("the MCP client did not answer")}
-		c.pending = nil
-	}
+	pending := c.pending
+	c.pending = nil
 	c.mu.Unlock()
-	for ev := range c.events {
-		if ev.reply == nil {
-			break
-		}
-		ev.reply <- answer{permission.Reject, errors.New("the MCP client did not answer")}
+	c.cancel()
+	refused := answer{permission.Reject, errors.New("the MCP client did not answer")}
+	var late <-chan time.Time
+	if pending != nil {
+		t := time.NewTimer(dropGrace)
+		defer t.Stop()
+		late = t.C
 	}
-	a.forget(c)
+	for {
+		select {
+		case ev := <-c.events:
+			if ev.reply == nil {
+				a.forget(c)
+				return
+			}
+			ev.reply <- refused
+		case <-late:
+			pending.reply <- refused
+			late = nil
+		}
+	}
 }
 
 // close drops the calls of a session that ended.
