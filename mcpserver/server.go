@@ -246,6 +246,8 @@ type args struct {
 	Description     string `json:"description"`
 	Prompt          string `json:"prompt"`
 	RunInBackground *bool  `json:"run_in_background"`
+	SubagentType    string `json:"subagent_type"`
+	Isolation       string `json:"isolation"`
 }
 
 // Outcome is the structured content of a delegation's result.
@@ -282,7 +284,10 @@ func (s *Server) delegate(inst subagenttool.Config) mcp.ToolHandler {
 		if err := json.Unmarshal(req.Params.Arguments, &a); err != nil {
 			return errorResult(fmt.Errorf("invalid arguments: %v", err)), nil
 		}
-		if a.RunInBackground != nil && *a.RunInBackground {
+		// The subagent tool itself runs background calls, and calls for an
+		// agent type or a worktree: the type's policy, hooks, schema and
+		// provider, and the worktree, are its to apply.
+		if (a.RunInBackground != nil && *a.RunInBackground) || a.SubagentType != "" || a.Isolation != "" {
 			return s.execute(ctx, parent, inst.ToolName, req.Params.Arguments), nil
 		}
 		p, ok := s.opts.Subagents.Provider(inst.Provider)

@@ -6,6 +6,8 @@ import (
 	"io"
 	"iter"
 	"log/slog"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -18,6 +20,7 @@ import (
 
 	"github.com/dsh-go/dsh"
 	"github.com/dsh-go/dsh/agent"
+	"github.com/dsh-go/dsh/agentdef"
 	"github.com/dsh-go/dsh/content"
 	"github.com/dsh-go/dsh/event"
 	"github.com/dsh-go/dsh/llm"
@@ -50,6 +53,8 @@ func lastPrompt(req *llm.Request) string {
 func child(ctx context.Context, req *llm.Request) iter.Seq[content.Chunk] {
 	var e scripted.Entry
 	switch p := lastPrompt(req); {
+	case strings.Contains(req.System, "You judge."): // the judge type's child
+		e = scripted.Text("judged: " + p)
 	case p == "hang":
 		e = scripted.Hang("thinking")
 	case p == "fail":
@@ -80,12 +85,10 @@ func serve(t *testing.T, onProgress func(*mcp.ProgressNotificationClientRequest)
 	if _, err := task.Mount(rt.Tasks, rt.Tools, rt.Prompt, task.ToolOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	inst := subagenttool.Config{Provider: "spawn", ToolName: "delegate"}
-	if _, err := subagenttool.Mount(subagenttool.Deps{Subagents: rt.Subagents, Tools: rt.Tools, Tasks: rt.Tasks, Events: rt.Events, Log: quiet()}, inst); err != nil {
-		t.Fatal(err)
-	}
-	su := &setup{server: mcpserver.Options{Agents: rt.Agents, Subagents: rt.Subagents, Tools: rt.Tools, Events: rt.Events,
-		Instances: []subagenttool.Config{inst}, AgentOptions: agent.Options{Provider: "test"}, Cwd: t.TempDir(), Log: quiet()},
+	su := &setup{t: t, rt: rt, inst: subagenttool.Config{Provider: "spawn", ToolName: "delegate"},
+		deps: subagenttool.Deps{Subagents: rt.Subagents, Tools: rt.Tools, Tasks: rt.Tasks, Events: rt.Events, Log: quiet()},
+		server: mcpserver.Options{Agents: rt.Agents, Subagents: rt.Subagents, Tools: rt.Tools, Events: rt.Events,
+			AgentOptions: agent.Options{Provider: "test"}, Cwd: t.TempDir(), Log: quiet()},
 		client: mcp.ClientOptions{Logger: quiet(),
 			ProgressNotificationHandler: func(_ context.Context, r *mcp.ProgressNotificationClientRequest) {
 				if onProgress != nil {
@@ -95,6 +98,10 @@ func serve(t *testing.T, onProgress func(*mcp.ProgressNotificationClientRequest)
 	for _, fn := range tune {
 		fn(su)
 	}
+	if _, err := subagenttool.Mount(su.deps, su.inst); err != nil {
+		t.Fatal(err)
+	}
+	su.server.Instances = []subagenttool.Config{su.inst}
 	srv, err := mcpserver.New(su.server)
 	if err != nil {
 		t.Fatal(err)
@@ -124,8 +131,13 @@ func serve(t *testing.T, onProgress func(*mcp.ProgressNotificationClientRequest)
 	return cs, rt
 }
 
-// setup is what serve's tune functions adjust.
+// setup is what serve's tune functions adjust: the delegate tool's
+// instance and dependencies, the server's options and the client's.
 type setup struct {
+	t       *testing.T
+	rt      *dsh.Runtime
+	inst    subagenttool.Config
+	deps    subagenttool.Deps
 	server  mcpserver.Options
 	client  mcp.ClientOptions
 	session mcp.ClientSessionOptions
@@ -280,5 +292,32 @@ func TestBackground(t *testing.T) {
 	list, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "task_list", Arguments: map[string]any{}})
 	if err != nil || !strings.Contains(textOf(list), id) {
 		t.Errorf("task_list: %+v %v", list, err)
+	}
+}
+
+// A foreground call for an agent type runs a child of that type (the
+// subagent tool applies it), not a plain one.
+func TestForegroundTypedCall(t *testing.T) {
+	cs, _ := serve(t, nil, func(su *setup) {
+		dir := su.t.TempDir()
+		if err := os.WriteFile(filepath.Join(dir, "judge.md"), []byte("---\nname: judge\ndescription: judges\n---\nYou judge.\n"), 0o644); err != nil {
+			su.t.Fatal(err)
+		}
+		caps := map[string]subagent.Capabilities{}
+		for _, n := range su.rt.Subagents.Names() {
+			p, _ := su.rt.Subagents.Provider(n)
+			caps[n] = p.Capabilities()
+		}
+		catalog, _, err := agentdef.Load(agentdef.Options{Dirs: []agentdef.Dir{{Path: dir, Scope: "project"}}, Routes: []string{"test"},
+			Tools: append(su.rt.Tools.Names(), "delegate"), Providers: caps})
+		if err != nil {
+			su.t.Fatal(err)
+		}
+		on := true
+		su.deps.Types, su.inst.SubagentTypes = catalog, &on
+	})
+	res, err := callDelegate(context.Background(), cs, `{"description":"j","prompt":"the patch","subagent_type":"judge"}`, nil)
+	if err != nil || res.IsError || textOf(res) != "judged: the patch" {
+		t.Fatalf("typed call: %+v, %v (%q)", res, err, textOf(res))
 	}
 }
