@@ -54,24 +54,37 @@ func askParams(req permission.Request) *mcp.ElicitParams {
 	return &mcp.ElicitParams{Mode: "form", Message: askMessage(req), RequestedSchema: askSchema()}
 }
 
-// askMessage says who wants to run what, with the arguments cut at
-// maxAskArguments bytes and control characters shown as spaces.
+// askMessage says who wants to run what. The asking child's path (the
+// model's descriptions) and the arguments are cut at maxAskWho and
+// maxAskArguments bytes, and control characters show as spaces.
 func askMessage(req permission.Request) string {
-	args := string(req.Arguments)
-	if len(args) > maxAskArguments {
-		cut := maxAskArguments
-		for cut > 0 && !utf8.RuneStart(args[cut]) {
-			cut--
-		}
-		args = args[:cut] + fmt.Sprintf(" … (%d bytes in all)", len(req.Arguments))
+	return plain(fmt.Sprintf("dsh: %s wants to run %s with %s. Allow it?",
+		clip(req.Who(), maxAskWho), req.Tool, clip(string(req.Arguments), maxAskArguments)))
+}
+
+// maxAskWho bounds the asking child's path an ask quotes.
+const maxAskWho = 300
+
+// clip cuts s at n bytes, on a rune boundary, saying how long it was.
+func clip(s string, n int) string {
+	if len(s) <= n {
+		return s
 	}
-	args = strings.Map(func(r rune) rune {
+	cut := n
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + fmt.Sprintf(" … (%d bytes in all)", len(s))
+}
+
+// plain shows control characters and broken text as spaces.
+func plain(s string) string {
+	return strings.Map(func(r rune) rune {
 		if unicode.IsControl(r) || r == utf8.RuneError {
 			return ' '
 		}
 		return r
-	}, args)
-	return fmt.Sprintf("dsh: %s wants to run %s with %s. Allow it?", req.Who(), req.Tool, args)
+	}, s)
 }
 
 // answerOf maps the client's answer to an ask; anything but an accepted

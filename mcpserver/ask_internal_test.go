@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+	"unicode"
 	"unicode/utf8"
 
 	"github.com/dsh-go/dsh/permission"
@@ -20,4 +21,25 @@ func TestAskMessageIsBoundedAndPlain(t *testing.T) {
 	if !strings.HasPrefix(msg, "dsh: spawn · clean wants to run bash with {") || !strings.Contains(msg, "bytes in all)") {
 		t.Fatalf("ask %q", msg)
 	}
+}
+
+// FuzzAskMessage: whatever a model puts in a call, the ask that quotes it
+// is bounded, valid UTF-8 and free of control characters.
+func FuzzAskMessage(f *testing.F) {
+	f.Add("bash", `{"command":"ls"}`, "spawn · fix")
+	f.Add("write_file", `{"path":"\u001b[2J","content":"`+strings.Repeat("x", 2000)+`"}`, "")
+	f.Add("t", "\xff\xfe\x00é", "a\nb")
+	f.Fuzz(func(t *testing.T, tool, args, who string) {
+		req := permission.Request{Tool: tool, Arguments: json.RawMessage(args)}
+		if who != "" {
+			req.Agent = []string{who}
+		}
+		msg := askMessage(req)
+		if len(msg) > len(tool)+maxAskWho+maxAskArguments+200 {
+			t.Fatalf("ask of %d bytes for %d bytes of arguments", len(msg), len(args))
+		}
+		if !utf8.ValidString(msg) || strings.IndexFunc(msg, unicode.IsControl) >= 0 {
+			t.Fatalf("the ask %q is not plain text", msg)
+		}
+	})
 }
