@@ -189,9 +189,7 @@ func (s *Service) CanContinue(name string) bool {
 		return false
 	}
 	p, ok := s.Provider(name)
-	_, cont := p.(Continuer)
-	_, remote := p.(RemoteContinuer)
-	return ok && (cont || remote)
+	return ok && Continues(p)
 }
 
 // AddContinuableSetup installs fn into the unpublished scope of every

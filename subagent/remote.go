@@ -39,6 +39,28 @@ type RemoteContinuer interface {
 	ResumeRun(ctx context.Context, req StartRequest, remote string) (Run, error)
 }
 
+// ResumeChecker is a RemoteContinuer that knows, before any child exists,
+// whether its product will be able to continue a conversation (Codex
+// keeps none without a codexHome).
+type ResumeChecker interface {
+	CanResume() bool
+}
+
+// Continues reports whether p can start continuable children: in process
+// (Continuer), or out of process through a product that can continue
+// their conversations (RemoteContinuer, unless its ResumeChecker says it
+// cannot).
+func Continues(p Provider) bool {
+	if _, ok := p.(Continuer); ok {
+		return true
+	}
+	if _, ok := p.(RemoteContinuer); !ok {
+		return false
+	}
+	rc, ok := p.(ResumeChecker)
+	return !ok || rc.CanResume()
+}
+
 // RemoteRun is a run whose conversation its product can continue.
 type RemoteRun interface {
 	// RemoteSession is the id of the run's conversation in its product.

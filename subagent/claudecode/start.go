@@ -33,6 +33,10 @@ func (p *Provider) ResumeRun(ctx context.Context, req subagent.StartRequest, rem
 	return p.start(ctx, req, remote)
 }
 
+// CanResume implements subagent.ResumeChecker: Claude Code continues only
+// the sessions it keeps in a configured ConfigDir.
+func (p *Provider) CanResume() bool { return p.cfg.ConfigDir != "" }
+
 // start starts a run in a new session, or continuing session remote.
 func (p *Provider) start(ctx context.Context, req subagent.StartRequest, remote string) (subagent.Run, error) {
 	cwd, err := p.cfg.Begin(ctx, providerKind, req)

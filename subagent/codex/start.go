@@ -39,6 +39,10 @@ func (p *Provider) ResumeRun(ctx context.Context, req subagent.StartRequest, rem
 	return p.start(ctx, req, remote)
 }
 
+// CanResume implements subagent.ResumeChecker: Codex continues only the
+// threads it keeps in a configured CodexHome.
+func (p *Provider) CanResume() bool { return p.cfg.CodexHome != "" }
+
 // start starts a run on a new thread, or on the resumed thread remote.
 func (p *Provider) start(ctx context.Context, req subagent.StartRequest, remote string) (subagent.Run, error) {
 	cwd, err := p.cfg.Begin(ctx, providerKind, req)

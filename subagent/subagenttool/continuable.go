@@ -70,16 +70,14 @@ func (t *instance) executeContinuable(ctx context.Context, d *delegation) (tool.
 // continuable resolves whether an instance on provider p starts
 // continuable children.
 func (m *mount) continuable(p subagent.Provider) (bool, error) {
-	_, local := p.(subagent.Continuer)
-	_, remote := p.(subagent.RemoteContinuer)
-	can := local || remote
 	switch {
 	case m.cfg.Continuable == nil:
-		return can && m.deps.Subagents.CanContinue(p.Name()), nil
+		return m.deps.Subagents.CanContinue(p.Name()), nil
 	case !*m.cfg.Continuable:
 		return false, nil
-	case !can:
-		return false, fmt.Errorf("subagent tool %s: provider %q cannot start continuable children; set continuable: false", m.cfg.ToolName, p.Name())
+	case !subagent.Continues(p):
+		return false, fmt.Errorf("subagent tool %s: provider %q cannot start continuable children (an out-of-process product "+
+			"needs the directory where it keeps conversations: codexHome, configDir); set continuable: false", m.cfg.ToolName, p.Name())
 	}
 	return true, nil
 }

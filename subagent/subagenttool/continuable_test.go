@@ -298,7 +298,36 @@ func TestContinuableConfig(t *testing.T) {
 		if errors.Is(err, subagent.ErrNoProvider) {
 			t.Error("wrong error")
 		}
+
+		// An out-of-process product that keeps no conversations (Codex
+		// without codexHome) starts one-shot children by default, and
+		// refuses continuable: true.
+		if _, err := e.rt.Subagents.Register(homelessProvider{}); err != nil {
+			t.Fatal(err)
+		}
+		deps := subagenttool.Deps{Subagents: e.rt.Subagents, Tools: e.rt.Tools, Tasks: e.rt.Tasks, Events: e.rt.Events}
+		if _, err := subagenttool.Mount(deps, subagenttool.Config{Provider: "homeless", ToolName: "homeless"}); err != nil {
+			t.Fatal(err)
+		}
+		for _, spec := range e.agent.Tools().Specs() {
+			if spec.Name == "homeless" && strings.Contains(spec.Description, "send_message") {
+				t.Errorf("a provider that cannot resume got a continuable tool: %q", spec.Description)
+			}
+		}
+		_, err = subagenttool.Mount(deps, subagenttool.Config{Provider: "homeless", ToolName: "homeless_on", Continuable: &on})
+		if err == nil || !strings.Contains(err.Error(), "codexHome") {
+			t.Errorf("continuable on a product that keeps no conversations: %v", err)
+		}
 	})
+}
+
+// homelessProvider continues conversations in a product that keeps none.
+type homelessProvider struct{ bareProvider }
+
+func (homelessProvider) Name() string    { return "homeless" }
+func (homelessProvider) CanResume() bool { return false }
+func (homelessProvider) ResumeRun(context.Context, subagent.StartRequest, string) (subagent.Run, error) {
+	return nil, errors.New("never resumes")
 }
 
 // 3.4: list_agents renders children, diagnostics and descendants as pinned.
