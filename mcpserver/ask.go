@@ -222,8 +222,9 @@ func (c *call) ask(ctx context.Context, req permission.Request) (permission.Answ
 }
 
 // start begins a foreground delegation whose asks go through rounds, and
-// registers it; the caller's round follows.
-func (a *asks) start(s *Server, provider string, req subagent.StartRequest, rel *relay) *call {
+// registers it; end follows its settlement (see subagenttool.Surround),
+// and the caller's round follows.
+func (a *asks) start(s *Server, provider string, req subagent.StartRequest, rel *relay, end func(context.Context, subagent.Result)) *call {
 	ctx, cancel := context.WithCancel(context.Background())
 	c := &call{state: uuid.NewString(), events: make(chan callEvent), cancel: cancel, inRound: true}
 	a.mu.Lock()
@@ -239,6 +240,9 @@ func (a *asks) start(s *Server, provider string, req subagent.StartRequest, rel 
 			c.mu.Unlock()
 			rel.follow(run.ID())
 		})
+		if run != nil {
+			end(ctx, res)
+		}
 		c.events <- callEvent{run: run, res: res, err: err} // a round or drop takes it
 	}()
 	return c

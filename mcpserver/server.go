@@ -295,12 +295,19 @@ func (s *Server) delegate(inst subagenttool.Config) mcp.ToolHandler {
 			return errorResult(fmt.Errorf("no subagent provider %q", inst.Provider)), nil
 		}
 		start := subagenttool.Request(inst, p.Capabilities(), parent, a.Description, a.Prompt)
+		end, err := subagenttool.Surround(ctx, inst.Provider, start)
+		if err != nil {
+			return errorResult(err), nil
+		}
 		rel := s.relay(ctx, req, parent)
 		defer rel.stop()
 		if asks != nil && canElicit(req.Session) && inputRounds(req.Session) {
-			return asks.round(ctx, asks.start(s, inst.Provider, start, rel)), nil
+			return asks.round(ctx, asks.start(s, inst.Provider, start, rel, end)), nil
 		}
 		run, res, err := s.opts.Subagents.Delegate(ctx, inst.Provider, start, func(run subagent.Run) { rel.follow(run.ID()) })
+		if run != nil { // a child ran: as for the tool's, its SubagentStop hooks
+			end(ctx, res)
+		}
 		return outcome(run, res, err), nil
 	}
 }

@@ -23,6 +23,7 @@ import (
 	"github.com/dsh-go/dsh/agentdef"
 	"github.com/dsh-go/dsh/content"
 	"github.com/dsh-go/dsh/event"
+	"github.com/dsh-go/dsh/hook"
 	"github.com/dsh-go/dsh/llm"
 	"github.com/dsh-go/dsh/llm/scripted"
 	"github.com/dsh-go/dsh/mcpserver"
@@ -72,7 +73,14 @@ func child(ctx context.Context, req *llm.Request) iter.Seq[content.Chunk] {
 // and the client's.
 func serve(t *testing.T, onProgress func(*mcp.ProgressNotificationClientRequest), tune ...func(*setup)) (*mcp.ClientSession, *dsh.Runtime) {
 	t.Helper()
-	rt, err := dsh.New(dsh.Options{Logger: quiet()})
+	return serveWith(t, dsh.Options{}, onProgress, tune...)
+}
+
+// serveWith is serve over a runtime made with opts.
+func serveWith(t *testing.T, opts dsh.Options, onProgress func(*mcp.ProgressNotificationClientRequest), tune ...func(*setup)) (*mcp.ClientSession, *dsh.Runtime) {
+	t.Helper()
+	opts.Logger = quiet()
+	rt, err := dsh.New(opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -320,4 +328,49 @@ func TestForegroundTypedCall(t *testing.T) {
 	if err != nil || res.IsError || textOf(res) != "judged: the patch" {
 		t.Fatalf("typed call: %+v, %v (%q)", res, err, textOf(res))
 	}
+}
+
+// A foreground call runs the parent's SubagentStart and SubagentStop
+// hooks around its child, as the subagent tool does: directly, and in
+// rounds (a client that can be asked, on protocol 2026-07-28).
+func TestForegroundCallRunsSubagentHooks(t *testing.T) {
+	for name, tune := range map[string]func(*setup){"direct": func(*setup) {}, "rounds": (&askingUser{}).client} {
+		t.Run(name, func(t *testing.T) {
+			log := filepath.Join(t.TempDir(), "hooks.jsonl")
+			record := []hook.Command{{Command: "cat >> " + log + "; echo >> " + log}}
+			hooks, err := hook.New(hook.Config{hook.SubagentStart: {{Hooks: record}}, hook.SubagentStop: {{Hooks: record}}}, "test", quiet())
+			if err != nil {
+				t.Fatal(err)
+			}
+			cs, _ := serveWith(t, dsh.Options{Hooks: hooks}, nil, tune)
+			if res := mustDelegate(t, cs, `{"description":"sum","prompt":"add it up"}`); textOf(res) != "child: add it up" {
+				t.Fatalf("result %q", textOf(res))
+			}
+			raw, err := os.ReadFile(log)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var events []hook.Input
+			for _, line := range strings.Split(strings.TrimSpace(string(raw)), "\n") {
+				var in hook.Input
+				if err := json.Unmarshal([]byte(line), &in); err != nil {
+					t.Fatalf("hook input %q: %v", line, err)
+				}
+				events = append(events, in)
+			}
+			if len(events) != 2 || events[0].Event != hook.SubagentStart || events[0].Description != "sum" || events[0].Prompt != "add it up" ||
+				events[1].Event != hook.SubagentStop || events[1].StopReason != "completed" || events[1].Output != "child: add it up" {
+				t.Fatalf("hook runs %+v", events)
+			}
+		})
+	}
+}
+
+func mustDelegate(t *testing.T, cs *mcp.ClientSession, args string) *mcp.CallToolResult {
+	t.Helper()
+	res, err := callDelegate(context.Background(), cs, args, nil)
+	if err != nil || res.IsError {
+		t.Fatalf("delegate: %+v, %v", res, err)
+	}
+	return res
 }

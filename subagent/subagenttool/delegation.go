@@ -179,6 +179,19 @@ func (d *delegation) end(ctx context.Context, res subagent.Result) string {
 	return note
 }
 
+// Surround runs the parent's SubagentStart hooks for an untyped
+// foreground delegation of req on provider made outside the tool (dsh
+// mcp), as the tool runs them for its own, and returns the function that
+// runs the SubagentStop hooks once the child has settled. A
+// SubagentStart hook that blocks refuses the delegation (the error).
+func Surround(ctx context.Context, provider string, req subagent.StartRequest) (end func(context.Context, subagent.Result), err error) {
+	d := &delegation{provider: provider, req: req, hooks: req.Parent.Hooks()}
+	if err := d.hooks.Run(ctx, d.hookInput(hook.SubagentStart)); err != nil {
+		return nil, err
+	}
+	return func(ctx context.Context, res subagent.Result) { d.end(ctx, res) }, nil
+}
+
 // hookInput describes the child for the parent's subagent hooks.
 func (d *delegation) hookInput(ev hook.Event) hook.Input {
 	in := d.req.Parent.HookInput(ev)
