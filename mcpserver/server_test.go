@@ -366,6 +366,21 @@ func TestForegroundCallRunsSubagentHooks(t *testing.T) {
 	}
 }
 
+// A SubagentStart hook that blocks refuses a foreground call: no child.
+func TestForegroundCallBlockedBySubagentStart(t *testing.T) {
+	hooks, err := hook.New(hook.Config{hook.SubagentStart: {{Hooks: []hook.Command{{Command: "echo not now >&2; exit 2"}}}}}, "test", quiet())
+	if err != nil {
+		t.Fatal(err)
+	}
+	cs, rt := serveWith(t, dsh.Options{Hooks: hooks}, nil)
+	started := 0
+	defer event.On(rt.Events, func(subagent.Started) { started++ })()
+	res, err := callDelegate(context.Background(), cs, `{"description":"sum","prompt":"add it up"}`, nil)
+	if err != nil || !res.IsError || !strings.Contains(textOf(res), "not now") || started != 0 {
+		t.Fatalf("blocked call: %+v, %v (%q), %d children", res, err, textOf(res), started)
+	}
+}
+
 func mustDelegate(t *testing.T, cs *mcp.ClientSession, args string) *mcp.CallToolResult {
 	t.Helper()
 	res, err := callDelegate(context.Background(), cs, args, nil)
