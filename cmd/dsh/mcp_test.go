@@ -551,3 +551,50 @@ exec "`+bin+`/mcp-${pkg##*/}" "$@"
 		t.Errorf("processes left: %v", left)
 	}
 }
+
+// `dsh mcp` asks the go-sdk client's user before a child's write_file
+// (the policy says ask), through the call's rounds (protocol 2026-07-28):
+// allowed, the file is written; rejected, it is not, and the child goes on.
+func TestDshMCPAsksTheClientsUser(t *testing.T) {
+	for _, tc := range []struct{ decision string }{{"allow"}, {"reject"}} {
+		t.Run(tc.decision, func(t *testing.T) {
+			home, cwd := t.TempDir(), t.TempDir()
+			srv := llmtest.NewServer(t, func(r llmtest.Request) llmtest.Reply {
+				if len(r.ToolResults) > 0 {
+					return llmtest.Reply{Text: "child: " + r.ToolResults[0]}
+				}
+				return llmtest.Reply{ToolCall: &llmtest.ToolCall{Name: "write_file", Arguments: `{"path":"out.txt","content":"hi"}`}}
+			})
+			cfg := filepath.Join(home, "dsh.yaml")
+			os.WriteFile(cfg, []byte("permissions:\n  tools:\n    write_file: ask\n"), 0o600)
+			cmd := exec.Command(dshBinary, "--config", cfg, "mcp", "--cwd", cwd)
+			cmd.Env = mcpEnv(home, srv.URL)
+			var stderr strings.Builder
+			cmd.Stderr = &stderr
+			var asked []string
+			client := mcp.NewClient(&mcp.Implementation{Name: "test", Version: "1"}, &mcp.ClientOptions{
+				ElicitationHandler: func(_ context.Context, r *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+					asked = append(asked, r.Params.Message)
+					return &mcp.ElicitResult{Action: "accept", Content: map[string]any{"decision": tc.decision}}, nil
+				}})
+			cs, err := client.Connect(context.Background(), &mcp.CommandTransport{Command: cmd}, nil)
+			if err != nil {
+				t.Fatalf("connect: %v\n%s", err, stderr.String())
+			}
+			res, err := delegate(context.Background(), cs, "write it")
+			if err != nil || res.IsError {
+				t.Fatalf("delegate: %+v %v\n%s", res, err, stderr.String())
+			}
+			if len(asked) != 1 || !strings.Contains(asked[0], "wants to run write_file with") {
+				t.Errorf("asks %q", asked)
+			}
+			_, statErr := os.Stat(filepath.Join(cwd, "out.txt"))
+			if written := statErr == nil; written != (tc.decision == "allow") {
+				t.Errorf("out.txt written: %v after %s (result %q)", written, tc.decision, mcpText(res))
+			}
+			if err := cs.Close(); err != nil {
+				t.Errorf("close: %v\n%s", err, stderr.String())
+			}
+		})
+	}
+}
