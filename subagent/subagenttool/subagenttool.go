@@ -88,6 +88,7 @@ type ConfigError struct {
 	Msg   string // what is wrong, e.g. "must be a non-negative integer, got -1"
 }
 
+// Error implements error.
 func (e *ConfigError) Error() string {
 	return fmt.Sprintf("subagent tool %s: %s %s", e.Tool, e.Field, e.Msg)
 }
