@@ -169,6 +169,12 @@ type CreateOptions struct {
 	// register scoped tools, prompt sections and restrictions. An error
 	// rolls everything back.
 	Setup func(a *Agent) error
+	// ToolHost marks an agent that has no conversation of its own: it
+	// only runs tool calls for a client (each `dsh mcp` session's agent).
+	// The notices of its background work are not delivered to it (the
+	// client collects the work with task_output), so nothing opens a turn
+	// of its own.
+	ToolHost bool
 	// Resume continues the stored session SessionID (see
 	// session.Store.PrepareLoad: an interrupted last turn is closed) instead
 	// of creating one; Cwd, ParentSession, Origin, DelegationDepth and Seed
@@ -333,6 +339,7 @@ type Agent struct {
 	hooks   *hook.Set         // inherited, plus CreateOptions.Hooks
 	path    []string          // labels from the root's child down to this agent
 	tree    *tree             // shared by every agent of the delegation tree
+	host    bool              // CreateOptions.ToolHost
 
 	mu         sync.Mutex
 	inbox      inbox
@@ -365,7 +372,7 @@ func newAgent(r *Registry, s *session.Session, opts CreateOptions) *Agent {
 	if o.MaxSteps == 0 {
 		o.MaxSteps = DefaultMaxSteps
 	}
-	a := &Agent{reg: r, id: s.ID(), session: s, opts: o, owner: opts.Owner,
+	a := &Agent{reg: r, id: s.ID(), session: s, opts: o, owner: opts.Owner, host: opts.ToolHost,
 		tools: r.deps.Tools.NewScope(), disposeDone: make(chan struct{})}
 	if p := opts.Owner; p != nil {
 		a.tree, a.policy, a.hooks = p.tree, p.policy, p.hooks
@@ -469,6 +476,10 @@ func (a *Agent) OnDispose(fn func()) bool {
 
 // Disposed reports whether disposal of the agent has begun.
 func (a *Agent) Disposed() bool { return a.isDisposed() }
+
+// ToolHost reports whether the agent only runs tool calls for a client
+// (see CreateOptions.ToolHost): notices are not for it.
+func (a *Agent) ToolHost() bool { return a.host }
 
 func (a *Agent) isDisposed() bool {
 	a.mu.Lock()

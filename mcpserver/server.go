@@ -207,7 +207,7 @@ func (s *Server) root(ctx context.Context, ss *mcp.ServerSession) (*agent.Agent,
 		r.asks = newAsks(ss, s.opts.Agents, s.opts.AskTimeout)
 		asker = r.asks
 	}
-	r.agent, r.err = s.opts.Agents.Create(context.WithoutCancel(ctx), agent.CreateOptions{Cwd: s.opts.Cwd,
+	r.agent, r.err = s.opts.Agents.Create(context.WithoutCancel(ctx), agent.CreateOptions{Cwd: s.opts.Cwd, ToolHost: true,
 		Options: s.opts.AgentOptions, Policy: &policy, Asker: asker, TokenBudget: s.opts.TokenBudget})
 	if r.asks != nil {
 		r.asks.mu.Lock()

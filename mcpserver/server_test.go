@@ -389,3 +389,27 @@ func mustDelegate(t *testing.T, cs *mcp.ClientSession, args string) *mcp.CallToo
 	}
 	return res
 }
+
+// The session's agent only hosts tool calls: a background child's end
+// opens no turn of its own (no model call for a notice nobody reads); the
+// client collects the outcome with task_output.
+func TestBackgroundEndOpensNoTurn(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		cs, rt := serve(t, nil)
+		res, err := callDelegate(context.Background(), cs, `{"description":"bg","prompt":"later","run_in_background":true}`, nil)
+		if err != nil || res.IsError {
+			t.Fatalf("start: %+v %v", res, err)
+		}
+		synctest.Wait() // the child ran, its task settled, and a woken agent would have taken its turn
+		for _, a := range rt.Agents.List() {
+			if a.Owner() == nil && a.Session().LastTurn() != 0 {
+				t.Fatalf("the session's agent ran %d turns", a.Session().LastTurn())
+			}
+		}
+		out, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "task_output",
+			Arguments: map[string]any{"task_id": strings.TrimPrefix(textOf(res), "started background subagent task ")}})
+		if err != nil || !strings.HasPrefix(textOf(out), "child: later") {
+			t.Fatalf("task_output: %+v %v", out, err)
+		}
+	})
+}

@@ -613,7 +613,7 @@ func (c *continuation) teardown(act *activation) {
 // row, gets it without a wake, and one that is gone none.
 func (c *continuation) notify(act *activation, res Result) {
 	parent := act.parent
-	if live, ok := c.agents.Get(act.parentID); !ok || live != parent {
+	if live, ok := c.agents.Get(act.parentID); !ok || live != parent || parent.ToolHost() {
 		return
 	}
 	msg := settledNotice(act.id, res)

@@ -208,7 +208,7 @@ func Notice(s Snapshot) content.Message {
 // hear what it already knows.
 func (r *Runtime) deliver(e Done, opts ToolOptions) {
 	owner := e.Owner
-	if owner == nil || owner.Disposed() {
+	if owner == nil || owner.Disposed() || owner.ToolHost() { // a tool host's client reads it with task_output
 		return
 	}
 	msg := Notice(e.Task)

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -8,10 +9,12 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"slices"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/spf13/cobra"
 
+	"github.com/dsh-go/dsh/config"
 	"github.com/dsh-go/dsh/mcpserver"
 	"github.com/dsh-go/dsh/permission"
 	"github.com/dsh-go/dsh/subagent/subagenttool"
@@ -45,6 +48,7 @@ otherwise it is refused unless --yes approves every ask.`,
 			if err := c.checkKey(cfg); err != nil {
 				return err
 			}
+			cfg = c.oneShotTools(cfg)
 			if cwd == "" {
 				if cwd, err = os.Getwd(); err != nil {
 					return err
@@ -81,6 +85,28 @@ otherwise it is refused unless --yes approves every ask.`,
 	cmd.Flags().StringVar(&cwd, "cwd", "", "working directory of the agents (default: the current directory)")
 	cmd.Flags().BoolVarP(&yes, "yes", "y", false, "approve every tool call the permission policy says to ask about")
 	return cmd
+}
+
+// oneShotTools makes every subagent tool instance start one-shot
+// children: MCP serves the task tools but not send_message, so a child run
+// in the background must be a task the client collects with task_output.
+// An instance configured continuable is said to be changed.
+func (c *cli) oneShotTools(cfg config.Config) config.Config {
+	if cfg.Subagents == nil {
+		return cfg
+	}
+	sub := *cfg.Subagents
+	sub.Tools = slices.Clone(sub.Tools)
+	off := false
+	for i, t := range sub.Tools {
+		if t.Continuable != nil && *t.Continuable {
+			fmt.Fprintf(c.stderr, "dsh mcp: subagent tool %s starts one-shot children here (MCP clients cannot continue a child)\n",
+				cmp.Or(t.ToolName, "subagent"))
+		}
+		sub.Tools[i].Continuable = &off
+	}
+	cfg.Subagents = &sub
+	return cfg
 }
 
 // serveHTTP serves srv at http://addr/mcp until ctx ends. Only loopback

@@ -598,3 +598,35 @@ func TestDshMCPAsksTheClientsUser(t *testing.T) {
 		})
 	}
 }
+
+// A child run in the background over MCP is a task the client collects
+// with task_output: dsh mcp starts one-shot children even where the
+// configuration makes them continuable (MCP does not serve send_message),
+// and says so.
+func TestDshMCPBackgroundIsATask(t *testing.T) {
+	home := t.TempDir()
+	cfg := filepath.Join(home, "dsh.yaml")
+	os.WriteFile(cfg, []byte("subagents:\n  providers: [{name: spawn}]\n  tools:\n    - provider: spawn\n      continuable: true\n"), 0o600)
+	cmd := exec.Command(dshBinary, "--config", cfg, "mcp", "--cwd", t.TempDir())
+	cmd.Env = mcpEnv(home, childModel(t))
+	stderr := &lines{} // written by the command's copier while the test reads it
+	cmd.Stderr = stderr
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "test", Version: "1"}, nil).Connect(context.Background(), &mcp.CommandTransport{Command: cmd}, nil)
+	if err != nil {
+		t.Fatalf("connect: %v\n%s", err, stderr.String())
+	}
+	defer cs.Close()
+	res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "subagent",
+		Arguments: map[string]any{"description": "bg", "prompt": "later", "run_in_background": true}})
+	if err != nil || res.IsError || mcpText(res) != "started background subagent task subagent-1" {
+		t.Fatalf("start: %+v %v\n%s", res, err, stderr.String())
+	}
+	out, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "task_output",
+		Arguments: map[string]any{"task_id": "subagent-1", "wait": true, "timeout_ms": 30000}})
+	if err != nil || !strings.HasPrefix(mcpText(out), "child: later") {
+		t.Fatalf("task_output: %+v %v\n%s", out, err, stderr.String())
+	}
+	if !strings.Contains(stderr.String(), "subagent tool subagent starts one-shot children here") {
+		t.Errorf("no word that continuable: true was overridden:\n%s", stderr.String())
+	}
+}

@@ -436,3 +436,24 @@ func TestBackgroundContinuableChildRunsSubagentStop(t *testing.T) {
 		t.Fatalf("SubagentStop input %+v", in)
 	}
 }
+
+// A tool host (the agent of a `dsh mcp` session) gets no settlement
+// notice, so a background child's end opens no turn of its own.
+func TestToolHostGetsNoSettlementNotice(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newCEnv(t, nil, func(in turnInput) scripted.Entry { return scripted.Text("dug deep") })
+		host, err := e.rt.Agents.Create(context.Background(), agent.CreateOptions{Cwd: t.TempDir(), Options: agent.Options{Provider: "test"}, ToolHost: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		res := host.Tools().Execute(context.Background(), tool.Call{ID: "c1", Name: "subagent", Cwd: host.Cwd(), Caller: host,
+			Arguments: json.RawMessage(`{"description":"dig","prompt":"dig","run_in_background":true}`)})
+		if res.IsError || !strings.HasPrefix(content.JoinText(res.Content), "started subagent ") {
+			t.Fatalf("start: %+v", res)
+		}
+		synctest.Wait()
+		if n := host.Session().LastTurn(); n != 0 || len(userTexts(host, subagent.FormSettled)) != 0 {
+			t.Fatalf("the tool host ran %d turns, notices %q", n, userTexts(host, subagent.FormSettled))
+		}
+	})
+}
