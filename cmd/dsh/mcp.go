@@ -90,7 +90,7 @@ otherwise it is refused unless --yes approves every ask.`,
 // oneShotTools makes every subagent tool instance start one-shot
 // children: MCP serves the task tools but not send_message, so a child run
 // in the background must be a task the client collects with task_output.
-// An instance configured continuable is said to be changed.
+// It says so on stderr for an instance configured `continuable: true`.
 func (c *cli) oneShotTools(cfg config.Config) config.Config {
 	if cfg.Subagents == nil {
 		return cfg
