@@ -122,6 +122,10 @@ func inputRounds(ss *mcp.ServerSession) bool {
 	return p != nil && p.ProtocolVersion >= "2026-07-28"
 }
 
+// inRounds reports whether asks reach ss's client through the rounds of a
+// foreground call (see call).
+func inRounds(ss *mcp.ServerSession) bool { return canElicit(ss) && inputRounds(ss) }
+
 // asks is the asker of one MCP session's tree.
 type asks struct {
 	ss      *mcp.ServerSession

@@ -1,6 +1,7 @@
 package mcpserver_test
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"strings"
@@ -111,7 +112,7 @@ func TestAsksGoToTheClientsUser(t *testing.T) {
 			if version == "" && tc.decision == "maybe" {
 				continue // the SDK's client refuses to send it (TestAskRoundsAgainstAHostileClient does)
 			}
-			t.Run(cmpOr(version, "current")+"/"+tc.name, func(t *testing.T) {
+			t.Run(cmp.Or(version, "current")+"/"+tc.name, func(t *testing.T) {
 				u := &askingUser{action: tc.action, decision: tc.decision}
 				cs, rt := serve(t, nil, askBeforeRead, u.client, protocol(version))
 				ran := reads(t, rt)
@@ -140,13 +141,6 @@ func TestAsksGoToTheClientsUser(t *testing.T) {
 	}
 }
 
-func cmpOr(s, def string) string {
-	if s == "" {
-		return def
-	}
-	return s
-}
-
 // A client that cannot show forms is never asked: the call is refused,
 // saying how to approve asks. So is a background child's call on the
 // current protocol, where only a call in progress can carry an ask; on an
@@ -164,7 +158,7 @@ func TestAsksThatCannotReachTheUser(t *testing.T) {
 		version string
 		asked   bool
 	}{{"", false}, {"2025-11-25", true}} {
-		t.Run("background on "+cmpOr(tc.version, "current"), func(t *testing.T) {
+		t.Run("background on "+cmp.Or(tc.version, "current"), func(t *testing.T) {
 			u := &askingUser{action: "accept", decision: "allow"}
 			cs, rt := serve(t, nil, askBeforeRead, u.client, protocol(tc.version))
 			ran := reads(t, rt)

@@ -301,7 +301,7 @@ func (s *Server) delegate(inst subagenttool.Config) mcp.ToolHandler {
 		}
 		rel := s.relay(ctx, req, parent)
 		defer rel.stop()
-		if asks != nil && canElicit(req.Session) && inputRounds(req.Session) {
+		if asks != nil && inRounds(req.Session) {
 			return asks.round(ctx, asks.start(s, inst.Provider, start, rel, end)), nil
 		}
 		run, res, err := s.opts.Subagents.Delegate(ctx, inst.Provider, start, func(run subagent.Run) { rel.follow(run.ID()) })
