@@ -20,10 +20,11 @@ type bashArgs struct {
 	TimeoutMS int    `json:"timeout_ms,omitempty" jsonschema:"timeout in milliseconds, at most 600000"`
 }
 
-func bashTool(opts Options) tool.Definition {
+func bashTool(opts Options, guard *gitGuard) tool.Definition {
 	desc := fmt.Sprintf("Run a shell command with bash -c in the working directory and return its combined stdout and stderr "+
 		"(at most %d bytes; the middle of longer output is omitted). Stdin is empty; the command is killed after %v unless "+
-		"timeout_ms says otherwise; processes it leaves in the background are killed when it ends.%s",
+		"timeout_ms says otherwise; processes it leaves in the background are killed when it ends.%s Changes to the "+
+		"repository's git hooks and git configuration (.git/hooks, .git/config) are undone after the command.",
 		opts.OutputLimit, opts.BashTimeout, sandboxNote(opts.Sandbox))
 	return tool.Func("bash", desc, false, func(ctx context.Context, call tool.Call, args bashArgs) (tool.Result, error) {
 		timeout := opts.BashTimeout
@@ -33,12 +34,13 @@ func bashTool(opts Options) tool.Definition {
 		case args.TimeoutMS > 0:
 			timeout = min(time.Duration(args.TimeoutMS)*time.Millisecond, MaxBashTimeout)
 		}
-		mode := opts.Sandbox
-		if m, ok := sandbox.FromContext(ctx); ok { // a child's policy narrows, never widens
-			mode = sandbox.Narrow(mode, m)
-		}
 		dir := resolve(call.Cwd, ".")
-		return runBash(ctx, dir, args.Command, timeout, opts.OutputLimit, sandbox.For(mode, dir))
+		end := guard.begin(dir)
+		res, err := runBash(ctx, dir, args.Command, timeout, opts.OutputLimit, sandbox.For(opts.mode(ctx), dir))
+		if note := end(); note != "" && err == nil {
+			res.Content = append(res.Content, content.Text("\n"+note))
+		}
+		return res, err
 	})
 }
 

@@ -20,6 +20,13 @@ import (
 const (
 	CodeExitStatus = "EXIT_STATUS" // bash: the command exited non-zero
 	CodeTimeout    = "TIMEOUT"     // bash: the command ran out of time
+	// CodeSandbox: write_file or edit_file was refused by the sandbox mode
+	// in force (read-only, or a path outside workspace-write's writable set).
+	CodeSandbox = "SANDBOX"
+	// CodeProtected: write_file or edit_file was refused a path no tool may
+	// write whatever the mode (Options.Protected, git hooks and git
+	// configuration).
+	CodeProtected = "PROTECTED"
 )
 
 // Defaults and limits of Options and of per-call arguments.
@@ -33,10 +40,18 @@ const (
 type Options struct {
 	BashTimeout time.Duration // default timeout of a bash call
 	OutputLimit int           // cap in bytes of one tool result's text
-	// Sandbox is where bash commands may write (default sandbox.Default,
-	// workspace-write); a call's context may narrow it (sandbox.WithMode),
-	// never widen it.
+	// Sandbox is where bash commands, write_file and edit_file may write
+	// (default sandbox.Default, workspace-write); a call's context may
+	// narrow it (sandbox.WithMode), never widen it.
 	Sandbox sandbox.Mode
+	// Protected are absolute files and directories write_file and edit_file
+	// never write, whatever the mode: dsh's configuration file and
+	// $DSH_HOME. Git hooks and git configuration are always protected.
+	Protected []string
+	// Worktrees is the directory inside Protected that holds the worktrees
+	// dsh makes ($DSH_HOME/worktrees): a call working in one of them may
+	// write its own working directory.
+	Worktrees string
 	// Redact, when set, rewrites the text of every result and error (dsh
 	// removes the credentials it holds).
 	Redact func(string) string
@@ -56,7 +71,7 @@ func (o Options) withDefaults() Options {
 // Tools returns the built-in tool definitions.
 func Tools(opts Options) []tool.Definition {
 	opts = opts.withDefaults()
-	return redacted(opts.Redact, bashTool(opts), readFileTool(opts), writeFileTool(), editFileTool(), globTool(opts), grepTool(opts))
+	return redacted(opts.Redact, bashTool(opts, &gitGuard{}), readFileTool(opts), writeFileTool(opts), editFileTool(opts), globTool(opts), grepTool(opts))
 }
 
 // Register adds every built-in tool to r as a global tool. It is

@@ -14,6 +14,7 @@ import (
 	"syscall"
 	"unicode/utf8"
 
+	"github.com/dsh-go/dsh/sandbox"
 	"github.com/dsh-go/dsh/tool"
 )
 
@@ -261,15 +262,33 @@ type writeArgs struct {
 // linkRule is the part of write_file's and edit_file's descriptions about
 // symbolic links.
 const linkRule = " A symbolic link is written through (the link stays); a path inside the working directory " +
-	"whose links lead outside it is refused: name the outside file itself to write there."
+	"whose links lead outside it is refused."
 
-func writeFileTool() tool.Definition {
-	const desc = "Create or overwrite a file with the given content, creating missing parent directories. " +
-		"The file is replaced atomically; prefer edit_file for changing part of an existing file." + linkRule
+// writeRule is the part of write_file's and edit_file's descriptions about
+// where they may write: what the sandbox mode m allows, and the files no
+// tool writes.
+func writeRule(m sandbox.Mode) string {
+	var where string
+	switch m {
+	case sandbox.ReadOnly:
+		where = " Writing is refused everywhere (a read-only sandbox)."
+	case sandbox.WorkspaceWrite:
+		where = " Files can be written only under the working directory and the temporary directories (a sandbox)."
+	}
+	return where + " dsh's configuration and home directory, git hooks and git configuration (.git/hooks, .git/config) " +
+		"are never written."
+}
+
+func writeFileTool(opts Options) tool.Definition {
+	desc := "Create or overwrite a file with the given content, creating missing parent directories. " +
+		"The file is replaced atomically; prefer edit_file for changing part of an existing file." + linkRule + writeRule(opts.Sandbox)
 	return tool.Func("write_file", desc, false, func(ctx context.Context, call tool.Call, args writeArgs) (tool.Result, error) {
 		path := resolve(call.Cwd, args.Path)
 		dest, err := destination(call.Cwd, path)
 		if err != nil {
+			return tool.Result{}, err
+		}
+		if err := opts.checkWrite(ctx, "write_file", resolve(call.Cwd, "."), path, dest); err != nil {
 			return tool.Result{}, err
 		}
 		if err := writeAtomic(dest, []byte(args.Content)); err != nil {
@@ -294,7 +313,7 @@ func written(path, dest string) string {
 // empty) whose destination is outside it is refused: a link planted in a
 // workspace must not redirect a write that names a workspace file to, say,
 // ~/.bashrc. A path outside cwd was named on purpose and is followed
-// wherever it leads.
+// wherever it leads; whether it may be written there is checkWrite's call.
 func destination(cwd, path string) (string, error) {
 	if cwd == "" {
 		cwd, _ = os.Getwd()
@@ -368,10 +387,10 @@ type editArgs struct {
 	ReplaceAll bool   `json:"replace_all,omitempty" jsonschema:"replace every occurrence of old_string"`
 }
 
-func editFileTool() tool.Definition {
+func editFileTool(opts Options) tool.Definition {
 	desc := fmt.Sprintf("Replace an exact string in a text file with another. old_string must match the file exactly "+
 		"(including whitespace) and occur once, unless replace_all is set. Files over %d MiB, and edits that would make "+
-		"one, are refused.", MaxEditBytes>>20) + linkRule
+		"one, are refused.", MaxEditBytes>>20) + linkRule + writeRule(opts.Sandbox)
 	return tool.Func("edit_file", desc, false, func(ctx context.Context, call tool.Call, args editArgs) (tool.Result, error) {
 		switch {
 		case args.OldString == "":
@@ -382,6 +401,9 @@ func editFileTool() tool.Definition {
 		path := resolve(call.Cwd, args.Path)
 		dest, err := destination(call.Cwd, path)
 		if err != nil {
+			return tool.Result{}, err
+		}
+		if err := opts.checkWrite(ctx, "edit_file", resolve(call.Cwd, "."), path, dest); err != nil {
 			return tool.Result{}, err
 		}
 		data, err := readForEdit(ctx, dest)

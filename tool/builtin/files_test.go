@@ -14,6 +14,7 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/dsh-go/dsh/sandbox"
 	"github.com/dsh-go/dsh/tool"
 )
 
@@ -27,7 +28,7 @@ func fifo(t *testing.T, p string) {
 }
 
 func TestNonRegularFilesAreRefused(t *testing.T) {
-	s := scope(t, Options{})
+	s := scope(t, Options{Sandbox: sandbox.Full}) // edit_file may try /dev/null
 	dir := t.TempDir()
 	writeFiles(t, dir, map[string]string{"a.txt": "needle\n"})
 	fifo(t, filepath.Join(dir, "pipe"))
