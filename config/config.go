@@ -297,6 +297,23 @@ func (l Loader) Default(getenv func(string) string) Config {
 	}
 }
 
+// protected returns the files no tool may write, whatever the sandbox:
+// the loaded configuration file and $DSH_HOME; and the folder of
+// $DSH_HOME that holds worktrees, whose children write their own tree.
+func (cfg Config) protected(getenv func(string) string) (files []string, worktrees string, err error) {
+	home, err := Home(getenv)
+	if err != nil {
+		return nil, "", err
+	}
+	if home, err = filepath.Abs(home); err != nil {
+		return nil, "", fmt.Errorf("config: %w", err)
+	}
+	if cfg.path != "" {
+		files = append(files, cfg.path)
+	}
+	return append(files, home), filepath.Join(home, "worktrees"), nil
+}
+
 // Home returns $DSH_HOME, defaulting to ~/.dsh.
 func Home(getenv func(string) string) (string, error) {
 	if h := getenv("DSH_HOME"); h != "" {
@@ -718,8 +735,12 @@ func (cfg Config) Build(ctx context.Context, log *slog.Logger, backend session.B
 	if err := sandbox.Check(mode); err != nil {
 		rt.Log.Warn("commands run without a sandbox", "tools.sandbox", mode, "reason", err)
 	}
+	protected, worktrees, err := cfg.protected(getenv)
+	if err != nil {
+		return nil, err
+	}
 	if _, err := builtin.Register(rt.Tools, builtin.Options{BashTimeout: cfg.Tools.BashTimeout, OutputLimit: cfg.Tools.OutputLimit,
-		Sandbox: mode, Redact: redactor.String}); err != nil {
+		Sandbox: mode, Protected: protected, Worktrees: worktrees, Redact: redactor.String}); err != nil {
 		return nil, err
 	}
 	if _, err := task.Mount(rt.Tasks, rt.Tools, rt.Prompt, task.ToolOptions{MaxWakes: cfg.Tasks.MaxWakes}); err != nil {
