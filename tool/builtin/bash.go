@@ -23,8 +23,7 @@ type bashArgs struct {
 func bashTool(opts Options, guard *gitGuard) tool.Definition {
 	desc := fmt.Sprintf("Run a shell command with bash -c in the working directory and return its combined stdout and stderr "+
 		"(at most %d bytes; the middle of longer output is omitted). Stdin is empty; the command is killed after %v unless "+
-		"timeout_ms says otherwise; processes it leaves in the background are killed when it ends.%s Changes to the "+
-		"repository's git hooks and git configuration (.git/hooks, .git/config) are undone after the command.",
+		"timeout_ms says otherwise; processes it leaves in the background are killed when it ends.%s",
 		opts.OutputLimit, opts.BashTimeout, sandboxNote(opts.Sandbox))
 	return tool.Func("bash", desc, false, func(ctx context.Context, call tool.Call, args bashArgs) (tool.Result, error) {
 		timeout := opts.BashTimeout
