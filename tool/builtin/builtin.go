@@ -8,7 +8,9 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
+	"syscall"
 	"time"
 	"unicode/utf8"
 
@@ -133,7 +135,8 @@ func writeAtomic(path string, data []byte) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return tool.Errorf(tool.CodeFailed, "cannot create directory %s: %v", dir, err)
 	}
-	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp*")
+	removeStaleTemps(dir, filepath.Base(path))
+	f, err := os.CreateTemp(dir, tempPrefix(filepath.Base(path), os.Getpid())+"*")
 	if err != nil {
 		return tool.Errorf(tool.CodeFailed, "cannot write %s: %v", path, err)
 	}
@@ -152,6 +155,44 @@ func writeAtomic(path string, data []byte) error {
 		return tool.Errorf(tool.CodeFailed, "cannot write %s: %v", path, err)
 	}
 	return nil
+}
+
+// tempPrefix begins the name of the temporary file through which process
+// pid writes the file named base: hidden, and recognisable as dsh's.
+func tempPrefix(base string, pid int) string {
+	return "." + base + ".dsh-tmp-" + strconv.Itoa(pid) + "-"
+}
+
+// removeStaleTemps removes the temporary files of writes to dir/base that
+// a process no longer running left behind (a dsh killed mid-write).
+func removeStaleTemps(dir, base string) {
+	names, err := filepath.Glob(filepath.Join(dir, "."+globEscape(base)+".dsh-tmp-*-*"))
+	if err != nil {
+		return
+	}
+	for _, name := range names {
+		rest := strings.TrimPrefix(filepath.Base(name), "."+base+".dsh-tmp-")
+		pidText, _, _ := strings.Cut(rest, "-")
+		if pid, err := strconv.Atoi(pidText); err == nil && pid > 0 && pid != os.Getpid() && !running(pid) {
+			os.Remove(name)
+		}
+	}
+}
+
+// globEscape quotes the metacharacters of filepath.Match in s.
+func globEscape(s string) string {
+	return strings.NewReplacer(`\`, `\\`, "*", `\*`, "?", `\?`, "[", `\[`).Replace(s)
+}
+
+// running reports whether process pid may still be running: only a
+// process known to be gone counts as not running.
+func running(pid int) bool {
+	p, err := os.FindProcess(pid)
+	if err != nil {
+		return false
+	}
+	err = p.Signal(syscall.Signal(0))
+	return !errors.Is(err, os.ErrProcessDone) && !errors.Is(err, syscall.ESRCH)
 }
 
 // truncLine cuts s to at most n bytes on a rune boundary, marking the cut.

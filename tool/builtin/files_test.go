@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"runtime"
 	"strings"
@@ -299,5 +300,35 @@ func TestWritesThroughSymbolicLinks(t *testing.T) {
 	wantOK(t, res, text)
 	if b, _ := os.ReadFile(filepath.Join(outside, "bashrc")); string(b) != "meant" {
 		t.Fatalf("bashrc holds %q", b)
+	}
+}
+
+// A write removes the temporary files a killed writer left for the same
+// file (N18), and nothing else.
+func TestWriteRemovesStaleTemporaryFiles(t *testing.T) {
+	dead := exec.Command("true")
+	if err := dead.Run(); err != nil {
+		t.Skip(err)
+	}
+	dir := t.TempDir()
+	stale := tempPrefix("f.txt", dead.Process.Pid) + "123"
+	kept := []string{
+		tempPrefix("f.txt", os.Getpid()) + "1",      // a write of this process, under way
+		tempPrefix("g.txt", dead.Process.Pid) + "1", // another file's
+		".f.txt.tmp999", // not dsh's
+	}
+	writeFiles(t, dir, map[string]string{stale: "half", kept[0]: "x", kept[1]: "x", kept[2]: "x"})
+	for _, name := range []string{"write_file", "edit_file"} {
+		writeFiles(t, dir, map[string]string{stale: "half", "f.txt": "old"})
+		res, text := run(t, scope(t, Options{}), dir, name, writeOrEdit(name, "f.txt", "new"))
+		wantOK(t, res, text)
+		if _, err := os.Lstat(filepath.Join(dir, stale)); err == nil {
+			t.Fatalf("%s: %s is still there", name, stale)
+		}
+		for _, k := range kept {
+			if _, err := os.Lstat(filepath.Join(dir, k)); err != nil {
+				t.Fatalf("%s: %s was removed", name, k)
+			}
+		}
 	}
 }
