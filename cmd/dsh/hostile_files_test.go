@@ -7,6 +7,9 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/dsh-go/dsh/internal/llmtest"
+	"github.com/dsh-go/dsh/internal/sandboxtest"
 )
 
 // toolSteps is a loopback model that makes the given tool calls (name and
@@ -98,5 +101,61 @@ func TestHostileBashPlantsGitHook(t *testing.T) {
 	}
 	if b, _ := os.ReadFile(filepath.Join(work, ".git", "config")); string(b) != string(config) {
 		t.Fatalf(".git/config holds %q, want %q", b, config)
+	}
+}
+
+// A worktree child writes only its worktree (N4): neither its parent's
+// tree by absolute path nor $DSH_HOME with ../../../.
+func TestHostileWorktreeChildWritesOnlyItsTree(t *testing.T) {
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Skip(err)
+	}
+	project := sandboxtest.OutsideDir(t) // the temporary directories are writable
+	os.WriteFile(filepath.Join(project, "seed.txt"), []byte("seed\n"), 0o644)
+	for _, args := range [][]string{{"init", "-q"}, {"add", "."}, {"commit", "-q", "-m", "seed"}} {
+		cmd := exec.Command("git", append([]string{"-c", "user.name=t", "-c", "user.email=t@t"}, args...)...)
+		cmd.Dir = project
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("git %v: %v\n%s", args, err, out)
+		}
+	}
+	seed := filepath.Join(project, "seed.txt")
+	childCalls := []llmtest.ToolCall{
+		{Name: "edit_file", Arguments: `{"path": "` + seed + `", "old_string": "seed", "new_string": "pwned"}`},
+		{Name: "write_file", Arguments: `{"path": "../../../x", "content": "pwned"}`},
+		{Name: "write_file", Arguments: `{"path": "in.txt", "content": "mine"}`},
+	}
+	srv := llmtest.NewServer(t, func(r llmtest.Request) llmtest.Reply {
+		if strings.Contains(r.LastUser, "edit in isolation") || r.Child {
+			if n := len(r.ToolResults); n < len(childCalls) {
+				return llmtest.Reply{ToolCall: &childCalls[n]}
+			}
+			return llmtest.Reply{Text: strings.Join(r.ToolResults, "\n---\n")}
+		}
+		if len(r.ToolResults) == 0 {
+			return llmtest.Reply{ToolCall: &llmtest.ToolCall{Name: "subagent",
+				Arguments: `{"description":"edit","prompt":"edit in isolation","isolation":"worktree"}`}}
+		}
+		return llmtest.Reply{Text: r.ToolResults[0]}
+	})
+	home := t.TempDir()
+	cmd := exec.Command(dshBinary, "run", "--cwd", project, "delegate")
+	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + home, "DSH_HOME=" + home, "DEEPSEEK_API_KEY=sk-test",
+		"DEEPSEEK_BASE_URL=" + srv.URL, "NO_PROXY=127.0.0.1"}
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("dsh run: %v\n%s", err, out)
+	}
+	for _, want := range []string{"edit_file: refused: " + seed + " is outside the sandbox", "write_file: refused: ",
+		"which holds dsh's own files", "wrote 4 bytes to " + filepath.Join(home, "worktrees")} {
+		if !strings.Contains(string(out), want) {
+			t.Errorf("the child's results lack %q:\n%s", want, out)
+		}
+	}
+	if b, _ := os.ReadFile(seed); string(b) != "seed\n" {
+		t.Errorf("the parent's seed.txt holds %q", b)
+	}
+	if _, err := os.Stat(filepath.Join(home, "x")); err == nil {
+		t.Error("the child wrote $DSH_HOME/x")
 	}
 }
