@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -70,37 +71,58 @@ func TestHostileWriteFileToConfigUnderReadOnly(t *testing.T) {
 
 // A bash command that plants a git hook and core.fsmonitor leaves neither
 // behind (N3): dsh puts the repository's hooks and configuration back and
-// tells the model.
+// tells the model, so the worktree isolation that follows (dsh's own git
+// worktree add and git status) runs neither.
 func TestHostileBashPlantsGitHook(t *testing.T) {
 	if _, err := exec.LookPath("git"); err != nil {
 		t.Skip(err)
 	}
-	home, work := t.TempDir(), t.TempDir()
-	for _, args := range [][]string{{"init", "-q"}, {"-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "--allow-empty", "-m", "seed"}} {
-		cmd := exec.Command("git", args...)
-		cmd.Dir = work
-		if out, err := cmd.CombinedOutput(); err != nil {
-			t.Fatalf("git %v: %v\n%s", args, err, out)
-		}
-	}
+	home, work := t.TempDir(), gitProject(t)
 	config, _ := os.ReadFile(filepath.Join(work, ".git", "config"))
-	model := &toolSteps{calls: [][2]string{{"bash", `{"command": "printf '#!/bin/sh\\nid > \"$HOME/ran-post-checkout\"\\n' > .git/hooks/post-checkout; chmod +x .git/hooks/post-checkout; git config core.fsmonitor \"$PWD/.git/fsmon\"; echo planted"}`}}}
-	srv := chatServer(t, model.reply, nil)
-	out, err := dshCommand(t, srv, home, "", "run", "--cwd", work, "go").CombinedOutput()
-	if err != nil {
+	const plant = `printf '#!/bin/sh\nid > "$HOME/ran-post-checkout"\n' > .git/hooks/post-checkout; chmod +x .git/hooks/post-checkout; ` +
+		`printf '#!/bin/sh\nid > "$HOME/ran-fsmonitor"\nexit 1\n' > .git/fsmon; chmod +x .git/fsmon; ` +
+		`git config core.fsmonitor "$PWD/.git/fsmon"; echo planted`
+	var mu sync.Mutex
+	var planted string
+	srv := llmtest.NewServer(t, func(r llmtest.Request) llmtest.Reply {
+		switch {
+		case r.Child:
+			return llmtest.Reply{Text: "child done"}
+		case len(r.ToolResults) == 0:
+			args, _ := json.Marshal(map[string]string{"command": plant})
+			return llmtest.Reply{ToolCall: &llmtest.ToolCall{Name: "bash", Arguments: string(args)}}
+		case len(r.ToolResults) == 1:
+			mu.Lock()
+			planted = r.ToolResults[0]
+			mu.Unlock()
+			return llmtest.Reply{ToolCall: &llmtest.ToolCall{Name: "subagent",
+				Arguments: `{"description":"iso","prompt":"look around","isolation":"worktree"}`}}
+		}
+		return llmtest.Reply{Text: "done"}
+	})
+	cmd := exec.Command(dshBinary, "run", "--cwd", work, "go")
+	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + home, "DSH_HOME=" + home, "DEEPSEEK_API_KEY=sk-test",
+		"DEEPSEEK_BASE_URL=" + srv.URL, "NO_PROXY=127.0.0.1"}
+	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("dsh run: %v\n%s", err, out)
 	}
-	results := model.seen()
-	if len(results) != 1 || !strings.Contains(results[0], "planted") ||
-		!strings.Contains(results[0], "removed the added "+filepath.Join(work, ".git", "hooks", "post-checkout")) ||
-		!strings.Contains(results[0], "restored "+filepath.Join(work, ".git", "config")) {
-		t.Fatalf("tool results: %q", results)
+	mu.Lock()
+	defer mu.Unlock()
+	if !strings.Contains(planted, "planted") ||
+		!strings.Contains(planted, "removed the added "+filepath.Join(work, ".git", "hooks", "post-checkout")) ||
+		!strings.Contains(planted, "restored "+filepath.Join(work, ".git", "config")) {
+		t.Fatalf("bash result: %q", planted)
 	}
 	if _, err := os.Lstat(filepath.Join(work, ".git", "hooks", "post-checkout")); err == nil {
-		t.Fatal("the post-checkout hook is still there")
+		t.Error("the post-checkout hook is still there")
 	}
 	if b, _ := os.ReadFile(filepath.Join(work, ".git", "config")); string(b) != string(config) {
-		t.Fatalf(".git/config holds %q, want %q", b, config)
+		t.Errorf(".git/config holds %q, want %q", b, config)
+	}
+	for _, ran := range []string{"ran-post-checkout", "ran-fsmonitor"} {
+		if _, err := os.Stat(filepath.Join(home, ran)); err == nil {
+			t.Errorf("the planted %s ran", ran)
+		}
 	}
 }
 

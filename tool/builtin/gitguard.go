@@ -93,31 +93,32 @@ func (g *gitGuard) begin(dir string) (end func() string) {
 
 // guardedPaths returns the paths to guard for a command working in dir:
 // the config, config.worktree and hooks of the git directory of the
-// repository holding dir and of its common directory, and the .git file
-// of a linked worktree. Nil outside a repository.
+// repository holding dir (a bare one included) and of its common
+// directory, and the .git file of a linked worktree. Nil outside a
+// repository.
 func guardedPaths(dir string) []string {
 	for d := filepath.Clean(dir); ; d = filepath.Dir(d) {
+		var paths, gitDirs []string
 		dotGit := filepath.Join(d, ".git")
-		fi, err := os.Lstat(dotGit)
-		if err == nil {
-			var paths, gitDirs []string
-			switch {
-			case fi.IsDir():
-				gitDirs = []string{dotGit}
-			case fi.Mode().IsRegular():
-				paths = append(paths, dotGit)
-				if gd := readGitDir(d, dotGit); gd != "" {
-					gitDirs = append(gitDirs, gd)
-					if cd := readCommonDir(gd); cd != "" && cd != gd {
-						gitDirs = append(gitDirs, cd)
-					}
-				}
-			default:
-				return nil
+		if fi, err := os.Stat(dotGit); err == nil && fi.IsDir() {
+			gitDirs = []string{dotGit}
+		} else if err == nil && fi.Mode().IsRegular() {
+			paths = append(paths, dotGit)
+			if gd := readGitDir(d, dotGit); gd != "" {
+				gitDirs = append(gitDirs, gd)
 			}
-			for _, gd := range gitDirs {
-				paths = append(paths, filepath.Join(gd, "config"), filepath.Join(gd, "config.worktree"), filepath.Join(gd, "hooks"))
+		} else if isGitDir(d) { // a bare repository, or inside a git directory
+			gitDirs = []string{d}
+		}
+		if len(gitDirs) > 0 {
+			if cd := readCommonDir(gitDirs[0]); cd != "" && cd != gitDirs[0] {
+				gitDirs = append(gitDirs, cd)
 			}
+		}
+		for _, gd := range gitDirs {
+			paths = append(paths, filepath.Join(gd, "config"), filepath.Join(gd, "config.worktree"), filepath.Join(gd, "hooks"))
+		}
+		if len(paths) > 0 {
 			return paths
 		}
 		if filepath.Dir(d) == d {

@@ -94,10 +94,19 @@ func TestGuardedPaths(t *testing.T) {
 	gitDir := filepath.Join(top, ".git")
 	wtGitDir := filepath.Join(gitDir, "worktrees", "wt")
 	os.MkdirAll(filepath.Join(top, "sub", "deeper"), 0o755)
+	bare, linked := filepath.Join(t.TempDir(), "bare.git"), t.TempDir()
+	git(t, filepath.Dir(bare), "init", "-q", "--bare", bare)
+	if err := os.Symlink(gitDir, filepath.Join(linked, ".git")); err != nil {
+		t.Fatal(err)
+	}
 	for dir, want := range map[string][]string{
 		top:                                 gitFiles(gitDir),
 		filepath.Join(top, "sub", "deeper"): gitFiles(gitDir),
+		filepath.Join(gitDir, "hooks"):      gitFiles(gitDir),
 		wt:                                  append(append([]string{filepath.Join(wt, ".git")}, gitFiles(wtGitDir)...), gitFiles(gitDir)...),
+		wtGitDir:                            append(gitFiles(wtGitDir), gitFiles(gitDir)...),
+		bare:                                gitFiles(bare),
+		linked:                              gitFiles(filepath.Join(linked, ".git")),
 		t.TempDir():                         nil,
 	} {
 		if got := guardedPaths(dir); strings.Join(got, " ") != strings.Join(want, " ") {
