@@ -166,22 +166,21 @@ func tempPrefix(base string, pid int) string {
 // removeStaleTemps removes the temporary files of writes to dir/base that
 // a process no longer running left behind (a dsh killed mid-write).
 func removeStaleTemps(dir, base string) {
-	names, err := filepath.Glob(filepath.Join(dir, "."+globEscape(base)+".dsh-tmp-*-*"))
+	entries, err := os.ReadDir(dir)
 	if err != nil {
 		return
 	}
-	for _, name := range names {
-		rest := strings.TrimPrefix(filepath.Base(name), "."+base+".dsh-tmp-")
+	prefix := "." + base + ".dsh-tmp-"
+	for _, e := range entries {
+		rest, ok := strings.CutPrefix(e.Name(), prefix)
+		if !ok {
+			continue
+		}
 		pidText, _, _ := strings.Cut(rest, "-")
 		if pid, err := strconv.Atoi(pidText); err == nil && pid > 0 && pid != os.Getpid() && !running(pid) {
-			os.Remove(name)
+			os.Remove(filepath.Join(dir, e.Name()))
 		}
 	}
-}
-
-// globEscape quotes the metacharacters of filepath.Match in s.
-func globEscape(s string) string {
-	return strings.NewReplacer(`\`, `\\`, "*", `\*`, "?", `\?`, "[", `\[`).Replace(s)
 }
 
 // running reports whether process pid may still be running: only a

@@ -252,6 +252,7 @@ func restore(p string, entries map[string]snapEntry) []string {
 			if err := os.Mkdir(p, want.mode.Perm()); err != nil {
 				return []string{fmt.Sprintf("could not recreate %s: %v", p, err)}
 			}
+			os.Chmod(p, want.mode.Perm()) // past the umask
 			done = append(done, "recreated the folder "+p)
 		} else if fi.Mode().Perm() != want.mode.Perm() {
 			os.Chmod(p, want.mode.Perm())
