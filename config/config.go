@@ -298,8 +298,9 @@ func (l Loader) Default(getenv func(string) string) Config {
 }
 
 // protected returns the files no tool may write, whatever the sandbox:
-// the loaded configuration file and $DSH_HOME; and the folder of
-// $DSH_HOME that holds worktrees, whose children write their own tree.
+// the loaded configuration file, $DSH_HOME and the session store; and the
+// folder of $DSH_HOME that holds worktrees, whose children write their own
+// tree.
 func (cfg Config) protected(getenv func(string) string) (files []string, worktrees string, err error) {
 	home, err := Home(getenv)
 	if err != nil {
@@ -308,10 +309,17 @@ func (cfg Config) protected(getenv func(string) string) (files []string, worktre
 	if home, err = filepath.Abs(home); err != nil {
 		return nil, "", fmt.Errorf("config: %w", err)
 	}
-	if cfg.path != "" {
-		files = append(files, cfg.path)
+	files = []string{home}
+	for _, p := range []string{cfg.path, cfg.SessionsDir} {
+		if p == "" {
+			continue
+		}
+		if p, err = filepath.Abs(p); err != nil {
+			return nil, "", fmt.Errorf("config: %w", err)
+		}
+		files = append(files, p)
 	}
-	return append(files, home), filepath.Join(home, "worktrees"), nil
+	return files, filepath.Join(home, "worktrees"), nil
 }
 
 // Home returns $DSH_HOME, defaulting to ~/.dsh.

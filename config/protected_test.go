@@ -14,12 +14,12 @@ import (
 	"github.com/dsh-go/dsh/tool/builtin"
 )
 
-// The file tools never write the loaded configuration file or $DSH_HOME,
-// even under tools.sandbox: full.
+// The file tools never write the loaded configuration file, $DSH_HOME or
+// the session store, even under tools.sandbox: full.
 func TestFileToolsNeverWriteDshFiles(t *testing.T) {
-	home, dir, work := t.TempDir(), t.TempDir(), t.TempDir()
+	home, dir, work, sessions := t.TempDir(), t.TempDir(), t.TempDir(), t.TempDir()
 	path := filepath.Join(dir, "dsh.yaml")
-	const yaml = "tools:\n  sandbox: full\n"
+	yaml := "tools:\n  sandbox: full\nsessionsDir: " + sessions + "\n"
 	os.WriteFile(path, []byte(yaml), 0o644)
 	getenv := env(map[string]string{"DSH_CONFIG": path, "DSH_HOME": home})
 	cfg, err := config.Load("", getenv)
@@ -32,7 +32,7 @@ func TestFileToolsNeverWriteDshFiles(t *testing.T) {
 	}
 	defer rt.Close(context.Background())
 	s := rt.Tools.NewScope()
-	for _, p := range []string{path, filepath.Join(home, "dsh.yaml"), filepath.Join(home, "agents", "x.md")} {
+	for _, p := range []string{path, filepath.Join(home, "dsh.yaml"), filepath.Join(home, "agents", "x.md"), filepath.Join(sessions, "s.jsonl")} {
 		args, _ := json.Marshal(map[string]string{"path": p, "content": "tools: {sandbox: full}\n"})
 		res := s.Execute(t.Context(), tool.Call{ID: "c1", Name: "write_file", Arguments: args, Cwd: work})
 		if !res.IsError || res.Code != builtin.CodeProtected {
