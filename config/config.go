@@ -309,8 +309,7 @@ func (cfg Config) protected(getenv func(string) string) (files []string, worktre
 	if home, err = filepath.Abs(home); err != nil {
 		return nil, "", fmt.Errorf("config: %w", err)
 	}
-	files = []string{home}
-	for _, p := range []string{cfg.path, cfg.SessionsDir} {
+	for _, p := range []string{cfg.path, home, cfg.SessionsDir} {
 		if p == "" {
 			continue
 		}

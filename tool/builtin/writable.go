@@ -1,6 +1,7 @@
 package builtin
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"os"
@@ -66,7 +67,7 @@ func destName(path, dest string) string {
 
 // protected says why path, landing on dest, is never writable by a tool
 // call working in cwd, or "" when it is not protected.
-func (o Options) protected(cwd, path, dest string) string {
+func (o Options) protected(cwd, path, dest string) (why string) {
 	for _, p := range []string{path, dest} {
 		if why := gitProtected(p); why != "" {
 			return why
@@ -88,11 +89,11 @@ func (o Options) protected(cwd, path, dest string) string {
 			continue
 		}
 		if fi, err := os.Stat(prot); err == nil && !fi.IsDir() {
-			return "dsh's configuration file"
+			return "dsh's configuration file" // the most precise reason
 		}
-		return fmt.Sprintf("inside %s, which holds dsh's own files (configuration, sessions, agents)", prot)
+		why = cmp.Or(why, fmt.Sprintf("inside %s, which holds dsh's own files (configuration, sessions, agents)", prot))
 	}
-	return ""
+	return why
 }
 
 // inWorktree reports whether cwd lies in a worktree dsh made below

@@ -177,7 +177,7 @@ func TestWorktreeChildWritesOnlyItsTree(t *testing.T) {
 	home, parent := filepath.Join(out, "home"), filepath.Join(out, "parent")
 	child := filepath.Join(home, "worktrees", "parent-0123", "child-1")
 	writeFiles(t, out, map[string]string{"home/dsh.yaml": "old", "parent/seed.txt": "old", "home/worktrees/parent-0123/child-1/seed.txt": "old"})
-	s := scope(t, Options{Protected: []string{filepath.Join(home, "dsh.yaml"), home}, Worktrees: filepath.Join(home, "worktrees")})
+	s := scope(t, Options{Protected: []string{home, filepath.Join(home, "dsh.yaml")}, Worktrees: filepath.Join(home, "worktrees")})
 
 	res, text := run(t, s, child, "edit_file", writeOrEdit("edit_file", "seed.txt", "new"))
 	wantOK(t, res, text)
@@ -191,6 +191,8 @@ func TestWorktreeChildWritesOnlyItsTree(t *testing.T) {
 		res, text = run(t, s, child, "write_file", writeOrEdit("write_file", p, "new"))
 		wantErr(t, res, text, CodeProtected, "no tool may write it")
 	}
+	res, text = run(t, s, child, "write_file", writeOrEdit("write_file", "../../../dsh.yaml", "new"))
+	wantErr(t, res, text, CodeProtected, "is dsh's configuration file") // the most precise reason
 	unchanged(t, filepath.Join(home, "dsh.yaml"), "old")
 	unchanged(t, filepath.Join(home, "x"), "")
 }
