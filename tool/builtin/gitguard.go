@@ -36,6 +36,7 @@ type gitGuard struct {
 // heldSnap is the baseline of one guarded path, held while calls use it.
 type heldSnap struct {
 	entries map[string]snapEntry // the path and, for a folder, everything below it
+	dirMode fs.FileMode          // the permissions of the folder holding the path
 	users   int
 }
 
@@ -66,6 +67,9 @@ func (g *gitGuard) begin(dir string) (end func() string) {
 		h := g.held[p]
 		if h == nil {
 			h = &heldSnap{entries: map[string]snapEntry{}}
+			if fi, err := os.Stat(filepath.Dir(p)); err == nil {
+				h.dirMode = fi.Mode().Perm()
+			}
 			snapshot(p, h.entries, &budget)
 			g.held[p] = h
 		}
@@ -78,6 +82,11 @@ func (g *gitGuard) begin(dir string) (end func() string) {
 		var done []string
 		for _, p := range paths {
 			h := g.held[p]
+			// A git directory made unreadable would hide what is in it.
+			if fi, err := os.Stat(filepath.Dir(p)); h.dirMode != 0 && err == nil && fi.Mode().Perm() != h.dirMode {
+				os.Chmod(filepath.Dir(p), h.dirMode)
+				done = append(done, "restored the permissions of "+filepath.Dir(p))
+			}
 			done = append(done, restore(p, h.entries)...)
 			if h.users--; h.users == 0 {
 				delete(g.held, p)

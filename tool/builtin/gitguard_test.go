@@ -49,6 +49,7 @@ func TestBashUndoesGitHooksAndConfig(t *testing.T) {
 		{"changed, removed and replaced hooks", top, `echo 'id > /tmp/x' >> .git/hooks/pre-push; chmod 600 .git/hooks/pre-push
 			rm -f .git/hooks/*.sample; mkdir -p .git/hooks/sub; echo x > .git/hooks/sub/x; git config core.hooksPath /tmp; echo planted`},
 		{"hooks folder made a link", top, `rm -rf .git/hooks && ln -s /tmp .git/hooks; echo planted`},
+		{"git directory made unreadable", top, `echo x > .git/hooks/post-checkout; chmod 000 .git; echo planted`},
 		{"from a linked worktree", wt, `printf '#!/bin/sh\nid\n' > "$(git rev-parse --git-common-dir)/hooks/post-checkout"
 			git config core.fsmonitor true; git config extensions.worktreeConfig true; git config --worktree core.fsmonitor true
 			echo 'gitdir: /tmp/evil' > .git; echo planted`},
