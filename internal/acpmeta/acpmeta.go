@@ -1,8 +1,8 @@
 // Package acpmeta is dsh's extension of the Agent Client Protocol: what a
 // dsh parent and a dsh child (`command: self`) tell each other in the
-// `_meta` objects ACP reserves for extensions, under the key "dsh". A
-// third-party peer ignores it; a dsh peer that finds none falls back to
-// plain ACP.
+// `_meta` objects ACP reserves for extensions, under the key "dsh", and in
+// the extension methods "_dsh/…". A third-party peer ignores it; a dsh peer
+// that finds none falls back to plain ACP.
 package acpmeta
 
 import (
