@@ -42,8 +42,10 @@ type Service struct {
 func (s *Service) Trace(t *telemetry.Tracer) { s.tracer = t }
 
 // LimitLiveChildren caps the children that one delegation tree (a root
-// agent and its in-process descendants) may have alive at once; a start
-// beyond it fails with LIMIT_REACHED. 0 removes the cap.
+// agent and its in-process descendants, and through LiveSlots and
+// CountUpstream those its children in other processes start) may have
+// alive at once; a start beyond it fails with LIMIT_REACHED. 0 removes the
+// cap.
 func (s *Service) LimitLiveChildren(n int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()

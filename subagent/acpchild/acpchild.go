@@ -147,10 +147,10 @@ func (p *Provider) start(ctx context.Context, req subagent.StartRequest, remote 
 
 // handshake performs initialize and session/new (or session/load of
 // remote) within ReadyTimeout. The session's `_meta` tells a dsh child its
-// lineage, the parent's policy, the tree's remaining token budget, its
-// live-children cap (places under which the child asks for with
-// acpmeta.MethodAdmit) and the descriptor to record (other agents ignore
-// it).
+// lineage, the parent's policy, the tree's remaining token budget, the
+// tree's live-children cap (the child asks for a place under it before
+// each start: acpmeta.MethodAdmit) and the descriptor to record (other
+// agents ignore it).
 func (r *run) handshake(ctx context.Context, cwd string, depth int, remote acpsdk.SessionId, desc *subagent.Descriptor) error {
 	policy := r.parent.Policy()
 	meta := acpmeta.Session{ParentSession: r.parent.ID(), Depth: depth, Policy: &policy}
