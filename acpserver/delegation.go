@@ -40,6 +40,9 @@ func (s *server) createOptions(id acpsdk.SessionId, cwd string, meta map[string]
 				co.Setup = func(a *agent.Agent) error { return subagent.AppendDescriptor(a.Session(), d) }
 			}
 		}
+		if count := s.countLive(id, m); count != nil {
+			co.Setup = chainSetup(co.Setup, count)
+		}
 		co.DelegationDepth = max(m.Depth, 0)
 		opts.SubagentDepth = max(opts.SubagentDepth, co.DelegationDepth)
 	}

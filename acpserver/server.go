@@ -25,6 +25,7 @@ import (
 	"github.com/dsh-go/dsh/mcptool"
 	"github.com/dsh-go/dsh/permission"
 	"github.com/dsh-go/dsh/session"
+	"github.com/dsh-go/dsh/subagent"
 	"github.com/dsh-go/dsh/telemetry"
 )
 
@@ -59,6 +60,10 @@ type Options struct {
 	// Version is reported in agentInfo.
 	Version string
 	Log     *slog.Logger
+	// Subagents, when set, is the service that starts the children of the
+	// sessions' trees: a dsh parent that admits (see internal/acpmeta)
+	// then counts them against its tree's live-children cap.
+	Subagents *subagent.Service
 	// MCP configures the MCP servers a client passes in session/new (log,
 	// event bus, client version); they serve that session's tree only.
 	MCP mcptool.Options

@@ -164,7 +164,7 @@ func TestConfigErrorMessages(t *testing.T) {
 			`config dsh.yaml: line 5: subagents.tools[0].enableRunInBackground: want true or false, got "sometimes"`},
 		{"list for a number", "tasks:\n  maxPerOwner: [1]\n", `config dsh.yaml: line 2: tasks.maxPerOwner: want an integer, got a list`},
 		{"value in a provider block", "subagents:\n  providers:\n    - name: c\n      kind: codex\n      codex:\n        permissionMode: sometimes\n",
-			`config dsh.yaml: line 6: subagents.providers[0].codex.permissionMode: must be "never", "approve-for-me" or "dangerously-bypass-approvals-and-sandbox", got "sometimes"`},
+			`config dsh.yaml: line 6: subagents.providers[0].codex.permissionMode: must be "policy", "never", "approve-for-me" or "dangerously-bypass-approvals-and-sandbox", got "sometimes"`},
 		{"acp permission", "subagents:\n  providers:\n    - name: a\n      kind: acp\n      acp: {command: x, permission: allow}\n",
 			`config dsh.yaml: line 5: subagents.providers[0].acp.permission: must be "policy" (the parent's permission policy decides) or "reject", got "allow"`},
 		{"unknown tool in a filter", "subagents:\n  providers: [{name: spawn}]\n  tools:\n    - provider: spawn\n      toolFilter: {deny: [bsh]}\n",

@@ -139,6 +139,7 @@ func (c *continuation) materializeRemote(ctx context.Context, parent *agent.Agen
 		first: settlement, released: make(chan struct{})}
 	t := c.svc.epochTracker(act, release)
 	req.Progress = t.progress
+	req.LiveSlots = c.svc.liveSlots(desc.Provider, parent)
 	req.Descriptor = &Descriptor{Version: DescriptorVersion, Mode: OneShot, Provider: desc.Provider, Label: desc.Label}
 	rc := &remoteChild{provider: desc.Provider, tmpl: req, remote: desc.Remote, onIdle: func() { c.check(act) }}
 	rc.start = func(ctx context.Context, req StartRequest) (Run, error) {

@@ -28,10 +28,11 @@ type Service struct {
 	order   []string
 	lastRun atomic.Uint64
 
-	maxLive  int                  // live children a tree may have; 0: unbounded
-	maxWakes int                  // consecutive turns settlement notices may open; 0: DefaultMaxWakes
-	live     map[*agent.Agent]int // live children per root agent; guarded by mu
-	cont     *continuation        // continuable children; nil until ServeContinuation
+	maxLive  int                        // live children a tree may have; 0: unbounded
+	maxWakes int                        // consecutive turns settlement notices may open; 0: DefaultMaxWakes
+	live     map[*agent.Agent]int       // live children per root agent; guarded by mu
+	upstream map[*agent.Agent]*upstream // roots whose parent process counts too; guarded by mu
+	cont     *continuation              // continuable children; nil until ServeContinuation
 
 	tracer *telemetry.Tracer // set before the first start; nil: no spans
 }
@@ -41,8 +42,10 @@ type Service struct {
 func (s *Service) Trace(t *telemetry.Tracer) { s.tracer = t }
 
 // LimitLiveChildren caps the children that one delegation tree (a root
-// agent and its in-process descendants) may have alive at once; a start
-// beyond it fails with LIMIT_REACHED. 0 removes the cap.
+// agent and its in-process descendants, and through LiveSlots and
+// CountUpstream those its children in other processes start) may have
+// alive at once; a start beyond it fails with LIMIT_REACHED. 0 removes the
+// cap.
 func (s *Service) LimitLiveChildren(n int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -74,25 +77,24 @@ func (s *Service) wakeBudget() int {
 	return s.maxWakes
 }
 
-// admit counts a child of parent's tree against the live-children cap and
-// returns its release.
+// admit counts a child of parent's tree against the live-children cap, in
+// this process and, for a tree whose root's parent is in another process,
+// in that one's count too (see CountUpstream), and returns its release.
 func (s *Service) admit(name string, parent *agent.Agent) (release func(), err error) {
-	root := parent
-	for root.Owner() != nil {
-		root = root.Owner()
-	}
+	root := rootOf(parent)
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.maxLive > 0 && s.live[root] >= s.maxLive {
-		return nil, &Error{Code: CodeLimitReached, Provider: name,
-			Msg: fmt.Sprintf("the delegation tree already has %d live children, its cap (subagents.maxLiveChildren): wait for one to finish", s.maxLive)}
+	up := s.upstream[root]
+	if limit := s.liveLimit(up); limit > 0 && s.live[root] >= limit {
+		s.mu.Unlock()
+		return nil, limitReached(name, limit)
 	}
 	if s.live == nil {
 		s.live = map[*agent.Agent]int{}
 	}
 	s.live[root]++
+	s.mu.Unlock()
 	var once sync.Once
-	return func() {
+	local := func() {
 		once.Do(func() {
 			s.mu.Lock()
 			defer s.mu.Unlock()
@@ -100,7 +102,8 @@ func (s *Service) admit(name string, parent *agent.Agent) (release func(), err e
 				delete(s.live, root)
 			}
 		})
-	}, nil
+	}
+	return s.admitUpstream(name, up, local)
 }
 
 // NewService returns an empty service announcing on bus.
@@ -230,6 +233,7 @@ func (a *Admission) Start(ctx context.Context) (Run, error) {
 	t := &tracker{svc: s, parent: req.Parent, info: RunInfo{RunID: fmt.Sprintf("run-%d", s.lastRun.Add(1)), Provider: name,
 		ParentID: req.Parent.ID(), Label: req.Label}, ended: make(chan struct{}), release: a.release}
 	req.Progress = t.progress
+	req.LiveSlots = s.liveSlots(name, req.Parent)
 	req.Descriptor = &Descriptor{Version: DescriptorVersion, Mode: OneShot, Provider: name, Label: req.Label}
 	ctx, t.span = s.runSpan(ctx, t.info, req.Depth)
 	run, err := p.Start(ctx, req)

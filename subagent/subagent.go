@@ -82,6 +82,10 @@ type StartRequest struct {
 	// that keeps the child's session writes it there (AppendDescriptor),
 	// before the child's first model request.
 	Descriptor *Descriptor
+	// LiveSlots, set by the service, admits the child's own children
+	// against its tree's live-children cap when the child runs in another
+	// process (nil: no cap); a provider whose child can ask passes them on.
+	LiveSlots *LiveSlots
 }
 
 // CheckLineage is a provider's check that req came through the service: it

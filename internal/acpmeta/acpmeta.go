@@ -1,8 +1,8 @@
 // Package acpmeta is dsh's extension of the Agent Client Protocol: what a
 // dsh parent and a dsh child (`command: self`) tell each other in the
-// `_meta` objects ACP reserves for extensions, under the key "dsh". A
-// third-party peer ignores it; a dsh peer that finds none falls back to
-// plain ACP.
+// `_meta` objects ACP reserves for extensions, under the key "dsh", and in
+// the extension methods "_dsh/…". A third-party peer ignores it; a dsh peer
+// that finds none falls back to plain ACP.
 package acpmeta
 
 import (
@@ -24,6 +24,13 @@ type Session struct {
 	Depth         int                `json:"depth,omitempty"`
 	Policy        *permission.Policy `json:"policy,omitempty"`
 	TokenBudget   int64              `json:"tokenBudget,omitempty"`
+	// Admits says that the parent answers MethodAdmit: the child asks it
+	// for a place before each start, so that its starts count against the
+	// one live-children cap of the parent's tree, which MaxLiveChildren
+	// (0: none) also sets as the child's own. A child whose parent does not
+	// admit, or stops answering, holds its starts to its own cap.
+	Admits          bool `json:"admits,omitempty"`
+	MaxLiveChildren int  `json:"maxLiveChildren,omitempty"`
 	// Descriptor is the subagent descriptor the child records in its new
 	// session's log (a subagent.Descriptor: one-shot, its parent's provider
 	// and label), so that its parent's listings classify it.
@@ -42,6 +49,35 @@ type Permission struct {
 // usage per "provider/model", descendants included.
 type Prompt struct {
 	Usage map[string]content.Usage `json:"usage,omitempty"`
+}
+
+// The extension methods a dsh child calls on its dsh parent.
+const (
+	// MethodAdmit asks the parent for a place under its tree's
+	// live-children cap before the child starts a child of its own:
+	// params Admit, result Admitted.
+	MethodAdmit = "_dsh/admit"
+	// MethodRelease gives back a place MethodAdmit granted, once the
+	// child's child has ended: a notification with params Release.
+	MethodRelease = "_dsh/release"
+)
+
+// Admit is MethodAdmit's request.
+type Admit struct {
+	SessionID string `json:"sessionId"`
+}
+
+// Admitted is MethodAdmit's answer: the granted place's Slot, or why the
+// tree has none (Refused, the LIMIT_REACHED message).
+type Admitted struct {
+	Slot    string `json:"slot,omitempty"`
+	Refused string `json:"refused,omitempty"`
+}
+
+// Release is MethodRelease's notification.
+type Release struct {
+	SessionID string `json:"sessionId"`
+	Slot      string `json:"slot"`
 }
 
 // Set stores v under Key in meta, allocating meta when nil.

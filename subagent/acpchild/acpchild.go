@@ -124,6 +124,8 @@ func (p *Provider) start(ctx context.Context, req subagent.StartRequest, remote 
 	r := &run{cfg: p.cfg, id: "acp-" + uuid.NewString(), proc: child, progress: req.Progress,
 		parent: req.Parent, label: subagent.ChildLabel(p.cfg.Name, req.Label), trace: telemetry.Carrier(ctx)}
 	r.client = &client{run: r}
+	r.slots = &slots{live: req.LiveSlots}
+	go func() { <-child.Done(); r.slots.close() }()
 	r.conn = acpsdk.NewClientSideConnection(r.client, child.Stdin(), child.Stdout())
 	// No SetLogger: in acp-go-sdk v0.13.0 it races with the connection's
 	// receive goroutine, which starts in the constructor; the connection
@@ -145,13 +147,18 @@ func (p *Provider) start(ctx context.Context, req subagent.StartRequest, remote 
 
 // handshake performs initialize and session/new (or session/load of
 // remote) within ReadyTimeout. The session's `_meta` tells a dsh child its
-// lineage, the parent's policy, the tree's remaining token budget and the
-// descriptor to record (other agents ignore it).
+// lineage, the parent's policy, the tree's remaining token budget, the
+// tree's live-children cap (the child asks for a place under it before
+// each start: acpmeta.MethodAdmit) and the descriptor to record (other
+// agents ignore it).
 func (r *run) handshake(ctx context.Context, cwd string, depth int, remote acpsdk.SessionId, desc *subagent.Descriptor) error {
 	policy := r.parent.Policy()
 	meta := acpmeta.Session{ParentSession: r.parent.ID(), Depth: depth, Policy: &policy}
 	if desc != nil {
 		meta.Descriptor, _ = json.Marshal(desc)
+	}
+	if r.slots.live != nil {
+		meta.Admits, meta.MaxLiveChildren = true, r.slots.live.Max()
 	}
 	if used, budget := r.parent.TokensUsed(); budget > 0 {
 		meta.TokenBudget = max(budget-used, 1)
@@ -217,6 +224,7 @@ type run struct {
 	proc     *childproc.Process
 	conn     *acpsdk.ClientSideConnection
 	client   *client
+	slots    *slots // places the child holds for its own children
 	session  acpsdk.SessionId
 	progress func(subagent.Progress)
 	parent   *agent.Agent

@@ -297,7 +297,8 @@ func TestCancelBeforeReadySpawnsNothing(t *testing.T) {
 //   - silent: never answers initialize;
 //   - garbage: writes non-JSON to stdout;
 //   - exit: exits at once with an error;
-//   - stubborn: answers the handshake, hangs on prompts, ignores EOF, cancel and SIGTERM.
+//   - stubborn: answers the handshake, hangs on prompts, ignores EOF, cancel and SIGTERM;
+//   - hoard, hoard-crash: see hoarder.
 func fakeAgent(mode string) {
 	switch mode {
 	case "silent":
@@ -306,6 +307,8 @@ func fakeAgent(mode string) {
 	case "garbage":
 		fmt.Println("this is not JSON-RPC {{{")
 		select {}
+	case "hoard", "hoard-crash":
+		hoard(mode == "hoard-crash")
 	case "exit":
 		fmt.Fprintln(os.Stderr, "fatal: cannot start")
 		os.Exit(3)

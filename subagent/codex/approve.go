@@ -18,7 +18,7 @@ const (
 )
 
 // request implements handler: it answers Codex's server requests.
-// Approvals are declined in the "never" mode; in the other two they are
+// Approvals are declined in the "never" mode; in the others they are
 // decided by the parent's permission policy, which may ask the person
 // behind the delegation tree (and "cancel" once the run is cancelled).
 // Questions get empty answers and elicitations are declined. Any other

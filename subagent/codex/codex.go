@@ -1,8 +1,8 @@
 // Package codex is the subagent provider that runs the official OpenAI Codex
 // program as a one-shot child: it spawns `codex app-server`, speaks its
 // JSON-RPC dialect over stdio (initialize, initialized, an ephemeral
-// thread/start, one turn/start), answers Codex's approval requests
-// unattended, and returns the turn's final answer.
+// thread/start, one turn/start), answers Codex's approval requests by the
+// parent's permission policy, and returns the turn's final answer.
 package codex
 
 import (
@@ -17,8 +17,15 @@ import (
 
 // Permission modes (Config.PermissionMode).
 const (
-	// PermissionNever runs the thread with approvalPolicy "never" and
-	// declines any approval request (the default).
+	// PermissionPolicy (the default) runs the thread with approvalPolicy
+	// "untrusted" and sandbox "workspace-write": Codex asks before any
+	// command outside its set of known read-only ones, and each request is
+	// decided by the parent's permission policy (deny declines, ask goes to
+	// the person behind the delegation tree, allow accepts).
+	PermissionPolicy = "policy"
+	// PermissionNever runs the thread with approvalPolicy "never": Codex
+	// asks nothing, so the parent's policy never sees its commands, and any
+	// approval request is declined.
 	PermissionNever = "never"
 	// PermissionApproveForMe runs the thread with approvalPolicy
 	// "on-request", approvalsReviewer "auto_review" and sandbox
@@ -42,7 +49,7 @@ type Config struct {
 	// (thread/resume). Empty means a fresh temporary directory per run,
 	// removed when the run is disposed, and threads that cannot continue.
 	CodexHome string `yaml:"codexHome"`
-	// PermissionMode is never (default), approve-for-me or
+	// PermissionMode is policy (default), never, approve-for-me or
 	// dangerously-bypass-approvals-and-sandbox.
 	PermissionMode string `yaml:"permissionMode"`
 	// Config holds Codex config overrides sent with thread/start.
@@ -63,14 +70,14 @@ func New(cfg Config) (*Provider, error) {
 	if cfg.Args == nil {
 		cfg.Args = []string{"app-server"}
 	}
-	cfg.PermissionMode = cmp.Or(cfg.PermissionMode, PermissionNever)
+	cfg.PermissionMode = cmp.Or(cfg.PermissionMode, PermissionPolicy)
 	bad := func(field, format string, args ...any) error {
 		return &ConfigError{Kind: providerKind, Provider: cfg.Name, Field: field, Msg: fmt.Sprintf(format, args...)}
 	}
 	switch cfg.PermissionMode {
-	case PermissionNever, PermissionApproveForMe, PermissionBypass:
+	case PermissionPolicy, PermissionNever, PermissionApproveForMe, PermissionBypass:
 	default:
-		return nil, bad("permissionMode", "must be %q, %q or %q, got %q", PermissionNever, PermissionApproveForMe, PermissionBypass, cfg.PermissionMode)
+		return nil, bad("permissionMode", "must be %q, %q, %q or %q, got %q", PermissionPolicy, PermissionNever, PermissionApproveForMe, PermissionBypass, cfg.PermissionMode)
 	}
 	if cfg.Config != nil {
 		if _, err := json.Marshal(cfg.Config); err != nil {

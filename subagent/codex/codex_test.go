@@ -1,6 +1,7 @@
 package codex_test
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -176,8 +177,8 @@ func TestFinalAnswerWinsOverCommentaryAndNullPhase(t *testing.T) {
 	}
 	received(t, lg, "initialized")
 	ts := received(t, lg, "thread/start")
-	if ts["ephemeral"] != true || ts["cwd"] != req.Parent.Cwd() || ts["approvalPolicy"] != "never" || ts["model"] != "gpt-test" ||
-		ts["sandbox"] != nil || ts["config"].(map[string]any)["model_reasoning_effort"] != "low" {
+	if ts["ephemeral"] != true || ts["cwd"] != req.Parent.Cwd() || ts["approvalPolicy"] != "untrusted" || ts["model"] != "gpt-test" ||
+		ts["sandbox"] != "workspace-write" || ts["config"].(map[string]any)["model_reasoning_effort"] != "low" {
 		t.Errorf("thread/start params %v", ts)
 	}
 	tu := received(t, lg, "turn/start")
@@ -210,7 +211,8 @@ func TestApprovalRequestsAnsweredPerMode(t *testing.T) {
 		mode, decision, permissions string
 		thread                      map[string]any
 	}{
-		{"", "decline", `{}`, map[string]any{"approvalPolicy": "never", "sandbox": nil, "approvalsReviewer": nil}},
+		{"", "accept", `{"network":{"enabled":true}}`, map[string]any{"approvalPolicy": "untrusted", "sandbox": "workspace-write", "approvalsReviewer": nil}},
+		{codex.PermissionNever, "decline", `{}`, map[string]any{"approvalPolicy": "never", "sandbox": nil, "approvalsReviewer": nil}},
 		{codex.PermissionApproveForMe, "accept", `{"network":{"enabled":true}}`,
 			map[string]any{"approvalPolicy": "on-request", "sandbox": "workspace-write", "approvalsReviewer": "auto_review"}},
 		{codex.PermissionBypass, "accept", `{"network":{"enabled":true}}`,
@@ -243,33 +245,38 @@ func TestApprovalRequestsAnsweredPerMode(t *testing.T) {
 	}
 }
 
-// In approve-for-me mode the parent's permission policy decides Codex's
-// approvals: a denied command is declined without asking, a file change
-// the policy asks about goes to the tree's asker, naming the child.
+// In the default mode, as in approve-for-me, the parent's permission
+// policy decides Codex's approvals: a denied command is declined without
+// asking, a file change the policy asks about goes to the tree's asker,
+// naming the child.
 func TestApprovalsFollowTheParentsPolicy(t *testing.T) {
-	cfg, log := fakeConfig(t, "scripted")
-	cfg.PermissionMode = codex.PermissionApproveForMe
-	var asked []string
-	rules := permission.Rules{Tools: map[string]permission.Decision{"bash": permission.Deny, "edit_file": permission.Ask}}
-	parent := subagenttest.PolicyParent(t, rules, permission.AskerFunc(func(_ context.Context, r permission.Request) (permission.Answer, error) {
-		asked = append(asked, r.Who()+": "+r.Tool)
-		return permission.AllowOnce, nil
-	}))
-	run := start(t, newProvider(t, cfg), context.Background(),
-		subagent.StartRequest{Label: "fix", Prompt: subagenttest.Prompt(scApprovals), Parent: parent, Depth: 1})
-	res := subagenttest.Wait(t, run)
-	subagenttest.Dispose(t, run)
-	checkNoChildren(t)
-	if res.StopReason != subagent.Completed {
-		t.Fatalf("result %+v", res)
-	}
-	got := responses(readLog(t, log))
-	if len(got) < 3 || got[0] != `{"id":0,"result":{"decision":"decline"}}` || got[1] != `{"id":1,"result":{"decision":"accept"}}` ||
-		got[2] != `{"id":2,"result":{"permissions":{"network":{"enabled":true}},"scope":"turn"}}` {
-		t.Errorf("the fake received %q", got)
-	}
-	if strings.Join(asked, ",") != "codex · fix: edit_file" {
-		t.Errorf("asked %q", asked)
+	for _, mode := range []string{"", codex.PermissionApproveForMe} {
+		t.Run(cmp.Or(mode, "default"), func(t *testing.T) {
+			cfg, log := fakeConfig(t, "scripted")
+			cfg.PermissionMode = mode
+			var asked []string
+			rules := permission.Rules{Tools: map[string]permission.Decision{"bash": permission.Deny, "edit_file": permission.Ask}}
+			parent := subagenttest.PolicyParent(t, rules, permission.AskerFunc(func(_ context.Context, r permission.Request) (permission.Answer, error) {
+				asked = append(asked, r.Who()+": "+r.Tool)
+				return permission.AllowOnce, nil
+			}))
+			run := start(t, newProvider(t, cfg), context.Background(),
+				subagent.StartRequest{Label: "fix", Prompt: subagenttest.Prompt(scApprovals), Parent: parent, Depth: 1})
+			res := subagenttest.Wait(t, run)
+			subagenttest.Dispose(t, run)
+			checkNoChildren(t)
+			if res.StopReason != subagent.Completed {
+				t.Fatalf("result %+v", res)
+			}
+			got := responses(readLog(t, log))
+			if len(got) < 3 || got[0] != `{"id":0,"result":{"decision":"decline"}}` || got[1] != `{"id":1,"result":{"decision":"accept"}}` ||
+				got[2] != `{"id":2,"result":{"permissions":{"network":{"enabled":true}},"scope":"turn"}}` {
+				t.Errorf("the fake received %q", got)
+			}
+			if strings.Join(asked, ",") != "codex · fix: edit_file" {
+				t.Errorf("asked %q", asked)
+			}
+		})
 	}
 }
 

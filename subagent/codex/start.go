@@ -180,8 +180,11 @@ func (r *run) threadParams(cwd string) map[string]any {
 	case PermissionBypass:
 		p["approvalPolicy"] = "never"
 		p["sandbox"] = "danger-full-access"
-	default:
+	case PermissionNever:
 		p["approvalPolicy"] = "never"
+	default: // PermissionPolicy
+		p["approvalPolicy"] = "untrusted"
+		p["sandbox"] = "workspace-write"
 	}
 	if r.cfg.Model != "" {
 		p["model"] = r.cfg.Model
