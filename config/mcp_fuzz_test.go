@@ -18,7 +18,7 @@ func FuzzProjectMCP(f *testing.F) {
 		f.Add([]byte(seed))
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
-		servers, _ := parseProjectMCP(".mcp.json", data)
+		servers, _ := Config{}.parseProjectMCP(".mcp.json", data)
 		for name, srv := range servers {
 			if err := srv.Validate(name); err != nil {
 				t.Fatalf("kept an invalid server %q: %v", name, err)
