@@ -36,6 +36,15 @@ func trustBinary(t *testing.T, dir, home, url string, args ...string) (string, s
 	return out.String(), errOut.String(), err
 }
 
+// trustFolder trusts dir's project items in the dsh home home, as the
+// user would with dsh trust.
+func trustFolder(t *testing.T, home, dir string) {
+	t.Helper()
+	if out, errOut, err := runCLI(t, map[string]string{"DSH_HOME": home}, "trust", dir); err != nil || !strings.Contains(out, "is trusted") {
+		t.Fatalf("dsh trust %s: %v\n%s%s", dir, err, out, errOut)
+	}
+}
+
 // recorder is an HTTP server that keeps every request's Authorization.
 type recorder struct {
 	mu    sync.Mutex
