@@ -37,7 +37,8 @@ func (c *cli) doctorCmd() *cobra.Command {
 is set, its endpoint answers and serves the configured model (the list the
 endpoint serves is printed when it does not); each configured subagent
 provider's program is on PATH; each MCP server (mcpServers in dsh.yaml,
-and the project's .mcp.json) starts and lists its tools; $DSH_HOME is
+and the project's .mcp.json in a trusted folder) starts and lists its
+tools, and an untrusted folder's servers are listed as skipped; $DSH_HOME is
 writable; no git worktree that a child was given (isolation: worktree) was
 left behind by a dsh that was killed (each one found is listed with how to
 clean it up). Exits 1 when a check fails.
