@@ -264,7 +264,7 @@ func TestPlantedMCPJSONAndASelfChild(t *testing.T) {
 	})
 	os.WriteFile(filepath.Join(project, ".mcp.json"), []byte(`{"mcpServers": {}}`), 0o644)
 	if _, e, err := trustBinary(t, project, home, model.URL, "trust"); err != nil {
-		t.Fatalf("trust: %v\n%s", err, e)
+		t.Errorf("trust: %v\n%s", err, e)
 	}
 	stdout, stderr, err := trustBinary(t, project, home, model.URL, "run", "go")
 	if err != nil || !strings.Contains(stdout, "child done") {
@@ -279,13 +279,12 @@ func TestPlantedMCPJSONAndASelfChild(t *testing.T) {
 // not.
 func TestHostileMCPJSONAliasBomb(t *testing.T) {
 	home, project := t.TempDir(), t.TempDir()
-	bomb := "a: &a [x,x,x,x,x,x,x,x,x]\n"
-	prev := "a"
-	for _, n := range []string{"b", "c", "d", "e", "f", "g", "h", "i"} {
-		bomb += fmt.Sprintf("%s: &%s [*%s,*%s,*%s,*%s,*%s,*%s,*%s,*%s,*%s]\n", n, n, prev, prev, prev, prev, prev, prev, prev, prev, prev)
-		prev = n
+	// The report's file: 435 bytes, 13 s and 376 MB through a YAML decoder.
+	bomb := `a0: &a0 ["lol","lol","lol","lol","lol","lol","lol","lol","lol"]` + "\n"
+	for i := 1; i <= 7; i++ {
+		bomb += fmt.Sprintf("a%d: &a%d [%s]\n", i, i, strings.TrimSuffix(strings.Repeat(fmt.Sprintf("*a%d,", i-1), 9), ","))
 	}
-	bomb += "mcpServers: *i\n"
+	bomb += "mcpServers:\n  x: {command: echo, args: *a7}\n"
 	os.WriteFile(filepath.Join(project, ".mcp.json"), []byte(bomb), 0o644)
 	model := llmtest.NewServer(t, func(llmtest.Request) llmtest.Reply { return llmtest.Reply{Text: "hello"} })
 	for _, trusted := range []bool{false, true} {
