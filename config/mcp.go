@@ -64,11 +64,11 @@ func (cfg Config) withTrustedProjectMCP(dir string, getenv func(string) string) 
 	if cfg.ProjectMCP != nil && !*cfg.ProjectMCP {
 		return cfg, nil
 	}
-	home, err := Home(getenv)
+	store, err := TrustStore(getenv)
 	if err != nil {
 		return cfg, nil // no record: nothing is trusted
 	}
-	st, err := trust.Open(home).Check(dir)
+	st, err := store.Check(dir)
 	if err != nil || st.State != trust.Trusted {
 		return cfg, err
 	}

@@ -11,6 +11,21 @@ import (
 	"github.com/dsh-go/dsh/trust"
 )
 
+// TrustStore returns the record of trusted folders of $DSH_HOME (see
+// package trust), which knows the user's own folders of definitions
+// ($DSH_HOME/agents, ~/.claude/agents) from the project's.
+func TrustStore(getenv func(string) string) (*trust.Store, error) {
+	home, err := Home(getenv)
+	if err != nil {
+		return nil, err
+	}
+	user := []string{filepath.Join(home, "agents")}
+	if h := getenv("HOME"); h != "" {
+		user = append(user, filepath.Join(h, ".claude", "agents"))
+	}
+	return trust.Open(home, user...), nil
+}
+
 // Project is what a folder's project items would add to dsh (see package
 // trust), for the user to decide whether to trust it.
 type Project struct {
@@ -21,6 +36,8 @@ type Project struct {
 	Definitions []ProjectDefinition
 	// Warnings say what of its items dsh would leave out, and why.
 	Warnings []string
+
+	mcpOff bool // the configuration sets projectMCP: false
 }
 
 // ProjectServer is an MCP server of a project's .mcp.json.
@@ -46,21 +63,21 @@ type ProjectDefinition struct {
 // that replace a built-in or a user one, and whether the record of
 // $DSH_HOME says dir is trusted. Nothing is started.
 func (cfg Config) Project(dir string, getenv func(string) string) (Project, error) {
-	home, err := Home(getenv)
+	store, err := TrustStore(getenv)
 	if err != nil {
 		return Project{}, err
 	}
-	st, err := trust.Open(home).Check(dir)
+	st, err := store.Check(dir)
 	if err != nil {
 		return Project{}, err
 	}
-	p := Project{Status: st}
+	p := Project{Status: st, mcpOff: cfg.ProjectMCP != nil && !*cfg.ProjectMCP}
 	for _, it := range st.Items {
 		if it.Problem != "" {
 			p.Warnings = append(p.Warnings, fmt.Sprintf("%s: %s", filepath.Join(st.Dir, it.Path), it.Problem))
 		}
 	}
-	if it, ok := st.Item(trust.MCPFile); ok && it.Problem == "" && (cfg.ProjectMCP == nil || *cfg.ProjectMCP) {
+	if it, ok := st.Item(trust.MCPFile); ok && it.Problem == "" && !p.mcpOff {
 		servers, warnings := cfg.parseProjectMCP(filepath.Join(st.Dir, trust.MCPFile), it.Data)
 		p.Warnings = append(p.Warnings, warnings...)
 		for _, name := range slices.Sorted(maps.Keys(servers)) {
@@ -119,11 +136,12 @@ func (p Project) Describe(indent string) string {
 	return b.String()
 }
 
-// Skipped says in a few words what an untrusted project's items are:
-// ".mcp.json (2 MCP servers) and 1 agent definition".
+// Skipped says in a few words what an untrusted project's items that dsh
+// would use are: ".mcp.json (2 MCP servers) and 1 agent definition"; ""
+// for none (a .mcp.json under projectMCP: false).
 func (p Project) Skipped() string {
 	var parts []string
-	if _, ok := p.Item(trust.MCPFile); ok {
+	if _, ok := p.Item(trust.MCPFile); ok && !p.mcpOff {
 		parts = append(parts, fmt.Sprintf("%s (%s)", trust.MCPFile, plural(len(p.Servers), "MCP server")))
 	}
 	if n := p.Count(trust.KindAgent); n > 0 {

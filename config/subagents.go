@@ -124,7 +124,11 @@ func (cfg Config) agentOptions(getenv func(string) string, withProject bool) (ag
 		if err != nil {
 			return agentdef.Options{}, err
 		}
-		st, err := trust.Open(home).Check(dir)
+		store, err := TrustStore(getenv)
+		if err != nil {
+			return agentdef.Options{}, err
+		}
+		st, err := store.Check(dir)
 		switch {
 		case errors.Is(err, fs.ErrNotExist): // no project folder, no project definitions
 		case err != nil:

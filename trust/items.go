@@ -141,8 +141,10 @@ func Resolve(dir string) (string, error) {
 
 // Scan returns the project items of dir. Items are read bounded, and only
 // regular files (a symlink is followed; a FIFO or a device is an item with
-// a Problem, never opened for long).
-func Scan(dir string) (Inventory, error) {
+// a Problem, never opened for long). A folder of items that is one of
+// user, the user's own folders (as .dsh/agents is $DSH_HOME/agents when
+// dir is the home directory), holds none.
+func Scan(dir string, user ...string) (Inventory, error) {
 	real, err := Resolve(dir)
 	if err != nil {
 		return Inventory{}, err
@@ -150,6 +152,9 @@ func Scan(dir string) (Inventory, error) {
 	inv := Inventory{Dir: real}
 	for _, s := range sources() {
 		path := filepath.Join(real, filepath.FromSlash(s.path))
+		if s.dir && isUserDir(path, user) {
+			continue
+		}
 		if !s.dir {
 			if it, ok, err := readItem(path, s.path, s.kind); err != nil {
 				return Inventory{}, err
@@ -180,6 +185,20 @@ func Scan(dir string) (Inventory, error) {
 	}
 	slices.SortFunc(inv.Items, func(a, b Item) int { return strings.Compare(a.Path, b.Path) })
 	return inv, nil
+}
+
+// isUserDir reports whether path is one of the folders user.
+func isUserDir(path string, user []string) bool {
+	real, err := filepath.EvalSymlinks(path)
+	if err != nil {
+		return false
+	}
+	for _, u := range user {
+		if r, err := filepath.EvalSymlinks(u); err == nil && r == real {
+			return true
+		}
+	}
+	return false
 }
 
 // readItem reads the item at path, if there is one.

@@ -79,11 +79,15 @@ func (e *Error) ErrorCode() string { return "TRUST_RECORD" }
 // Store is the record of trusted folders in one dsh home.
 type Store struct {
 	path string
+	user []string // the user's own folders of items (see Scan)
 }
 
 // Open returns the record of the dsh home home ($DSH_HOME); nothing is
-// read until it is used.
-func Open(home string) *Store { return &Store{path: filepath.Join(home, RecordFile)} }
+// read until it is used. user are the user's own folders of definitions,
+// which are never project items (see Scan).
+func Open(home string, user ...string) *Store {
+	return &Store{path: filepath.Join(home, RecordFile), user: user}
+}
 
 // Path returns the record's file.
 func (s *Store) Path() string { return s.path }
@@ -91,7 +95,7 @@ func (s *Store) Path() string { return s.path }
 // Check returns dir's items and state. The record is read only when dir
 // has items.
 func (s *Store) Check(dir string) (Status, error) {
-	inv, err := Scan(dir)
+	inv, err := Scan(dir, s.user...)
 	if err != nil {
 		return Status{}, err
 	}
@@ -117,7 +121,7 @@ func (s *Store) Check(dir string) (Status, error) {
 
 // Trust records dir's current items as trusted and returns its status.
 func (s *Store) Trust(dir string) (Status, error) {
-	inv, err := Scan(dir)
+	inv, err := Scan(dir, s.user...)
 	if err != nil {
 		return Status{}, err
 	}

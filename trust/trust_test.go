@@ -144,3 +144,19 @@ func TestHostileFiles(t *testing.T) {
 		t.Error("a missing folder checked")
 	}
 }
+
+// The user's own folders of definitions are never a project's items, as
+// when dsh runs in the home directory and .dsh/agents is $DSH_HOME/agents.
+func TestUserFoldersAreNotProjectItems(t *testing.T) {
+	home := t.TempDir()
+	dshHome := filepath.Join(home, ".dsh")
+	write(t, filepath.Join(dshHome, "agents", "mine.md"), "---\nname: mine\n---\n")
+	write(t, filepath.Join(home, ".claude", "agents", "also.md"), "---\nname: also\n---\n")
+	if st, err := trust.Open(dshHome).Check(home); err != nil || st.State != trust.Untrusted || len(st.Items) != 2 {
+		t.Fatalf("without the user's folders: %+v %v", st, err)
+	}
+	s := trust.Open(dshHome, filepath.Join(dshHome, "agents"), filepath.Join(home, ".claude", "agents"))
+	if st, err := s.Check(home); err != nil || st.State != trust.Nothing {
+		t.Errorf("the user's folders counted: %+v %v", st, err)
+	}
+}

@@ -409,3 +409,35 @@ func TestTrustAskOnTerminal(t *testing.T) {
 	}
 	quit(dsh, term)
 }
+
+// Every non-interactive mode skips an untrusted folder's .mcp.json and says
+// so in one line: dsh acp, dsh mcp, dsh chat without a terminal, dsh
+// doctor. Under projectMCP: false there is nothing to say.
+func TestUntrustedNoticeInEveryMode(t *testing.T) {
+	home, project, marks := t.TempDir(), t.TempDir(), t.TempDir()
+	started := filepath.Join(marks, "started")
+	os.WriteFile(filepath.Join(project, ".mcp.json"),
+		[]byte(fmt.Sprintf(`{"mcpServers": {"x": {"command": "sh", "args": ["-c", "touch %s; exit 1"]}}}`, started)), 0o644)
+	model := llmtest.NewServer(t, func(llmtest.Request) llmtest.Reply { return llmtest.Reply{Text: "hello"} })
+	notice := `dsh: this folder is not trusted: skipped .mcp.json (1 MCP server) (run "dsh trust" to use them)`
+	for _, args := range [][]string{{"acp"}, {"mcp"}, {"chat"}, {"doctor"}} {
+		cmd := exec.Command(dshBinary, args...)
+		cmd.Dir = project
+		cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + home, "DSH_HOME=" + home,
+			"DEEPSEEK_API_KEY=" + hostileKey, "DEEPSEEK_BASE_URL=" + model.URL}
+		cmd.Stdin = strings.NewReader("hi\n")
+		var errOut bytes.Buffer
+		cmd.Stderr = &errOut
+		cmd.Run()
+		if strings.Count(errOut.String(), notice) != 1 {
+			t.Errorf("dsh %s: stderr lacks the one notice:\n%s", args[0], errOut.String())
+		}
+	}
+	if exists(started) {
+		t.Error("an untrusted server started")
+	}
+	os.WriteFile(filepath.Join(home, "dsh.yaml"), []byte("projectMCP: false\n"), 0o600)
+	if _, stderr, err := trustBinary(t, project, home, model.URL, "run", "hi"); err != nil || strings.Contains(stderr, "not trusted") {
+		t.Errorf("projectMCP: false: %v\n%s", err, stderr)
+	}
+}

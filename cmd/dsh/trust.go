@@ -36,11 +36,10 @@ the folder is not trusted again until you run dsh trust once more.
   dsh trust --list`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			home, err := config.Home(c.getenv)
+			store, err := config.TrustStore(c.getenv)
 			if err != nil {
 				return err
 			}
-			store := trust.Open(home)
 			if list {
 				if len(args) > 0 || revoke {
 					return errors.New("trust: --list takes no folder and no --revoke")
@@ -161,6 +160,9 @@ func skippedNotice(p config.Project, here bool) string {
 	if !here {
 		folder, cmd = "folder "+p.Dir, `"dsh trust `+p.Dir+`"`
 	}
+	if p.Skipped() == "" {
+		return ""
+	}
 	switch p.State {
 	case trust.Untrusted:
 		return fmt.Sprintf("%s is not trusted: skipped %s (run %s to use them)", folder, p.Skipped(), cmd)
@@ -197,16 +199,16 @@ func (c *cli) askTrust(dir string, in io.Reader, out io.Writer) (bool, error) {
 		fmt.Fprintln(out, "Going on without them.")
 		return false, nil
 	}
-	home, err := config.Home(c.getenv)
+	store, err := config.TrustStore(c.getenv)
 	if err != nil {
 		return false, err
 	}
-	st, err := trust.Open(home).Trust(p.Dir)
+	st, err := store.Trust(p.Dir)
 	if err != nil {
 		return false, err
 	}
 	if st.Hash() != p.Hash() { // changed while the user read them
-		trust.Open(home).Revoke(p.Dir)
+		store.Revoke(p.Dir)
 		fmt.Fprintln(out, "The folder's project files changed meanwhile: not trusted.")
 		return false, nil
 	}
