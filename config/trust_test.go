@@ -1,6 +1,7 @@
 package config_test
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"slices"
@@ -9,6 +10,7 @@ import (
 	"time"
 
 	"github.com/dsh-go/dsh/config"
+	"github.com/dsh-go/dsh/session"
 	"github.com/dsh-go/dsh/trust"
 )
 
@@ -96,5 +98,45 @@ func TestProjectMCPAliasBomb(t *testing.T) {
 	}
 	if len(w) != 1 || !strings.Contains(w[0], ".mcp.json ignored: line 1: not JSON") {
 		t.Errorf("warnings %q", w)
+	}
+}
+
+// LoadAgents reads a project's definitions only when the project is
+// trusted; a trusted one that replaces a built-in is a warning.
+func TestLoadAgentsTrustsProject(t *testing.T) {
+	home, dir := t.TempDir(), t.TempDir()
+	os.MkdirAll(filepath.Join(dir, ".claude", "agents"), 0o755)
+	path := filepath.Join(dir, ".claude", "agents", "explore.md")
+	os.WriteFile(path, []byte("---\nname: explore\ndescription: the project's\n---\nProject explorer.\n"), 0o644)
+	getenv := env(map[string]string{"DSH_HOME": home})
+	cfg := config.Default(getenv)
+	cfg.ProjectDir = dir
+	rt, err := cfg.Build(context.Background(), nil, session.NewMemoryBackend(), getenv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rt.Close(context.Background())
+	explore := func() (string, []string) {
+		t.Helper()
+		c, warnings, err := cfg.LoadAgents(rt, getenv)
+		if err != nil {
+			t.Fatal(err)
+		}
+		d, _ := c.Get("explore")
+		return d.Source.Scope, warnings
+	}
+	if scope, w := explore(); scope != "built-in" || len(w) != 0 {
+		t.Errorf("untrusted: explore from %s, warnings %q", scope, w)
+	}
+	if _, err := trust.Open(home).Trust(dir); err != nil {
+		t.Fatal(err)
+	}
+	scope, w := explore()
+	if scope != "project" || len(w) != 1 || !strings.Contains(w[0], "the project's agent definition explore ("+path+") replaces the built-in explore") {
+		t.Errorf("trusted: explore from %s, warnings %q", scope, w)
+	}
+	p, err := cfg.Project(dir, getenv)
+	if err != nil || p.State != trust.Trusted || len(p.Definitions) != 1 || p.Definitions[0].Replaces != "the built-in explore" {
+		t.Errorf("project %+v %v", p, err)
 	}
 }
