@@ -125,6 +125,11 @@ func (s *Store) Trust(dir string) (Status, error) {
 	if err != nil {
 		return Status{}, err
 	}
+	unlock, err := s.lock()
+	if err != nil {
+		return Status{}, err
+	}
+	defer unlock()
 	rec, err := s.read()
 	if err != nil {
 		return Status{}, err
@@ -145,6 +150,11 @@ func (s *Store) Revoke(dir string) (bool, error) {
 			return false, err
 		}
 	}
+	unlock, err := s.lock()
+	if err != nil {
+		return false, err
+	}
+	defer unlock()
 	rec, err := s.read()
 	if err != nil {
 		return false, err
@@ -169,6 +179,18 @@ func (s *Store) List() ([]Entry, error) {
 		out = append(out, e)
 	}
 	return out, nil
+}
+
+// lock serializes the changes of the record across processes.
+func (s *Store) lock() (func(), error) {
+	if err := os.MkdirAll(filepath.Dir(s.path), 0o700); err != nil {
+		return nil, &Error{Path: s.path, Msg: err.Error()}
+	}
+	unlock, err := lock(s.path + ".lock")
+	if err != nil {
+		return nil, &Error{Path: s.path, Msg: err.Error()}
+	}
+	return unlock, nil
 }
 
 // read loads the record; a missing one is empty.

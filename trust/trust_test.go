@@ -160,3 +160,26 @@ func TestUserFoldersAreNotProjectItems(t *testing.T) {
 		t.Errorf("the user's folders counted: %+v %v", st, err)
 	}
 }
+
+// Folders trusted at once by several processes all stay in the record.
+func TestConcurrentTrust(t *testing.T) {
+	home := t.TempDir()
+	var dirs []string
+	for range 8 {
+		dir := t.TempDir()
+		write(t, filepath.Join(dir, ".mcp.json"), `{}`)
+		dirs = append(dirs, dir)
+	}
+	errs := make(chan error, len(dirs))
+	for _, dir := range dirs {
+		go func() { _, err := trust.Open(home).Trust(dir); errs <- err }()
+	}
+	for range dirs {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	if list, err := trust.Open(home).List(); err != nil || len(list) != len(dirs) {
+		t.Errorf("%d of %d folders recorded: %v", len(list), len(dirs), err)
+	}
+}
