@@ -89,7 +89,7 @@ func (cfg Config) Project(dir string, getenv func(string) string) (Project, erro
 	if st.Count(trust.KindAgent) == 0 {
 		return p, nil
 	}
-	opts, err := cfg.agentOptions(getenv, false)
+	opts, _, err := cfg.agentOptions(getenv, false)
 	if err != nil {
 		return p, err
 	}

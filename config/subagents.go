@@ -8,6 +8,7 @@ import (
 	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 
 	"github.com/dsh-go/dsh"
@@ -85,7 +86,11 @@ func (cfg Config) mountSubagents(rt *dsh.Runtime, getenv func(string) string) er
 // definition that shadows a built-in or a user one, and those for what dsh
 // ignores in Claude Code's files.
 func (cfg Config) LoadAgents(rt *dsh.Runtime, getenv func(string) string) (*agentdef.Catalog, []string, error) {
-	opts, err := cfg.agentOptions(getenv, true)
+	opts, trusted, err := cfg.agentOptions(getenv, true)
+	if err != nil {
+		return nil, nil, err
+	}
+	store, err := TrustStore(getenv)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -98,6 +103,17 @@ func (cfg Config) LoadAgents(rt *dsh.Runtime, getenv func(string) string) (*agen
 	c, warnings, err := agentdef.Load(opts)
 	if err != nil {
 		return nil, nil, err
+	}
+	if trusted != nil {
+		// The files were read after the check: a change meanwhile
+		// (something running in the project) makes them untrusted.
+		if again, err := store.Scan(trusted.Dir); err != nil || again.Hash() != trusted.Hash() {
+			opts.Dirs = slices.DeleteFunc(opts.Dirs, func(d agentdef.Dir) bool { return d.Scope == "project" })
+			if c, warnings, err = agentdef.Load(opts); err != nil {
+				return nil, nil, err
+			}
+			warnings = append(warnings, fmt.Sprintf("the agent definitions of %s changed while dsh read them: skipped (run \"dsh trust\" to use them)", trusted.Dir))
+		}
 	}
 	return c, append(shadowings(c), warnings...), nil
 }
@@ -112,29 +128,30 @@ func (cfg Config) projectDir() (string, error) {
 
 // agentOptions says where definitions are read and what they may name;
 // the project's folders are among them when withProject is set and the
-// user trusts the project.
-func (cfg Config) agentOptions(getenv func(string) string, withProject bool) (agentdef.Options, error) {
+// user trusts the project, whose trusted items it then returns too.
+func (cfg Config) agentOptions(getenv func(string) string, withProject bool) (agentdef.Options, *trust.Inventory, error) {
 	home, err := Home(getenv)
 	if err != nil {
-		return agentdef.Options{}, err
+		return agentdef.Options{}, nil, err
 	}
 	project := ""
+	var trusted *trust.Inventory
 	if withProject {
 		dir, err := cfg.projectDir()
 		if err != nil {
-			return agentdef.Options{}, err
+			return agentdef.Options{}, nil, err
 		}
 		store, err := TrustStore(getenv)
 		if err != nil {
-			return agentdef.Options{}, err
+			return agentdef.Options{}, nil, err
 		}
 		st, err := store.Check(dir)
 		switch {
 		case errors.Is(err, fs.ErrNotExist): // no project folder, no project definitions
 		case err != nil:
-			return agentdef.Options{}, err
+			return agentdef.Options{}, nil, err
 		case st.State == trust.Trusted:
-			project = dir
+			project, trusted = dir, &st.Inventory
 		}
 	}
 	opts := agentdef.Options{Dirs: agentdef.Dirs(project, home, getenv("HOME")), Tools: cfg.knownTools(),
@@ -142,7 +159,7 @@ func (cfg Config) agentOptions(getenv func(string) string, withProject bool) (ag
 	for _, m := range cfg.Models {
 		opts.Routes = append(opts.Routes, m.Name)
 	}
-	return opts, nil
+	return opts, trusted, nil
 }
 
 // shadowings returns a warning for each project definition of c that

@@ -92,6 +92,9 @@ func Open(home string, user ...string) *Store {
 // Path returns the record's file.
 func (s *Store) Path() string { return s.path }
 
+// Scan returns dir's items, without the user's folders (see Scan).
+func (s *Store) Scan(dir string) (Inventory, error) { return Scan(dir, s.user...) }
+
 // Check returns dir's items and state. The record is read only when dir
 // has items.
 func (s *Store) Check(dir string) (Status, error) {
