@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 
 	"github.com/dsh-go/dsh/subagent"
 )
@@ -68,6 +69,24 @@ const maxFile = 1 << 20
 // catalog and the warnings (one per Claude Code field or tool dsh does not
 // use), or the first error, naming the file, the line and the field.
 func Load(opts Options) (*Catalog, []string, error) {
+	c, warnings, err := Collect(opts)
+	if err != nil {
+		return nil, nil, err
+	}
+	for _, d := range c.defs {
+		if d.Provider != "" {
+			if err := d.Check(d.Provider, opts.Providers[d.Provider]); err != nil {
+				return nil, nil, err
+			}
+		}
+	}
+	return c, warnings, nil
+}
+
+// Collect is Load without checking definitions against their providers'
+// capabilities (opts.Providers is not read): for describing what a folder
+// would add before anything is built.
+func Collect(opts Options) (*Catalog, []string, error) {
 	byName := map[string]*Definition{}
 	for _, d := range builtins(opts.Tools) {
 		byName[d.Name] = d
@@ -88,13 +107,7 @@ func Load(opts Options) (*Catalog, []string, error) {
 	}
 	c := &Catalog{}
 	for _, name := range slices.Sorted(maps.Keys(byName)) {
-		d := byName[name]
-		if d.Provider != "" {
-			if err := d.Check(d.Provider, opts.Providers[d.Provider]); err != nil {
-				return nil, nil, err
-			}
-		}
-		c.defs = append(c.defs, d)
+		c.defs = append(c.defs, byName[name])
 	}
 	return c, warnings, nil
 }
@@ -135,13 +148,19 @@ func readDir(dir Dir, opts *Options) ([]*Definition, []string, error) {
 	return defs, warnings, nil
 }
 
-// readFile reads at most maxFile bytes of a file.
+// readFile reads at most maxFile bytes of a regular file (a FIFO or a
+// device is an error, and never blocks).
 func readFile(path string) ([]byte, error) {
-	f, err := os.Open(path)
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
+	if fi, err := f.Stat(); err != nil {
+		return nil, err
+	} else if !fi.Mode().IsRegular() {
+		return nil, errors.New("not a regular file")
+	}
 	data, err := io.ReadAll(io.LimitReader(f, maxFile+1))
 	if err == nil && len(data) > maxFile {
 		err = fmt.Errorf("larger than %d bytes", maxFile)

@@ -337,7 +337,8 @@ func Home(getenv func(string) string) (string, error) {
 // else $DSH_CONFIG, else $DSH_HOME/dsh.yaml when it exists. Unknown keys
 // and bad values are errors naming the key and its line. Unless the file
 // sets projectMCP: false, the MCP servers of the working directory's
-// .mcp.json join it (see WithProjectMCP).
+// .mcp.json join it when the user trusts that folder (see package trust
+// and WithProjectMCP); a trust record dsh cannot read is an error.
 func Load(path string, getenv func(string) string) (Config, error) {
 	return Loader{}.Load(path, getenv)
 }
@@ -349,7 +350,7 @@ func (l Loader) Load(path string, getenv func(string) string) (Config, error) {
 		return cfg, err
 	}
 	if wd, werr := os.Getwd(); werr == nil {
-		cfg = cfg.WithProjectMCP(wd)
+		return cfg.withTrustedProjectMCP(wd, getenv)
 	}
 	return cfg, nil
 }

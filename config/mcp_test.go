@@ -96,7 +96,7 @@ func TestProjectMCPFile(t *testing.T) {
 	os.WriteFile(filepath.Join(dir, config.ProjectMCPFile), []byte(`{
   "mcpServers": {
     "files": {"command": "npx", "args": ["-y", "@modelcontextprotocol/server-filesystem", "."], "env": {}},
-    "remote": {"type": "http", "url": "https://example.com/mcp", "headers": {"X-Key": "${KEY}"}, "oauth": {"clientId": "x"}},
+    "remote": {"type": "http", "url": "https://example.com/mcp", "headers": {"X-Tenant": "${TENANT:-me}"}, "oauth": {"clientId": "x"}},
     "mine": {"command": "from-the-project"},
     "broken": {"type": "http"},
     "dsh": {"command": "dsh", "args": ["mcp"]}
@@ -132,8 +132,8 @@ func TestProjectMCPFile(t *testing.T) {
 		t.Errorf("projectMCP: false read the file: %v", off.MCPServers)
 	}
 
-	os.WriteFile(filepath.Join(dir, config.ProjectMCPFile), []byte(`{"mcpServers": {"x": {"command": 5, "args": "no"}}}`), 0o600)
-	if w := cfg.WithProjectMCP(dir).Warnings(); len(w) != 1 || !strings.Contains(w[0], ".mcp.json ignored: line 1: mcpServers.x.args: want a list") {
+	os.WriteFile(filepath.Join(dir, config.ProjectMCPFile), []byte("{\"mcpServers\": {\n  \"x\": {\"command\": 5, \"args\": \"no\"}}}"), 0o600)
+	if w := cfg.WithProjectMCP(dir).Warnings(); len(w) != 1 || !strings.Contains(w[0], `MCP server "x" left out: line 2: mcpServers.x.command: want a string, got number`) {
 		t.Errorf("warnings %q", w)
 	}
 	os.WriteFile(filepath.Join(dir, config.ProjectMCPFile), []byte(`{"mcpServers": `), 0o600)

@@ -2,10 +2,13 @@ package config
 
 import (
 	"cmp"
+	"errors"
 	"fmt"
+	"io/fs"
 	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 
 	"github.com/dsh-go/dsh"
@@ -13,6 +16,7 @@ import (
 	"github.com/dsh-go/dsh/subagent"
 	"github.com/dsh-go/dsh/subagent/acpchild"
 	"github.com/dsh-go/dsh/subagent/subagenttool"
+	"github.com/dsh-go/dsh/trust"
 	"github.com/dsh-go/dsh/worktree"
 )
 
@@ -74,35 +78,123 @@ func (cfg Config) mountSubagents(rt *dsh.Runtime, getenv func(string) string) er
 }
 
 // LoadAgents reads the agent definitions: built-in, then those of
-// $HOME/.claude/agents, $DSH_HOME/agents, and the project's .claude/agents
-// and .dsh/agents (ProjectDir, default the current directory), the later
-// winning on a name clash. They are checked against the configured tools
-// and model routes and rt's subagent providers; it also returns the
-// warnings for what dsh ignores in Claude Code's files.
+// $HOME/.claude/agents, $DSH_HOME/agents, and, when the user trusts the
+// project (ProjectDir, default the current directory; see package trust),
+// its .claude/agents and .dsh/agents, the later winning on a name clash.
+// They are checked against the configured tools and model routes and rt's
+// subagent providers. It also returns the warnings: one for each project
+// definition that shadows a built-in or a user one, and those for what dsh
+// ignores in Claude Code's files.
 func (cfg Config) LoadAgents(rt *dsh.Runtime, getenv func(string) string) (*agentdef.Catalog, []string, error) {
-	project := cfg.ProjectDir
-	if project == "" {
-		wd, err := os.Getwd()
-		if err != nil {
-			return nil, nil, err
-		}
-		project = wd
-	}
-	home, err := Home(getenv)
+	opts, trusted, err := cfg.agentOptions(getenv, true)
 	if err != nil {
 		return nil, nil, err
 	}
-	opts := agentdef.Options{Dirs: agentdef.Dirs(project, home, getenv("HOME")), Tools: cfg.knownTools(),
-		Providers: map[string]subagent.Capabilities{}, Log: rt.Log}
-	for _, m := range cfg.Models {
-		opts.Routes = append(opts.Routes, m.Name)
+	store, err := TrustStore(getenv)
+	if err != nil {
+		return nil, nil, err
 	}
+	opts.Log = rt.Log
 	for _, name := range rt.Subagents.Names() {
 		if p, ok := rt.Subagents.Provider(name); ok {
 			opts.Providers[name] = p.Capabilities()
 		}
 	}
-	return agentdef.Load(opts)
+	c, warnings, err := agentdef.Load(opts)
+	if err != nil {
+		return nil, nil, err
+	}
+	if trusted != nil {
+		// The files were read after the check: a change meanwhile
+		// (something running in the project) makes them untrusted.
+		if again, err := store.Scan(trusted.Dir); err != nil || again.Hash() != trusted.Hash() {
+			opts.Dirs = slices.DeleteFunc(opts.Dirs, func(d agentdef.Dir) bool { return d.Scope == "project" })
+			if c, warnings, err = agentdef.Load(opts); err != nil {
+				return nil, nil, err
+			}
+			warnings = append(warnings, fmt.Sprintf("the agent definitions of %s changed while dsh read them: skipped (run \"dsh trust\" to use them)", trusted.Dir))
+		}
+	}
+	return c, append(shadowings(c), warnings...), nil
+}
+
+// projectDir returns ProjectDir, else the working directory.
+func (cfg Config) projectDir() (string, error) {
+	if cfg.ProjectDir != "" {
+		return cfg.ProjectDir, nil
+	}
+	return os.Getwd()
+}
+
+// agentOptions says where definitions are read and what they may name;
+// the project's folders are among them when withProject is set and the
+// user trusts the project, whose trusted items it then returns too.
+func (cfg Config) agentOptions(getenv func(string) string, withProject bool) (agentdef.Options, *trust.Inventory, error) {
+	home, err := Home(getenv)
+	if err != nil {
+		return agentdef.Options{}, nil, err
+	}
+	project := ""
+	var trusted *trust.Inventory
+	if withProject {
+		dir, err := cfg.projectDir()
+		if err != nil {
+			return agentdef.Options{}, nil, err
+		}
+		store, err := TrustStore(getenv)
+		if err != nil {
+			return agentdef.Options{}, nil, err
+		}
+		st, err := store.Check(dir)
+		switch {
+		case errors.Is(err, fs.ErrNotExist): // no project folder, no project definitions
+		case err != nil:
+			return agentdef.Options{}, nil, err
+		case st.State == trust.Trusted:
+			project, trusted = dir, &st.Inventory
+		}
+	}
+	opts := agentdef.Options{Dirs: agentdef.Dirs(project, home, getenv("HOME")), Tools: cfg.knownTools(),
+		Providers: map[string]subagent.Capabilities{}}
+	for _, m := range cfg.Models {
+		opts.Routes = append(opts.Routes, m.Name)
+	}
+	return opts, trusted, nil
+}
+
+// shadowings returns a warning for each project definition of c that
+// shadows a built-in or a user one.
+func shadowings(c *agentdef.Catalog) []string {
+	var out []string
+	for _, d := range c.List() {
+		if o, ok := shadowed(d); ok {
+			out = append(out, fmt.Sprintf("the project's agent definition %s (%s) replaces %s", d.Name, d.Source.Path, describeSource(d.Name, o)))
+		}
+	}
+	return out
+}
+
+// describeSource names the definition name read from src: "the built-in
+// explore", "the user's ~/.dsh/agents/explore.md".
+func describeSource(name string, src agentdef.Source) string {
+	if src.Path == "" {
+		return "the " + src.Scope + " " + name
+	}
+	return "the " + src.Scope + "'s " + src.Path
+}
+
+// shadowed returns the built-in or user definition a project definition
+// replaces, if any.
+func shadowed(d *agentdef.Definition) (agentdef.Source, bool) {
+	if d.Source.Scope != "project" {
+		return agentdef.Source{}, false
+	}
+	for _, o := range d.Overrides {
+		if o.Scope != "project" {
+			return o, true
+		}
+	}
+	return agentdef.Source{}, false
 }
 
 func (cfg Config) provider(rt *dsh.Runtime, p Provider, getenv func(string) string) (subagent.Provider, error) {

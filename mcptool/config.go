@@ -169,6 +169,25 @@ func (c ServerConfig) strings() []string {
 	return out
 }
 
+// References returns the environment variables the block names in its
+// command, args, env values, url and header values, with or without a
+// default, in order and once each (none for a literal block).
+func (c ServerConfig) References() []string {
+	var names []string
+	if c.Literal {
+		return nil
+	}
+	for _, s := range c.strings() {
+		substitute(s, func(name string) (string, bool) {
+			if !slices.Contains(names, name) {
+				names = append(names, name)
+			}
+			return "", true
+		})
+	}
+	return names
+}
+
 // Missing returns the environment variables the block names, without a
 // default, that lookup does not find.
 func (c ServerConfig) Missing(lookup func(string) (string, bool)) []string {

@@ -22,6 +22,9 @@ func (c *cli) acpCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
+			if err := c.reportProject(cfg); err != nil {
+				return err
+			}
 			defer c.tracing(cmd.Context(), &cfg)()
 			var rt *dsh.Runtime
 			if dir := c.getenv(config.ReplayEnv); dir != "" { // a child of dsh replay

@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/dsh-go/dsh/session"
+	"github.com/dsh-go/dsh/trust"
 )
 
 func (c *cli) agentsCmd() *cobra.Command {
@@ -22,7 +23,8 @@ func (c *cli) agentsCmd() *cobra.Command {
 		Long: `List the agent definitions the subagent tool offers as subagent_type: the
 built-in ones (explore, general), then those read from $HOME/.claude/agents,
 $DSH_HOME/agents, and the project's .claude/agents and .dsh/agents, the later
-winning on a name clash. What a Claude Code file says that dsh does not use
+winning on a name clash. The project's definitions are used only when the
+folder is trusted (see dsh trust); otherwise they are listed as not trusted. What a Claude Code file says that dsh does not use
 is a warning on stderr; a bad file is an error naming its file and line.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -59,6 +61,15 @@ is a warning on stderr; a bad file is an error naming its file and line.`,
 				fmt.Fprintf(w, "%s\t%s\t%s\t%s\n", d.Name, provider, d.Source, clip(d.Description, 72))
 				for _, o := range d.Overrides {
 					fmt.Fprintf(w, "\t\t  overrides %s\t\n", o)
+				}
+			}
+			p, err := cfg.Project(cfg.ProjectDir, c.getenv)
+			if err != nil {
+				return err
+			}
+			if p.State == trust.Untrusted || p.State == trust.Changed {
+				for _, d := range p.Definitions {
+					fmt.Fprintf(w, "%s\t-\tproject %s (%s: run \"dsh trust\" to use it)\t\n", d.Name, d.Path, p.State)
 				}
 			}
 			return w.Flush()

@@ -79,6 +79,16 @@ func (c *cli) chatCmd() *cobra.Command {
 // chat runs a conversation: interactive when stdin and stdout are a
 // terminal, else one turn per line of stdin.
 func (c *cli) chat(ctx context.Context, f chatFlags) error {
+	in, out, interactive := c.terminal()
+	if interactive {
+		dir := f.cwd
+		if dir == "" {
+			dir = "."
+		}
+		if _, err := c.askTrust(dir, in, out); err != nil {
+			return err
+		}
+	}
 	cfg, err := c.loadConfig()
 	if err != nil {
 		return err
@@ -98,7 +108,9 @@ func (c *cli) chat(ctx context.Context, f chatFlags) error {
 		}
 	}
 	cfg.ProjectDir = f.cwd
-	in, out, interactive := c.terminal()
+	if err := c.reportProject(cfg); err != nil {
+		return err
+	}
 	if interactive && c.verbose { // stderr is the screen
 		fmt.Fprintln(c.stderr, "dsh: warning: in the interactive mode, -v sends debug records to the log file ($DSH_HOME/logs/dsh.log), not to the screen")
 		c.verbose, c.logLevel = false, "debug"

@@ -92,6 +92,7 @@ func TestREADMEDefinitionAndHooks(t *testing.T) {
 	os.MkdirAll(filepath.Join(project, ".dsh", "agents"), 0o755)
 	os.WriteFile(filepath.Join(project, ".dsh", "agents", "reviewer.md"), []byte(readmeBlock(t, "markdown", "### Agent definitions")), 0o644)
 	home := t.TempDir()
+	trustFolder(t, home, project)
 	cfgPath := filepath.Join(home, "dsh.yaml")
 	os.WriteFile(cfgPath, []byte(readmeBlock(t, "yaml", "### Hooks")), 0o644)
 
@@ -281,6 +282,7 @@ isolation: worktree
 Always start by printing the working directory.
 `), 0o644)
 	home := t.TempDir()
+	trustFolder(t, home, project)
 	cfgPath := filepath.Join(home, "dsh.yaml")
 	os.WriteFile(cfgPath, []byte(`subagents:
   providers:
@@ -345,6 +347,7 @@ func TestAgentsList(t *testing.T) {
 	os.MkdirAll(filepath.Join(home, "agents"), 0o755)
 	os.WriteFile(filepath.Join(home, "agents", "explore.md"), []byte("---\nname: explore\ndescription: My own explorer.\n---\nLook.\n"), 0o644)
 	env := map[string]string{"DSH_HOME": home}
+	trustFolder(t, home, project)
 	out, errOut, err := runCLI(t, env, "agents", "list", "--cwd", project)
 	if err != nil {
 		t.Fatalf("agents list: %v\n%s", err, errOut)

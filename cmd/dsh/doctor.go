@@ -17,14 +17,16 @@ import (
 	"github.com/dsh-go/dsh/config"
 	"github.com/dsh-go/dsh/llm/openai"
 	"github.com/dsh-go/dsh/mcptool"
+	"github.com/dsh-go/dsh/trust"
 	"github.com/dsh-go/dsh/worktree"
 )
 
 // check is the outcome of one doctor check.
 type check struct {
-	ok     bool
-	what   string
-	detail string
+	ok      bool
+	skipped bool // not checked, and not a failure
+	what    string
+	detail  string
 }
 
 func (c *cli) doctorCmd() *cobra.Command {
@@ -35,7 +37,8 @@ func (c *cli) doctorCmd() *cobra.Command {
 is set, its endpoint answers and serves the configured model (the list the
 endpoint serves is printed when it does not); each configured subagent
 provider's program is on PATH; each MCP server (mcpServers in dsh.yaml,
-and the project's .mcp.json) starts and lists its tools; $DSH_HOME is
+and the project's .mcp.json in a trusted folder) starts and lists its
+tools, and an untrusted folder's servers are listed as skipped; $DSH_HOME is
 writable; no git worktree that a child was given (isolation: worktree) was
 left behind by a dsh that was killed (each one found is listed with how to
 clean it up). Exits 1 when a check fails.
@@ -48,18 +51,24 @@ the key variable of every configured route.`,
 			if err != nil {
 				return err
 			}
+			if err := c.reportProject(cfg); err != nil {
+				return err
+			}
 			var checks []check
 			for _, m := range cfg.Models {
 				checks = append(checks, c.checkRoute(cmd.Context(), m))
 			}
 			checks = append(checks, c.checkProviders(cfg)...)
 			checks = append(checks, c.checkMCP(cmd.Context(), cfg)...)
+			checks = append(checks, c.checkUntrustedMCP(cfg)...)
 			checks = append(checks, c.checkHome())
 			checks = append(checks, checkWorktrees(cmd.Context())...)
 			failed := 0
 			for _, ch := range checks {
 				mark := "ok  "
-				if !ch.ok {
+				if ch.skipped {
+					mark = "skip"
+				} else if !ch.ok {
 					mark = "FAIL"
 					failed++
 				}
@@ -159,6 +168,25 @@ func (c *cli) checkMCP(ctx context.Context, cfg config.Config) []check {
 			continue
 		}
 		out = append(out, check{ok: true, what: what, detail: fmt.Sprintf("%d tools: %s", len(st.Tools), strings.Join(st.Tools, ", "))})
+	}
+	return out
+}
+
+// checkUntrustedMCP lists the MCP servers of the working directory's
+// .mcp.json when the folder is not trusted: they are not started.
+func (c *cli) checkUntrustedMCP(cfg config.Config) []check {
+	wd, err := os.Getwd()
+	if err != nil {
+		return nil
+	}
+	p, err := cfg.Project(wd, c.getenv)
+	if err != nil || (p.State != trust.Untrusted && p.State != trust.Changed) {
+		return nil
+	}
+	var out []check
+	for _, s := range p.Servers {
+		out = append(out, check{skipped: true, what: fmt.Sprintf("MCP server %s (%s) from %s", s.Name, s.Describe, filepath.Join(p.Dir, trust.MCPFile)),
+			detail: fmt.Sprintf("not started: this folder is %s (run \"dsh trust\" to use it)", p.State)})
 	}
 	return out
 }

@@ -45,6 +45,9 @@ otherwise it is refused unless --yes approves every ask.`,
 			if err != nil {
 				return err
 			}
+			if err := c.reportProject(cfg); err != nil {
+				return err
+			}
 			if err := c.checkKey(cfg); err != nil {
 				return err
 			}

@@ -156,6 +156,7 @@ func TestDoctorListsMCPServers(t *testing.T) {
   "everything": {"command": %q, "args": []},
   "broken": {"command": "sh", "args": ["-c", "echo no such thing >&2; exit 3"]}
 }}`, everything)), 0o600)
+	trustFolder(t, home, project)
 	cmd := exec.Command(dshBinary, "doctor")
 	cmd.Dir = project
 	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + home, "DSH_HOME=" + home, "DEEPSEEK_API_KEY=sk-test", "DEEPSEEK_BASE_URL=" + srv.URL}

@@ -85,6 +85,9 @@ Exit status:
 				cfg.Agent.MaxSteps = maxSteps
 			}
 			cfg.ProjectDir = cwd
+			if err := c.reportProject(cfg); err != nil {
+				return err
+			}
 			defer c.tracing(cmd.Context(), &cfg)()
 			rt, err := cfg.Build(cmd.Context(), c.logger(), nil, c.getenv)
 			if err != nil {

@@ -1,0 +1,253 @@
+// Package trust records the folders whose project items the user trusts.
+// Project items are what a repository supplies that can run code or change
+// what dsh does (a .mcp.json, agent definitions): they take effect only in
+// a trusted folder. The record, $DSH_HOME/trust.json, keys each folder by
+// its absolute, symlink-resolved path and holds a SHA-256 of its items, so
+// a changed item makes the folder untrusted again.
+package trust
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+)
+
+// The kinds of project item.
+const (
+	// KindMCP is a file of MCP servers (Claude Code's .mcp.json).
+	KindMCP = "mcp"
+	// KindAgent is an agent definition (a *.md file of an agents folder).
+	KindAgent = "agent"
+)
+
+// MCPFile is the project's file of MCP servers.
+const MCPFile = ".mcp.json"
+
+// MaxItem bounds the bytes of one item that are read.
+const MaxItem = 1 << 20
+
+// source is one place a folder may hold project items.
+type source struct {
+	path string // relative to the folder, slash-separated
+	dir  bool   // a folder whose *.md files (directly in it) are items
+	kind string
+}
+
+// sources is the table of project items: add a row to make a new file
+// (hook settings, a project dsh.yaml) something a folder must be trusted
+// for.
+func sources() []source {
+	return []source{
+		{path: MCPFile, kind: KindMCP},
+		{path: ".dsh/agents", dir: true, kind: KindAgent},
+		{path: ".claude/agents", dir: true, kind: KindAgent},
+	}
+}
+
+// AgentDirs are the project folders of agent definitions, relative to the
+// project, highest precedence first.
+func AgentDirs() []string {
+	var dirs []string
+	for _, s := range sources() {
+		if s.kind == KindAgent {
+			dirs = append(dirs, filepath.FromSlash(s.path))
+		}
+	}
+	return dirs
+}
+
+// Item is one project item of a folder.
+type Item struct {
+	// Path is the item's path relative to the folder, slash-separated
+	// (".mcp.json", ".claude/agents/explore.md").
+	Path string
+	// Kind is KindMCP or KindAgent.
+	Kind string
+	// Data is the item's content; nil when Problem is set.
+	Data []byte
+	// Problem says why the item was not read ("not a regular file",
+	// "larger than 1048576 bytes"); "" when it was.
+	Problem string
+}
+
+// Inventory is what a folder holds of project items.
+type Inventory struct {
+	// Dir is the folder, absolute and symlink-resolved.
+	Dir string
+	// Items are sorted by Path.
+	Items []Item
+}
+
+// Hash is a SHA-256 of the items' paths, problems and contents, in hex.
+func (inv Inventory) Hash() string {
+	h := sha256.New()
+	for _, it := range inv.Items {
+		for _, s := range []string{it.Path, it.Problem, strconv.Itoa(len(it.Data))} {
+			io.WriteString(h, s)
+			h.Write([]byte{0})
+		}
+		h.Write(it.Data)
+	}
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+// Item returns the item at path (slash-separated, relative to the folder).
+func (inv Inventory) Item(path string) (Item, bool) {
+	i := slices.IndexFunc(inv.Items, func(it Item) bool { return it.Path == path })
+	if i < 0 {
+		return Item{}, false
+	}
+	return inv.Items[i], true
+}
+
+// Count returns how many items are of kind.
+func (inv Inventory) Count(kind string) int {
+	n := 0
+	for _, it := range inv.Items {
+		if it.Kind == kind {
+			n++
+		}
+	}
+	return n
+}
+
+// Resolve returns dir absolute and with its symlinks resolved, or an error
+// naming it when it is not a folder.
+func Resolve(dir string) (string, error) {
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return "", fmt.Errorf("trust: %w", err)
+	}
+	real, err := filepath.EvalSymlinks(abs)
+	if err != nil {
+		return "", fmt.Errorf("trust: %w", err)
+	}
+	if fi, err := os.Stat(real); err != nil {
+		return "", fmt.Errorf("trust: %w", err)
+	} else if !fi.IsDir() {
+		return "", fmt.Errorf("trust: %s is not a folder", dir)
+	}
+	return real, nil
+}
+
+// Scan returns the project items of dir. Items are read bounded, and only
+// regular files (a symlink is followed; a FIFO or a device is an item with
+// a Problem, never opened for long). A folder of items that is one of
+// user, the user's own folders (as .dsh/agents is $DSH_HOME/agents when
+// dir is the home directory), holds none.
+func Scan(dir string, user ...string) (Inventory, error) {
+	real, err := Resolve(dir)
+	if err != nil {
+		return Inventory{}, err
+	}
+	inv := Inventory{Dir: real}
+	for _, s := range sources() {
+		path := filepath.Join(real, filepath.FromSlash(s.path))
+		if s.dir && isUserDir(path, user) {
+			continue
+		}
+		if !s.dir {
+			if it, ok, err := readItem(path, s.path, s.kind); err != nil {
+				return Inventory{}, err
+			} else if ok {
+				inv.Items = append(inv.Items, it)
+			}
+			continue
+		}
+		entries, err := os.ReadDir(path)
+		if errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR) {
+			continue
+		}
+		if err != nil {
+			return Inventory{}, fmt.Errorf("trust: %w", err)
+		}
+		for _, e := range entries {
+			if !strings.HasSuffix(e.Name(), ".md") || e.IsDir() {
+				continue
+			}
+			it, ok, err := readItem(filepath.Join(path, e.Name()), s.path+"/"+e.Name(), s.kind)
+			if err != nil {
+				return Inventory{}, err
+			}
+			if ok {
+				inv.Items = append(inv.Items, it)
+			}
+		}
+	}
+	slices.SortFunc(inv.Items, func(a, b Item) int { return strings.Compare(a.Path, b.Path) })
+	return inv, nil
+}
+
+// isUserDir reports whether path is one of the folders user.
+func isUserDir(path string, user []string) bool {
+	real, err := filepath.EvalSymlinks(path)
+	if err != nil {
+		return false
+	}
+	for _, u := range user {
+		if r, err := filepath.EvalSymlinks(u); err == nil && r == real {
+			return true
+		}
+	}
+	return false
+}
+
+// readItem reads the item at path, if there is one.
+func readItem(path, rel, kind string) (Item, bool, error) {
+	it := Item{Path: rel, Kind: kind}
+	fi, err := os.Stat(path)
+	switch {
+	case errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR):
+		if _, lerr := os.Lstat(path); lerr == nil { // a dangling symlink
+			it.Problem = "a broken symbolic link"
+			return it, true, nil
+		}
+		return it, false, nil
+	case err != nil:
+		return it, false, fmt.Errorf("trust: %w", err)
+	case fi.IsDir():
+		return it, false, nil
+	case !fi.Mode().IsRegular():
+		it.Problem = "not a regular file"
+		return it, true, nil
+	}
+	data, err := ReadFile(path, MaxItem)
+	if err != nil {
+		it.Problem = err.Error()
+		return it, true, nil
+	}
+	it.Data = data
+	return it, true, nil
+}
+
+// ReadFile reads at most limit bytes of the regular file at path: a
+// larger file, or one that is not regular (a FIFO, a device), is an error,
+// and opening never blocks.
+func ReadFile(path string, limit int64) ([]byte, error) {
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if !fi.Mode().IsRegular() {
+		return nil, errors.New("not a regular file")
+	}
+	data, err := io.ReadAll(io.LimitReader(f, limit+1))
+	if err == nil && int64(len(data)) > limit {
+		err = fmt.Errorf("larger than %d bytes", limit)
+	}
+	return data, err
+}
