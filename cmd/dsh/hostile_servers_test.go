@@ -3,6 +3,8 @@ package main
 import (
 	"bufio"
 	"context"
+	"encoding/json"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -10,11 +12,14 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/dsh-go/dsh/internal/llmtest"
 	"github.com/dsh-go/dsh/internal/proc"
 )
 
@@ -200,5 +205,156 @@ func TestDshMCPListenUnixSocket(t *testing.T) {
 	if _, _, err := runCLI(t, map[string]string{"DSH_HOME": t.TempDir(), "DEEPSEEK_API_KEY": "k"}, "mcp", "--listen", "unix:"+filepath.Dir(sock)); err == nil ||
 		!strings.Contains(err.Error(), "is not a socket") {
 		t.Errorf("a directory as the socket: %v", err)
+	}
+}
+
+// rawClient speaks raw JSON-RPC lines to a `dsh mcp` process over stdio.
+type rawClient struct {
+	t     *testing.T
+	stdin io.WriteCloser
+	out   chan map[string]json.RawMessage
+}
+
+func (c *rawClient) send(line string) {
+	c.t.Helper()
+	if _, err := io.WriteString(c.stdin, line+"\n"); err != nil {
+		c.t.Fatalf("write: %v", err)
+	}
+}
+
+// response waits for the response whose id is id (raw JSON), skipping
+// notifications.
+func (c *rawClient) response(id string) map[string]json.RawMessage {
+	c.t.Helper()
+	timeout := time.After(60 * time.Second)
+	for {
+		select {
+		case m, ok := <-c.out:
+			if !ok {
+				c.t.Fatalf("dsh mcp ended its output while waiting for the response to %s", id)
+			}
+			if _, isRequest := m["method"]; !isRequest && string(m["id"]) == id {
+				return m
+			}
+		case <-timeout:
+			c.t.Fatalf("no response to %s", id)
+		}
+	}
+}
+
+// N9: `dsh mcp` over stdio ended on the first malformed line, and a call in
+// flight got no answer. Now each line in the report's table gets a JSON-RPC
+// error (-32700 or -32600, naming the problem), a 12 MiB frame is refused
+// naming its size without reaching the model, and the server goes on: a
+// ping is answered, and the foreground call and the background child
+// started before the bad lines finish.
+func TestDshMCPStdioAnswersBadLines(t *testing.T) {
+	release := make(chan struct{})
+	started := make(chan string, 2)
+	var longest atomic.Int64
+	model := llmtest.NewServer(t, func(r llmtest.Request) llmtest.Reply {
+		longest.Store(max(longest.Load(), int64(len(r.Body))))
+		if strings.HasPrefix(r.LastUser, "slow") {
+			started <- r.LastUser
+			<-release
+		}
+		return llmtest.Reply{Text: "child: " + r.LastUser}
+	})
+	home := t.TempDir()
+	cmd := exec.Command(dshBinary, "mcp", "--cwd", t.TempDir())
+	cmd.Env = mcpEnv(home, model.URL)
+	stderr := &lines{}
+	cmd.Stderr = stderr
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Process.Kill()
+	c := &rawClient{t: t, stdin: stdin, out: make(chan map[string]json.RawMessage, 64)}
+	go func() {
+		defer close(c.out)
+		sc := bufio.NewScanner(stdout)
+		sc.Buffer(nil, 1<<20)
+		for sc.Scan() {
+			var m map[string]json.RawMessage
+			if err := json.Unmarshal(sc.Bytes(), &m); err != nil {
+				t.Errorf("dsh mcp wrote %q: %v", sc.Text(), err)
+				continue
+			}
+			c.out <- m
+		}
+	}()
+
+	c.send(initialize)
+	c.response("1")
+	c.send(`{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+	c.send(`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"subagent","arguments":{"description":"fg","prompt":"slow fg"}}}`)
+	c.send(`{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"subagent","arguments":{"description":"bg","prompt":"slow bg","run_in_background":true}}}`)
+	if r := c.response("3"); !strings.Contains(string(r["result"]), "started background subagent task") {
+		t.Fatalf("background start: %s\n%s", r["result"], stderr.String())
+	}
+	for range 2 {
+		select {
+		case <-started:
+		case <-time.After(60 * time.Second):
+			t.Fatalf("the children did not reach the model\n%s", stderr.String())
+		}
+	}
+
+	big := `{"jsonrpc":"2.0","id":50,"method":"tools/call","params":{"name":"subagent","arguments":{"description":"big","prompt":"` +
+		strings.Repeat("x", 12<<20) + `"}}}`
+	for _, tc := range []struct {
+		line, id string
+		code     int
+		says     string
+	}{
+		{"not json", "null", -32700, "invalid JSON"},
+		{"[1,2]", "null", -32600, "batches are not supported"},
+		{`{"jsonrpc":"2.0"}`, "null", -32600, "needs a method or an id"},
+		{"\xff\xfe", "null", -32700, "invalid UTF-8"},
+		{strings.Repeat("[", 100000), "null", -32700, "invalid JSON"},
+		{`{"jsonrpc":"2.0","id":{"a":1},"method":"ping"}`, "null", -32600, `"id" must be a string or a number`},
+		{`{"jsonrpc":"1.0","id":9,"method":"ping"}`, "9", -32600, `"jsonrpc" must be "2.0"`},
+		{`{"jsonrpc":"2.0","id":10,"method":`, "null", -32700, "invalid JSON"},
+		{big, "50", -32600, fmt.Sprintf("frame of %d bytes is over the limit of %d bytes", len(big), 8<<20)},
+	} {
+		c.send(tc.line)
+		r := c.response(tc.id)
+		var e struct {
+			Code    int
+			Message string
+		}
+		if err := json.Unmarshal(r["error"], &e); err != nil || e.Code != tc.code || !strings.Contains(e.Message, tc.says) {
+			t.Errorf("%.40q: %s, want code %d saying %q", tc.line, r["error"], tc.code, tc.says)
+		}
+	}
+	c.send(`{"jsonrpc":"2.0","id":11,"method":"ping"}`)
+	if r := c.response("11"); string(r["result"]) != "{}" {
+		t.Errorf("ping after the bad lines: %v", r)
+	}
+	close(release)
+	if r := c.response("2"); !strings.Contains(string(r["result"]), "child: slow fg") {
+		t.Errorf("the call in flight: %s %s", r["result"], r["error"])
+	}
+	c.send(`{"jsonrpc":"2.0","id":12,"method":"tools/call","params":{"name":"task_output","arguments":{"task_id":"subagent-1","wait":true,"timeout_ms":30000}}}`)
+	if r := c.response("12"); !strings.Contains(string(r["result"]), "child: slow bg") {
+		t.Errorf("the background child: %s %s", r["result"], r["error"])
+	}
+	if n := longest.Load(); n > 1<<20 {
+		t.Errorf("a request of %d bytes reached the model", n)
+	}
+	stdin.Close()
+	if err := cmd.Wait(); err != nil {
+		t.Errorf("dsh mcp: %v\n%s", err, stderr.String())
+	}
+	if err := proc.NoChildren(); err != nil {
+		t.Error(err)
 	}
 }

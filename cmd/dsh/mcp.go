@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"os"
@@ -14,7 +13,6 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/spf13/cobra"
 
 	"github.com/dsh-go/dsh/config"
@@ -94,7 +92,7 @@ otherwise it is refused unless --yes approves every ask.`,
 			if ln != nil {
 				err = c.serveHTTP(cmd.Context(), ln, auth(srv.Handler()))
 			} else {
-				err = srv.Run(cmd.Context(), &mcp.IOTransport{Reader: io.NopCloser(c.stdin), Writer: nopCloser{c.stdout}})
+				err = srv.ServeStdio(cmd.Context(), c.stdin, c.stdout)
 			}
 			return errors.Join(err, srv.Close(context.Background()))
 		},
@@ -246,8 +244,3 @@ func (c *cli) serveHTTP(ctx context.Context, ln net.Listener, h http.Handler) er
 	}
 	return nil
 }
-
-// nopCloser is a writer whose Close does nothing (stdout stays open).
-type nopCloser struct{ io.Writer }
-
-func (nopCloser) Close() error { return nil }
