@@ -21,6 +21,7 @@ import (
 
 	"github.com/dsh-go/dsh/internal/llmtest"
 	"github.com/dsh-go/dsh/internal/proc"
+	"github.com/dsh-go/dsh/session/jsonl"
 )
 
 // bearer adds an Authorization header to every request.
@@ -356,5 +357,65 @@ func TestDshMCPStdioAnswersBadLines(t *testing.T) {
 	}
 	if err := proc.NoChildren(); err != nil {
 		t.Error(err)
+	}
+}
+
+// N14: a FIFO named session.jsonl in the store hung `dsh sessions list`,
+// `dsh sessions show` and `dsh run --continue`. Now each skips or refuses
+// it at once: list shows the real session only, show and --resume find no
+// session in the FIFO, and --continue goes on with the real one.
+func TestSessionStoreFIFO(t *testing.T) {
+	model := llmtest.NewServer(t, func(r llmtest.Request) llmtest.Reply { return llmtest.Reply{Text: "answered " + r.LastUser} })
+	home, project := t.TempDir(), t.TempDir()
+	run := func(args ...string) (string, error) {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		cmd := exec.CommandContext(ctx, dshBinary, args...)
+		cmd.Dir, cmd.Env = project, mcpEnv(home, model.URL)
+		out, err := cmd.CombinedOutput()
+		if ctx.Err() != nil {
+			t.Fatalf("dsh %s hangs", strings.Join(args, " "))
+		}
+		return string(out), err
+	}
+	if out, err := run("run", "first"); err != nil || !strings.Contains(out, "answered first") {
+		t.Fatalf("dsh run: %v\n%s", err, out)
+	}
+	id := "cccccccc-1111-2222-3333-444444444444"
+	fifo := filepath.Join(home, "sessions", jsonl.ProjectKey(project), jsonl.EncodeID(id), jsonl.FileName)
+	os.MkdirAll(filepath.Dir(fifo), 0o700)
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := run("sessions", "list"); err != nil || strings.Contains(out, "cccccccc") || !strings.Contains(out, "first") {
+		t.Errorf("sessions list: %v\n%s", err, out)
+	}
+	if out, err := run("sessions", "show", "cccccccc"); err == nil || !strings.Contains(out, `no session "cccccccc"`) {
+		t.Errorf("sessions show: %v\n%s", err, out)
+	}
+	if out, err := run("run", "--resume", id, "x"); err == nil || !strings.Contains(out, "no stored session has an id starting with") {
+		t.Errorf("run --resume of the FIFO's id: %v\n%s", err, out)
+	}
+	if out, err := run("run", "--continue", "again"); err != nil || !strings.Contains(out, "answered again") {
+		t.Errorf("run --continue: %v\n%s", err, out)
+	}
+}
+
+// N18: `--resume ""` (an unset shell variable) started a new session, and
+// `dsh sessions show ""` showed a session by the empty prefix. Both are
+// errors naming the problem now.
+func TestEmptySessionID(t *testing.T) {
+	home := t.TempDir()
+	env := map[string]string{"DSH_HOME": home, "DEEPSEEK_API_KEY": "k", "DEEPSEEK_BASE_URL": "http://127.0.0.1:1"}
+	for _, args := range [][]string{{"run", "--resume", "", "hi"}, {"run", "-r", "", "hi"}, {"chat", "--resume", ""}} {
+		if _, _, err := runCLI(t, env, args...); err == nil || !strings.Contains(err.Error(), "--resume: the session id is empty") {
+			t.Errorf("dsh %q: %v", args, err)
+		}
+	}
+	if _, _, err := runCLI(t, env, "sessions", "show", ""); err == nil || !strings.Contains(err.Error(), "the session id is empty") {
+		t.Errorf("dsh sessions show \"\": %v", err)
+	}
+	if entries, _ := os.ReadDir(filepath.Join(home, "sessions")); len(entries) > 0 {
+		t.Errorf("a session was stored: %v", entries)
 	}
 }
