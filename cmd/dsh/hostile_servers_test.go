@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -261,6 +262,8 @@ func TestDshMCPStdioAnswersBadLines(t *testing.T) {
 		}
 		return llmtest.Reply{Text: "child: " + r.LastUser}
 	})
+	releaseOnce := sync.OnceFunc(func() { close(release) })
+	t.Cleanup(releaseOnce) // before the model server's cleanup waits for its handlers
 	home := t.TempDir()
 	cmd := exec.Command(dshBinary, "mcp", "--cwd", t.TempDir())
 	cmd.Env = mcpEnv(home, model.URL)
@@ -340,7 +343,7 @@ func TestDshMCPStdioAnswersBadLines(t *testing.T) {
 	if r := c.response("11"); string(r["result"]) != "{}" {
 		t.Errorf("ping after the bad lines: %v", r)
 	}
-	close(release)
+	releaseOnce()
 	if r := c.response("2"); !strings.Contains(string(r["result"]), "child: slow fg") {
 		t.Errorf("the call in flight: %s %s", r["result"], r["error"])
 	}
