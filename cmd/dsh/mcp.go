@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -160,7 +161,7 @@ func (c *cli) mcpListener(listen, tokenFile string) (ln net.Listener, auth func(
 	}
 	token, created, err := mcpserver.LoadToken(tokenFile)
 	if err != nil {
-		return nil, nil, fmt.Errorf("--token-file: %w", err)
+		return nil, nil, fmt.Errorf("dsh mcp --listen: %w", err)
 	}
 	if ln, err = net.Listen("tcp", listen); err != nil {
 		return nil, nil, err
@@ -231,7 +232,7 @@ func (l *unixListener) Close() error {
 func (c *cli) serveHTTP(ctx context.Context, ln net.Listener, h http.Handler) error {
 	mux := http.NewServeMux()
 	mux.Handle("/mcp", h)
-	hs := &http.Server{Handler: mux}
+	hs := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	if ln.Addr().Network() == "unix" {
 		fmt.Fprintf(c.stderr, "dsh mcp: serving MCP on the Unix socket %s (path /mcp)\n", ln.Addr())
 	} else {
