@@ -50,6 +50,24 @@ func (s *server) createOptions(id acpsdk.SessionId, cwd string, meta map[string]
 	return co
 }
 
+// checkMeta validates a client's dsh `_meta` (see internal/acpmeta) before
+// it shapes a session: one that does not decode, or whose depth,
+// parentSession or budget is out of bounds, is invalid params naming the
+// field.
+func checkMeta(meta map[string]any) error {
+	if _, ok := meta[acpmeta.Key]; !ok {
+		return nil
+	}
+	var m acpmeta.Session
+	if !acpmeta.Get(meta, &m) {
+		return acpsdk.NewInvalidParams(fmt.Sprintf("_meta.%s is not dsh's session extension (an object of parentSession, depth, policy, tokenBudget, descriptor)", acpmeta.Key))
+	}
+	if err := m.Check(); err != nil {
+		return acpsdk.NewInvalidParams(err.Error())
+	}
+	return nil
+}
+
 // Permission options offered to the client.
 const (
 	optionAllowOnce   = "allow-once"

@@ -11,6 +11,8 @@ import (
 	"sync"
 
 	acpsdk "github.com/coder/acp-go-sdk"
+
+	"github.com/dsh-go/dsh/internal/jsonrpcframe"
 )
 
 // DefaultMaxFrame is the default limit in bytes of one client frame.
@@ -51,7 +53,7 @@ func (g *gate) run(in io.Reader, sdk io.Writer) error {
 	r := bufio.NewReaderSize(in, peekLen)
 	var buf []byte
 	for {
-		frame, size, rerr := readFrame(r, buf[:0], g.limit)
+		frame, size, rerr := jsonrpcframe.Read(r, buf[:0], g.limit)
 		buf = frame[:0]
 		if size > 0 || len(frame) > 0 {
 			if fwd := g.handle(frame, size); fwd != nil {
@@ -65,27 +67,6 @@ func (g *gate) run(in io.Reader, sdk io.Writer) error {
 			return nil
 		case rerr != nil:
 			return rerr
-		}
-	}
-}
-
-// readFrame reads one line of r into buf, keeping at most limit+1 bytes of
-// it: the rest of a longer line is read and dropped. It returns what it
-// kept and the line's whole length without the newline. At the end of r it
-// returns io.EOF with the last line, if any.
-func readFrame(r *bufio.Reader, buf []byte, limit int) ([]byte, int, error) {
-	size := 0
-	for {
-		chunk, err := r.ReadSlice('\n')
-		if err == nil {
-			chunk = chunk[:len(chunk)-1]
-		}
-		size += len(chunk)
-		if room := limit + 1 - len(buf); room > 0 {
-			buf = append(buf, chunk[:min(room, len(chunk))]...)
-		}
-		if err != bufio.ErrBufferFull {
-			return buf, size, err
 		}
 	}
 }
@@ -116,13 +97,18 @@ func (g *gate) handle(frame []byte, size int) []byte {
 			g.send(nil, acpsdk.NewParseError(fmt.Sprintf("invalid JSON: %v", err)))
 			return nil
 		}
-		id, _, _ := peek(frame)
+		id, _, _ := jsonrpcframe.Peek(frame)
 		g.send(id, acpsdk.NewInvalidRequest(fmt.Sprintf("not a JSON-RPC message (batches are not supported): %v", err)))
 		return nil
 	}
 	switch {
 	case m.Method == "" && m.ID == nil:
 		g.send(nil, acpsdk.NewInvalidRequest("a message needs a method or an id"))
+		return nil
+	case m.ID != nil && !jsonrpcframe.ValidID(*m.ID):
+		if m.Method != "" { // a response with such an id answers nothing of ours
+			g.send(nil, acpsdk.NewInvalidRequest(fmt.Sprintf("the id must be a string or a number, not %s", clip(string(*m.ID), 40))))
+		}
 		return nil
 	case m.Method == "": // a response to one of our requests
 		return frame
@@ -168,7 +154,7 @@ func (g *gate) notification(m message, frame []byte) []byte {
 // one of our requests reaches the SDK as an error response, so that the
 // request fails at once instead of waiting.
 func (g *gate) overLimit(frame []byte, size int) []byte {
-	id, isResponse, isRequest := peek(frame[:min(len(frame), peekLen)])
+	id, isResponse, isRequest := jsonrpcframe.Peek(frame[:min(len(frame), peekLen)])
 	msg := fmt.Sprintf("frame of %d bytes is over the limit of %d bytes", size, g.limit)
 	g.log.Warn("acp: over-limit frame refused", "bytes", size, "limit", g.limit)
 	if isResponse && !isRequest {
@@ -180,36 +166,6 @@ func (g *gate) overLimit(frame []byte, size int) []byte {
 	}
 	g.send(id, acpsdk.NewInvalidRequest(msg))
 	return nil
-}
-
-// peek finds, among the top-level members of the JSON object that frame
-// begins (it may be cut short), its id if that is a string or a number,
-// and whether it has the members of a response or of a request.
-func peek(frame []byte) (id json.RawMessage, isResponse, isRequest bool) {
-	dec := json.NewDecoder(bytes.NewReader(frame))
-	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
-		return nil, false, false
-	}
-	for dec.More() {
-		t, err := dec.Token()
-		if err != nil {
-			break
-		}
-		switch t {
-		case "result", "error":
-			isResponse = true
-		case "method":
-			isRequest = true
-		}
-		var v json.RawMessage
-		if err := dec.Decode(&v); err != nil {
-			break
-		}
-		if t == "id" && len(v) > 0 && (v[0] == '"' || v[0] == '-' || v[0] >= '0' && v[0] <= '9') {
-			id = v
-		}
-	}
-	return id, isResponse, isRequest
 }
 
 // reply is an error response written by the gate.

@@ -31,6 +31,9 @@ func (s *server) LoadSession(ctx context.Context, p acpsdk.LoadSessionRequest) (
 	if err := checkWorkspace(p.Cwd, p.AdditionalDirectories); err != nil {
 		return acpsdk.LoadSessionResponse{}, err
 	}
+	if err := checkMeta(p.Meta); err != nil {
+		return acpsdk.LoadSessionResponse{}, err
+	}
 	if _, err := s.session(p.SessionId); err == nil {
 		return acpsdk.LoadSessionResponse{}, acpsdk.NewInvalidParams(fmt.Sprintf("session %q is already open", p.SessionId))
 	}

@@ -305,6 +305,9 @@ func (s *server) NewSession(ctx context.Context, p acpsdk.NewSessionRequest) (ac
 	if err := checkWorkspace(p.Cwd, p.AdditionalDirectories); err != nil {
 		return acpsdk.NewSessionResponse{}, err
 	}
+	if err := checkMeta(p.Meta); err != nil {
+		return acpsdk.NewSessionResponse{}, err
+	}
 	id := acpsdk.SessionId(uuid.NewString())
 	ctx = telemetry.FromMeta(ctx, p.Meta) // a parent's trace: the session's turns continue it
 	if err := s.open(ctx, s.createOptions(id, p.Cwd, p.Meta), p.Cwd, p.McpServers, nil); err != nil {

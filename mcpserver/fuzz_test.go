@@ -3,12 +3,9 @@ package mcpserver_test
 import (
 	"bytes"
 	"context"
-	"io"
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/dsh-go/dsh"
 	"github.com/dsh-go/dsh/agent"
@@ -19,9 +16,11 @@ import (
 	"github.com/dsh-go/dsh/task"
 )
 
-// FuzzServe feeds arbitrary client frames to `dsh mcp`: it must answer or
-// reject them, never panic, and return once the input ends, leaving no
-// agent behind.
+// FuzzServe feeds arbitrary client frames to `dsh mcp` over stdio
+// (ServeStdio, its gate included, with a frame limit of 512 bytes): it must
+// answer or reject them, never panic, never end the connection before the
+// input does (ServeStdio returns nil), and return once the input ends,
+// leaving no agent behind.
 func FuzzServe(f *testing.F) {
 	const init = `{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"f","version":"1"}}}` + "\n" +
 		`{"jsonrpc":"2.0","method":"notifications/initialized"}` + "\n"
@@ -35,6 +34,9 @@ func FuzzServe(f *testing.F) {
 		init + `{"jsonrpc":"2.0","id":6,"method":"tools/call","params":{"name":"task_kill","arguments":{}}}`,
 		`{"jsonrpc":"2.0","id":"a","method":"nope"}`,
 		"not json\n{}\n[1,2]",
+		init + "{\"jsonrpc\":\"2.0\",\"id\":{\"a\":1},\"method\":\"ping\"}\n\xff\xfe\n" + `{"jsonrpc":"2.0","id":7,"method":"ping"}`,
+		init + `{"jsonrpc":"2.0","id":8,"method":"tools/call","params":{"name":"delegate","arguments":{"description":"d","prompt":"` +
+			strings.Repeat("p", 600) + `"}}}`,
 	} {
 		f.Add([]byte(seed + "\n"))
 	}
@@ -50,7 +52,7 @@ func FuzzServe(f *testing.F) {
 		inst := subagenttool.Config{Provider: "spawn", ToolName: "delegate"}
 		subagenttool.Mount(subagenttool.Deps{Subagents: rt.Subagents, Tools: rt.Tools, Tasks: rt.Tasks, Events: rt.Events, Log: quiet()}, inst)
 		srv, err := mcpserver.New(mcpserver.Options{Agents: rt.Agents, Subagents: rt.Subagents, Tools: rt.Tools, Events: rt.Events,
-			Instances: []subagenttool.Config{inst}, AgentOptions: agent.Options{Provider: "test"}, Cwd: "/tmp", Log: quiet()})
+			Instances: []subagenttool.Config{inst}, AgentOptions: agent.Options{Provider: "test"}, Cwd: "/tmp", Log: quiet(), MaxFrame: 512})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -58,12 +60,15 @@ func FuzzServe(f *testing.F) {
 		defer cancel()
 		done := make(chan error, 1)
 		go func() {
-			done <- srv.Run(ctx, &mcp.IOTransport{Reader: io.NopCloser(bytes.NewReader(data)), Writer: discard{}})
+			done <- srv.ServeStdio(ctx, bytes.NewReader(data), discard{})
 		}()
 		select {
-		case <-done:
+		case err := <-done:
+			if err != nil {
+				t.Fatalf("ServeStdio: %v for %q", err, strings.TrimSpace(string(data)))
+			}
 		case <-ctx.Done():
-			t.Fatalf("Run did not return after the input ended: %q", strings.TrimSpace(string(data)))
+			t.Fatalf("ServeStdio did not return after the input ended: %q", strings.TrimSpace(string(data)))
 		}
 		if err := srv.Close(ctx); err != nil {
 			t.Fatal(err)

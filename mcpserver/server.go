@@ -62,8 +62,12 @@ type Options struct {
 	// SessionTimeout closes an HTTP session idle that long, disposing its
 	// agent and children (default 1h).
 	SessionTimeout time.Duration
-	Version        string
-	Log            *slog.Logger
+	// MaxFrame is the limit in bytes of one client frame over stdio
+	// (ServeStdio; default DefaultMaxFrame); a longer one is answered with
+	// an error and the connection goes on.
+	MaxFrame int
+	Version  string
+	Log      *slog.Logger
 }
 
 // Server is dsh as an MCP server.
@@ -98,6 +102,9 @@ func New(opts Options) (*Server, error) {
 	}
 	opts.SessionTimeout = cmp.Or(opts.SessionTimeout, time.Hour)
 	opts.AskTimeout = cmp.Or(opts.AskTimeout, 10*time.Minute)
+	if opts.MaxFrame <= 0 {
+		opts.MaxFrame = DefaultMaxFrame
+	}
 	s := &Server{opts: opts, roots: map[*mcp.ServerSession]*root{}}
 	s.mcp = mcp.NewServer(&mcp.Implementation{Name: "dsh", Title: "dsh subagents", Version: cmp.Or(opts.Version, "dev")},
 		&mcp.ServerOptions{Logger: opts.Log, Instructions: instructions})

@@ -63,7 +63,12 @@ func (c *cli) chatCmd() *cobra.Command {
   dsh chat --provider local
   printf 'list the Go files\nnow count them\n' | dsh chat`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, args []string) error { return c.chat(cmd.Context(), f) },
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := emptyResume(cmd); err != nil {
+				return err
+			}
+			return c.chat(cmd.Context(), f)
+		},
 	}
 	cmd.Flags().StringVar(&f.provider, "provider", "", "model route (a configured model name)")
 	cmd.Flags().StringVarP(&f.model, "model", "m", "", "model id")

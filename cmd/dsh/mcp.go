@@ -5,13 +5,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"os"
+	"path/filepath"
 	"slices"
+	"strings"
+	"sync"
+	"time"
 
-	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/spf13/cobra"
 
 	"github.com/dsh-go/dsh/config"
@@ -21,7 +23,7 @@ import (
 )
 
 func (c *cli) mcpCmd() *cobra.Command {
-	var listen, cwd string
+	var listen, cwd, tokenFile string
 	var yes bool
 	cmd := &cobra.Command{
 		Use:   "mcp",
@@ -33,8 +35,13 @@ A foreground call reports the child's turns and tool calls as MCP progress
 notifications and is cancelled by MCP's cancellation; its result carries
 the child's output, stop reason and token usage (structured content).
 
-By default it speaks MCP on stdin/stdout (logs go to stderr). With --listen
-it serves streamable HTTP at http://ADDR/mcp on a loopback address only.
+By default it speaks MCP on stdin/stdout (logs go to stderr); a malformed
+line gets a JSON-RPC error and the server goes on. With --listen ADDR it
+serves streamable HTTP at http://ADDR/mcp on a loopback address only, to
+clients that send "Authorization: Bearer <token>": the token is read from
+--token-file (default $DSH_HOME/mcp-token), or generated there (mode 0600)
+and printed once on stderr. With --listen unix:PATH it serves HTTP on a Unix
+socket that only its owner can open (mode 0600), without a token.
 Each MCP session gets a top-level agent under the permission policy. An ask
 goes to the client's user as an elicitation form when the client can show
 forms (on protocol 2026-07-28, through the foreground call that asks);
@@ -50,6 +57,16 @@ otherwise it is refused unless --yes approves every ask.`,
 			}
 			if err := c.checkKey(cfg); err != nil {
 				return err
+			}
+			var ln net.Listener
+			var auth func(http.Handler) http.Handler
+			if listen != "" {
+				if ln, auth, err = c.mcpListener(listen, tokenFile); err != nil {
+					return err
+				}
+				defer ln.Close()
+			} else if tokenFile != "" {
+				return errors.New("--token-file is for --listen on a TCP address")
 			}
 			cfg = c.oneShotTools(cfg)
 			if cwd == "" {
@@ -76,15 +93,16 @@ otherwise it is refused unless --yes approves every ask.`,
 			if err != nil {
 				return err
 			}
-			if listen != "" {
-				err = c.serveHTTP(cmd.Context(), srv, listen)
+			if ln != nil {
+				err = c.serveHTTP(cmd.Context(), ln, auth(srv.Handler()))
 			} else {
-				err = srv.Run(cmd.Context(), &mcp.IOTransport{Reader: io.NopCloser(c.stdin), Writer: nopCloser{c.stdout}})
+				err = srv.ServeStdio(cmd.Context(), c.stdin, c.stdout)
 			}
 			return errors.Join(err, srv.Close(context.Background()))
 		},
 	}
-	cmd.Flags().StringVar(&listen, "listen", "", "serve streamable HTTP on this loopback address (e.g. 127.0.0.1:8765) instead of stdio")
+	cmd.Flags().StringVar(&listen, "listen", "", "serve streamable HTTP on this loopback address (e.g. 127.0.0.1:8765), or on the Unix socket unix:PATH, instead of stdio")
+	cmd.Flags().StringVar(&tokenFile, "token-file", "", "the file of the bearer token HTTP clients must send (default $DSH_HOME/mcp-token; generated when missing)")
 	cmd.Flags().StringVar(&cwd, "cwd", "", "working directory of the agents (default: the current directory)")
 	cmd.Flags().BoolVarP(&yes, "yes", "y", false, "approve every tool call the permission policy says to ask about")
 	return cmd
@@ -112,24 +130,117 @@ func (c *cli) oneShotTools(cfg config.Config) config.Config {
 	return cfg
 }
 
-// serveHTTP serves srv at http://addr/mcp until ctx ends. Only loopback
-// addresses are accepted: a delegated child can run commands.
-func (c *cli) serveHTTP(ctx context.Context, srv *mcpserver.Server, addr string) error {
-	host, _, err := net.SplitHostPort(addr)
+// mcpListener listens where --listen says: on a loopback TCP address,
+// whose clients must send the bearer token of tokenFile (default
+// $DSH_HOME/mcp-token), or on a Unix socket that only this user can open
+// (unix:PATH), which needs no token. auth wraps the server's handler.
+func (c *cli) mcpListener(listen, tokenFile string) (ln net.Listener, auth func(http.Handler) http.Handler, err error) {
+	if path, ok := strings.CutPrefix(listen, "unix:"); ok {
+		if tokenFile != "" {
+			return nil, nil, errors.New("--token-file is for --listen on a TCP address: a unix: socket is open to its owner only and needs no token")
+		}
+		if path == "" {
+			return nil, nil, errors.New("--listen unix: needs a socket path (unix:PATH)")
+		}
+		ln, err := listenUnix(path)
+		if err != nil {
+			return nil, nil, fmt.Errorf("--listen %s: %w", listen, err)
+		}
+		return ln, func(h http.Handler) http.Handler { return h }, nil
+	}
+	host, _, err := net.SplitHostPort(listen)
 	if err != nil {
-		return fmt.Errorf("--listen %s: %w", addr, err)
+		return nil, nil, fmt.Errorf("--listen %s: %w", listen, err)
 	}
 	if ip := net.ParseIP(host); host != "localhost" && (ip == nil || !ip.IsLoopback()) {
-		return fmt.Errorf("--listen %s: dsh mcp serves loopback addresses only (127.0.0.1, ::1, localhost): its children can run commands", addr)
+		return nil, nil, fmt.Errorf("--listen %s: dsh mcp serves loopback addresses only (127.0.0.1, ::1, localhost) or unix:PATH: its children can run commands", listen)
 	}
-	ln, err := net.Listen("tcp", addr)
+	if tokenFile == "" {
+		home, err := config.Home(c.getenv)
+		if err != nil {
+			return nil, nil, err
+		}
+		tokenFile = filepath.Join(home, "mcp-token")
+	}
+	token, created, err := mcpserver.LoadToken(tokenFile)
 	if err != nil {
-		return err
+		return nil, nil, fmt.Errorf("dsh mcp --listen: %w", err)
 	}
+	if ln, err = net.Listen("tcp", listen); err != nil {
+		return nil, nil, err
+	}
+	if created {
+		fmt.Fprintf(c.stderr, "dsh mcp: generated a bearer token (shown this once, kept in %s): %s\n", tokenFile, token)
+	}
+	fmt.Fprintf(c.stderr, "dsh mcp: clients send the header \"Authorization: Bearer <token>\" with the token in %s\n", tokenFile)
+	return ln, func(h http.Handler) http.Handler { return mcpserver.RequireToken(token, h) }, nil
+}
+
+// listenUnix listens on a Unix socket at path with mode 0600, so that only
+// this user can connect. The socket is made in a private directory (0700)
+// beside path, restricted there, and renamed into place, so that no other
+// user can connect between its creation and its chmod. A stale socket at
+// path is replaced; a socket someone serves, or any other file, is refused.
+// Closing the listener removes the socket.
+func listenUnix(path string) (net.Listener, error) {
+	if fi, err := os.Lstat(path); err == nil {
+		if fi.Mode().Type() != os.ModeSocket {
+			return nil, fmt.Errorf("%s exists and is not a socket", path)
+		}
+		if conn, err := net.Dial("unix", path); err == nil {
+			conn.Close()
+			return nil, fmt.Errorf("%s is served by another process", path)
+		}
+	}
+	dir, err := os.MkdirTemp(filepath.Dir(path), ".dsh-mcp-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(dir)
+	tmp := filepath.Join(dir, "s")
+	ln, err := net.Listen("unix", tmp)
+	if err != nil {
+		return nil, err
+	}
+	ul := ln.(*net.UnixListener)
+	ul.SetUnlinkOnClose(false)
+	if err := os.Chmod(tmp, 0o600); err != nil {
+		ln.Close()
+		return nil, err
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		ln.Close()
+		return nil, err
+	}
+	return &unixListener{UnixListener: ul, path: path}, nil
+}
+
+// unixListener removes its socket file when closed.
+type unixListener struct {
+	*net.UnixListener
+	path string
+	once sync.Once
+}
+
+// Addr is the socket's path (the listener was bound to a temporary one).
+func (l *unixListener) Addr() net.Addr { return &net.UnixAddr{Name: l.path, Net: "unix"} }
+
+func (l *unixListener) Close() error {
+	err := l.UnixListener.Close()
+	l.once.Do(func() { os.Remove(l.path) })
+	return err
+}
+
+// serveHTTP serves h at /mcp on ln until ctx ends.
+func (c *cli) serveHTTP(ctx context.Context, ln net.Listener, h http.Handler) error {
 	mux := http.NewServeMux()
-	mux.Handle("/mcp", srv.Handler())
-	hs := &http.Server{Handler: mux}
-	fmt.Fprintf(c.stderr, "dsh mcp: serving MCP at http://%s/mcp\n", ln.Addr())
+	mux.Handle("/mcp", h)
+	hs := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	if ln.Addr().Network() == "unix" {
+		fmt.Fprintf(c.stderr, "dsh mcp: serving MCP on the Unix socket %s (path /mcp)\n", ln.Addr())
+	} else {
+		fmt.Fprintf(c.stderr, "dsh mcp: serving MCP at http://%s/mcp\n", ln.Addr())
+	}
 	stop := context.AfterFunc(ctx, func() { hs.Close() })
 	defer stop()
 	if err := hs.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
@@ -137,8 +248,3 @@ func (c *cli) serveHTTP(ctx context.Context, srv *mcpserver.Server, addr string)
 	}
 	return nil
 }
-
-// nopCloser is a writer whose Close does nothing (stdout stays open).
-type nopCloser struct{ io.Writer }
-
-func (nopCloser) Close() error { return nil }

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -13,7 +12,6 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -309,40 +307,20 @@ func TestDshMCPOverHTTP(t *testing.T) {
 		!strings.Contains(err.Error(), "loopback addresses only") {
 		t.Errorf("a public address: %v", err)
 	}
-	cmd := exec.Command(dshBinary, "mcp", "--listen", "127.0.0.1:0", "--cwd", t.TempDir())
-	cmd.Env = mcpEnv(t.TempDir(), childModel(t))
-	stderr, err := cmd.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	lines := bufio.NewScanner(stderr)
-	var url string
-	for url == "" && lines.Scan() {
-		_, url, _ = strings.Cut(lines.Text(), "serving MCP at ")
-	}
-	go func() {
-		for lines.Scan() {
-		}
-	}()
+	home := t.TempDir()
+	l := startListening(t, home, "127.0.0.1:0")
+	token, _ := os.ReadFile(filepath.Join(home, "mcp-token"))
 	client := mcp.NewClient(&mcp.Implementation{Name: "test", Version: "1"}, nil)
-	cs, err := client.Connect(context.Background(), &mcp.StreamableClientTransport{Endpoint: url}, nil)
+	cs, err := client.Connect(context.Background(), &mcp.StreamableClientTransport{Endpoint: l.where,
+		HTTPClient: &http.Client{Transport: bearer{strings.TrimSpace(string(token)), http.DefaultTransport}}}, nil)
 	if err != nil {
-		t.Fatalf("connect to %q: %v", url, err)
+		t.Fatalf("connect to %q: %v", l.where, err)
 	}
 	if res, err := delegate(context.Background(), cs, "over http"); err != nil || mcpText(res) != "child: over http" {
 		t.Errorf("delegate: %+v %v", res, err)
 	}
 	cs.Close()
-	cmd.Process.Signal(syscall.SIGTERM)
-	if err := cmd.Wait(); err != nil {
-		t.Errorf("dsh mcp --listen: %v", err)
-	}
-	if err := proc.NoChildren(); err != nil {
-		t.Error(err)
-	}
+	l.stop(t)
 }
 
 // Claude Code (pinned, on the Anthropic mock) delegates through `dsh mcp`,

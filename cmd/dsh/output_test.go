@@ -259,7 +259,7 @@ func TestSessionsShow(t *testing.T) {
 	if show, _, _ := runCLI(t, env, "sessions", "show", failed); !strings.Contains(show, "── end: error: INVALID_REQUEST: deepseek: HTTP 400 Bad Request: nope") {
 		t.Errorf("failed turn:\n%s", show)
 	}
-	if _, _, err := runCLI(t, env, "sessions", "show", ""); err == nil || !strings.Contains(err.Error(), "is ambiguous") {
-		t.Errorf("ambiguous prefix: %v", err)
+	if _, _, err := runCLI(t, env, "sessions", "show", id[:1]+"-"); err == nil || !strings.Contains(err.Error(), `no session`) {
+		t.Errorf("unknown prefix: %v", err)
 	}
 }

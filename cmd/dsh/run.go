@@ -67,6 +67,9 @@ Exit status:
   dsh run --yes --max-steps 20 "fix the failing test"`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := emptyResume(cmd); err != nil {
+				return err
+			}
 			prompt, err := c.promptOf(args)
 			if err != nil {
 				return err
@@ -126,10 +129,25 @@ Exit status:
 	return cmd
 }
 
+// errEmptyID refuses an empty session id, as an unset shell variable
+// gives: it would otherwise name a new session, or every stored one.
+var errEmptyID = errors.New(`the session id is empty (an unset variable?): give an id or a prefix of one; dsh sessions list shows them`)
+
+// emptyResume refuses `--resume ""`, which would start a new session.
+func emptyResume(cmd *cobra.Command) error {
+	if f := cmd.Flags().Lookup("resume"); f != nil && f.Changed && f.Value.String() == "" {
+		return fmt.Errorf("--resume: %w", errEmptyID)
+	}
+	return nil
+}
+
 // sessionToResume finds the session --continue or --resume names: the
 // latest top-level session of the working directory, or the one session
 // whose id is resume or starts with it.
 func (c *cli) sessionToResume(st *session.Store, cont bool, resume, cwd string) (string, error) {
+	if !cont && resume == "" {
+		return "", errEmptyID
+	}
 	hs, err := st.List() // newest first
 	if err != nil {
 		return "", err

@@ -119,6 +119,9 @@ Environment:
 
 // resolveID finds the session an id or an unambiguous prefix names.
 func resolveID(st *session.Store, prefix string) (string, error) {
+	if prefix == "" {
+		return "", errEmptyID
+	}
 	hs, err := st.List()
 	if err != nil {
 		return "", err

@@ -7,6 +7,8 @@ package acpmeta
 
 import (
 	"encoding/json"
+	"fmt"
+	"strings"
 
 	"github.com/dsh-go/dsh/content"
 	"github.com/dsh-go/dsh/permission"
@@ -35,6 +37,39 @@ type Session struct {
 	// session's log (a subagent.Descriptor: one-shot, its parent's provider
 	// and label), so that its parent's listings classify it.
 	Descriptor json.RawMessage `json:"descriptor,omitempty"`
+}
+
+// MaxDepth bounds the delegation depth a parent may claim for its child.
+const MaxDepth = 64
+
+// Check validates what a client sent: a depth within 0..MaxDepth, a
+// parentSession that is a session id (letters, digits, '.', '_', ':' and
+// '-', at most 128, not starting with '.': never a path), a budget that is
+// not negative. Its errors name the field.
+func (s Session) Check() error {
+	switch {
+	case s.Depth < 0 || s.Depth > MaxDepth:
+		return fmt.Errorf("_meta.%s.depth must be within 0..%d, got %d", Key, MaxDepth, s.Depth)
+	case s.ParentSession != "" && !validSessionID(s.ParentSession):
+		id := s.ParentSession
+		if len(id) > 64 {
+			id = id[:64] + "…"
+		}
+		return fmt.Errorf("_meta.%s.parentSession %q is not a session id", Key, id)
+	case s.TokenBudget < 0:
+		return fmt.Errorf("_meta.%s.tokenBudget must not be negative, got %d", Key, s.TokenBudget)
+	}
+	return nil
+}
+
+// validSessionID reports whether id can name a session.
+func validSessionID(id string) bool {
+	if id == "" || len(id) > 128 || id[0] == '.' {
+		return false
+	}
+	return !strings.ContainsFunc(id, func(r rune) bool {
+		return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("._:-", r))
+	})
 }
 
 // Permission is what a dsh agent adds to session/request_permission: the

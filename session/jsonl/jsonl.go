@@ -27,6 +27,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"sync"
+	"syscall"
 
 	"github.com/dsh-go/dsh/session"
 )
@@ -165,9 +166,9 @@ func (b *Backend) Load(id string) (session.Header, []session.Event, session.Pers
 	if err != nil {
 		return session.Header{}, nil, nil, err
 	}
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_APPEND, 0)
+	f, err := openRegular(path, os.O_RDWR|os.O_APPEND)
 	if err != nil {
-		return session.Header{}, nil, nil, fmt.Errorf("jsonl: %w", err)
+		return session.Header{}, nil, nil, err
 	}
 	if err := lockWriter(f); err != nil {
 		f.Close()
@@ -191,9 +192,9 @@ func (b *Backend) Read(id string) (h session.Header, events []session.Event, liv
 	if err != nil {
 		return h, nil, false, err
 	}
-	f, err := os.Open(path)
+	f, err := openRegular(path, os.O_RDONLY)
 	if err != nil {
-		return h, nil, false, fmt.Errorf("jsonl: %w", err)
+		return h, nil, false, err
 	}
 	defer f.Close()
 	if live, err = writerAlive(f); err != nil {
@@ -375,7 +376,7 @@ func (b *Backend) List() ([]session.Header, error) {
 }
 
 func readHeader(path string) (session.Header, error) {
-	f, err := os.Open(path)
+	f, err := openRegular(path, os.O_RDONLY)
 	if err != nil {
 		return session.Header{}, err
 	}
@@ -387,6 +388,29 @@ func readHeader(path string) (session.Header, error) {
 		return session.Header{}, err
 	}
 	return parseHeader(line, path)
+}
+
+// openRegular opens a session file with flag, refusing anything but a
+// regular file (CodeCorrupt): a FIFO would block its reader forever, a
+// device never end. It opens without blocking, then checks what it opened.
+// A missing file's error wraps fs.ErrNotExist.
+func openRegular(path string, flag int) (*os.File, error) {
+	f, err := os.OpenFile(path, flag|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, fmt.Errorf("jsonl: %w", err)
+	}
+	fi, err := f.Stat()
+	switch {
+	case err != nil:
+		err = fmt.Errorf("jsonl: %w", err)
+	case !fi.Mode().IsRegular():
+		err = &session.Error{Code: session.CodeCorrupt, Msg: fmt.Sprintf("%s is not a regular file (%s)", path, fi.Mode().Type())}
+	}
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	return f, nil
 }
 
 // persister appends one session's events to its file.

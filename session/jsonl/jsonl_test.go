@@ -12,7 +12,9 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/dsh-go/dsh/content"
 	"github.com/dsh-go/dsh/session"
@@ -709,5 +711,42 @@ func TestConcurrentSessions(t *testing.T) {
 		if _, events := load(t, root, h.ID); len(events) != 12 {
 			t.Errorf("%s: %d events, want 12", h.ID, len(events))
 		}
+	}
+}
+
+// N14: a FIFO (or a device behind a symlink) named session.jsonl hung every
+// reader. List skips it; Read and Load refuse it, naming the file, at once.
+func TestNonRegularSessionFiles(t *testing.T) {
+	root := t.TempDir()
+	h, _ := store(t, root, session.CreateOptions{ID: "real", Cwd: "/x"}, func(s *session.Session) { appendTurn(t, s, 1) })
+	fifo := filepath.Join(root, ProjectKey("/x"), EncodeID("fifo"), FileName)
+	dev := filepath.Join(root, ProjectKey("/x"), EncodeID("dev"), FileName)
+	os.MkdirAll(filepath.Dir(fifo), 0o700)
+	os.MkdirAll(filepath.Dir(dev), 0o700)
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("/dev/zero", dev); err != nil {
+		t.Fatal(err)
+	}
+	b := New(root)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		hs, err := b.List()
+		if err != nil || len(hs) != 1 || hs[0].ID != h.ID {
+			t.Errorf("List = %v, %v; want only %s", hs, err, h.ID)
+		}
+		for _, id := range []string{"fifo", "dev"} {
+			_, _, _, err := b.Read(id)
+			wantCode(t, err, session.CodeCorrupt, "is not a regular file", FileName)
+			_, _, _, err = b.Load(id)
+			wantCode(t, err, session.CodeCorrupt, "is not a regular file")
+		}
+	}()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("a reader hangs on a FIFO") // the goroutine stays: the FIFO blocks it
 	}
 }
