@@ -182,6 +182,12 @@ func For(m Mode, cwd string) Policy {
 	return p
 }
 
+// WithNetwork returns p with network setting n.
+func (p Policy) WithNetwork(n Network) Policy {
+	p.Network = n
+	return p
+}
+
 // Unreadable returns what ReadOnly and WorkspaceWrite commands may not
 // read: the user's credential stores under $HOME — ~/.ssh, ~/.aws,
 // ~/.config/gcloud, ~/.azure, ~/.kube, ~/.gnupg, ~/.docker, ~/.netrc,

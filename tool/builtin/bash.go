@@ -38,7 +38,7 @@ func bashTool(opts Options) tool.Definition {
 			mode = sandbox.Narrow(mode, m)
 		}
 		dir := resolve(call.Cwd, ".")
-		return runBash(ctx, dir, args.Command, timeout, opts.OutputLimit, sandbox.For(mode, dir))
+		return runBash(ctx, dir, args.Command, timeout, opts.OutputLimit, sandbox.For(mode, dir).WithNetwork(opts.Network))
 	})
 }
 

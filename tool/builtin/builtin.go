@@ -37,6 +37,9 @@ type Options struct {
 	// workspace-write); a call's context may narrow it (sandbox.WithMode),
 	// never widen it.
 	Sandbox sandbox.Mode
+	// Network is whether bash commands may use the network (default
+	// allow).
+	Network sandbox.Network
 	// Redact, when set, rewrites the text of every result and error (dsh
 	// removes the credentials it holds).
 	Redact func(string) string
