@@ -21,7 +21,7 @@ func TestSandboxSettings(t *testing.T) {
 		t.Fatalf("tools.network = %q, npx's sandbox = %q", cfg.Tools.Network, cfg.MCPServers["npx"].Sandbox)
 	}
 	for yaml, want := range map[string]string{
-		"tools: {network: off}\n":                      "tools.network: unknown network setting",
+		"tools: {network: off}\n":                       "tools.network: unknown network setting",
 		"mcpServers:\n  x: {command: x, sandbox: no}\n": "mcpServers.x.sandbox: unknown sandbox mode",
 	} {
 		if _, err := config.Parse("dsh.yaml", []byte(yaml), env(nil)); err == nil || !strings.Contains(err.Error(), want) {
