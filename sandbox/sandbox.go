@@ -7,11 +7,11 @@
 // working directory and the temporary directories) and Full (no
 // restriction). Default is WorkspaceWrite. Under ReadOnly and
 // WorkspaceWrite the user's credential stores and dsh's session logs are
-// not readable either (Unreadable). Network is a separate setting: Deny
-// refuses TCP connections and listening sockets, whatever the mode. A child can narrow its parent's
-// mode, never widen it (Narrow); the kernel enforces the same, since a
-// sandboxed process cannot leave its sandbox and everything it starts
-// inherits it.
+// not readable either (Unreadable). A child can narrow its parent's mode,
+// never widen it (Narrow); the kernel enforces the same, since a sandboxed
+// process cannot leave its sandbox and everything it starts inherits it.
+// The network is a separate setting: NetworkDeny refuses TCP connections
+// and listening sockets, whatever the mode.
 //
 // Enforcement happens in the process that starts the command, right before
 // exec, on a dedicated OS thread (RestrictThread) — never on dsh's own

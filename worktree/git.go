@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 
@@ -71,9 +72,12 @@ func (r runner) read(ctx context.Context, dir string, args ...string) (string, e
 // change runs a git command that changes the worktrees of the repository
 // at dir: its common git folder and the worktrees root are writable.
 func (r runner) change(ctx context.Context, dir string, args ...string) (string, error) {
-	common, err := r.read(ctx, dir, "rev-parse", "--path-format=absolute", "--git-common-dir")
+	common, err := r.read(ctx, dir, "rev-parse", "--git-common-dir")
 	if err != nil {
 		return "", err
+	}
+	if !filepath.IsAbs(common) { // relative to dir
+		common = filepath.Join(dir, common)
 	}
 	writable := []string{common}
 	if r.root != "" {
