@@ -33,8 +33,9 @@ func safety() [][2]string {
 	}
 }
 
-// runner runs dsh's own git commands: hardened (see safety; filters, which
-// git runs on checkout and status, are switched off one by one), with the
+// runner runs dsh's own git commands: hardened (see safety; the
+// repository's filters, which git runs on checkout and status, are
+// switched off one by one, see filterOff), with the
 // scrubbed environment of child processes (internal/proc), and under a
 // sandbox. Commands that only read run read-only; those that change the
 // repository's worktrees may write only its common git folder and the
@@ -86,11 +87,11 @@ func (r runner) change(ctx context.Context, dir string, args ...string) (string,
 	return r.run(ctx, dir, r.policy(ctx, writable), args...)
 }
 
-// run runs git in dir under p with the safety settings and every
-// configured filter off, and returns its trimmed stdout; a failure says
+// run runs git in dir under p with the safety settings and the
+// repository's filters off, and returns its trimmed stdout; a failure says
 // what git said.
 func (r runner) run(ctx context.Context, dir string, p sandbox.Policy, args ...string) (string, error) {
-	filters, err := r.exec(ctx, dir, p, nil, "config", "-z", "--name-only", "--get-regexp", `^filter\.`)
+	filters, err := r.exec(ctx, dir, p, nil, "config", "-z", "--show-scope", "--name-only", "--get-regexp", `^filter\.`)
 	if err != nil && !isExit(err, 1) { // 1: no filter configured
 		return "", r.fail(args, err)
 	}
@@ -101,22 +102,30 @@ func (r runner) run(ctx context.Context, dir string, p sandbox.Policy, args ...s
 	return strings.TrimSpace(out), nil
 }
 
-// filterOff is the configuration that switches off every filter named in
-// the NUL-separated keys (filter.<name>.<variable>): no clean, smudge or
-// process command, and none required.
-func filterOff(keys string) [][2]string {
+// filterOff is the configuration that switches off every filter that the
+// repository's own configuration (any scope but the user's global and the
+// system's, includes counted where they are included) names in the
+// listing, NUL-separated scope and key (filter.<name>.<variable>) pairs:
+// no clean, smudge or process command, and none required. A filter only
+// the user configured (git-lfs in ~/.gitconfig) keeps working, unless the
+// repository redefines any of it.
+func filterOff(listing string) [][2]string {
+	fields := strings.Split(listing, "\x00")
+	repo := map[string]bool{}
+	var names []string
+	for i := 0; i+1 < len(fields); i += 2 {
+		scope, key := fields[i], fields[i+1]
+		j, k := strings.IndexByte(key, '.'), strings.LastIndexByte(key, '.')
+		if j < 0 || k <= j || scope == "system" || scope == "global" {
+			continue
+		}
+		if name := key[j+1 : k]; !repo[name] {
+			repo[name] = true
+			names = append(names, name)
+		}
+	}
 	var out [][2]string
-	seen := map[string]bool{}
-	for _, key := range strings.Split(keys, "\x00") {
-		i, j := strings.IndexByte(key, '.'), strings.LastIndexByte(key, '.')
-		if i < 0 || j <= i {
-			continue
-		}
-		name := key[i+1 : j]
-		if seen[name] {
-			continue
-		}
-		seen[name] = true
+	for _, name := range names {
 		for _, v := range []string{"clean", "smudge", "process"} {
 			out = append(out, [2]string{"filter." + name + "." + v, ""})
 		}

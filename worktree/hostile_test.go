@@ -117,3 +117,28 @@ func TestGitIsSandboxed(t *testing.T) {
 		t.Error("an unknown mode passed")
 	}
 }
+
+// A filter the user configured (git-lfs in ~/.gitconfig) still runs when
+// dsh checks a worktree out; one the repository defines, or redefines,
+// does not.
+func TestUserFiltersStillRun(t *testing.T) {
+	global := filepath.Join(t.TempDir(), "gitconfig")
+	os.WriteFile(global, []byte("[filter \"upper\"]\n\tsmudge = tr a-z A-Z\n\tclean = cat\n[filter \"mine\"]\n\tsmudge = tr a-z A-Z\n\tclean = cat\n"), 0o644)
+	t.Setenv("GIT_CONFIG_GLOBAL", global)
+	repo := Repo(t)
+	os.WriteFile(filepath.Join(repo, ".gitattributes"), []byte("README filter=upper\nsub/file.txt filter=mine\n"), 0o644)
+	run(t, repo, "git", "add", ".gitattributes")
+	run(t, repo, "git", "-c", "user.name=t", "-c", "user.email=t@example.com", "commit", "--quiet", "-m", "attributes")
+	run(t, repo, "git", "config", "filter.mine.smudge", "rev") // the repository takes the user's filter over
+	w, err := manager(t).Create(t.Context(), repo, "filters")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Finish(t.Context())
+	if got, _ := os.ReadFile(filepath.Join(w.Path, "README")); string(got) != "HELLO\n" {
+		t.Errorf("README = %q: the user's filter did not run", got)
+	}
+	if got, _ := os.ReadFile(filepath.Join(w.Path, "sub", "file.txt")); string(got) != "x\n" {
+		t.Errorf("sub/file.txt = %q: a filter the repository redefined ran", got)
+	}
+}
