@@ -98,7 +98,24 @@ func TestUnreadable(t *testing.T) {
 			}
 		}
 	}
-	p := sandbox.For(sandbox.Full, home)
+	p := sandbox.For(sandbox.WorkspaceWrite, home)
+	for _, f := range secrets {
+		if p.MayRead(filepath.Join(home, f)) {
+			t.Errorf("MayRead(%s) = true", f)
+		}
+	}
+	for _, f := range siblings {
+		if !p.MayRead(filepath.Join(home, f)) {
+			t.Errorf("MayRead(%s) = false", f)
+		}
+	}
+	if !p.MayRead(filepath.Join(home, ".sshx")) {
+		t.Error("MayRead(.sshx) = false")
+	}
+	p = sandbox.For(sandbox.Full, home)
+	if !p.MayRead(filepath.Join(home, ".ssh/id_rsa")) {
+		t.Error("full: MayRead(.ssh/id_rsa) = false")
+	}
 	if out, ok := run(t, p, home, "cat .ssh/id_rsa"); !ok || out != "SECRET-KEY" {
 		t.Errorf("full: cat .ssh/id_rsa = %q, want it read", out)
 	}

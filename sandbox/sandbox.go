@@ -26,6 +26,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 )
 
 // Mode is how far commands may write. The zero value is unset: it takes
@@ -211,6 +212,34 @@ func Unreadable(getenv func(string) string) []string {
 		out = append(out, filepath.Join(dshHome, "sessions"))
 	}
 	return out
+}
+
+// MayRead reports whether a command under p may read path (absolute): not
+// when it, or the file it resolves to, lies in one of p.Unreadable. Tools
+// that read files for the model (read_file, grep, glob) ask it, so that
+// they refuse what the kernel refuses to commands.
+func (p Policy) MayRead(path string) bool {
+	if len(p.Unreadable) == 0 {
+		return true
+	}
+	paths := []string{filepath.Clean(path)}
+	if r, err := filepath.EvalSymlinks(path); err == nil {
+		paths = append(paths, r)
+	}
+	for _, d := range p.Unreadable {
+		denied := []string{filepath.Clean(d)}
+		if r, err := filepath.EvalSymlinks(d); err == nil {
+			denied = append(denied, r)
+		}
+		for _, path := range paths {
+			for _, d := range denied {
+				if path == d || strings.HasPrefix(path, d+string(filepath.Separator)) {
+					return false
+				}
+			}
+		}
+	}
+	return true
 }
 
 // Restricted reports whether p restricts anything.
