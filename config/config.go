@@ -215,10 +215,16 @@ func (p Price) Cost(u content.Usage) float64 {
 type Tools struct {
 	BashTimeout time.Duration `yaml:"bashTimeout"`
 	OutputLimit int           `yaml:"outputLimit"`
-	// Sandbox is where bash commands may write: workspace-write (the
-	// default: the session's working directory and temporary directories),
-	// read-only or full.
+	// Sandbox is where the commands dsh runs (bash, hooks, MCP stdio
+	// servers, dsh's own git) may write: workspace-write (the default: the
+	// working directory and temporary directories), read-only or full.
+	// Under the first two they cannot read the credential stores of
+	// sandbox.Unreadable either.
 	Sandbox sandbox.Mode `yaml:"sandbox"`
+	// Network is whether those commands may use the network: allow (the
+	// default) or deny (TCP connect and bind refused, where the kernel
+	// can enforce it).
+	Network sandbox.Network `yaml:"network"`
 }
 
 // Tasks configure background tasks.
@@ -607,6 +613,9 @@ func (cfg Config) validate() error {
 	if _, err := sandbox.ParseMode(string(cfg.Tools.Sandbox)); err != nil {
 		return bad("$.tools.sandbox", "%v", err)
 	}
+	if _, err := sandbox.ParseNetwork(string(cfg.Tools.Network)); err != nil {
+		return bad("$.tools.network", "%v", err)
+	}
 	if cfg.Tasks.MaxPerOwner < 0 || cfg.Tasks.MaxWakes < 0 {
 		return bad("$.tasks", "maxPerOwner and maxWakes must not be negative")
 	}
@@ -719,10 +728,12 @@ func (cfg Config) Build(ctx context.Context, log *slog.Logger, backend session.B
 	redactor := secret.NewRedactor(cfg.Credentials(getenv)...)
 	backend = redactor.Backend(backend)
 	log = slog.New(redactor.Handler(cmp.Or(log, slog.Default()).Handler()))
+	mode := cfg.Tools.Sandbox.Or(sandbox.Default)
 	hooks, err := hook.New(cfg.Hooks, cmp.Or(cfg.path, "dsh.yaml"), log)
 	if err != nil {
 		return nil, err
 	}
+	hooks = hooks.WithSandbox(mode, cfg.Tools.Network)
 	rt, err := dsh.New(dsh.Options{Logger: log, Backend: backend, Persona: cfg.Persona, MaxTasksPerOwner: cfg.Tasks.MaxPerOwner, Hooks: hooks,
 		Tracer: cfg.Tracer})
 	if err != nil {
@@ -739,16 +750,18 @@ func (cfg Config) Build(ctx context.Context, log *slog.Logger, backend session.B
 			return nil, err
 		}
 	}
-	mode := cfg.Tools.Sandbox.Or(sandbox.Default)
 	if err := sandbox.Check(mode); err != nil {
 		rt.Log.Warn("commands run without a sandbox", "tools.sandbox", mode, "reason", err)
+	}
+	if err := sandbox.CheckNetwork(cfg.Tools.Network); err != nil {
+		rt.Log.Warn("commands may use the network", "tools.network", cfg.Tools.Network, "reason", err)
 	}
 	protected, worktrees, err := cfg.protected(getenv)
 	if err != nil {
 		return nil, err
 	}
 	if _, err := builtin.Register(rt.Tools, builtin.Options{BashTimeout: cfg.Tools.BashTimeout, OutputLimit: cfg.Tools.OutputLimit,
-		Sandbox: mode, Protected: protected, Worktrees: worktrees, Redact: redactor.String}); err != nil {
+		Sandbox: mode, Network: cfg.Tools.Network, Protected: protected, Worktrees: worktrees, Redact: redactor.String}); err != nil {
 		return nil, err
 	}
 	if _, err := task.Mount(rt.Tasks, rt.Tools, rt.Prompt, task.ToolOptions{MaxWakes: cfg.Tasks.MaxWakes}); err != nil {

@@ -94,6 +94,7 @@ func (cfg Config) withProjectMCP(dir string, data []byte) Config {
 		if sources == nil {
 			sources = map[string]string{}
 		}
+		srv.Sandbox = "" // only the user's own configuration may loosen a server's sandbox
 		if srv.Transport() == mcptool.TypeStdio && srv.Cwd == "" {
 			srv.Cwd = dir // the project's servers run in the project
 		}
@@ -303,11 +304,14 @@ func isDshMCP(srv mcptool.ServerConfig) bool {
 func (cfg Config) MCPSource(name string) string { return cfg.mcpSources[name] }
 
 // MCPSet returns the configured MCP servers as a Set that has started
-// nothing (nil when there are none).
+// nothing (nil when there are none). Unless opts says otherwise, stdio
+// servers run under tools.sandbox and tools.network.
 func (cfg Config) MCPSet(opts mcptool.Options) (*mcptool.Set, error) {
 	if len(cfg.MCPServers) == 0 {
 		return nil, nil
 	}
+	opts.Sandbox = cmp.Or(opts.Sandbox, cfg.Tools.Sandbox)
+	opts.Network = cmp.Or(opts.Network, cfg.Tools.Network)
 	return mcptool.New(cfg.MCPServers, opts)
 }
 

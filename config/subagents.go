@@ -56,7 +56,7 @@ func (cfg Config) mountSubagents(rt *dsh.Runtime, getenv func(string) string) er
 	if err != nil {
 		return err
 	}
-	worktrees, err := worktree.New(filepath.Join(home, "worktrees"))
+	worktrees, err := worktree.New(filepath.Join(home, "worktrees"), cfg.Tools.Sandbox, cfg.Tools.Network)
 	if err != nil {
 		return err
 	}

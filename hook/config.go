@@ -6,8 +6,9 @@
 // status 0 continues, exit status 2 (BlockExitCode) blocks the call with
 // the hook's stderr as the reason the model reads; any other status is
 // logged and the call goes on. A hook runs in its own process group with
-// the scrubbed environment of child processes (internal/proc), and is
-// killed at its timeout.
+// the scrubbed environment of child processes (internal/proc), under the
+// sandbox of the commands dsh runs (Set.WithSandbox), and is killed at its
+// timeout.
 package hook
 
 import (

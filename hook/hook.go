@@ -16,6 +16,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/dsh-go/dsh/internal/proc"
+	"github.com/dsh-go/dsh/sandbox"
 	"github.com/dsh-go/dsh/tool/builtin"
 )
 
@@ -91,6 +92,9 @@ func (b *Blocked) ErrorCode() string { return CodeBlocked }
 type Set struct {
 	hooks []compiled
 	log   *slog.Logger
+	// sandbox and network are what hooks run under (see WithSandbox).
+	sandbox sandbox.Mode
+	network sandbox.Network
 }
 
 type compiled struct {
@@ -126,15 +130,31 @@ func New(cfg Config, origin string, log *slog.Logger) (*Set, error) {
 	return s, nil
 }
 
-// With returns the hooks of s followed by those of t. Either may be nil.
+// WithSandbox returns s with its hooks run under the sandbox mode m
+// (unset: sandbox.Default), narrowed by the mode of the context a hook
+// runs for (sandbox.WithMode), as bash commands are, and network n. A
+// hook may write its working directory and the temporary directories
+// (under workspace-write).
+func (s *Set) WithSandbox(m sandbox.Mode, n sandbox.Network) *Set {
+	out := &Set{log: slog.Default(), sandbox: m, network: n}
+	if s != nil {
+		out.hooks, out.log = s.hooks, s.log
+	}
+	return out
+}
+
+// With returns the hooks of s followed by those of t, run under s's
+// sandbox (t's when s is nil). Either may be nil.
 func (s *Set) With(t *Set) *Set {
 	switch {
 	case t.Empty():
 		return s
-	case s.Empty():
+	case s == nil:
 		return t
+	case len(s.hooks) == 0:
+		return &Set{hooks: t.hooks, log: t.log, sandbox: s.sandbox, network: s.network}
 	}
-	return &Set{hooks: slices.Concat(s.hooks, t.hooks), log: s.log}
+	return &Set{hooks: slices.Concat(s.hooks, t.hooks), log: s.log, sandbox: s.sandbox, network: s.network}
 }
 
 // Empty reports whether s has no hooks.
@@ -193,7 +213,7 @@ func (h compiled) matches(in Input) bool {
 // runOne runs one hook and interprets its exit.
 func (s *Set) runOne(ctx context.Context, h compiled, in Input, stdin []byte) error {
 	log := s.log.With("hook", clip(h.command, 80), "event", h.event, "origin", h.origin)
-	res, err := execute(ctx, h, in.Cwd, stdin)
+	res, err := execute(ctx, h, in.Cwd, stdin, s.sandbox, s.network)
 	switch {
 	case ctx.Err() != nil:
 		return context.Cause(ctx)
@@ -224,9 +244,10 @@ type result struct {
 	stdout, stderr string
 }
 
-// execute runs one hook to its end, its timeout or ctx's end, and reaps
-// its process group.
-func execute(ctx context.Context, h compiled, cwd string, stdin []byte) (result, error) {
+// execute runs one hook to its end, its timeout or ctx's end, under the
+// sandbox mode (narrowed by ctx's) and network, and reaps its process
+// group.
+func execute(ctx context.Context, h compiled, cwd string, stdin []byte, mode sandbox.Mode, network sandbox.Network) (result, error) {
 	if cwd == "" {
 		wd, err := os.Getwd()
 		if err != nil {
@@ -234,8 +255,13 @@ func execute(ctx context.Context, h compiled, cwd string, stdin []byte) (result,
 		}
 		cwd = wd
 	}
+	mode = mode.Or(sandbox.Default)
+	if m, ok := sandbox.FromContext(ctx); ok {
+		mode = sandbox.Narrow(mode, m)
+	}
+	policy := sandbox.For(mode, cwd).WithNetwork(network)
 	p, err := proc.Start(proc.Spec{Path: "/bin/sh", Args: []string{"-c", h.command}, Dir: cwd, StderrTail: maxReason,
-		Env: []string{"CLAUDE_PROJECT_DIR=" + cwd, "DSH_HOOK_EVENT=" + string(h.event)}})
+		Env: []string{"CLAUDE_PROJECT_DIR=" + cwd, "DSH_HOOK_EVENT=" + string(h.event)}, Sandbox: policy})
 	if err != nil {
 		return result{}, err
 	}

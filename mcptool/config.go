@@ -8,6 +8,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/dsh-go/dsh/sandbox"
 )
 
 // The transports of an MCP server.
@@ -57,6 +59,12 @@ type ServerConfig struct {
 	// CallTimeout bounds each tool call (default: none; a call ends when
 	// its turn is cancelled).
 	CallTimeout time.Duration `yaml:"callTimeout"`
+	// Sandbox is a stdio server's sandbox mode, in place of the one of the
+	// commands dsh runs (Options.Sandbox): "full" lets a server that writes
+	// outside its working directory (an npx one writes ~/.npm) run
+	// unrestricted. Only dsh's own configuration can set it, never a
+	// project's .mcp.json.
+	Sandbox sandbox.Mode `yaml:"sandbox" json:"-"`
 	// Literal takes every value as it is, without ${VAR} expansion (the
 	// servers an ACP client passes, whose values are meant literally).
 	Literal bool `yaml:"-"`
@@ -118,6 +126,9 @@ func (c ServerConfig) Validate(name string) error {
 	case c.CallTimeout < 0:
 		return bad("callTimeout", "must not be negative")
 	}
+	if _, err := sandbox.ParseMode(string(c.Sandbox)); err != nil {
+		return bad("sandbox", "%v", err)
+	}
 	switch t := c.Transport(); t {
 	case TypeStdio:
 		switch {
@@ -130,8 +141,8 @@ func (c ServerConfig) Validate(name string) error {
 		switch {
 		case c.URL == "":
 			return bad("url", "is required for an %s server", t)
-		case c.Command != "" || len(c.Args) > 0 || len(c.Env) > 0 || len(c.PassEnv) > 0 || c.Cwd != "":
-			return bad("command", "an %s server has a url, not a command, args, env, passEnv or cwd", t)
+		case c.Command != "" || len(c.Args) > 0 || len(c.Env) > 0 || len(c.PassEnv) > 0 || c.Cwd != "" || c.Sandbox != "":
+			return bad("command", "an %s server has a url, not a command, args, env, passEnv, cwd or sandbox", t)
 		}
 		if c.Literal || !strings.Contains(c.URL, "${") {
 			if u, err := url.Parse(c.URL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {

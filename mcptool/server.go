@@ -19,6 +19,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/dsh-go/dsh/internal/proc"
+	"github.com/dsh-go/dsh/sandbox"
 	"github.com/dsh-go/dsh/tool"
 )
 
@@ -298,8 +299,9 @@ func (s *server) transport(cfg ServerConfig, c *conn) (mcp.Transport, error) {
 	for _, k := range sortedKeys(cfg.Env) {
 		env = append(env, k+"="+cfg.Env[k])
 	}
+	policy := sandbox.For(cfg.Sandbox.Or(s.set.opts.Sandbox).Or(sandbox.Default), dir).WithNetwork(s.set.opts.Network)
 	p, err := proc.Start(proc.Spec{Path: cfg.Command, Args: cfg.Args, Dir: dir, BaseEnv: s.set.opts.BaseEnv,
-		PassEnv: cfg.PassEnv, Env: env})
+		PassEnv: cfg.PassEnv, Env: env, Sandbox: policy})
 	if err != nil {
 		return nil, err
 	}

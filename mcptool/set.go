@@ -27,6 +27,7 @@ import (
 
 	"github.com/dsh-go/dsh/agent"
 	"github.com/dsh-go/dsh/event"
+	"github.com/dsh-go/dsh/sandbox"
 	"github.com/dsh-go/dsh/tool"
 )
 
@@ -52,6 +53,12 @@ type Options struct {
 	// BaseEnv is the environment a stdio server's is scrubbed from
 	// (default os.Environ()).
 	BaseEnv []string
+	// Sandbox is the sandbox mode stdio servers run under (default
+	// sandbox.Default, workspace-write: a server may write its working
+	// directory and the temporary directories), unless a server's own
+	// block sets one; Network is whether they may use the network.
+	Sandbox sandbox.Mode
+	Network sandbox.Network
 	// Version is dsh's version, sent as the client's.
 	Version string
 	// RestartBackoff is the wait after a server failed before a call

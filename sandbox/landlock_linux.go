@@ -8,6 +8,9 @@ import (
 	"golang.org/x/sys/unix"
 )
 
+// networkABI is the first Landlock ABI that restricts TCP.
+const networkABI = 4
+
 // Check reports whether this system can enforce m: nil for Full and unset
 // modes, and where the kernel has Landlock.
 func Check(m Mode) error {
@@ -20,6 +23,19 @@ func Check(m Mode) error {
 	return nil
 }
 
+// CheckNetwork reports whether this system can enforce n: nil for allow
+// and unset, and where the kernel's Landlock restricts TCP (ABI 4, Linux
+// 6.7).
+func CheckNetwork(n Network) error {
+	if n != NetworkDeny {
+		return nil
+	}
+	if v, err := ll.LandlockGetABIVersion(); err != nil || v < networkABI {
+		return fmt.Errorf("sandbox: this kernel's Landlock (ABI %d) cannot restrict the network (ABI %d needed), so network %s cannot be enforced", max(v, 0), networkABI, n)
+	}
+	return nil
+}
+
 // RestrictThread restricts the calling OS thread, and every process it
 // starts from then on, to p (Landlock, with no_new_privs set). The caller
 // must have locked its goroutine to the thread (runtime.LockOSThread) and
@@ -27,10 +43,12 @@ func Check(m Mode) error {
 // the kernel's Landlock ABI lacks are left out (best effort); without
 // Landlock nothing is restricted (see Check).
 //
-// Everything may be read and executed; the devices /dev/null, /dev/zero,
-// /dev/full and /dev/tty may be written; under WorkspaceWrite everything
-// under p.Writable may be changed too. Processes under p cannot signal
-// processes outside their sandbox (ABI 6 and later).
+// Under ReadOnly and WorkspaceWrite, everything may be read and executed
+// but p.Unreadable; the devices /dev/null, /dev/zero, /dev/full and
+// /dev/tty may be written; under WorkspaceWrite everything under
+// p.Writable may be changed too. Processes under p cannot signal processes
+// outside their sandbox (ABI 6 and later). With NetworkDeny, TCP connect
+// and bind are refused (ABI 4 and later; UDP too from ABI 10).
 func (p Policy) RestrictThread() error {
 	if err := p.validate(); err != nil || !p.Restricted() {
 		return err
@@ -39,19 +57,16 @@ func (p Policy) RestrictThread() error {
 	if err != nil || abi < 1 {
 		return nil
 	}
-	rules := []landlock.Rule{
-		landlock.RODirs("/").WithResolveUnix(),
-		landlock.RWFiles(devices()...).IgnoreIfMissing(),
+	var cfg landlock.Config
+	var rules []landlock.Rule
+	if p.restrictsFiles() {
+		cfg.HandledAccessFS, cfg.Scoped = landlock.V11.HandledAccessFS, ll.ScopeSignal
+		rules = p.fileRules(abi)
 	}
-	if p.Mode == WorkspaceWrite && len(p.Writable) > 0 {
-		rw := landlock.RWDirs(p.Writable...).IgnoreIfMissing()
-		if abi >= 2 { // on ABI 1, asking for refer would drop every restriction
-			rw = rw.WithRefer()
-		}
-		rules = append(rules, rw)
+	if p.Network == NetworkDeny {
+		cfg.HandledAccessNet = landlock.V11.HandledAccessNet // no rule: nothing is allowed
 	}
-	cfg := landlock.Config{HandledAccessFS: landlock.V11.HandledAccessFS, Scoped: ll.ScopeSignal}.BestEffort()
-	fd, flags, err := cfg.NewRulesetFD(rules...)
+	fd, flags, err := cfg.BestEffort().NewRulesetFD(rules...)
 	if err != nil || fd < 0 {
 		return err
 	}
@@ -63,6 +78,24 @@ func (p Policy) RestrictThread() error {
 		return fmt.Errorf("sandbox: landlock_restrict_self: %w", err)
 	}
 	return nil
+}
+
+// fileRules are the Landlock rules of p's file access: read on /, write
+// on p.Writable, both carved around p.Unreadable (see carve), and write
+// on the devices.
+func (p Policy) fileRules(abi int) []landlock.Rule {
+	write := uint64(writeRights)
+	if abi >= 2 { // on ABI 1, asking for refer would drop every restriction
+		write |= ll.AccessFSRefer
+	}
+	c := newCarver(p.Unreadable)
+	c.grant("/", readRights|ll.AccessFSResolveUnix)
+	if p.Mode == WorkspaceWrite {
+		for _, d := range p.Writable {
+			c.grant(resolved(d), readRights|write)
+		}
+	}
+	return append(c.rules(), landlock.RWFiles(devices()...).IgnoreIfMissing())
 }
 
 // Command returns the program and arguments that run argv (argv[0]

@@ -7,23 +7,24 @@
 // While a child uses it, a worktree is locked (git worktree lock) with a
 // reason naming the process ("dsh pid N"); a worktree still locked by a
 // process that is gone was left by a crash, and List reports it as stale.
-// It uses the git command line.
+// It uses the git command line, hardened and sandboxed: the repository
+// cannot make dsh's git run anything (see runner).
 package worktree
 
 import (
-	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
 	"hash/fnv"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
 	"sync"
+
+	"github.com/dsh-go/dsh/sandbox"
 )
 
 // BranchPrefix starts the name of every branch this package creates.
@@ -53,16 +54,25 @@ func (e *Error) ErrorCode() string { return e.Code }
 // concurrent use.
 type Manager struct {
 	root string
+	git  runner
 	mu   sync.Mutex // serialises the git commands that change a repository's worktrees
 }
 
 // New returns a manager keeping worktrees under root (absolute), one
-// folder per repository.
-func New(root string) (*Manager, error) {
+// folder per repository. Its git commands run under the sandbox mode
+// (unset: sandbox.Default; a call's context may narrow it) and network
+// setting of the commands dsh runs.
+func New(root string, mode sandbox.Mode, network sandbox.Network) (*Manager, error) {
 	if !filepath.IsAbs(root) {
 		return nil, fmt.Errorf("worktree: root %q is not an absolute path", root)
 	}
-	return &Manager{root: root}, nil
+	if _, err := sandbox.ParseMode(string(mode)); err != nil {
+		return nil, fmt.Errorf("worktree: %w", err)
+	}
+	if _, err := sandbox.ParseNetwork(string(network)); err != nil {
+		return nil, fmt.Errorf("worktree: %w", err)
+	}
+	return &Manager{root: root, git: runner{mode: mode, network: network, root: root}}, nil
 }
 
 // Root returns the directory the manager keeps worktrees under.
@@ -108,7 +118,7 @@ func (o Outcome) String() string {
 // tree holds the committed state: the parent's uncommitted changes are not
 // in it. Outside a git repository it fails with code NOT_A_GIT_REPOSITORY.
 func (m *Manager) Create(ctx context.Context, cwd, label string) (*Worktree, error) {
-	top, err := git(ctx, cwd, "rev-parse", "--show-toplevel")
+	top, err := m.git.read(ctx, cwd, "rev-parse", "--show-toplevel")
 	if err != nil {
 		return nil, &Error{Code: CodeNotARepo, Msg: fmt.Sprintf("worktree isolation needs a git repository, and %s is not inside one", cwd)}
 	}
@@ -116,7 +126,7 @@ func (m *Manager) Create(ctx context.Context, cwd, label string) (*Worktree, err
 	if err != nil || strings.HasPrefix(rel, "..") {
 		rel = "."
 	}
-	base, err := git(ctx, top, "rev-parse", "--verify", "HEAD^{commit}")
+	base, err := m.git.read(ctx, top, "rev-parse", "--verify", "HEAD^{commit}")
 	if err != nil {
 		return nil, &Error{Code: CodeGit, Msg: fmt.Sprintf("worktree isolation needs a commit to start from, and the repository at %s has none", top)}
 	}
@@ -129,7 +139,7 @@ func (m *Manager) Create(ctx context.Context, cwd, label string) (*Worktree, err
 	}
 	w := &Worktree{m: m, Repo: top, Path: dir, Dir: filepath.Join(dir, rel), Branch: BranchPrefix + name, Base: base}
 	m.mu.Lock()
-	_, err = git(ctx, top, "worktree", "add", "--quiet", "--lock", "--reason", lockPrefix+strconv.Itoa(os.Getpid()), "-b", w.Branch, dir, base)
+	_, err = m.git.change(ctx, top, "worktree", "add", "--quiet", "--lock", "--reason", lockPrefix+strconv.Itoa(os.Getpid()), "-b", w.Branch, dir, base)
 	m.mu.Unlock()
 	if err != nil {
 		return nil, err
@@ -151,39 +161,40 @@ func (w *Worktree) Finish(ctx context.Context) (Outcome, error) {
 
 func (w *Worktree) finish(ctx context.Context) (Outcome, error) {
 	out := Outcome{Path: w.Path, Branch: w.Branch}
-	changed, err := Changed(ctx, w.Path, w.Base)
+	git := w.m.git
+	changed, err := changed(ctx, git, w.Path, w.Base)
 	if err != nil {
 		return out, err
 	}
 	w.m.mu.Lock()
 	defer w.m.mu.Unlock()
-	if _, err := git(ctx, w.Repo, "worktree", "unlock", w.Path); err != nil {
+	if _, err := git.change(ctx, w.Repo, "worktree", "unlock", w.Path); err != nil {
 		return out, err
 	}
 	if changed {
 		out.Kept = true
 		return out, nil
 	}
-	return out, remove(ctx, w.Repo, w.Path, w.Branch)
-}
-
-// remove deletes a worktree and its branch.
-func remove(ctx context.Context, repo, path, branch string) error {
-	if _, err := git(ctx, repo, "worktree", "remove", "--force", path); err != nil {
-		return err
+	if _, err := git.change(ctx, w.Repo, "worktree", "remove", "--force", w.Path); err != nil {
+		return out, err
 	}
-	_, err := git(ctx, repo, "branch", "-D", branch)
-	return err
+	_, err = git.change(ctx, w.Repo, "branch", "-D", w.Branch)
+	return out, err
 }
 
 // Changed reports whether the worktree at path differs from base: edited,
-// new or deleted files (ignored ones aside) or commits of its own.
+// new or deleted files (ignored ones aside) or commits of its own. Its git
+// commands run read-only (or as ctx's sandbox mode says).
 func Changed(ctx context.Context, path, base string) (bool, error) {
-	status, err := git(ctx, path, "status", "--porcelain", "--untracked-files=all")
+	return changed(ctx, runner{}, path, base)
+}
+
+func changed(ctx context.Context, git runner, path, base string) (bool, error) {
+	status, err := git.read(ctx, path, "status", "--porcelain", "--untracked-files=all")
 	if err != nil || status != "" {
 		return status != "", err
 	}
-	ahead, err := git(ctx, path, "rev-list", "--count", base+"..HEAD")
+	ahead, err := git.read(ctx, path, "rev-list", "--count", base+"..HEAD")
 	return ahead != "0", err
 }
 
@@ -215,9 +226,11 @@ func (in Info) Remedy() string {
 }
 
 // List returns the worktrees of the repository holding dir that dsh
-// created (their branch starts with BranchPrefix).
+// created (their branch starts with BranchPrefix). Its git commands run
+// read-only (or as ctx's sandbox mode says).
 func List(ctx context.Context, dir string) ([]Info, error) {
-	out, err := git(ctx, dir, "worktree", "list", "--porcelain")
+	git := runner{}
+	out, err := git.read(ctx, dir, "worktree", "list", "--porcelain")
 	if err != nil {
 		return nil, err
 	}
@@ -248,31 +261,13 @@ func List(ctx context.Context, dir string) ([]Info, error) {
 			continue
 		}
 		if !in.Missing && mainHead != "" {
-			if in.Changed, err = Changed(ctx, in.Path, mainHead); err != nil {
+			if in.Changed, err = changed(ctx, git, in.Path, mainHead); err != nil {
 				return nil, err
 			}
 		}
 		infos = append(infos, in)
 	}
 	return infos, nil
-}
-
-// git runs git in dir and returns its trimmed stdout; a failure says what
-// git said.
-func git(ctx context.Context, dir string, args ...string) (string, error) {
-	cmd := exec.CommandContext(ctx, "git", args...)
-	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), "GIT_TERMINAL_PROMPT=0", "LC_ALL=C")
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	if err := cmd.Run(); err != nil {
-		msg := strings.TrimSpace(stderr.String())
-		if msg == "" {
-			msg = err.Error()
-		}
-		return "", &Error{Code: CodeGit, Msg: fmt.Sprintf("git %s: %s", strings.Join(args[:min(len(args), 2)], " "), msg)}
-	}
-	return strings.TrimSpace(stdout.String()), nil
 }
 
 var unsafeChars = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`[^a-z0-9]+`) })

@@ -46,7 +46,7 @@ func Repo(t *testing.T) string {
 
 func manager(t *testing.T) *worktree.Manager {
 	t.Helper()
-	m, err := worktree.New(t.TempDir())
+	m, err := worktree.New(t.TempDir(), "", "")
 	if err != nil {
 		t.Fatal(err)
 	}

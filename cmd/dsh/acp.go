@@ -44,7 +44,8 @@ func (c *cli) acpCmd() *cobra.Command {
 			err = acpserver.Serve(cmd.Context(), acpserver.Options{Agents: rt.Agents, AgentOptions: cfg.Agent,
 				Policy: cfg.ACPPolicy(acpserver.DefaultAskPermission()), TokenBudget: cfg.Budget.Tokens,
 				PermissionTimeout: cfg.ACP.PermissionTimeout, MaxSessions: cfg.ACP.MaxSessions, Sessions: rt.Sessions, Subagents: rt.Subagents, Version: version, Log: rt.Log,
-				MCP: mcptool.Options{Log: rt.Log, Events: rt.Events, Version: version}}, c.stdin, c.stdout)
+				MCP: mcptool.Options{Log: rt.Log, Events: rt.Events, Version: version,
+					Sandbox: cfg.Tools.Sandbox, Network: cfg.Tools.Network}}, c.stdin, c.stdout)
 			return errors.Join(err, rt.Close(cmd.Context()))
 		},
 	}

@@ -116,6 +116,9 @@ func decodeRequest(line []byte) (request, error) {
 	if _, err := sandbox.ParseMode(string(req.Sandbox.Mode)); err != nil {
 		return request{}, fmt.Errorf("proc: bad request: %w", err)
 	}
+	if _, err := sandbox.ParseNetwork(string(req.Sandbox.Network)); err != nil {
+		return request{}, fmt.Errorf("proc: bad request: %w", err)
+	}
 	return req, nil
 }
 

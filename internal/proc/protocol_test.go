@@ -10,7 +10,7 @@ import (
 )
 
 func TestDecodeRequest(t *testing.T) {
-	good := `{"path":"/bin/sh","argv":["sh","-c","true"],"dir":"/","env":["A=b"],"sandbox":{"mode":"workspace-write","writable":["/tmp"]}}`
+	good := `{"path":"/bin/sh","argv":["sh","-c","true"],"dir":"/","env":["A=b"],"sandbox":{"mode":"workspace-write","writable":["/tmp"],"unreadable":["/h/.ssh"],"network":"deny"}}`
 	if _, err := decodeRequest([]byte(good)); err != nil {
 		t.Fatalf("good request: %v", err)
 	}
@@ -22,6 +22,7 @@ func TestDecodeRequest(t *testing.T) {
 		`{"path":"/bin/sh","argv":["sh"],"dir":"/","env":["=x"]}`,
 		`{"path":"/bin/sh","argv":["s\u0000h"],"dir":"/"}`,
 		`{"path":"/bin/sh","argv":["sh"],"dir":"/","sandbox":{"mode":"wide-open"}}`,
+		`{"path":"/bin/sh","argv":["sh"],"dir":"/","sandbox":{"network":"off"}}`,
 	} {
 		if _, err := decodeRequest([]byte(bad)); err == nil {
 			t.Errorf("accepted %s", bad)

@@ -50,7 +50,7 @@ func (e *env) typed(cwd string, defs map[string]string) *agent.Agent {
 	if err != nil {
 		t.Fatal(err)
 	}
-	wts, err := worktree.New(t.TempDir())
+	wts, err := worktree.New(t.TempDir(), "", "")
 	if err != nil {
 		t.Fatal(err)
 	}

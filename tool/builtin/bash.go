@@ -35,7 +35,7 @@ func bashTool(opts Options, guard *gitGuard) tool.Definition {
 		}
 		dir := resolve(call.Cwd, ".")
 		end := guard.begin(dir)
-		res, err := runBash(ctx, dir, args.Command, timeout, opts.OutputLimit, sandbox.For(opts.mode(ctx), dir))
+		res, err := runBash(ctx, dir, args.Command, timeout, opts.OutputLimit, sandbox.For(opts.mode(ctx), dir).WithNetwork(opts.Network))
 		if note := end(); note != "" && err == nil {
 			res.Content = append(res.Content, content.Text("\n"+note))
 		}

@@ -54,6 +54,9 @@ type Options struct {
 	// dsh makes ($DSH_HOME/worktrees): a call working in one of them may
 	// write its own working directory.
 	Worktrees string
+	// Network is whether bash commands may use the network (default
+	// allow).
+	Network sandbox.Network
 	// Redact, when set, rewrites the text of every result and error (dsh
 	// removes the credentials it holds).
 	Redact func(string) string
