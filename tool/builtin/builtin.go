@@ -22,7 +22,7 @@ import (
 const (
 	CodeExitStatus = "EXIT_STATUS" // bash: the command exited non-zero
 	CodeTimeout    = "TIMEOUT"     // bash: the command ran out of time
-	// CodeSandbox: write_file or edit_file was refused by the sandbox mode
+	// CodeSandbox: a file tool was refused by the sandbox mode
 	// in force (read-only, or a path outside workspace-write's writable set).
 	CodeSandbox = "SANDBOX"
 	// CodeProtected: write_file or edit_file was refused a path no tool may

@@ -49,6 +49,9 @@ func readFileTool(opts Options) tool.Definition {
 			limit = defaultReadLimit
 		}
 		path := resolve(call.Cwd, args.Path)
+		if err := checkRead(opts.readPolicy(ctx, call.Cwd), "read_file", path); err != nil {
+			return tool.Result{}, err
+		}
 		f, _, err := openText(ctx, path)
 		if err != nil {
 			return tool.Result{}, err

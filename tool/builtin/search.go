@@ -16,6 +16,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/dsh-go/dsh/sandbox"
 	"github.com/dsh-go/dsh/tool"
 )
 
@@ -53,6 +54,10 @@ func globTool(opts Options) tool.Definition {
 		if fi, err := os.Stat(root); err != nil || !fi.IsDir() {
 			return tool.Result{}, dirErr(root, err)
 		}
+		pol := opts.readPolicy(ctx, call.Cwd)
+		if err := checkRead(pol, "glob", base); err != nil {
+			return tool.Result{}, err
+		}
 		if fi, err := os.Stat(base); err != nil || !fi.IsDir() {
 			return tool.TextResult(fmt.Sprintf("no files match %s", args.Pattern)), nil
 		}
@@ -61,7 +66,7 @@ func globTool(opts Options) tool.Definition {
 			mod  time.Time
 		}
 		var found []match
-		err := walk(ctx, base, func(p string, d fs.DirEntry) error {
+		err := walk(ctx, pol, base, func(p string, d fs.DirEntry) error {
 			parts := splitRel(base, p)
 			if d.IsDir() {
 				if len(parts) > 0 && !matchSegs(segs, parts, true) {
@@ -144,6 +149,10 @@ func grepTool(opts Options) tool.Definition {
 		if err != nil {
 			return tool.Result{}, statErr(root, err)
 		}
+		pol := opts.readPolicy(ctx, call.Cwd)
+		if err := checkRead(pol, "grep", root); err != nil {
+			return tool.Result{}, err
+		}
 		g := &grepper{ctx: ctx, re: re, max: maxResults, out: lines{limit: opts.OutputLimit}}
 		if !fi.IsDir() {
 			if err := checkRegular(root, fi); err != nil {
@@ -151,7 +160,7 @@ func grepTool(opts Options) tool.Definition {
 			}
 			err = g.file(root, filepath.Base(root))
 		} else {
-			err = walk(ctx, root, func(p string, d fs.DirEntry) error {
+			err = walk(ctx, pol, root, func(p string, d fs.DirEntry) error {
 				if d.IsDir() {
 					return nil
 				}
@@ -188,8 +197,15 @@ func grepTool(opts Options) tool.Definition {
 }
 
 // walk calls fn for every entry under root except root itself, skipping .git
-// directories and unreadable entries, and stops when ctx is done.
-func walk(ctx context.Context, root string, fn func(path string, d fs.DirEntry) error) error {
+// directories, unreadable entries and those pol keeps from reads, and stops
+// when ctx is done.
+func walk(ctx context.Context, pol sandbox.Policy, root string, fn func(path string, d fs.DirEntry) error) error {
+	// Only a directory, a link or a file named as a denied one can be (or
+	// lead to) a denied path: the walk does not follow links.
+	denied := map[string]bool{}
+	for _, u := range pol.Unreadable {
+		denied[filepath.Base(u)] = true
+	}
 	return filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
 		if ctx.Err() != nil {
 			return ctx.Err()
@@ -199,6 +215,12 @@ func walk(ctx context.Context, root string, fn func(path string, d fs.DirEntry) 
 		}
 		if d.IsDir() && d.Name() == ".git" {
 			return filepath.SkipDir
+		}
+		if (d.IsDir() || d.Type()&fs.ModeSymlink != 0 || denied[d.Name()]) && !pol.MayRead(p) {
+			if d.IsDir() {
+				return filepath.SkipDir
+			}
+			return nil
 		}
 		return fn(p, d)
 	})

@@ -22,6 +22,24 @@ func (o Options) mode(ctx context.Context) sandbox.Mode {
 	return m
 }
 
+// readPolicy is the sandbox policy in force for a call working in cwd:
+// what it says of reads (Unreadable) binds the file tools as it binds
+// commands.
+func (o Options) readPolicy(ctx context.Context, cwd string) sandbox.Policy {
+	return sandbox.For(o.mode(ctx), resolve(cwd, "."))
+}
+
+// checkRead refuses tool name a read of path that the sandbox in force
+// keeps from commands (the credential stores and session logs of
+// sandbox.Unreadable).
+func checkRead(pol sandbox.Policy, name, path string) error {
+	if pol.MayRead(path) {
+		return nil
+	}
+	return tool.Errorf(CodeSandbox, "%s: refused: %s is unreadable under tools.sandbox: %s (credential stores and dsh's session logs are "+
+		"kept from tools and commands); reading it needs tools.sandbox: full, which only the user can set", name, path, pol.Mode)
+}
+
 // checkWrite decides whether write_file or edit_file (name) may write dest,
 // the destination of path (path with every symbolic link followed), for a
 // call working in cwd. Protected files are refused whatever the mode

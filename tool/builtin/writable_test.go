@@ -196,3 +196,54 @@ func TestWorktreeChildWritesOnlyItsTree(t *testing.T) {
 	unchanged(t, filepath.Join(home, "dsh.yaml"), "old")
 	unchanged(t, filepath.Join(home, "x"), "")
 }
+
+// TestFileToolsKeepOutOfCredentialStores: read_file, grep and glob refuse
+// what the sandbox keeps from commands (sandbox.Unreadable), directly, by
+// a link, and on the way of a walk; full reads them.
+func TestFileToolsKeepOutOfCredentialStores(t *testing.T) {
+	home := t.TempDir()
+	t.Setenv("HOME", home)
+	t.Setenv("DSH_HOME", filepath.Join(home, ".dsh"))
+	writeFiles(t, home, map[string]string{
+		".ssh/id_rsa":                 "PRIVATE-KEY-SENTINEL",
+		".netrc":                      "machine x password NETRC-SENTINEL",
+		".dsh/sessions/p/s/a.jsonl":   "SESSION-SENTINEL",
+		"project/notes.txt":           "an ordinary SENTINEL",
+		"project/.config/app/ok.conf": "readable SENTINEL",
+	})
+	if err := os.Symlink(filepath.Join(home, ".ssh"), filepath.Join(home, "project", "keys")); err != nil {
+		t.Fatal(err)
+	}
+	cwd := filepath.Join(home, "project")
+	ws := scope(t, Options{})
+	for _, args := range []struct{ name, args string }{
+		{"read_file", `{"path":"` + filepath.Join(home, ".ssh", "id_rsa") + `"}`},
+		{"read_file", `{"path":"keys/id_rsa"}`},
+		{"read_file", `{"path":"../.netrc"}`},
+		{"read_file", `{"path":"` + filepath.Join(home, ".dsh", "sessions", "p", "s", "a.jsonl") + `"}`},
+		{"grep", `{"pattern":"SENTINEL","path":"` + filepath.Join(home, ".ssh") + `"}`},
+		{"glob", `{"pattern":"*","path":"` + filepath.Join(home, ".ssh") + `"}`},
+	} {
+		res, text := run(t, ws, cwd, args.name, args.args)
+		wantErr(t, res, text, CodeSandbox, "unreadable under tools.sandbox: workspace-write")
+	}
+	// A walk from $HOME skips the denied folders and files, and keeps the rest.
+	res, text := run(t, ws, cwd, "grep", `{"pattern":"SENTINEL","path":"`+home+`"}`)
+	wantOK(t, res, text)
+	for _, leak := range []string{"PRIVATE-KEY", "NETRC-", "SESSION-"} {
+		if strings.Contains(text, leak) {
+			t.Fatalf("grep from $HOME read a denied file (%s): %s", leak, text)
+		}
+	}
+	if !strings.Contains(text, "an ordinary SENTINEL") || !strings.Contains(text, "readable SENTINEL") {
+		t.Fatalf("grep skipped readable files: %s", text)
+	}
+	res, text = run(t, ws, cwd, "glob", `{"pattern":"**/*","path":"`+home+`"}`)
+	wantOK(t, res, text)
+	if strings.Contains(text, "id_rsa") || strings.Contains(text, ".netrc") || strings.Contains(text, "a.jsonl") {
+		t.Fatalf("glob listed denied files: %s", text)
+	}
+	// Under full nothing is kept.
+	res, text = run(t, scope(t, Options{Sandbox: sandbox.Full}), cwd, "read_file", `{"path":"keys/id_rsa"}`)
+	wantOK(t, res, text)
+}
