@@ -1,0 +1,75 @@
+package main
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/dsh-go/dsh/internal/llmtest"
+)
+
+// Credentials dsh was not told about reach no command (N13): variables
+// named like one (OTEL_EXPORTER_OTLP_HEADERS, *_PAT, *_AUTH) and variables
+// whose value is one (a URL with a password, a GitHub token) are not in
+// bash's environment, and a key in a known format that a command prints
+// from a file is redacted before the model, the log or the output see it.
+func TestUnknownCredentialsReachNoCommand(t *testing.T) {
+	const planted = "sk-proj-SENTINEL0file9a8b7c6d5e4f"
+	secrets := map[string]string{
+		"OTEL_EXPORTER_OTLP_HEADERS": "x-honeycomb-team=SENTINEL-otel-1a2b",
+		"DATABASE_URL":               "postgres://app:SENTINEL-db-3c4d@db/x",
+		"GH_PAT":                     "SENTINEL-pat-5e6f",
+		"NPM_AUTH":                   "SENTINEL-npm-7a8b",
+		"CI_BUILD_VALUE":             "ghp_SENTINEL0123456789abcdefABCDEF012345",
+	}
+	var results []string
+	srv := llmtest.NewServer(t, func(r llmtest.Request) llmtest.Reply {
+		if len(r.ToolResults) == 0 {
+			return llmtest.Reply{ToolCall: &llmtest.ToolCall{Name: "bash", Arguments: `{"command":"env; echo ENV-END; cat planted.txt"}`}}
+		}
+		results = append(results, r.ToolResults...)
+		return llmtest.Reply{Text: "done"}
+	})
+	home, cwd := t.TempDir(), t.TempDir()
+	if err := os.WriteFile(filepath.Join(cwd, "planted.txt"), []byte("OPENAI_API_KEY="+planted+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	dsh := exec.Command(dshBinary, "run", "--cwd", cwd, "probe")
+	dsh.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + home, "DSH_HOME=" + home,
+		"DEEPSEEK_API_KEY=sk-test", "DEEPSEEK_BASE_URL=" + srv.URL, "ORDINARY_SETTING=kept-value"}
+	for name, v := range secrets {
+		dsh.Env = append(dsh.Env, name+"="+v)
+	}
+	out, err := dsh.CombinedOutput()
+	if err != nil {
+		t.Fatalf("dsh run: %v\n%s", err, out)
+	}
+	if len(results) != 1 || !strings.Contains(results[0], "ORDINARY_SETTING=kept-value") || !strings.Contains(results[0], "OPENAI_API_KEY=") {
+		t.Fatalf("the probe's controls failed, so it proves nothing: %q", results)
+	}
+	texts := map[string]string{"tool result": results[0], "output": string(out)}
+	filepath.Walk(home, func(p string, fi os.FileInfo, err error) error {
+		if err == nil && fi.Mode().IsRegular() {
+			b, _ := os.ReadFile(p)
+			texts[p] = string(b)
+		}
+		return nil
+	})
+	for name, v := range secrets {
+		if strings.Contains(results[0], name+"=") {
+			t.Errorf("%s reached the command's environment", name)
+		}
+		for where, text := range texts {
+			if strings.Contains(text, v) {
+				t.Errorf("%s's value appears in %s", name, where)
+			}
+		}
+	}
+	for where, text := range texts {
+		if strings.Contains(text, planted) {
+			t.Errorf("the planted key appears in %s", where)
+		}
+	}
+}
