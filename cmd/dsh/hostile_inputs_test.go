@@ -1,11 +1,14 @@
 package main
 
 import (
+	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/dsh-go/dsh/internal/llmtest"
 )
@@ -71,5 +74,34 @@ func TestUnknownCredentialsReachNoCommand(t *testing.T) {
 		if strings.Contains(text, planted) {
 			t.Errorf("the planted key appears in %s", where)
 		}
+	}
+}
+
+// A dsh.yaml holding a YAML alias bomb (about 500 bytes) costs a dsh
+// command milliseconds, not minutes (N10): the command fails at once,
+// naming the file and the line.
+func TestAliasBombInConfigFailsFast(t *testing.T) {
+	var bomb strings.Builder
+	bomb.WriteString("mcpServers:\n  x:\n    command: echo\n    args:\n    - &a0 [lol,lol,lol,lol,lol,lol,lol,lol,lol]\n")
+	for i := 1; i <= 8; i++ {
+		fmt.Fprintf(&bomb, "    - &a%d [%s]\n", i, strings.TrimSuffix(strings.Repeat(fmt.Sprintf("*a%d,", i-1), 9), ","))
+	}
+	home := t.TempDir()
+	path := filepath.Join(home, "dsh.yaml")
+	if err := os.WriteFile(path, []byte(bomb.String()), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	dsh := exec.CommandContext(ctx, dshBinary, "sessions", "list")
+	dsh.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + home, "DSH_HOME=" + home}
+	start := time.Now()
+	out, err := dsh.CombinedOutput()
+	took := time.Since(start)
+	if err == nil || !strings.Contains(string(out), path+": line 9: YAML aliases expand to more than 10000 nodes") {
+		t.Fatalf("dsh sessions list (%d-byte dsh.yaml, after %v): %v\n%s", bomb.Len(), took, err, out)
+	}
+	if took > 5*time.Second {
+		t.Errorf("refused after %v", took)
 	}
 }
