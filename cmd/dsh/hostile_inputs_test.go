@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/dsh-go/dsh/internal/llmtest"
+	"github.com/dsh-go/dsh/session"
 )
 
 // Credentials dsh was not told about reach no command (N13): variables
@@ -103,5 +104,86 @@ func TestAliasBombInConfigFailsFast(t *testing.T) {
 	}
 	if took > 5*time.Second {
 		t.Errorf("refused after %v", took)
+	}
+}
+
+// Big text is stored once (N17): a 4 MiB answer streamed in two deltas,
+// and a write_file call with 2 MiB of arguments, leave session files
+// barely larger than the text (they were 3–4 times as large: the deltas,
+// the block-end, the assistant message and the tool call each held a
+// copy); the sessions read back whole, sessions show prints the answer,
+// and a resumed session sends the whole answer back to the model.
+func TestBigTextIsStoredOnce(t *testing.T) {
+	const mib = 1 << 20
+	line := "the answer goes on and on; "
+	answer := strings.Repeat(line, 4*mib/len(line))
+	body := strings.Repeat("file body ", 2*mib/10)
+	args := fmt.Sprintf(`{"path":"big.txt","content":%q}`, body)
+	resent := false
+	srv := llmtest.NewServer(t, func(r llmtest.Request) llmtest.Reply {
+		switch {
+		case r.LastUser == "write" && len(r.ToolResults) == 0:
+			return llmtest.Reply{ToolCall: &llmtest.ToolCall{Name: "write_file", Arguments: args}}
+		case r.LastUser == "write":
+			return llmtest.Reply{Text: "written"}
+		case r.LastUser == "again":
+			resent = strings.Contains(string(r.Body), answer)
+			return llmtest.Reply{Text: "ok"}
+		}
+		return llmtest.Reply{Text: answer}
+	})
+	home, cwd := t.TempDir(), t.TempDir()
+	dsh := func(args ...string) string {
+		t.Helper()
+		cmd := exec.Command(dshBinary, args...)
+		cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + home, "DSH_HOME=" + home,
+			"DEEPSEEK_API_KEY=sk-test", "DEEPSEEK_BASE_URL=" + srv.URL}
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("dsh %v: %v\n%.2000s", args, err, out)
+		}
+		return string(out)
+	}
+	dsh("run", "--cwd", cwd, "answer")
+	dsh("run", "--cwd", cwd, "write")
+	want := map[string]string{"answer": answer, "write": args + "written"}
+	ids := map[string]string{}
+	for id, s := range storedSessions(t, home) {
+		prompt := userTexts(s.repaired)[0]
+		ids[prompt] = id
+		files, _ := filepath.Glob(filepath.Join(home, "sessions", "*", id, "session.jsonl"))
+		if len(files) != 1 {
+			t.Fatalf("session %s: files %v", id, files)
+		}
+		fi, err := os.Stat(files[0])
+		if err != nil {
+			t.Fatal(err)
+		}
+		ratio := float64(fi.Size()) / float64(len(want[prompt]))
+		t.Logf("%s: %d bytes of answer and arguments → %d-byte session file (%.2f×)", prompt, len(want[prompt]), fi.Size(), ratio)
+		if ratio > 1.2 {
+			t.Errorf("%s: the session file holds the text %.2f times", prompt, ratio)
+		}
+		var got string
+		for _, e := range s.repaired {
+			if m, ok := e.Data.(session.AssistantMessage); ok {
+				for _, b := range m.Message.Content {
+					got += b.Text + b.Arguments
+				}
+			}
+		}
+		if got != want[prompt] {
+			t.Errorf("%s: the stored answer differs (%d bytes, want %d)", prompt, len(got), len(want[prompt]))
+		}
+	}
+	if b, err := os.ReadFile(filepath.Join(cwd, "big.txt")); err != nil || string(b) != body {
+		t.Fatalf("big.txt: %d bytes, %v", len(b), err)
+	}
+	if show := dsh("sessions", "show", ids["answer"]); strings.Count(show, line) < 4*mib/len(line)-1 {
+		t.Errorf("sessions show prints %d of the answer's %d lines", strings.Count(show, line), 4*mib/len(line))
+	}
+	dsh("run", "--cwd", cwd, "--resume", ids["answer"], "again")
+	if !resent {
+		t.Error("the resumed session did not send the whole answer back")
 	}
 }
