@@ -187,3 +187,49 @@ func TestBigTextIsStoredOnce(t *testing.T) {
 		t.Error("the resumed session did not send the whole answer back")
 	}
 }
+
+// A child's big answer is stored once in the whole tree (N17: a 20 MiB
+// child answer made 63 MB of sessions): the child's session holds it once,
+// the parent's tool result is capped.
+func TestBigChildAnswerIsStoredOnce(t *testing.T) {
+	answer := strings.Repeat("the child's long report; ", (4<<20)/25)
+	srv := llmtest.NewServer(t, func(r llmtest.Request) llmtest.Reply {
+		switch {
+		case r.Child:
+			return llmtest.Reply{Text: answer}
+		case len(r.ToolResults) == 0:
+			return llmtest.Reply{ToolCall: &llmtest.ToolCall{Name: "subagent", Arguments: `{"description":"c","prompt":"report"}`}}
+		}
+		return llmtest.Reply{Text: "thanks"}
+	})
+	home, cwd := t.TempDir(), t.TempDir()
+	cmd := exec.Command(dshBinary, "run", "--cwd", cwd, "delegate")
+	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + home, "DSH_HOME=" + home,
+		"DEEPSEEK_API_KEY=sk-test", "DEEPSEEK_BASE_URL=" + srv.URL}
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("dsh run: %v\n%.2000s", err, out)
+	}
+	var total int64
+	files, _ := filepath.Glob(filepath.Join(home, "sessions", "*", "*", "session.jsonl"))
+	for _, f := range files {
+		if fi, err := os.Stat(f); err == nil {
+			total += fi.Size()
+		}
+	}
+	ratio := float64(total) / float64(len(answer))
+	t.Logf("%d-byte child answer → %d bytes in %d session files (%.2f×)", len(answer), total, len(files), ratio)
+	if len(files) != 2 || ratio > 1.2 {
+		t.Errorf("%d session files hold the answer %.2f times", len(files), ratio)
+	}
+	found := false
+	for _, s := range storedSessions(t, home) {
+		for _, e := range s.repaired {
+			if m, ok := e.Data.(session.AssistantMessage); ok && len(m.Message.Content) > 0 && m.Message.Content[0].Text == answer {
+				found = true
+			}
+		}
+	}
+	if !found {
+		t.Error("no session holds the child's whole answer")
+	}
+}
