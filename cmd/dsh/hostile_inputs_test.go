@@ -20,7 +20,7 @@ import (
 // bash's environment, and a key in a known format that a command prints
 // from a file is redacted before the model, the log or the output see it.
 func TestUnknownCredentialsReachNoCommand(t *testing.T) {
-	const planted = "sk-proj-SENTINEL0file9a8b7c6d5e4f"
+	const planted = "sk-proj-SENTINEL0file9a8b7c6d5e4f3a2b1c0d9e8f"
 	secrets := map[string]string{
 		"OTEL_EXPORTER_OTLP_HEADERS": "x-honeycomb-team=SENTINEL-otel-1a2b",
 		"DATABASE_URL":               "postgres://app:SENTINEL-db-3c4d@db/x",

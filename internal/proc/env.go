@@ -17,10 +17,11 @@ import (
 // holds a credential (pattern.Name: KEY, TOKEN, SECRET, PASSWORD, _PAT,
 // OTEL_EXPORTER_OTLP_HEADERS, …), and every variable whose value holds a
 // credential in a known format (pattern.Find: a URL with a password, a
-// GitHub or OpenAI key, a JWT, …), unless its exact name is in pass; it
-// always drops HTTP_PROXY, HTTPS_PROXY, ALL_PROXY and NO_PROXY in any
-// letter case (set one through Spec.Env to give it to a child); it drops
-// malformed entries and keeps the rest in order.
+// GitHub or OpenAI key, a JWT, …) but for the paths PATH, HOME, PWD and
+// TMPDIR, which a command cannot do without; all unless its exact name is
+// in pass. It always drops HTTP_PROXY, HTTPS_PROXY, ALL_PROXY and NO_PROXY
+// in any letter case (set one through Spec.Env to give it to a child); it
+// drops malformed entries and keeps the rest in order.
 func ScrubEnv(env, pass []string) []string {
 	out := make([]string, 0, len(env))
 	for _, kv := range env {
@@ -33,12 +34,22 @@ func ScrubEnv(env, pass []string) []string {
 		case "HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "NO_PROXY":
 			continue
 		}
-		if (strings.HasPrefix(upper, "DSH_") || pattern.Name(name) || pattern.Value(value)) && !contains(pass, name) {
+		if (strings.HasPrefix(upper, "DSH_") || pattern.Name(name) || !isPath(name) && pattern.Value(value)) && !contains(pass, name) {
 			continue
 		}
 		out = append(out, kv)
 	}
 	return out
+}
+
+// isPath reports whether a variable is one of the paths a command needs,
+// whose value is never taken for a credential.
+func isPath(name string) bool {
+	switch name {
+	case "PATH", "HOME", "PWD", "TMPDIR":
+		return true
+	}
+	return false
 }
 
 func contains(list []string, s string) bool {

@@ -678,6 +678,7 @@ func TestScrubEnv(t *testing.T) {
 	env := []string{
 		"PATH=/usr/bin:/bin",
 		"HOME=/home/u",
+		"PWD=/work/ghp_0123456789abcdefABCDEF0123456789abcd", // a path, however it looks
 		"LANG=C.UTF-8",
 		"FOO_API_KEY=k1",
 		"GITHUB_TOKEN=t",
@@ -708,10 +709,10 @@ func TestScrubEnv(t *testing.T) {
 		pass []string
 		want []string
 	}{
-		{"default", nil, []string{"PATH=/usr/bin:/bin", "HOME=/home/u", "LANG=C.UTF-8",
+		{"default", nil, []string{"PATH=/usr/bin:/bin", "HOME=/home/u", "PWD=/work/ghp_0123456789abcdefABCDEF0123456789abcd", "LANG=C.UTF-8",
 			"OTEL_EXPORTER_OTLP_ENDPOINT=https://otel.example", "GIT_URL=ssh://git@github.com/o/r", "EMPTY="}},
 		{"pass", []string{"DEEPSEEK_API_KEY", "DSH_HOME", "HTTP_PROXY", "github_token", "DATABASE_URL"}, []string{
-			"PATH=/usr/bin:/bin", "HOME=/home/u", "LANG=C.UTF-8", "DSH_HOME=/dsh", "DEEPSEEK_API_KEY=d",
+			"PATH=/usr/bin:/bin", "HOME=/home/u", "PWD=/work/ghp_0123456789abcdefABCDEF0123456789abcd", "LANG=C.UTF-8", "DSH_HOME=/dsh", "DEEPSEEK_API_KEY=d",
 			"OTEL_EXPORTER_OTLP_ENDPOINT=https://otel.example", "DATABASE_URL=postgres://app:pw@db/x",
 			"GIT_URL=ssh://git@github.com/o/r", "EMPTY="}},
 	}

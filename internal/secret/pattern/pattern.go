@@ -53,7 +53,8 @@ type Span struct{ Start, End int }
 //     Hugging Face (hf_) and Stripe (sk_live_, rk_live_, sk_test_,
 //     rk_test_) tokens;
 //   - AWS access key ids (AKIA…, ASIA…), Google API keys (AIza…);
-//   - OpenAI, Anthropic and DeepSeek keys (sk-…, with letters and digits);
+//   - OpenAI, Anthropic and DeepSeek keys (sk- and 32 or more letters,
+//     digits, - and _);
 //   - JSON Web Tokens (three base64url parts, the first starting eyJ);
 //   - the token after "Bearer ";
 //   - PEM private key blocks (-----BEGIN … PRIVATE KEY----- to its END line,
@@ -139,8 +140,8 @@ var formats = func() []format {
 	token("AKIA", upperDigit, 16, 16, false)
 	token("ASIA", upperDigit, 16, 16, false)
 	token("AIza", tokenChar, 35, 0, false)
-	token("sk-", tokenChar, 20, 0, true)
 	fs = append(fs,
+		format{"sk-", apiKeyAt},
 		format{"eyJ", jwtAt},
 		format{"Bearer ", bearerAt},
 		format{"://", userInfoAt},
@@ -193,6 +194,27 @@ func tokenAt(s string, at int, prefix string, body func(byte) bool, minLen, maxL
 		}
 	}
 	return Span{at, end}, true
+}
+
+// apiKeyAt matches an OpenAI, Anthropic or DeepSeek key: sk- and at least
+// 32 bytes of letters, digits, - and _, with letters and digits and a run
+// of 20 letters and digits (sk-proj-…, sk-ant-api03-…, sk-<32 hex>), so that
+// a hyphenated name such as sk-toolkit-2024-linux-x64-release is not one.
+func apiKeyAt(s string, at int) (Span, bool) {
+	sp, ok := tokenAt(s, at, "sk-", tokenChar, 32, 0, true)
+	if !ok {
+		return Span{}, false
+	}
+	longest, n := 0, 0
+	for i := sp.Start + len("sk-"); i < sp.End; i++ {
+		if alnum(s[i]) {
+			n++
+			longest = max(longest, n)
+		} else {
+			n = 0
+		}
+	}
+	return sp, longest >= 20
 }
 
 // jwtAt matches three base64url parts of at least 8 bytes each, joined by

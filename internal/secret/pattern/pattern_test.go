@@ -34,7 +34,7 @@ func TestFind(t *testing.T) {
 		glpat = "glpat-abcdefghij0123456789"
 		slack = "xoxb-123456789012-abcdefABCDEF"
 		aws   = "AKIAIOSFODNN7EXAMPLE"
-		sk    = "sk-proj-abc123DEF456ghi789JKL"
+		sk    = "sk-proj-abc123DEF456ghi789JKLmno012PQR345stu678"
 		ds    = "sk-0123456789abcdef0123456789abcdef"
 		npm   = "npm_abcdefghijklmnopqrstuvwxyz0123456789"
 		gkey  = "AIzaSyA-abcdefghijklmnopqrstuvwxyz01234"
@@ -65,7 +65,9 @@ func TestFind(t *testing.T) {
 		{"http://localhost:8080/x", nil},             // a port
 		{"risk-assessment-framework-2024-v1", nil},   // sk- inside a word
 		{"sk-some-long-hyphenated-branch-name", nil}, // no digit
-		{"AKIAIOSFODNN7EXAMPLEXX", nil},              // too long for an access key id
+		{"PATH=/usr/bin:/opt/sk-toolkit-2024-linux-x64-release-candidate/bin", nil},
+		{"sk-0123456789abcdef0123", nil}, // too short for a key
+		{"AKIAIOSFODNN7EXAMPLEXX", nil},  // too long for an access key id
 		{"ghp_short", nil},
 		{"-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----", nil},
 		{"Bearer token", nil},
@@ -96,9 +98,9 @@ func TestReplace(t *testing.T) {
 
 // Overlapping finds merge into one span.
 func TestFindMergesOverlaps(t *testing.T) {
-	text := "https://u:sk-abc123DEF456ghi789JKLmno@h"
+	text := "https://u:sk-abc123DEF456ghi789JKLmno012PQR345stu678@h"
 	spans := Find(text)
-	if len(spans) != 1 || text[spans[0].Start:spans[0].End] != "sk-abc123DEF456ghi789JKLmno" {
+	if len(spans) != 1 || text[spans[0].Start:spans[0].End] != "sk-abc123DEF456ghi789JKLmno012PQR345stu678" {
 		t.Fatalf("Find = %v", spans)
 	}
 }
