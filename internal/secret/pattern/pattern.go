@@ -13,18 +13,23 @@ import (
 
 // Name reports whether an environment variable's name says it holds a
 // credential, in any letter case: it contains KEY, TOKEN, SECRET,
-// PASSWORD, PASSWD, PASSPHRASE, CREDENTIAL, PRIVATE, COOKIE or AUTH_ (so
-// SSH_AUTH_SOCK, the SSH agent, too); it ends in _PAT or _AUTH; it is a
-// password manager's unlocked session (BW_SESSION, OP_SESSION_*); or it is
+// PASSWORD, PASSWD, PASSPHRASE, CREDENTIAL, COOKIE or AUTH_ (so
+// SSH_AUTH_SOCK, the SSH agent, too); it has a part PRIVATE between
+// underscores (GIT_PRIVATE_SSH, not GOPRIVATE); it ends in _PAT or _AUTH;
+// it is a password manager's unlocked session (BW_SESSION, OP_SESSION_*);
+// or it is
 // OTEL_EXPORTER_OTLP_HEADERS or OTEL_EXPORTER_OTLP_<SIGNAL>_HEADERS (the
 // tracing exporter's credentials). Other SESSION names (XDG_SESSION_ID,
 // DESKTOP_SESSION, DBUS_SESSION_BUS_ADDRESS) are ordinary and kept.
 func Name(name string) bool {
 	upper := strings.ToUpper(name)
-	for _, word := range [...]string{"KEY", "TOKEN", "SECRET", "PASSWORD", "PASSWD", "PASSPHRASE", "CREDENTIAL", "PRIVATE", "COOKIE", "AUTH_"} {
+	for _, word := range [...]string{"KEY", "TOKEN", "SECRET", "PASSWORD", "PASSWD", "PASSPHRASE", "CREDENTIAL", "COOKIE", "AUTH_"} {
 		if strings.Contains(upper, word) {
 			return true
 		}
+	}
+	if slices.Contains(strings.Split(upper, "_"), "PRIVATE") {
+		return true
 	}
 	if strings.HasSuffix(upper, "_PAT") || strings.HasSuffix(upper, "_AUTH") {
 		return true

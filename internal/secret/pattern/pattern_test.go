@@ -8,7 +8,7 @@ import (
 func TestName(t *testing.T) {
 	for _, name := range []string{
 		"OPENAI_API_KEY", "GITHUB_TOKEN", "my_password", "DB_PASSWD", "GPG_PASSPHRASE", "AWS_SECRET_ACCESS_KEY",
-		"GOOGLE_APPLICATION_CREDENTIALS", "SSH_PRIVATE", "GH_PAT", "NPM_AUTH", "auth_header", "SSH_AUTH_SOCK",
+		"GOOGLE_APPLICATION_CREDENTIALS", "SSH_PRIVATE", "PRIVATE_REPO_URL", "GH_PAT", "NPM_AUTH", "auth_header", "SSH_AUTH_SOCK",
 		"BW_SESSION", "OP_SESSION_myteam", "SESSION_COOKIE", "bw_session", "OTEL_EXPORTER_OTLP_HEADERS",
 		"OTEL_EXPORTER_OTLP_TRACES_HEADERS", "otel_exporter_otlp_logs_headers",
 	} {
@@ -18,7 +18,7 @@ func TestName(t *testing.T) {
 	}
 	for _, name := range []string{
 		"PATH", "HOME", "PWD", "OLDPWD", "LANG", "XDG_SESSION_ID", "DBUS_SESSION_BUS_ADDRESS", "DESKTOP_SESSION",
-		"SESSION_MANAGER", "XAUTHORITY", "PATCH", "OTEL_EXPORTER_OTLP_ENDPOINT", "GIT_ASKPASS", "AUTHOR",
+		"SESSION_MANAGER", "XAUTHORITY", "PATCH", "GOPRIVATE", "OTEL_EXPORTER_OTLP_ENDPOINT", "GIT_ASKPASS", "AUTHOR",
 	} {
 		if Name(name) {
 			t.Errorf("Name(%q) = true, want false", name)
