@@ -256,26 +256,38 @@ func (c *Compactor) Compact(e Event) Event {
 // that leads nowhere is an error.
 func Expand(events []Event) error {
 	var st stepTexts
+	texts := map[int]string{} // the step's joined deltas, built once each
+	joined := func(index int) string {
+		s, ok := texts[index]
+		if !ok {
+			s = st.joined(index)
+			texts[index] = s
+		}
+		return s
+	}
 	for i := range events {
 		e := &events[i]
 		switch d := e.Data.(type) {
 		case TurnStart:
 			st.reset()
+			clear(texts)
 		case Step:
 			if e.Type == TypeStepStart {
 				st.reset()
+				clear(texts)
 			}
 		case AssistantChunk:
 			ch := d.Chunk
 			switch ch.Type {
 			case content.ChunkTextDelta, content.ChunkReasoningDelta, content.ChunkToolCallDelta:
 				st.addDelta(ch, false)
+				delete(texts, ch.Index)
 			case content.ChunkBlockEnd:
 				if d.BlockFromDeltas {
 					if ch.Block == nil || st.isEnded(ch.Index) || !containsIndex(st.indexes(), ch.Index) {
 						return expandError(e, "a block-end refers to deltas it cannot have")
 					}
-					b := withBigText(*ch.Block, st.joined(ch.Index))
+					b := withBigText(*ch.Block, joined(ch.Index))
 					d.Chunk.Block, d.BlockFromDeltas = &b, false
 					e.Data = d
 				}
@@ -288,7 +300,7 @@ func Expand(events []Event) error {
 				if sb.Block < 0 || sb.Block >= len(d.Message.Content) || !containsIndex(st.indexes(), sb.Chunk) {
 					return expandError(e, fmt.Sprintf("shared block %d of chunk %d does not exist", sb.Block, sb.Chunk))
 				}
-				d.Message.Content[sb.Block] = withBigText(d.Message.Content[sb.Block], st.joined(sb.Chunk))
+				d.Message.Content[sb.Block] = withBigText(d.Message.Content[sb.Block], joined(sb.Chunk))
 			}
 			if d.SharedBlocks != nil {
 				d.SharedBlocks = nil
