@@ -2,6 +2,7 @@ package session
 
 import (
 	"fmt"
+	"slices"
 	"unicode/utf8"
 
 	"github.com/dsh-go/dsh/content"
@@ -53,14 +54,7 @@ type stepTexts struct {
 // saved copy of the state stays valid.
 func (st *stepTexts) reset() { *st = stepTexts{} }
 
-func (st *stepTexts) isEnded(index int) bool {
-	for _, i := range st.ended {
-		if i == index {
-			return true
-		}
-	}
-	return false
-}
+func (st *stepTexts) isEnded(index int) bool { return slices.Contains(st.ended, index) }
 
 // addDelta records a delta chunk's text, unless its block has ended;
 // check marks text that is not valid UTF-8 (JSON would store it changed).
@@ -116,11 +110,7 @@ func (st *stepTexts) joined(index int) string {
 func (st *stepTexts) indexes() []int {
 	var out []int
 	for _, p := range st.pieces {
-		seen := false
-		for _, i := range out {
-			seen = seen || i == p.index
-		}
-		if !seen {
+		if !slices.Contains(out, p.index) {
 			out = append(out, p.index)
 		}
 	}
@@ -284,7 +274,7 @@ func Expand(events []Event) error {
 				delete(texts, ch.Index)
 			case content.ChunkBlockEnd:
 				if d.BlockFromDeltas {
-					if ch.Block == nil || st.isEnded(ch.Index) || !containsIndex(st.indexes(), ch.Index) {
+					if ch.Block == nil || st.isEnded(ch.Index) || !slices.Contains(st.indexes(), ch.Index) {
 						return expandError(e, "a block-end refers to deltas it cannot have")
 					}
 					b := withBigText(*ch.Block, joined(ch.Index))
@@ -297,7 +287,7 @@ func Expand(events []Event) error {
 			}
 		case AssistantMessage:
 			for _, sb := range d.SharedBlocks {
-				if sb.Block < 0 || sb.Block >= len(d.Message.Content) || !containsIndex(st.indexes(), sb.Chunk) {
+				if sb.Block < 0 || sb.Block >= len(d.Message.Content) || !slices.Contains(st.indexes(), sb.Chunk) {
 					return expandError(e, fmt.Sprintf("shared block %d of chunk %d does not exist", sb.Block, sb.Chunk))
 				}
 				d.Message.Content[sb.Block] = withBigText(d.Message.Content[sb.Block], joined(sb.Chunk))
@@ -326,15 +316,6 @@ func Expand(events []Event) error {
 		}
 	}
 	return nil
-}
-
-func containsIndex(list []int, i int) bool {
-	for _, v := range list {
-		if v == i {
-			return true
-		}
-	}
-	return false
 }
 
 func expandError(e *Event, msg string) error {
