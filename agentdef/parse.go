@@ -19,6 +19,7 @@ import (
 	"github.com/google/jsonschema-go/jsonschema"
 
 	"github.com/dsh-go/dsh/hook"
+	"github.com/dsh-go/dsh/internal/yamlalias"
 	"github.com/dsh-go/dsh/permission"
 	"github.com/dsh-go/dsh/subagent"
 	"github.com/dsh-go/dsh/tool"
@@ -139,6 +140,10 @@ func (p *fileParser) front(text string) error {
 			return p.fail(ye.GetToken().Position.Line+p.offset, "", "%s", msg)
 		}
 		return p.fail(0, "", "%v", err)
+	}
+	var bomb *yamlalias.Error
+	if errors.As(yamlalias.Check(doc, yamlalias.MaxNodes), &bomb) {
+		return p.fail(bomb.Line+p.offset, "", "%s", bomb.Message())
 	}
 	p.doc = doc
 	var entries []*ast.MappingValueNode
@@ -363,6 +368,11 @@ func (p *fileParser) schema(line int, node ast.Node) (*jsonschema.Schema, error)
 		data, err := os.ReadFile(path)
 		if err != nil {
 			return nil, p.fail(line, "outputSchema", "%v", err)
+		}
+		if file, err := yamlparser.ParseBytes(data, 0); err == nil {
+			if err := yamlalias.Check(file, yamlalias.MaxNodes); err != nil {
+				return nil, p.fail(line, "outputSchema", "%s: %v", path, err)
+			}
 		}
 		var v any
 		if err := yaml.Unmarshal(data, &v); err != nil {

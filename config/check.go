@@ -11,6 +11,7 @@ import (
 	"github.com/goccy/go-yaml/ast"
 	"github.com/goccy/go-yaml/parser"
 
+	"github.com/dsh-go/dsh/internal/yamlalias"
 	"github.com/dsh-go/dsh/mcptool"
 	"github.com/dsh-go/dsh/permission"
 	"github.com/dsh-go/dsh/subagent/subagenttool"
@@ -19,9 +20,11 @@ import (
 	"github.com/dsh-go/dsh/tool/builtin"
 )
 
-// checkTypes walks the YAML document beside the Go type of Config and
-// reports the first value that does not fit its field, as "line N: path:
-// want …, got …". Syntax errors and unknown keys are left to the decoder.
+// checkTypes refuses a document whose aliases expand past
+// yamlalias.MaxNodes nodes (before the decoder expands them), then walks
+// the YAML document beside the Go type of Config and reports the first
+// value that does not fit its field, as "line N: path: want …, got …".
+// Syntax errors and unknown keys are left to the decoder.
 func checkTypes(data []byte) error { return checkNodeTypes(data, reflect.TypeFor[Config]()) }
 
 // checkNodeTypes is checkTypes for a document of type t.
@@ -29,6 +32,9 @@ func checkNodeTypes(data []byte, t reflect.Type) error {
 	file, err := parser.ParseBytes(data, 0)
 	if err != nil {
 		return nil
+	}
+	if err := yamlalias.Check(file, yamlalias.MaxNodes); err != nil {
+		return err
 	}
 	for _, doc := range file.Docs {
 		if err := checkNode(doc.Body, t, ""); err != nil {

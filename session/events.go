@@ -75,6 +75,9 @@ type AssistantChunk struct {
 	Turn  int           `json:"turn"`
 	Step  int           `json:"step"`
 	Chunk content.Chunk `json:"chunk"`
+	// BlockFromDeltas marks a stored block-end whose text is its deltas
+	// joined (see MinShared); never set in memory.
+	BlockFromDeltas bool `json:"blockFromDeltas,omitempty"`
 }
 
 // AssistantMessage records the assembled answer of one model call.
@@ -84,6 +87,9 @@ type AssistantMessage struct {
 	Message     content.Message `json:"message"`
 	Usage       *content.Usage  `json:"usage,omitempty"`
 	Interrupted bool            `json:"interrupted,omitempty"`
+	// SharedBlocks lists the stored blocks whose text is a chunk index's
+	// deltas joined (see MinShared); never set in memory.
+	SharedBlocks []SharedBlock `json:"sharedBlocks,omitempty"`
 }
 
 // ToolCall records that a tool call started.
@@ -93,6 +99,10 @@ type ToolCall struct {
 	CallID    string `json:"callId"`
 	Name      string `json:"name"`
 	Arguments string `json:"arguments"`
+	// ArgumentsInMessage marks a stored call whose arguments are those of
+	// its block in the step's assistant message (see MinShared); never set
+	// in memory.
+	ArgumentsInMessage bool `json:"argumentsInMessage,omitempty"`
 }
 
 // ErrorInfo names a failed tool call's error.

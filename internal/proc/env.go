@@ -8,19 +8,24 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+
+	"github.com/dsh-go/dsh/internal/secret/pattern"
 )
 
 // ScrubEnv returns the "NAME=value" entries of env a child may see. It drops
-// every variable whose name contains KEY, PASSWORD, SECRET, TOKEN or
-// CREDENTIAL (in any letter case) or starts with DSH_ (the harness's own),
-// unless its exact name is in pass; it always drops HTTP_PROXY, HTTPS_PROXY,
-// ALL_PROXY and NO_PROXY in any letter case (set one through Spec.Env to
-// give it to a child); it drops malformed entries and keeps the rest in
-// order.
+// every variable whose name starts with DSH_ (the harness's own) or says it
+// holds a credential (pattern.Name: KEY, TOKEN, SECRET, PASSWORD, _PAT,
+// OTEL_EXPORTER_OTLP_HEADERS, …), and every variable whose value holds a
+// credential in a known format (pattern.Find: a URL with a password, a
+// GitHub or OpenAI key, a JWT, …) but for the paths PATH, HOME, PWD and
+// TMPDIR, which a command cannot do without; all unless its exact name is
+// in pass. It always drops HTTP_PROXY, HTTPS_PROXY, ALL_PROXY and NO_PROXY
+// in any letter case (set one through Spec.Env to give it to a child); it
+// drops malformed entries and keeps the rest in order.
 func ScrubEnv(env, pass []string) []string {
 	out := make([]string, 0, len(env))
 	for _, kv := range env {
-		name, _, ok := strings.Cut(kv, "=")
+		name, value, ok := strings.Cut(kv, "=")
 		if !ok || name == "" {
 			continue
 		}
@@ -29,7 +34,7 @@ func ScrubEnv(env, pass []string) []string {
 		case "HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "NO_PROXY":
 			continue
 		}
-		if secretName(upper) && !contains(pass, name) {
+		if (strings.HasPrefix(upper, "DSH_") || pattern.Name(name) || !isPath(name) && pattern.Value(value)) && !contains(pass, name) {
 			continue
 		}
 		out = append(out, kv)
@@ -37,15 +42,12 @@ func ScrubEnv(env, pass []string) []string {
 	return out
 }
 
-// secretName reports whether an upper-cased variable name is scrubbed.
-func secretName(upper string) bool {
-	if strings.HasPrefix(upper, "DSH_") {
+// isPath reports whether a variable is one of the paths a command needs,
+// whose value is never taken for a credential.
+func isPath(name string) bool {
+	switch name {
+	case "PATH", "HOME", "PWD", "TMPDIR":
 		return true
-	}
-	for _, word := range [...]string{"KEY", "PASSWORD", "SECRET", "TOKEN", "CREDENTIAL"} {
-		if strings.Contains(upper, word) {
-			return true
-		}
 	}
 	return false
 }

@@ -678,6 +678,7 @@ func TestScrubEnv(t *testing.T) {
 	env := []string{
 		"PATH=/usr/bin:/bin",
 		"HOME=/home/u",
+		"PWD=/work/ghp_0123456789abcdefABCDEF0123456789abcd", // a path, however it looks
 		"LANG=C.UTF-8",
 		"FOO_API_KEY=k1",
 		"GITHUB_TOKEN=t",
@@ -690,6 +691,15 @@ func TestScrubEnv(t *testing.T) {
 		"ALL_PROXY=socks5://p",
 		"no_proxy=localhost",
 		"DEEPSEEK_API_KEY=d",
+		"OTEL_EXPORTER_OTLP_HEADERS=x-honeycomb-team=h",
+		"OTEL_EXPORTER_OTLP_TRACES_HEADERS=x=h",
+		"OTEL_EXPORTER_OTLP_ENDPOINT=https://otel.example",
+		"GH_PAT=p",
+		"NPM_AUTH=a",
+		"DATABASE_URL=postgres://app:pw@db/x",
+		"REPO=https://x:ghp_0123456789abcdefABCDEF0123456789abcd@github.com/o/r",
+		"SOME_VALUE=ghp_0123456789abcdefABCDEF0123456789abcd",
+		"GIT_URL=ssh://git@github.com/o/r",
 		"malformed",
 		"=nameless",
 		"EMPTY=",
@@ -699,9 +709,12 @@ func TestScrubEnv(t *testing.T) {
 		pass []string
 		want []string
 	}{
-		{"default", nil, []string{"PATH=/usr/bin:/bin", "HOME=/home/u", "LANG=C.UTF-8", "EMPTY="}},
-		{"pass", []string{"DEEPSEEK_API_KEY", "DSH_HOME", "HTTP_PROXY", "github_token"}, []string{
-			"PATH=/usr/bin:/bin", "HOME=/home/u", "LANG=C.UTF-8", "DSH_HOME=/dsh", "DEEPSEEK_API_KEY=d", "EMPTY="}},
+		{"default", nil, []string{"PATH=/usr/bin:/bin", "HOME=/home/u", "PWD=/work/ghp_0123456789abcdefABCDEF0123456789abcd", "LANG=C.UTF-8",
+			"OTEL_EXPORTER_OTLP_ENDPOINT=https://otel.example", "GIT_URL=ssh://git@github.com/o/r", "EMPTY="}},
+		{"pass", []string{"DEEPSEEK_API_KEY", "DSH_HOME", "HTTP_PROXY", "github_token", "DATABASE_URL"}, []string{
+			"PATH=/usr/bin:/bin", "HOME=/home/u", "PWD=/work/ghp_0123456789abcdefABCDEF0123456789abcd", "LANG=C.UTF-8", "DSH_HOME=/dsh", "DEEPSEEK_API_KEY=d",
+			"OTEL_EXPORTER_OTLP_ENDPOINT=https://otel.example", "DATABASE_URL=postgres://app:pw@db/x",
+			"GIT_URL=ssh://git@github.com/o/r", "EMPTY="}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

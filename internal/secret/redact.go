@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/dsh-go/dsh/internal/secret/pattern"
 	"github.com/dsh-go/dsh/session"
 )
 
@@ -21,8 +22,11 @@ const (
 	MinLen = 6
 )
 
-// Redactor replaces known secret values. A nil or empty Redactor changes
-// nothing.
+// Redactor replaces known secret values, and in text (String, Writer,
+// Handler) credentials in a known format too (internal/secret/pattern).
+// Stored events are redacted of known values only: what tools return
+// was redacted before it reached the model or the log. A nil Redactor
+// changes nothing.
 type Redactor struct {
 	secrets  []string // longest first
 	replacer *strings.Replacer
@@ -58,20 +62,33 @@ func NewRedactor(values ...string) *Redactor {
 	return &Redactor{secrets: secrets, replacer: strings.NewReplacer(pairs...)}
 }
 
-// Empty reports whether r redacts nothing.
-func (r *Redactor) Empty() bool { return r == nil || r.replacer == nil }
+// Empty reports whether r redacts nothing (only a nil Redactor does).
+func (r *Redactor) Empty() bool { return r == nil }
 
-// String returns s with every secret replaced by Marker.
+// knowsNone reports whether r knows no secret value.
+func (r *Redactor) knowsNone() bool { return r == nil || r.replacer == nil }
+
+// String returns s with every secret, and every credential in a known
+// format, replaced by Marker.
 func (r *Redactor) String(s string) string {
 	if r.Empty() {
 		return s
 	}
-	return r.replacer.Replace(s)
+	if !r.knowsNone() {
+		s = r.replacer.Replace(s)
+	}
+	return pattern.Replace(s, Marker)
 }
 
-// contains reports whether s holds a secret.
+// contains reports whether s holds a secret or a credential in a known
+// format.
 func (r *Redactor) contains(s string) bool {
-	if r.Empty() {
+	return r.holdsKnown(s) || !r.Empty() && pattern.Value(s)
+}
+
+// holdsKnown reports whether s holds a known secret value.
+func (r *Redactor) holdsKnown(s string) bool {
+	if r.knowsNone() {
 		return false
 	}
 	for _, v := range r.secrets {
@@ -163,10 +180,11 @@ func (r *Redactor) attr(a slog.Attr) slog.Attr {
 	return slog.Attr{Key: a.Key, Value: v}
 }
 
-// Backend returns b with every event redacted before it is stored. It is a
-// session.Reader when b is one, and as durable as b.
+// Backend returns b with every event redacted of the known secret values
+// before it is stored. It is a session.Reader when b is one, and as
+// durable as b.
 func (r *Redactor) Backend(b session.Backend) session.Backend {
-	if r.Empty() {
+	if r.knowsNone() {
 		return b
 	}
 	rb := &backend{Backend: b, r: r}
@@ -224,11 +242,11 @@ func (p *persister) Append(events []session.Event) error {
 	var out []session.Event // a copy, once an event changes
 	for i, e := range events {
 		b, err := e.AppendJSON(nil)
-		if err != nil || !p.r.contains(string(b)) {
+		if err != nil || !p.r.holdsKnown(string(b)) {
 			continue
 		}
 		var clean session.Event
-		if err := clean.UnmarshalJSON([]byte(p.r.String(string(b)))); err != nil {
+		if err := clean.UnmarshalJSON([]byte(p.r.replacer.Replace(string(b)))); err != nil {
 			continue // only a "secret" spanning JSON syntax gets here; no credential does
 		}
 		if out == nil {

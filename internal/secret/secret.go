@@ -11,7 +11,10 @@
 // needs a key reads it through Store.Getenv.
 //
 // A Redactor replaces known secret values with "[REDACTED]" in strings,
-// written streams and stored session events.
+// written streams and stored session events, and credentials in a known
+// format (package pattern) in strings and written streams. Redaction is
+// best effort: a command that transforms a secret (rev, base64) prints it
+// in a form no redactor knows.
 package secret
 
 import (

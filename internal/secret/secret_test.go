@@ -2,6 +2,7 @@ package secret
 
 import (
 	"bytes"
+	"log/slog"
 	"slices"
 	"strings"
 	"testing"
@@ -46,12 +47,38 @@ func TestRedactor(t *testing.T) {
 	if buf.String() != "log: [REDACTED]\n" {
 		t.Fatalf("written %q", buf.String())
 	}
-	if empty := NewRedactor("tiny"); !empty.Empty() || empty.String("tiny") != "tiny" || empty.Writer(&buf) != &buf {
+	if none := NewRedactor("tiny"); none.Empty() || none.String("tiny") != "tiny" {
 		t.Fatal("a redactor with no secret changes things")
 	}
 	var nilR *Redactor
 	if nilR.String("x") != "x" || !nilR.Empty() {
 		t.Fatal("a nil redactor changes things")
+	}
+}
+
+// Credentials dsh was not told about are redacted from text by their
+// format; stored events are not rewritten for them (tool results were
+// redacted before they were stored).
+func TestRedactorFindsFormats(t *testing.T) {
+	const ghp = "ghp_0123456789abcdefABCDEF0123456789abcd"
+	r := NewRedactor()
+	in := "DATABASE_URL=postgres://app:SENTINEL@db/x\nGH_PAT=" + ghp + "\nkeep this"
+	want := "DATABASE_URL=postgres://app:[REDACTED]@db/x\nGH_PAT=[REDACTED]\nkeep this"
+	if got := r.String(in); got != want {
+		t.Fatalf("String = %q, want %q", got, want)
+	}
+	var buf bytes.Buffer
+	if _, err := r.Writer(&buf).Write([]byte("error: " + ghp + "\n")); err != nil || buf.String() != "error: [REDACTED]\n" {
+		t.Fatalf("Writer wrote %q, %v", buf.String(), err)
+	}
+	var logged bytes.Buffer
+	slog.New(r.Handler(slog.NewTextHandler(&logged, nil))).Info("call", "url", "https://u:SENTINELpw@h")
+	if strings.Contains(logged.String(), "SENTINELpw") {
+		t.Fatalf("logged %q", logged.String())
+	}
+	mem := session.NewMemoryBackend()
+	if r.Backend(mem) != session.Backend(mem) {
+		t.Fatal("a redactor of no known value rewrites stored events")
 	}
 }
 

@@ -374,6 +374,9 @@ func ParseLog(data []byte) (Log, error) {
 		}
 		l.Events = append(l.Events, e)
 	}
+	if err := session.Expand(l.Events); err != nil {
+		return Log{}, err
+	}
 	return l, nil
 }
 

@@ -15,6 +15,7 @@ import (
 // must not panic or hang, and must either refuse with a coded error or
 // return a log that Repair accepts; the repaired log then persists and
 // reloads unchanged. Read sees the same log first, without changing a byte.
+// Texts stored once are restored, or their references refused as corrupt.
 func FuzzLoad(f *testing.F) {
 	var body bytes.Buffer
 	for _, e := range memLog(f, func(s *session.Session) { appendTurn(f, s, 1); appendOpenTurn(f, s, 2) }) {
@@ -24,8 +25,22 @@ func FuzzLoad(f *testing.F) {
 		}
 		body.Write(append(line, '\n'))
 	}
+	// A log whose long texts are stored once (session.Compactor).
+	var shared bytes.Buffer
+	var compact session.Compactor
+	for _, e := range memLog(f, func(s *session.Session) {
+		mustAppend(f, s, session.TypeTurnStart, session.TurnStart{Turn: 1})
+		appendBigStep(f, s, 1, 1, session.MinShared, session.MinShared+64, session.MinShared/2)
+	}) {
+		line, err := compact.Compact(e).MarshalJSON()
+		if err != nil {
+			f.Fatal(err)
+		}
+		shared.Write(append(line, '\n'))
+	}
 	for _, seed := range []string{
 		body.String(),
+		shared.String(),
 		body.String()[:body.Len()-9],
 		"",
 		"\n",

@@ -268,6 +268,9 @@ func parseLog(data []byte, path, id string, live bool) (h session.Header, events
 			return h, nil, 0, corrupt(path, i+2, fmt.Errorf("event has seq %d, want %d", events[i].Seq, i))
 		}
 	}
+	if err := session.Expand(events); err != nil {
+		return h, nil, 0, &session.Error{Code: session.CodeCorrupt, Msg: fmt.Sprintf("%s: %v", path, err)}
+	}
 	if _, err := session.Repair(events); err != nil {
 		return h, nil, 0, &session.Error{Code: session.CodeCorrupt, Msg: fmt.Sprintf("%s: %v", path, err)}
 	}
@@ -419,13 +422,14 @@ type persister struct {
 	path   string
 	header session.Header
 
-	mu     sync.Mutex
-	f      *os.File // nil until the first Append creates the file
-	size   int64    // bytes of intact content
-	next   int64    // seq the next event must carry
-	buf    []byte
-	closed bool
-	broken error // sticky: a failed write could not be rolled back
+	mu      sync.Mutex
+	compact session.Compactor // big texts stored once
+	f       *os.File          // nil until the first Append creates the file
+	size    int64             // bytes of intact content
+	next    int64             // seq the next event must carry
+	buf     []byte
+	closed  bool
+	broken  error // sticky: a failed write could not be rolled back
 }
 
 // Append writes events as one write call, creating the file (header first)
@@ -442,6 +446,7 @@ func (p *persister) Append(events []session.Event) error {
 	case len(events) == 0:
 		return nil
 	}
+	saved := p.compact.Save()
 	buf := p.buf[:0]
 	if p.f == nil {
 		b, err := json.Marshal(headerRecord{Type: recordType, Header: p.header})
@@ -452,10 +457,12 @@ func (p *persister) Append(events []session.Event) error {
 	}
 	for i, e := range events {
 		if want := p.next + int64(i); e.Seq != want {
+			p.compact.Restore(saved)
 			return fmt.Errorf("jsonl: %s: event has seq %d, want %d", p.path, e.Seq, want)
 		}
 		var err error
-		if buf, err = e.AppendJSON(buf); err != nil {
+		if buf, err = p.compact.Compact(e).AppendJSON(buf); err != nil {
+			p.compact.Restore(saved)
 			return fmt.Errorf("jsonl: %s: %w", p.path, err)
 		}
 		buf = append(buf, '\n')
@@ -465,9 +472,11 @@ func (p *persister) Append(events []session.Event) error {
 	}
 	if p.f == nil {
 		if err := p.publish(buf); err != nil {
+			p.compact.Restore(saved)
 			return err
 		}
 	} else if err := p.write(buf); err != nil {
+		p.compact.Restore(saved)
 		return p.rollback(err)
 	}
 	p.size += int64(len(buf))
