@@ -29,6 +29,7 @@ type Service struct {
 	lastRun atomic.Uint64
 
 	maxLive  int                  // live children a tree may have; 0: unbounded
+	perTurn  int                  // children one turn of an agent may start; 0: unbounded
 	maxWakes int                  // consecutive turns settlement notices may open; 0: DefaultMaxWakes
 	live     map[*agent.Agent]int // live children per root agent; guarded by mu
 	cont     *continuation        // continuable children; nil until ServeContinuation
@@ -47,6 +48,16 @@ func (s *Service) LimitLiveChildren(n int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.maxLive = max(n, 0)
+}
+
+// LimitChildrenPerTurn caps the children that one turn of an agent may
+// start (continuing a child counts as a start); a start beyond it fails
+// with LIMIT_REACHED. 0 removes the cap. Starts outside a turn (a tool
+// host's) are not counted.
+func (s *Service) LimitChildrenPerTurn(n int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.perTurn = max(n, 0)
 }
 
 // DefaultMaxWakes is how many turns in a row settlement notices may open
@@ -74,8 +85,8 @@ func (s *Service) wakeBudget() int {
 	return s.maxWakes
 }
 
-// admit counts a child of parent's tree against the live-children cap and
-// returns its release.
+// admit counts a child of parent's tree against the live-children cap,
+// and against the cap of parent's running turn, and returns its release.
 func (s *Service) admit(name string, parent *agent.Agent) (release func(), err error) {
 	root := parent
 	for root.Owner() != nil {
@@ -86,6 +97,11 @@ func (s *Service) admit(name string, parent *agent.Agent) (release func(), err e
 	if s.maxLive > 0 && s.live[root] >= s.maxLive {
 		return nil, &Error{Code: CodeLimitReached, Provider: name,
 			Msg: fmt.Sprintf("the delegation tree already has %d live children, its cap (subagents.maxLiveChildren): wait for one to finish", s.maxLive)}
+	}
+	if !parent.StartChild(s.perTurn) {
+		return nil, &Error{Code: CodeLimitReached, Provider: name,
+			Msg: fmt.Sprintf("this turn has already started %d children, its cap (subagents.maxChildrenPerTurn): "+
+				"finish the turn with what they returned", s.perTurn)}
 	}
 	if s.live == nil {
 		s.live = map[*agent.Agent]int{}
@@ -267,6 +283,10 @@ func (s *Service) validate(name string, req *StartRequest) error {
 		return unsupported(name, CapDepthLimit)
 	case req.ToolFilter != nil && !caps.ToolFilter:
 		return unsupported(name, CapToolFilter)
+	case req.Parent.Tools().Restricted() && !caps.ToolFilter:
+		return &Error{Code: CodeUnsupportedCapability, Provider: name,
+			Msg: fmt.Sprintf("this agent's tools are restricted, and provider %q cannot restrict its children's tools "+
+				"(the toolFilter capability), so it cannot start children there: a child sees no more than its parent", name)}
 	case req.Persona != nil && !caps.Persona:
 		return unsupported(name, CapPersona)
 	case (req.Policy != nil || !req.Hooks.Empty()) && !caps.Policy:
