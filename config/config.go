@@ -250,9 +250,11 @@ type Tools struct {
 // Tasks configure background tasks.
 type Tasks struct {
 	MaxPerOwner int `yaml:"maxPerOwner"`
-	// MaxWakes bounds the consecutive turns completion notices may open in
-	// an idle agent (default 3): those of its background tasks, and apart
-	// from them the settlement notices of its continuable children.
+	// MaxWakes bounds the consecutive model calls completion notices alone
+	// may cause in an agent (default 3): the turns they open in an idle
+	// agent and the steps they add to a turn whose model has answered;
+	// those of its background tasks, and apart from them the settlement
+	// notices of its continuable children.
 	MaxWakes int `yaml:"maxWakes"`
 }
 

@@ -64,11 +64,13 @@ func (s *Service) LimitChildrenPerTurn(n int) {
 // in a parent when LimitWakes was not called.
 const DefaultMaxWakes = 3
 
-// LimitWakes bounds the turns in a row that settlement notices of
-// continuable children may open in an idle parent, with no message of its
-// user between them (n <= 0: DefaultMaxWakes). Past it a notice waits,
-// without waking the parent, for its next turn: a model cannot keep
-// itself busy forever by sending its children more work at every notice.
+// LimitWakes bounds the model calls in a row that settlement notices of
+// continuable children alone may cause in a parent, with no message of its
+// user between them: the turns they open in an idle parent, and the steps
+// they add to a turn whose model has answered (n <= 0: DefaultMaxWakes;
+// see agent.WakesSinceUser). Past it a notice waits, without waking the
+// parent, for its next turn: a model cannot keep itself busy forever by
+// sending its children more work at every notice.
 func (s *Service) LimitWakes(n int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()

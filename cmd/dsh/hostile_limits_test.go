@@ -179,9 +179,11 @@ func TestHostileToolFiltersHoldDownTheTree(t *testing.T) {
 		"moved.md":  "---\nname: moved\ndescription: x\nprovider: fork\n---\n",
 		"reader.md": "---\nname: reader\ndescription: x\ntools: read_file, grep, subagent\n---\n",
 	}
-	for _, typ := range []string{"moved", "reader"} {
-		if errOut, err := runLimited(t, srv, config, agents, time.Minute, typ); err != nil {
-			t.Fatalf("run %s: %v\n%s", typ, err, errOut)
+	// The provider move under a tool that hides bash; the grandchild under
+	// the default composition, whose subagent tool hides nothing.
+	for _, run := range []struct{ typ, config string }{{"moved", config}, {"reader", ""}} {
+		if errOut, err := runLimited(t, srv, run.config, agents, time.Minute, run.typ); err != nil {
+			t.Fatalf("run %s: %v\n%s", run.typ, err, errOut)
 		}
 	}
 	mu.Lock()
