@@ -184,7 +184,7 @@ func (a *Agent) step(ctx context.Context, turn, step int, usage *content.Usage) 
 	if err != nil {
 		return 0, err
 	}
-	est := a.estimate(req)
+	est := a.estimate()
 	if !a.tree.reserve(est) {
 		return stepBudget, nil
 	}
@@ -202,27 +202,17 @@ func (a *Agent) step(ctx context.Context, turn, step int, usage *content.Usage) 
 	return a.conclude(ctx, req, asm, seqs, turn, step, usage)
 }
 
-// estimate is what the model call req is expected to use, held against
+// estimate is what the next model call is expected to use, held against
 // the tree's budget while it runs: the agent's last call's tokens (its
-// conversation only grows), else the larger of the tree's last call's and
-// a rough count of the request's text (four bytes a token).
-func (a *Agent) estimate(req *llm.Request) int64 {
+// conversation only grows), else the tree's last call's.
+func (a *Agent) estimate() int64 {
 	a.mu.Lock()
 	last := a.lastCall
 	a.mu.Unlock()
-	if last > 0 || a.tree.budget <= 0 {
+	if last > 0 {
 		return last
 	}
-	size := len(req.System)
-	for _, m := range req.Messages {
-		for _, b := range m.Content {
-			size += len(b.Text) + len(b.Arguments)
-			for _, c := range b.Content {
-				size += len(c.Text)
-			}
-		}
-	}
-	return max(a.tree.lastCall.Load(), int64(size/4))
+	return a.tree.lastCall.Load()
 }
 
 // request builds the step's model request and logs its header when it
