@@ -34,8 +34,6 @@ func (b *inbox) push(it item) {
 	}
 }
 
-func (b *inbox) empty() bool { return len(b.turn) == 0 && len(b.step) == 0 }
-
 // pending reports whether the inbox holds work of its own: a turn's
 // prompt, or a next-step item that wakes. Injected items only ride along
 // with a step that runs anyway.
