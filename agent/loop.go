@@ -191,11 +191,11 @@ func (a *Agent) step(ctx context.Context, turn, step int, usage *content.Usage) 
 	mctx, endSpan := a.traceModelCall(ctx, req, step)
 	asm, seqs, err := a.stream(mctx, req, turn, step)
 	endSpan(asm)
+	var used *content.Usage // what the call reported, also when it failed part way
 	if asm != nil {
-		a.tree.settle(est, asm.Usage())
-	} else {
-		a.tree.settle(est, nil)
+		used = asm.Usage()
 	}
+	a.tree.settle(est, used)
 	if err != nil {
 		return 0, err
 	}
