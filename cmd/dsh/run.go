@@ -46,7 +46,8 @@ the resumed conversation as interrupted.
 Tools the permission policy (permissions in dsh.yaml) says to ask about are
 refused, with a message the model reads, since dsh run asks nobody: pass
 --yes to approve them. A turn stops after --max-steps model calls (default
-agent.maxSteps, else 100), and the whole tree after budget.tokens tokens.
+agent.maxSteps, else 100), and the whole tree after budget.tokens tokens
+(default 10,000,000).
 
 Every way
 the run can end is recorded in the session: SIGINT (Ctrl-C), SIGTERM and
