@@ -30,7 +30,7 @@ type Service struct {
 
 	maxLive  int                  // live children a tree may have; 0: unbounded
 	perTurn  int                  // children one turn of an agent may start; 0: unbounded
-	maxWakes int                  // consecutive turns settlement notices may open; 0: DefaultMaxWakes
+	maxWakes int                  // consecutive model calls settlement notices alone may cause; 0: DefaultMaxWakes
 	live     map[*agent.Agent]int // live children per root agent; guarded by mu
 	cont     *continuation        // continuable children; nil until ServeContinuation
 
@@ -90,6 +90,24 @@ func (s *Service) wakeBudget() int {
 // admit counts a child of parent's tree against the live-children cap,
 // and against the cap of parent's running turn, and returns its release.
 func (s *Service) admit(name string, parent *agent.Agent) (release func(), err error) {
+	if release, err = s.admitLive(name, parent); err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	perTurn := s.perTurn
+	s.mu.Unlock()
+	if !parent.StartChild(perTurn) { // outside s.mu: the agent's lock is never taken under it
+		release()
+		return nil, &Error{Code: CodeLimitReached, Provider: name,
+			Msg: fmt.Sprintf("this turn has already started %d children, its cap (subagents.maxChildrenPerTurn): "+
+				"finish the turn with what they returned", perTurn)}
+	}
+	return release, nil
+}
+
+// admitLive counts a child of parent's tree against the live-children cap
+// and returns its release.
+func (s *Service) admitLive(name string, parent *agent.Agent) (release func(), err error) {
 	root := parent
 	for root.Owner() != nil {
 		root = root.Owner()
@@ -99,11 +117,6 @@ func (s *Service) admit(name string, parent *agent.Agent) (release func(), err e
 	if s.maxLive > 0 && s.live[root] >= s.maxLive {
 		return nil, &Error{Code: CodeLimitReached, Provider: name,
 			Msg: fmt.Sprintf("the delegation tree already has %d live children, its cap (subagents.maxLiveChildren): wait for one to finish", s.maxLive)}
-	}
-	if !parent.StartChild(s.perTurn) {
-		return nil, &Error{Code: CodeLimitReached, Provider: name,
-			Msg: fmt.Sprintf("this turn has already started %d children, its cap (subagents.maxChildrenPerTurn): "+
-				"finish the turn with what they returned", s.perTurn)}
 	}
 	if s.live == nil {
 		s.live = map[*agent.Agent]int{}
