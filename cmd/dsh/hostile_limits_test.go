@@ -130,9 +130,9 @@ func runLimited(t *testing.T, srv *httptest.Server, config string, agents map[st
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), limit)
 	defer cancel()
-	cmd := dshCommand(t, srv, home, config, append([]string{"run", "--cwd", t.TempDir()}, args...)...)
-	cmd = exec.CommandContext(ctx, cmd.Path, cmd.Args[1:]...)
-	cmd.Env = dshCommand(t, srv, home, "").Env
+	base := dshCommand(t, srv, home, config, append([]string{"run", "--cwd", t.TempDir()}, args...)...)
+	cmd := exec.CommandContext(ctx, base.Path, base.Args[1:]...)
+	cmd.Env = base.Env
 	var errOut bytes.Buffer
 	cmd.Stderr = &errOut
 	err = cmd.Run()
