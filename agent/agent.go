@@ -38,7 +38,7 @@ type Options struct {
 	// (default 10; 1 runs every call in order).
 	MaxParallelToolCalls int `json:"maxParallelToolCalls,omitempty" yaml:"maxParallelToolCalls,omitempty"`
 	// MaxSteps caps the model calls of one turn (default DefaultMaxSteps;
-	// negative: no cap). A turn that reaches it ends with EndMaxSteps.
+	// negative is invalid). A turn that reaches it ends with EndMaxSteps.
 	MaxSteps int `json:"maxSteps,omitempty" yaml:"maxSteps,omitempty"`
 }
 
@@ -185,8 +185,8 @@ type CreateOptions struct {
 // Create builds an agent and publishes it. ctx governs creation only: if it
 // is cancelled before publication nothing is left behind.
 func (r *Registry) Create(ctx context.Context, opts CreateOptions) (*Agent, error) {
-	if opts.Options.MaxTokens < 0 || opts.Options.SubagentDepth < 0 || opts.Options.MaxParallelToolCalls < 0 || opts.TokenBudget < 0 {
-		return nil, &Error{Code: CodeInvalidOptions, Msg: "maxTokens, subagentDepth, maxParallelToolCalls and tokenBudget must not be negative"}
+	if o := opts.Options; o.MaxTokens < 0 || o.SubagentDepth < 0 || o.MaxParallelToolCalls < 0 || o.MaxSteps < 0 || opts.TokenBudget < 0 {
+		return nil, &Error{Code: CodeInvalidOptions, Msg: "maxTokens, subagentDepth, maxParallelToolCalls, maxSteps and tokenBudget must not be negative"}
 	}
 	if opts.Owner != nil && (opts.Asker != nil || opts.TokenBudget != 0) {
 		return nil, &Error{Code: CodeInvalidOptions, Msg: "an agent with an owner shares its root's asker and token budget"}
@@ -354,6 +354,9 @@ type Agent struct {
 	disposers  []func()
 	lastHeader *session.RequestHeader
 	usage      content.Usage
+	lastCall   int64 // tokens of the agent's last model call that reported usage
+	childTurn  int   // the turn childCount counts for
+	childCount int   // children the turn childTurn started (see StartChild)
 	detach     func() error
 
 	wg          sync.WaitGroup
@@ -378,6 +381,7 @@ func newAgent(r *Registry, s *session.Session, opts CreateOptions) *Agent {
 		a.tree, a.policy, a.hooks = p.tree, p.policy, p.hooks
 		a.path = append(slices.Clip(p.path), cmp.Or(opts.Label, "child "+a.id))
 		a.tools.AddLayers(p.tools.Layers()...) // a tree's shared tools, e.g. its ACP client's MCP servers
+		a.tools.Inherit(p.tools)               // what the owner may not see, no descendant sees
 	} else {
 		a.tree, a.hooks = newTree(opts.Asker, opts.TokenBudget), r.deps.Hooks
 	}
@@ -474,6 +478,26 @@ func (a *Agent) OnDispose(fn func()) bool {
 	return true
 }
 
+// StartChild counts a child started on behalf of the agent's running turn
+// against limit (0: no limit) and reports false, counting nothing, when
+// that turn has started limit children already. A start while no turn
+// runs (a tool host's, an embedder's) is not counted.
+func (a *Agent) StartChild(limit int) bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if !a.running || a.host {
+		return true
+	}
+	if n := a.session.LastTurn(); n != a.childTurn {
+		a.childTurn, a.childCount = n, 0
+	}
+	if limit > 0 && a.childCount >= limit {
+		return false
+	}
+	a.childCount++
+	return true
+}
+
 // Disposed reports whether disposal of the agent has begun.
 func (a *Agent) Disposed() bool { return a.isDisposed() }
 
@@ -524,7 +548,9 @@ func (a *Agent) Followup(msg content.Message) error { return a.send(msg, nextTur
 // when idle) and wakes the agent.
 func (a *Agent) Steer(msg content.Message) error { return a.send(msg, nextStep, true, nil) }
 
-// Inject queues msg for the next step without waking an idle agent.
+// Inject queues msg for the next step without waking an idle agent: it
+// rides along with the next step that runs for another reason (a tool
+// result, a steered message, a new turn), and never makes one itself.
 func (a *Agent) Inject(msg content.Message) error { return a.send(msg, nextStep, false, nil) }
 
 // Run queues msg as a new turn's prompt and waits for that turn to end.
@@ -601,7 +627,7 @@ func (a *Agent) driveHere(until func() bool) {
 func (a *Agent) becomeDriver() bool {
 	a.mu.Lock()
 	a.parked = false
-	start := !a.running && !a.disposed && !a.inbox.empty()
+	start := !a.running && !a.disposed && a.inbox.pending()
 	if start {
 		a.startDriver()
 	}
@@ -763,7 +789,7 @@ func (a *Agent) send(msg content.Message, target string, wake bool, onEnd func(s
 	// Record the splice before the item becomes claimable, so the log shows
 	// the insertion before the turn that consumes it.
 	a.session.Append(session.TypeInboxSpliced, session.InboxSpliced{Target: target, Inserted: []content.Message{msg}})
-	a.inbox.push(item{msg: msg, target: target, onEnd: onEnd})
+	a.inbox.push(item{msg: msg, target: target, onEnd: onEnd, wake: wake})
 	if wake {
 		a.parked = false
 	}

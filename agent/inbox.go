@@ -17,6 +17,7 @@ type item struct {
 	msg    content.Message
 	target string
 	onEnd  func(session.TurnEnd) // called when the item's turn ends, or when it is dropped
+	wake   bool                  // a next-step item that may run a step of its own (Steer); else it rides along (Inject)
 }
 
 // inbox holds pending messages; the agent's mutex guards it.
@@ -33,7 +34,15 @@ func (b *inbox) push(it item) {
 	}
 }
 
-func (b *inbox) empty() bool { return len(b.turn) == 0 && len(b.step) == 0 }
+// pending reports whether the inbox holds work of its own: a turn's
+// prompt, or a next-step item that wakes. Injected items only ride along
+// with a step that runs anyway.
+func (b *inbox) pending() bool { return len(b.turn) > 0 || b.stepWakes() }
+
+// stepWakes reports whether a next-step item may run a step of its own.
+func (b *inbox) stepWakes() bool {
+	return slices.ContainsFunc(b.step, func(it item) bool { return it.wake })
+}
 
 func (b *inbox) has(id string) bool {
 	match := func(it item) bool { return it.msg.ID == id }

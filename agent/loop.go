@@ -20,7 +20,7 @@ import (
 func (a *Agent) drive(until func() bool) {
 	for {
 		a.mu.Lock()
-		if a.inbox.empty() || a.disposed || a.parked {
+		if !a.inbox.pending() || a.disposed || a.parked {
 			a.running = false
 			a.cancelTurn = nil
 			if a.idle != nil {
@@ -57,6 +57,7 @@ const (
 	stepCompleted stepOutcome = iota
 	stepMaxTokens
 	stepContinue // tool calls ran; the model must see their results
+	stepBudget   // no call was made: the tree's budget is spent or held by calls in flight
 )
 
 // turn runs one turn over the claimed input and logs its end. Its work
@@ -144,12 +145,15 @@ func (a *Agent) steps(ctx context.Context, n int, claimed []item, usage *content
 		if err != nil {
 			return session.EndReason{}, err
 		}
+		if out == stepBudget {
+			return session.EndReason{Kind: session.EndBudget}, nil
+		}
 		maxTokens = maxTokens || out == stepMaxTokens
 		if out == stepContinue {
 			continue
 		}
 		a.mu.Lock()
-		more := len(a.inbox.step) > 0
+		more := a.inbox.stepWakes()
 		a.mu.Unlock()
 		if !more {
 			if maxTokens {
@@ -180,13 +184,35 @@ func (a *Agent) step(ctx context.Context, turn, step int, usage *content.Usage) 
 	if err != nil {
 		return 0, err
 	}
+	est := a.estimate()
+	if !a.tree.reserve(est) {
+		return stepBudget, nil
+	}
 	mctx, endSpan := a.traceModelCall(ctx, req, step)
 	asm, seqs, err := a.stream(mctx, req, turn, step)
 	endSpan(asm)
+	var used *content.Usage // what the call reported, also when it failed part way
+	if asm != nil {
+		used = asm.Usage()
+	}
+	a.tree.settle(est, used)
 	if err != nil {
 		return 0, err
 	}
 	return a.conclude(ctx, req, asm, seqs, turn, step, usage)
+}
+
+// estimate is what the next model call is expected to use, held against
+// the tree's budget while it runs: the agent's last call's tokens (its
+// conversation only grows), else the tree's last call's.
+func (a *Agent) estimate() int64 {
+	a.mu.Lock()
+	last := a.lastCall
+	a.mu.Unlock()
+	if last > 0 {
+		return last
+	}
+	return a.tree.lastCall.Load()
 }
 
 // request builds the step's model request and logs its header when it
@@ -250,11 +276,11 @@ func (a *Agent) conclude(ctx context.Context, req *llm.Request, asm *content.Ass
 	am := session.AssistantMessage{Turn: turn, Step: step, Usage: asm.Usage(),
 		Message: content.AssistantMessage(req.Provider, req.Model, blocks)}
 	s.Append(session.TypeAssistantMessage, am, seqs...)
-	if u := asm.Usage(); u != nil {
-		a.tree.charge(*u)
+	if u := asm.Usage(); u != nil { // the tree was charged as the call settled (see step)
 		*usage = usage.Add(*u)
 		a.mu.Lock()
 		a.usage = a.usage.Add(*u)
+		a.lastCall = tokens(*u)
 		a.mu.Unlock()
 	}
 	if fin.Kind == content.FinishMaxTokens {

@@ -14,9 +14,11 @@ import (
 // permission asks, the tools a person allowed for the rest of the tree's
 // life, and the token budget.
 type tree struct {
-	asker  permission.Asker
-	budget int64        // tokens the tree may use; 0: unbounded
-	used   atomic.Int64 // tokens used so far
+	asker    permission.Asker
+	budget   int64        // tokens the tree may use; 0: unbounded
+	used     atomic.Int64 // tokens used so far
+	reserved atomic.Int64 // tokens held by the model calls in flight (see reserve)
+	lastCall atomic.Int64 // tokens of the tree's last model call that reported usage
 
 	mu     sync.Mutex
 	always map[string]bool // tools allowed for the tree's lifetime
@@ -26,11 +28,49 @@ func newTree(asker permission.Asker, budget int64) *tree {
 	return &tree{asker: asker, budget: budget}
 }
 
+// tokens is what u counts against the budget.
+func tokens(u content.Usage) int64 { return u.Input + u.CacheRead + u.Output }
+
 // charge counts the tokens of u against the budget.
-func (t *tree) charge(u content.Usage) { t.used.Add(u.Input + u.CacheRead + u.Output) }
+func (t *tree) charge(u content.Usage) { t.used.Add(tokens(u)) }
 
 // exhausted reports whether the tree has used its whole budget.
 func (t *tree) exhausted() bool { return t.budget > 0 && t.used.Load() >= t.budget }
+
+// reserve holds est tokens of the budget for a model call about to be
+// made, and reports false, holding nothing, when the tokens used and those
+// held by the calls in flight already reach the budget. So parallel
+// agents of one tree cannot all pass the check before any of them has
+// reported usage: each call is admitted against what the others hold, and
+// the budget is overshot by at most what calls use beyond their estimate
+// plus the one call that crosses it.
+func (t *tree) reserve(est int64) bool {
+	if t.budget <= 0 {
+		return true
+	}
+	for {
+		held := t.reserved.Load()
+		if t.used.Load()+held >= t.budget {
+			return false
+		}
+		if t.reserved.CompareAndSwap(held, held+est) {
+			return true
+		}
+	}
+}
+
+// settle ends a reservation of est tokens: the call used u (nil: it
+// reported no usage). Usage is counted before the hold is released, so
+// that a concurrent reserve never sees less than is spent or held.
+func (t *tree) settle(est int64, u *content.Usage) {
+	if u != nil {
+		t.charge(*u)
+		t.lastCall.Store(tokens(*u))
+	}
+	if t.budget > 0 {
+		t.reserved.Add(-est)
+	}
+}
 
 func (t *tree) allowedAlways(tool string) bool {
 	t.mu.Lock()

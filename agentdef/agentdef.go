@@ -42,7 +42,8 @@ type Definition struct {
 	// Provider is the subagent provider the child runs on; "" is the
 	// provider of the tool it is started through.
 	Provider string
-	// MaxSteps caps the model calls of the child's turn (0: inherited).
+	// MaxSteps caps the model calls of the child's turn (0: inherited); a
+	// value above the parent's cap is lowered to it.
 	MaxSteps int
 	// OutputSchema, when set, makes the child return a structured result.
 	OutputSchema *jsonschema.Schema

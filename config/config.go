@@ -195,8 +195,34 @@ func hostOf(rawURL string) string {
 // Budget bounds what one top-level run may spend.
 type Budget struct {
 	// Tokens bounds the input, cached input and output tokens of a
-	// top-level agent and all its descendants (0: unbounded).
+	// top-level agent and all its descendants (default
+	// DefaultBudgetTokens, at most MaxBudgetTokens).
 	Tokens int64 `yaml:"tokens"`
+}
+
+// Bounds of the caps a file (or the command line) may set: a value past
+// one is a mistake, not a wish for no cap.
+const (
+	// DefaultBudgetTokens is budget.tokens when unset: enough for a long
+	// task, and a stop for a model that delegates or loops without end.
+	DefaultBudgetTokens = 10_000_000
+	// MaxBudgetTokens is the largest budget.tokens.
+	MaxBudgetTokens = 1_000_000_000
+	// MaxSteps is the largest agent.maxSteps (and dsh run --max-steps).
+	MaxSteps = 10_000
+	// MaxLiveChildren is the largest subagents.maxLiveChildren.
+	MaxLiveChildren = 1024
+	// MaxChildrenPerTurn is the largest subagents.maxChildrenPerTurn.
+	MaxChildrenPerTurn = 1000
+)
+
+// CheckMaxSteps checks a step cap given outside the file (dsh run
+// --max-steps): 1 to MaxSteps.
+func CheckMaxSteps(n int) error {
+	if n < 1 || n > MaxSteps {
+		return fmt.Errorf("must be between 1 and %d, got %d", MaxSteps, n)
+	}
+	return nil
 }
 
 // Price is what a model route charges per million tokens, in US dollars.
@@ -230,9 +256,11 @@ type Tools struct {
 // Tasks configure background tasks.
 type Tasks struct {
 	MaxPerOwner int `yaml:"maxPerOwner"`
-	// MaxWakes bounds the consecutive turns completion notices may open in
-	// an idle agent (default 3): those of its background tasks, and apart
-	// from them the settlement notices of its continuable children.
+	// MaxWakes bounds the consecutive model calls completion notices alone
+	// may cause in an agent (default 3): the turns they open in an idle
+	// agent and the steps they add to a turn whose model has answered;
+	// those of its background tasks, and apart from them the settlement
+	// notices of its continuable children.
 	MaxWakes int `yaml:"maxWakes"`
 }
 
@@ -254,8 +282,12 @@ type Subagents struct {
 	Providers []Provider            `yaml:"providers"`
 	Tools     []subagenttool.Config `yaml:"tools"`
 	// MaxLiveChildren caps the children one delegation tree may have alive
-	// at once (default DefaultMaxLiveChildren; negative: no cap).
+	// at once (default DefaultMaxLiveChildren, at most MaxLiveChildren).
 	MaxLiveChildren int `yaml:"maxLiveChildren"`
+	// MaxChildrenPerTurn caps the children one turn of an agent may start
+	// or continue (default DefaultMaxChildrenPerTurn, at most
+	// MaxChildrenPerTurn).
+	MaxChildrenPerTurn int `yaml:"maxChildrenPerTurn"`
 	// ControlTools mounts send_message, interrupt_agent, list_agents and
 	// the children's report tool when some tool instance starts
 	// continuable children (default true).
@@ -264,6 +296,9 @@ type Subagents struct {
 
 // DefaultMaxLiveChildren is subagents.maxLiveChildren when unset.
 const DefaultMaxLiveChildren = 64
+
+// DefaultMaxChildrenPerTurn is subagents.maxChildrenPerTurn when unset.
+const DefaultMaxChildrenPerTurn = 100
 
 // Provider kinds.
 const (
@@ -297,6 +332,7 @@ func (l Loader) Default(getenv func(string) string) Config {
 	ds.BaseURL = cmp.Or(getenv(baseURLEnv), ds.BaseURL, "https://api.deepseek.com")
 	return Config{
 		Agent:     agent.Options{Provider: ds.Provider, Model: ds.Model},
+		Budget:    Budget{Tokens: DefaultBudgetTokens},
 		Models:    []Model{{Name: ds.Provider, BaseURL: ds.BaseURL, APIKeyEnv: ds.APIKeyEnv, Model: ds.Model}},
 		Subagents: DefaultSubagents(),
 		kinds:     l.kinds(),
@@ -519,7 +555,12 @@ func (cfg Config) merge(file Config) (Config, error) {
 	}
 	cfg.Agent.MaxTokens = cmp.Or(file.Agent.MaxTokens, cfg.Agent.MaxTokens)
 	cfg.Agent.MaxParallelToolCalls = cmp.Or(file.Agent.MaxParallelToolCalls, cfg.Agent.MaxParallelToolCalls)
-	cfg.Agent.MaxSteps = cmp.Or(file.Agent.MaxSteps, cfg.Agent.MaxSteps)
+	if n := file.Agent.MaxSteps; n != 0 {
+		if err := CheckMaxSteps(n); err != nil {
+			return cfg, bad("$.agent.maxSteps", "%v", err)
+		}
+		cfg.Agent.MaxSteps = n
+	}
 	if d := file.Permissions.Default; d != "" && !d.Valid() {
 		return cfg, bad("$.permissions.default", "want allow, ask or deny, got %q", d)
 	}
@@ -531,8 +572,8 @@ func (cfg Config) merge(file Config) (Config, error) {
 	if file.Permissions.Default != "" || file.Permissions.Tools != nil {
 		cfg.Permissions = file.Permissions
 	}
-	if file.Budget.Tokens < 0 {
-		return cfg, bad("$.budget.tokens", "must not be negative")
+	if n := file.Budget.Tokens; n < 0 || n > MaxBudgetTokens {
+		return cfg, bad("$.budget.tokens", "must be between 1 and %d (0 or unset: the default, %d), got %d", MaxBudgetTokens, DefaultBudgetTokens, n)
 	}
 	cfg.Budget = cmp.Or(file.Budget, cfg.Budget)
 	cfg.Persona = cmp.Or(file.Persona, cfg.Persona)
@@ -630,6 +671,14 @@ func (cfg Config) validate() error {
 	}
 	if cfg.Subagents == nil {
 		return nil
+	}
+	for _, c := range []struct {
+		key      string
+		n, limit int
+	}{{"maxLiveChildren", cfg.Subagents.MaxLiveChildren, MaxLiveChildren}, {"maxChildrenPerTurn", cfg.Subagents.MaxChildrenPerTurn, MaxChildrenPerTurn}} {
+		if c.n < 0 || c.n > c.limit {
+			return bad("$.subagents."+c.key, "must be between 1 and %d (0 or unset: the default), got %d", c.limit, c.n)
+		}
 	}
 	providers := map[string]bool{}
 	for i, p := range cfg.Subagents.Providers {
@@ -773,11 +822,12 @@ func (cfg Config) Build(ctx context.Context, log *slog.Logger, backend session.B
 	if err := cfg.mountMCP(rt, getenv); err != nil {
 		return nil, err
 	}
-	maxLive := DefaultMaxLiveChildren
-	if cfg.Subagents != nil && cfg.Subagents.MaxLiveChildren != 0 {
-		maxLive = max(cfg.Subagents.MaxLiveChildren, 0)
+	maxLive, perTurn := DefaultMaxLiveChildren, DefaultMaxChildrenPerTurn
+	if s := cfg.Subagents; s != nil {
+		maxLive, perTurn = cmp.Or(s.MaxLiveChildren, maxLive), cmp.Or(s.MaxChildrenPerTurn, perTurn)
 	}
 	rt.Subagents.LimitLiveChildren(maxLive)
+	rt.Subagents.LimitChildrenPerTurn(perTurn)
 	rt.Subagents.LimitWakes(cfg.Tasks.MaxWakes)
 	return rt, nil
 }

@@ -172,7 +172,7 @@ func TestConfigErrorMessages(t *testing.T) {
 		{"unknown tool in the policy", "permissions:\n  tools:\n    write_fle: ask\n",
 			`config dsh.yaml: line 3: permissions.tools.write_fle: unknown tool "write_fle" (did you mean "write_file"?); known tools: bash, edit_file, glob, grep, interrupt_agent, list_agents, read_file, report, send_message, subagent, subagent_fork, task_kill, task_list, task_output, write_file`},
 		{"bad decision", "permissions:\n  tools: {bash: maybe}\n", `config dsh.yaml: line 2: permissions.tools.bash: want allow, ask or deny, got "maybe"`},
-		{"negative budget", "budget: {tokens: -1}\n", `config dsh.yaml: line 1: budget.tokens: must not be negative`},
+		{"negative budget", "budget: {tokens: -1}\n", `config dsh.yaml: line 1: budget.tokens: must be between 1 and 1000000000 (0 or unset: the default, 10000000), got -1`},
 		{"hook matcher", "hooks:\n  PreToolUse:\n    - matcher: \"(\"\n      hooks: [{command: x}]\n",
 			`config dsh.yaml: line 3: hooks.PreToolUse[0].matcher: bad regular expression "(": error parsing regexp: missing closing ): ` + "`(`"},
 		{"hook event", "hooks:\n  BeforeTool: [{hooks: [{command: x}]}]\n",

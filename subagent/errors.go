@@ -17,7 +17,7 @@ const (
 	CodeUnsupportedSchema      Code = "UNSUPPORTED_SCHEMA"
 	CodeInvalidRequest         Code = "INVALID_REQUEST"
 	CodeAbortedBeforeReadiness Code = "ABORTED_BEFORE_READY"
-	CodeLimitReached           Code = "LIMIT_REACHED" // the tree has as many live children as it may
+	CodeLimitReached           Code = "LIMIT_REACHED" // a cap on children is reached: the tree's live ones, or one turn's starts
 
 	// The codes of continuable children.
 	CodeContinuationUnavailable Code = "CONTINUATION_UNAVAILABLE" // the service was given no agents to continue children with

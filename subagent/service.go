@@ -29,7 +29,8 @@ type Service struct {
 	lastRun atomic.Uint64
 
 	maxLive  int                        // live children a tree may have; 0: unbounded
-	maxWakes int                        // consecutive turns settlement notices may open; 0: DefaultMaxWakes
+	perTurn  int                        // children one turn of an agent may start; 0: unbounded
+	maxWakes int                        // consecutive model calls settlement notices alone may cause; 0: DefaultMaxWakes
 	live     map[*agent.Agent]int       // live children per root agent; guarded by mu
 	upstream map[*agent.Agent]*upstream // roots whose parent process counts too; guarded by mu
 	cont     *continuation              // continuable children; nil until ServeContinuation
@@ -52,15 +53,27 @@ func (s *Service) LimitLiveChildren(n int) {
 	s.maxLive = max(n, 0)
 }
 
+// LimitChildrenPerTurn caps the children that one turn of an agent may
+// start (continuing a child counts as a start); a start beyond it fails
+// with LIMIT_REACHED. 0 removes the cap. Starts outside a turn (a tool
+// host's) are not counted.
+func (s *Service) LimitChildrenPerTurn(n int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.perTurn = max(n, 0)
+}
+
 // DefaultMaxWakes is how many turns in a row settlement notices may open
 // in a parent when LimitWakes was not called.
 const DefaultMaxWakes = 3
 
-// LimitWakes bounds the turns in a row that settlement notices of
-// continuable children may open in an idle parent, with no message of its
-// user between them (n <= 0: DefaultMaxWakes). Past it a notice waits,
-// without waking the parent, for its next turn: a model cannot keep
-// itself busy forever by sending its children more work at every notice.
+// LimitWakes bounds the model calls in a row that settlement notices of
+// continuable children alone may cause in a parent, with no message of its
+// user between them: the turns they open in an idle parent, and the steps
+// they add to a turn whose model has answered (n <= 0: DefaultMaxWakes;
+// see agent.WakesSinceUser). Past it a notice waits, without waking the
+// parent, for its next turn: a model cannot keep itself busy forever by
+// sending its children more work at every notice.
 func (s *Service) LimitWakes(n int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -77,10 +90,29 @@ func (s *Service) wakeBudget() int {
 	return s.maxWakes
 }
 
-// admit counts a child of parent's tree against the live-children cap, in
-// this process and, for a tree whose root's parent is in another process,
-// in that one's count too (see CountUpstream), and returns its release.
+// admit counts a child of parent's tree against the live-children cap,
+// and against the cap of parent's running turn, and returns its release.
 func (s *Service) admit(name string, parent *agent.Agent) (release func(), err error) {
+	if release, err = s.admitLive(name, parent); err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	perTurn := s.perTurn
+	s.mu.Unlock()
+	if !parent.StartChild(perTurn) { // outside s.mu: the agent's lock is never taken under it
+		release()
+		return nil, &Error{Code: CodeLimitReached, Provider: name,
+			Msg: fmt.Sprintf("this turn has already started %d children, its cap (subagents.maxChildrenPerTurn): "+
+				"finish the turn with what they returned", perTurn)}
+	}
+	return release, nil
+}
+
+// admitLive counts a child of parent's tree against the live-children cap,
+// in this process and, for a tree whose root's parent is in another
+// process, in that one's count too (see CountUpstream), and returns its
+// release.
+func (s *Service) admitLive(name string, parent *agent.Agent) (release func(), err error) {
 	root := rootOf(parent)
 	s.mu.Lock()
 	up := s.upstream[root]
@@ -271,6 +303,10 @@ func (s *Service) validate(name string, req *StartRequest) error {
 		return unsupported(name, CapDepthLimit)
 	case req.ToolFilter != nil && !caps.ToolFilter:
 		return unsupported(name, CapToolFilter)
+	case req.Parent.Tools().Restricted() && !caps.ToolFilter:
+		return &Error{Code: CodeUnsupportedCapability, Provider: name,
+			Msg: fmt.Sprintf("this agent's tools are restricted, and provider %q cannot restrict its children's tools "+
+				"(the toolFilter capability), so it cannot start children there: a child sees no more than its parent", name)}
 	case req.Persona != nil && !caps.Persona:
 		return unsupported(name, CapPersona)
 	case (req.Policy != nil || !req.Hooks.Empty()) && !caps.Policy:

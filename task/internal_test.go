@@ -65,8 +65,17 @@ func (b *logBuilder) splice() *logBuilder {
 	return b.add(session.TypeInboxSpliced, session.InboxSpliced{Target: "next-step", Inserted: []content.Message{notice()}})
 }
 
-// turnOf logs a whole turn whose steps claimed the given messages.
-func (b *logBuilder) turnOf(steps ...[]content.Message) *logBuilder {
+// turnOf logs a whole turn whose steps claimed the given messages; every
+// step but the last made a tool call, which is what ran the next one.
+func (b *logBuilder) turnOf(steps ...[]content.Message) *logBuilder { return b.turnWith(false, steps) }
+
+// splicedTurnOf logs a whole turn whose every step answered without a tool
+// call: each later step ran only because of the messages it claimed.
+func (b *logBuilder) splicedTurnOf(steps ...[]content.Message) *logBuilder {
+	return b.turnWith(true, steps)
+}
+
+func (b *logBuilder) turnWith(answered bool, steps [][]content.Message) *logBuilder {
 	b.turn++
 	b.add(session.TypeTurnStart, session.TurnStart{Turn: b.turn})
 	for i, msgs := range steps {
@@ -74,7 +83,12 @@ func (b *logBuilder) turnOf(steps ...[]content.Message) *logBuilder {
 		for _, m := range msgs {
 			b.msg(m)
 		}
-		b.add(session.TypeAssistantMessage, session.AssistantMessage{Turn: b.turn, Step: i + 1})
+		var blocks []content.Block
+		if !answered && i < len(steps)-1 {
+			blocks = []content.Block{content.ToolCall("c", "bash", "{}")}
+		}
+		b.add(session.TypeAssistantMessage, session.AssistantMessage{Turn: b.turn, Step: i + 1,
+			Message: content.AssistantMessage("p", "m", blocks)})
 		b.add(session.TypeStepEnd, session.Step{Turn: b.turn, Step: i + 1})
 	}
 	return b.add(session.TypeTurnEnd, session.TurnEnd{Turn: b.turn})
@@ -105,6 +119,13 @@ func TestWakesSinceUser(t *testing.T) {
 		{"a user message joining a notice turn resets", new(logBuilder).turnOf(msgs(notice())).
 			turnOf(msgs(notice()), msgs(user())), 0, ""},
 		{"two notices joining a later step open no turn", new(logBuilder).turnOf(msgs(user()), msgs(notice(), notice())), 0, ""},
+		// A notice spliced into a turn whose model had answered keeps the
+		// turn going for another model call: that counts as a wake.
+		{"a notice continuing an answered turn", new(logBuilder).splicedTurnOf(msgs(user()), msgs(notice())), 1, ""},
+		{"notices continuing an answered turn, step after step", new(logBuilder).splicedTurnOf(msgs(user()), msgs(notice()),
+			msgs(notice(), notice()), msgs(notice())), 3, ""},
+		{"a user message continuing an answered turn resets", new(logBuilder).splicedTurnOf(msgs(notice()), msgs(notice()),
+			msgs(user())), 0, ""},
 		{"a notice outside any step opens no turn", new(logBuilder).turnOf(msgs(notice())).
 			add(session.TypeTurnStart, session.TurnStart{Turn: 2}).msg(notice()), 1, ""},
 		{"a lone notice at the start of the log", new(logBuilder).msg(notice()), 0, ""},

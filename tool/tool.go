@@ -401,6 +401,29 @@ func (s *Scope) Restrict(r Restriction) (dispose func(), err error) {
 	}, nil
 }
 
+// Inherit gives the scope the restrictions from has now: what from hides,
+// this scope hides too, for good (a child's view can only be narrower than
+// its parent's).
+func (s *Scope) Inherit(from *Scope) {
+	from.mu.RLock()
+	masks := slices.Clone(from.masks)
+	from.mu.RUnlock()
+	if len(masks) == 0 {
+		return
+	}
+	s.mu.Lock()
+	s.masks = append(slices.Clip(s.masks), masks...)
+	s.viewGen++
+	s.mu.Unlock()
+}
+
+// Restricted reports whether a restriction masks the scope's tools.
+func (s *Scope) Restricted() bool {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return len(s.masks) > 0
+}
+
 // maskable returns the sorted names that restrictions apply to: the global
 // tools and the tools of the scope's layers.
 func (s *Scope) maskable() []string {

@@ -73,7 +73,7 @@ func (c *cli) chatCmd() *cobra.Command {
 	cmd.Flags().StringVar(&f.provider, "provider", "", "model route (a configured model name)")
 	cmd.Flags().StringVarP(&f.model, "model", "m", "", "model id")
 	cmd.Flags().StringVar(&f.cwd, "cwd", "", "working directory of the agent (default: the current directory)")
-	cmd.Flags().IntVar(&f.maxSteps, "max-steps", 0, "model calls a turn may make (default agent.maxSteps, else 100; -1: no cap)")
+	cmd.Flags().IntVar(&f.maxSteps, "max-steps", 0, "model calls a turn may make, 1 to 10000 (default agent.maxSteps, else 100)")
 	cmd.Flags().BoolVarP(&f.yes, "yes", "y", false, "without a terminal: approve every tool call the permission policy says to ask about")
 	cmd.Flags().BoolVarP(&f.cont, "continue", "c", false, "continue the latest top-level session of the working directory")
 	cmd.Flags().StringVarP(&f.resume, "resume", "r", "", "continue session `ID` (an id, or an unambiguous prefix of one)")
@@ -105,6 +105,9 @@ func (c *cli) chat(ctx context.Context, f chatFlags) error {
 		cfg.Agent.Model = f.model
 	}
 	if f.maxSteps != 0 {
+		if err := config.CheckMaxSteps(f.maxSteps); err != nil {
+			return fmt.Errorf("--max-steps: %w", err)
+		}
 		cfg.Agent.MaxSteps = f.maxSteps
 	}
 	if f.cwd == "" {

@@ -46,7 +46,8 @@ the resumed conversation as interrupted.
 Tools the permission policy (permissions in dsh.yaml) says to ask about are
 refused, with a message the model reads, since dsh run asks nobody: pass
 --yes to approve them. A turn stops after --max-steps model calls (default
-agent.maxSteps, else 100), and the whole tree after budget.tokens tokens.
+agent.maxSteps, else 100), and the whole tree after budget.tokens tokens
+(default 10,000,000).
 
 Every way
 the run can end is recorded in the session: SIGINT (Ctrl-C), SIGTERM and
@@ -85,6 +86,9 @@ Exit status:
 				cfg.Agent.Model = model
 			}
 			if maxSteps != 0 {
+				if err := config.CheckMaxSteps(maxSteps); err != nil {
+					return fmt.Errorf("--max-steps: %w", err)
+				}
 				cfg.Agent.MaxSteps = maxSteps
 			}
 			cfg.ProjectDir = cwd
@@ -118,7 +122,7 @@ Exit status:
 	}
 	cmd.Flags().BoolVar(&jsonOut, "json", false, "write one JSON object per line to stdout for every event (see README)")
 	cmd.Flags().BoolVarP(&quiet, "quiet", "q", false, "write only the answer, errors and the last line")
-	cmd.Flags().IntVar(&maxSteps, "max-steps", 0, "model calls a turn may make (default agent.maxSteps, else 100; -1: no cap)")
+	cmd.Flags().IntVar(&maxSteps, "max-steps", 0, "model calls a turn may make, 1 to 10000 (default agent.maxSteps, else 100)")
 	cmd.Flags().BoolVarP(&yes, "yes", "y", false, "approve every tool call the permission policy says to ask about")
 	cmd.Flags().StringVar(&provider, "provider", "", "model route (a configured model name)")
 	cmd.Flags().StringVarP(&model, "model", "m", "", "model id")

@@ -33,7 +33,8 @@ const maxHookOutput = 64 << 10
 
 // delegation builds a call's child from the tool's settings, overlaid by
 // the type's: a type on another provider than the tool's drops the tool's
-// persona, filter and options, which were written for its own provider.
+// persona and options, which were written for its own provider, but keeps
+// its tool filter, which no definition can lift.
 func (t *instance) delegation(parent *agent.Agent, a args) (*delegation, error) {
 	d := &delegation{provider: t.cfg.Provider, typ: a.SubagentType, hooks: parent.Hooks(), isolation: a.Isolation,
 		req: Request(t.cfg, t.caps, parent, a.Description, a.Prompt)}
@@ -68,7 +69,7 @@ func (d *delegation) apply(t *instance, def *agentdef.Definition) error {
 	moved := def.Provider != "" && def.Provider != d.provider
 	if moved {
 		d.provider = def.Provider
-		req.AgentOptions, req.Persona, req.ToolFilter = nil, nil, nil
+		req.AgentOptions, req.Persona = nil, nil
 	}
 	p, ok := t.deps.Subagents.Provider(d.provider)
 	if !ok {
@@ -78,6 +79,11 @@ func (d *delegation) apply(t *instance, def *agentdef.Definition) error {
 	caps := p.Capabilities()
 	if moved {
 		req.MaxDepth = t.cfg.depthCap(caps)
+		if req.ToolFilter != nil && !caps.ToolFilter {
+			return &subagent.Error{Code: subagent.CodeUnsupportedCapability, Provider: d.provider,
+				Msg: fmt.Sprintf("subagent_type %s runs on provider %q, which cannot restrict a child's tools, and tool %s has a toolFilter "+
+					"that its children must keep: use another type, or give the definition a provider that filters tools", def.Name, d.provider, t.cfg.ToolName)}
+		}
 	}
 	if def.Instructions != "" {
 		if caps.Persona {

@@ -4,6 +4,7 @@
 package localchild
 
 import (
+	"cmp"
 	"fmt"
 
 	"github.com/dsh-go/dsh/agent"
@@ -14,7 +15,8 @@ import (
 )
 
 // Options are an in-process child's options: the parent's route and
-// limits unless override sets them, and the child's depth.
+// limits unless override sets them (a step cap no higher than the
+// parent's), and the child's depth.
 func Options(parent agent.Options, override *agent.Options, depth int) agent.Options {
 	o := agent.Options{Provider: parent.Provider, Model: parent.Model, MaxTokens: parent.MaxTokens,
 		MaxParallelToolCalls: parent.MaxParallelToolCalls, MaxSteps: parent.MaxSteps}
@@ -31,8 +33,8 @@ func Options(parent agent.Options, override *agent.Options, depth int) agent.Opt
 		if override.MaxParallelToolCalls != 0 {
 			o.MaxParallelToolCalls = override.MaxParallelToolCalls
 		}
-		if override.MaxSteps != 0 {
-			o.MaxSteps = override.MaxSteps
+		if override.MaxSteps != 0 { // never above the parent's cap: caps only narrow down the tree
+			o.MaxSteps = min(override.MaxSteps, cmp.Or(parent.MaxSteps, agent.DefaultMaxSteps))
 		}
 	}
 	o.SubagentDepth = depth
