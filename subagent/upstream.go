@@ -81,7 +81,7 @@ func (s *Service) liveSlots(name string, parent *agent.Agent) *LiveSlots {
 	if limit == 0 && up == nil {
 		return nil
 	}
-	return &LiveSlots{max: limit, acquire: func() (func(), error) { return s.admit(name, parent) }}
+	return &LiveSlots{max: limit, acquire: func() (func(), error) { return s.admitLive(name, parent) }}
 }
 
 // admitUpstream takes the place of a child just counted locally in the
