@@ -1,14 +1,11 @@
 package acpserver
 
 import (
-	"bufio"
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
-	"sync"
 
 	acpsdk "github.com/coder/acp-go-sdk"
 
@@ -22,9 +19,6 @@ const DefaultMaxFrame = 8 << 20
 // 10 MiB ends its connection, and with it `dsh acp`. Larger limits are
 // clamped below it.
 const sdkMaxFrame = 10<<20 - 1<<10
-
-// peekLen is how much of an over-limit frame is kept to find its id.
-const peekLen = 64 << 10
 
 // gate reads the client's frames before the SDK does, and answers those
 // that would otherwise break the connection or go unanswered: a frame over
@@ -50,25 +44,7 @@ type gate struct {
 // run passes frames from in to sdk until in ends. It returns nil at the
 // end of in, and the error of a failed read or of a write to sdk.
 func (g *gate) run(in io.Reader, sdk io.Writer) error {
-	r := bufio.NewReaderSize(in, peekLen)
-	var buf []byte
-	for {
-		frame, size, rerr := jsonrpcframe.Read(r, buf[:0], g.limit)
-		buf = frame[:0]
-		if size > 0 || len(frame) > 0 {
-			if fwd := g.handle(frame, size); fwd != nil {
-				if _, err := sdk.Write(append(fwd, '\n')); err != nil {
-					return err
-				}
-			}
-		}
-		switch {
-		case rerr == io.EOF:
-			return nil
-		case rerr != nil:
-			return rerr
-		}
-	}
+	return jsonrpcframe.Relay(in, sdk, g.limit, g.overLimit, g.handle)
 }
 
 // message is a JSON-RPC message as the SDK decodes it.
@@ -80,17 +56,10 @@ type message struct {
 	Error  *acpsdk.RequestError `json:"error,omitempty"`
 }
 
-// handle decides about one frame of size bytes (frame holds at most
-// limit+1 of them). It returns the frame to pass to the SDK, or nil when
+// handle decides about one frame within the limit, without the white
+// space around it. It returns the frame to pass to the SDK, or nil when
 // the frame was answered or dropped here.
-func (g *gate) handle(frame []byte, size int) []byte {
-	if size > g.limit {
-		return g.overLimit(frame, size)
-	}
-	frame = bytes.TrimSpace(frame)
-	if len(frame) == 0 {
-		return nil
-	}
+func (g *gate) handle(frame []byte) []byte {
 	var m message
 	if err := json.Unmarshal(frame, &m); err != nil {
 		if !json.Valid(frame) {
@@ -154,53 +123,14 @@ func (g *gate) notification(m message, frame []byte) []byte {
 // one of our requests reaches the SDK as an error response, so that the
 // request fails at once instead of waiting.
 func (g *gate) overLimit(frame []byte, size int) []byte {
-	id, isResponse, isRequest := jsonrpcframe.Peek(frame[:min(len(frame), peekLen)])
-	msg := fmt.Sprintf("frame of %d bytes is over the limit of %d bytes", size, g.limit)
 	g.log.Warn("acp: over-limit frame refused", "bytes", size, "limit", g.limit)
-	if isResponse && !isRequest {
-		if id == nil {
-			return nil
-		}
-		b, _ := json.Marshal(reply{JSONRPC: "2.0", ID: id, Error: acpsdk.NewInvalidRequest(msg)})
-		return b
-	}
-	g.send(id, acpsdk.NewInvalidRequest(msg))
-	return nil
-}
-
-// reply is an error response written by the gate.
-type reply struct {
-	JSONRPC string               `json:"jsonrpc"`
-	ID      json.RawMessage      `json:"id"`
-	Error   *acpsdk.RequestError `json:"error"`
+	return jsonrpcframe.OverLimit(frame, size, g.limit,
+		func(msg string) *acpsdk.RequestError { return acpsdk.NewInvalidRequest(msg) }, g.send)
 }
 
 // send writes an error response for id (null when nil) to the client.
 func (g *gate) send(id json.RawMessage, e *acpsdk.RequestError) {
-	if id == nil {
-		id = json.RawMessage("null")
-	}
-	b, err := json.Marshal(reply{JSONRPC: "2.0", ID: id, Error: e})
-	if err != nil {
-		g.log.Error("acp: cannot encode a reply", "err", err)
-		return
-	}
-	if _, err := g.reply.Write(append(b, '\n')); err != nil {
-		g.log.Debug("acp: reply not delivered", "err", err)
-	}
-}
-
-// frameWriter serializes writes to the client: the SDK writes each frame
-// with one Write, and so does the gate, so frames never interleave.
-type frameWriter struct {
-	mu sync.Mutex
-	w  io.Writer
-}
-
-func (w *frameWriter) Write(p []byte) (int, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.w.Write(p)
+	jsonrpcframe.WriteError(g.reply, g.log, "acp", id, e)
 }
 
 // errServerClosed ends the SDK's input when Serve returns.

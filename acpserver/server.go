@@ -22,6 +22,7 @@ import (
 
 	"github.com/dsh-go/dsh/agent"
 	"github.com/dsh-go/dsh/content"
+	"github.com/dsh-go/dsh/internal/jsonrpcframe"
 	"github.com/dsh-go/dsh/mcptool"
 	"github.com/dsh-go/dsh/permission"
 	"github.com/dsh-go/dsh/session"
@@ -101,7 +102,7 @@ func Serve(ctx context.Context, opts Options, in io.Reader, out io.Writer) error
 	}
 	opts.MaxFrame = min(opts.MaxFrame, sdkMaxFrame)
 	s := &server{opts: opts, sessions: map[acpsdk.SessionId]*acpSession{}, ready: make(chan struct{})}
-	w := &frameWriter{w: out}
+	w := jsonrpcframe.NewWriter(out)
 	sdkIn, gateOut := io.Pipe()
 	// No SetLogger: in acp-go-sdk v0.13.0 it races with the connection's
 	// receive goroutine; the connection logs through slog.Default.

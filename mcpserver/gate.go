@@ -1,14 +1,11 @@
 package mcpserver
 
 import (
-	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
-	"sync"
 	"unicode/utf8"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -24,9 +21,6 @@ const DefaultMaxFrame = 8 << 20
 // connection on a frame nested deeper than 1000.
 const maxDepth = 512
 
-// peekLen is how much of an over-limit frame is kept to find its id.
-const peekLen = 64 << 10
-
 // JSON-RPC error codes the gate answers with.
 const (
 	codeParseError     = -32700
@@ -41,7 +35,7 @@ const (
 // than Options.MaxFrame bytes) gets a JSON-RPC error response instead,
 // and the connection, with its calls in flight, goes on.
 func (s *Server) ServeStdio(ctx context.Context, in io.Reader, out io.Writer) error {
-	w := &frameWriter{w: out}
+	w := jsonrpcframe.NewWriter(out)
 	sdkIn, gateOut := io.Pipe()
 	g := &gate{limit: s.opts.MaxFrame, reply: w, log: s.opts.Log}
 	go func() { gateOut.CloseWithError(g.run(in, gateOut)) }()
@@ -62,38 +56,13 @@ type gate struct {
 // run passes frames from in to sdk until in ends. It returns nil at the
 // end of in, and the error of a failed read or of a write to sdk.
 func (g *gate) run(in io.Reader, sdk io.Writer) error {
-	r := bufio.NewReaderSize(in, peekLen)
-	var buf []byte
-	for {
-		frame, size, rerr := jsonrpcframe.Read(r, buf[:0], g.limit)
-		buf = frame[:0]
-		if size > 0 {
-			if fwd := g.handle(frame, size); fwd != nil {
-				if _, err := sdk.Write(append(fwd, '\n')); err != nil {
-					return err
-				}
-			}
-		}
-		switch {
-		case rerr == io.EOF:
-			return nil
-		case rerr != nil:
-			return rerr
-		}
-	}
+	return jsonrpcframe.Relay(in, sdk, g.limit, g.overLimit, g.handle)
 }
 
-// handle decides about one frame of size bytes (frame holds at most
-// limit+1 of them). It returns the frame to pass to the SDK, or nil when
+// handle decides about one frame within the limit, without the white
+// space around it. It returns the frame to pass to the SDK, or nil when
 // it was answered here.
-func (g *gate) handle(frame []byte, size int) []byte {
-	if size > g.limit {
-		return g.overLimit(frame, size)
-	}
-	frame = bytes.TrimSpace(frame)
-	if len(frame) == 0 {
-		return nil
-	}
+func (g *gate) handle(frame []byte) []byte {
 	if !utf8.Valid(frame) {
 		g.send(nil, codeParseError, "invalid UTF-8")
 		return nil
@@ -174,27 +143,13 @@ func clipJSON(v json.RawMessage) string {
 // one of our requests reaches the SDK as an error response, so that the
 // request fails at once instead of waiting.
 func (g *gate) overLimit(frame []byte, size int) []byte {
-	id, isResponse, isRequest := jsonrpcframe.Peek(frame[:min(len(frame), peekLen)])
-	msg := fmt.Sprintf("frame of %d bytes is over the limit of %d bytes", size, g.limit)
 	g.log.Warn("mcpserver: over-limit frame refused", "bytes", size, "limit", g.limit)
-	if isResponse && !isRequest {
-		if id == nil {
-			return nil
-		}
-		b, _ := json.Marshal(reply{JSONRPC: "2.0", ID: id, Error: replyError{Code: codeInvalidRequest, Message: msg}})
-		return b
-	}
-	g.send(id, codeInvalidRequest, msg)
-	return nil
+	return jsonrpcframe.OverLimit(frame, size, g.limit,
+		func(msg string) replyError { return replyError{Code: codeInvalidRequest, Message: msg} },
+		func(id json.RawMessage, e replyError) { g.send(id, e.Code, e.Message) })
 }
 
-// reply is an error response written by the gate.
-type reply struct {
-	JSONRPC string          `json:"jsonrpc"`
-	ID      json.RawMessage `json:"id"`
-	Error   replyError      `json:"error"`
-}
-
+// replyError is the error object of an error response written by the gate.
 type replyError struct {
 	Code    int    `json:"code"`
 	Message string `json:"message"`
@@ -202,32 +157,6 @@ type replyError struct {
 
 // send writes an error response for id (null when nil) to the client.
 func (g *gate) send(id json.RawMessage, code int, msg string) {
-	if id == nil {
-		id = json.RawMessage("null")
-	}
 	g.log.Debug("mcpserver: frame refused", "code", code, "err", msg)
-	b, err := json.Marshal(reply{JSONRPC: "2.0", ID: id, Error: replyError{Code: code, Message: msg}})
-	if err != nil {
-		g.log.Error("mcpserver: cannot encode a reply", "err", err)
-		return
-	}
-	if _, err := g.reply.Write(append(b, '\n')); err != nil {
-		g.log.Debug("mcpserver: reply not delivered", "err", err)
-	}
+	jsonrpcframe.WriteError(g.reply, g.log, "mcpserver", id, replyError{Code: code, Message: msg})
 }
-
-// frameWriter serializes writes to the client: the SDK writes each frame
-// with one Write, and so does the gate, so frames never interleave. Its
-// Close does nothing: the client's side stays open.
-type frameWriter struct {
-	mu sync.Mutex
-	w  io.Writer
-}
-
-func (w *frameWriter) Write(p []byte) (int, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.w.Write(p)
-}
-
-func (w *frameWriter) Close() error { return nil }

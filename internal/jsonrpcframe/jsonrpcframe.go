@@ -1,7 +1,8 @@
 // Package jsonrpcframe reads newline-delimited JSON-RPC frames for the
 // gates that stand in front of a protocol SDK's stdio transport (dsh acp,
 // dsh mcp): one line at a time, with a size limit that never buffers more
-// than the limit, and a look at a frame's first bytes for its id.
+// than the limit, and a look at a frame's first bytes for its id; and
+// writes their error replies to the client, between the SDK's frames.
 package jsonrpcframe
 
 import (
