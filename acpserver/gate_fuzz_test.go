@@ -9,18 +9,9 @@ import (
 	"testing"
 
 	acpsdk "github.com/coder/acp-go-sdk"
+
+	"github.com/dsh-go/dsh/internal/jsonrpcframe/jsonrpcframetest"
 )
-
-// lineWriter records the lines written to it.
-type lineWriter struct{ lines [][]byte }
-
-func (w *lineWriter) Write(p []byte) (int, error) {
-	if len(p) == 0 || p[len(p)-1] != '\n' || bytes.IndexByte(p[:len(p)-1], '\n') >= 0 {
-		panic("a write that is not exactly one line: " + string(p))
-	}
-	w.lines = append(w.lines, bytes.Clone(p[:len(p)-1]))
-	return len(p), nil
-}
 
 // FuzzGate feeds arbitrary client input to the gate in front of the SDK.
 // Properties: it returns nil when the input ends; it writes whole lines
@@ -50,7 +41,7 @@ func FuzzGate(f *testing.F) {
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		var prompts int
-		toSDK, toClient := &lineWriter{}, &lineWriter{}
+		toSDK, toClient := &jsonrpcframetest.LineWriter{}, &jsonrpcframetest.LineWriter{}
 		var admitted, cancelled []json.RawMessage
 		g := &gate{limit: limit, reply: toClient, log: quiet,
 			admit: func(params json.RawMessage) *acpsdk.RequestError {
@@ -64,11 +55,11 @@ func FuzzGate(f *testing.F) {
 		if err := g.run(bytes.NewReader(data), toSDK); err != nil {
 			t.Fatalf("run: %v", err)
 		}
-		if n := len(toSDK.lines) + len(toClient.lines); n > bytes.Count(data, []byte("\n"))+1 {
+		if n := len(toSDK.Lines) + len(toClient.Lines); n > bytes.Count(data, []byte("\n"))+1 {
 			t.Fatalf("%d frames written for %d input lines", n, bytes.Count(data, []byte("\n"))+1)
 		}
 		initialized := false
-		for _, line := range toSDK.lines {
+		for _, line := range toSDK.Lines {
 			var m message
 			if len(line) > limit || json.Unmarshal(line, &m) != nil {
 				t.Fatalf("passed to the SDK: %q", line)
@@ -81,7 +72,7 @@ func FuzzGate(f *testing.F) {
 			}
 			initialized = initialized || m.Method == acpsdk.AgentMethodInitialize
 		}
-		for _, line := range toClient.lines {
+		for _, line := range toClient.Lines {
 			var r struct {
 				JSONRPC string               `json:"jsonrpc"`
 				ID      *json.RawMessage     `json:"id"`

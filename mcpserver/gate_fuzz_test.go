@@ -11,18 +11,9 @@ import (
 	"testing"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/dsh-go/dsh/internal/jsonrpcframe/jsonrpcframetest"
 )
-
-// lineWriter records the lines written to it.
-type lineWriter struct{ lines [][]byte }
-
-func (w *lineWriter) Write(p []byte) (int, error) {
-	if len(p) == 0 || p[len(p)-1] != '\n' || bytes.IndexByte(p[:len(p)-1], '\n') >= 0 {
-		panic("a write that is not exactly one line: " + string(p))
-	}
-	w.lines = append(w.lines, bytes.Clone(p[:len(p)-1]))
-	return len(p), nil
-}
 
 // FuzzGate feeds arbitrary client input to the gate in front of the MCP
 // SDK's stdio transport. Properties: it returns nil when the input ends; it
@@ -52,16 +43,16 @@ func FuzzGate(f *testing.F) {
 	}
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
 	f.Fuzz(func(t *testing.T, data []byte) {
-		toSDK, toClient := &lineWriter{}, &lineWriter{}
+		toSDK, toClient := &jsonrpcframetest.LineWriter{}, &jsonrpcframetest.LineWriter{}
 		g := &gate{limit: limit, reply: toClient, log: quiet}
 		if err := g.run(bytes.NewReader(data), toSDK); err != nil {
 			t.Fatalf("run: %v", err)
 		}
-		if n := len(toSDK.lines) + len(toClient.lines); n > bytes.Count(data, []byte("\n"))+1 {
+		if n := len(toSDK.Lines) + len(toClient.Lines); n > bytes.Count(data, []byte("\n"))+1 {
 			t.Fatalf("%d frames written for %d input lines", n, bytes.Count(data, []byte("\n"))+1)
 		}
 		var in bytes.Buffer
-		for _, line := range toSDK.lines {
+		for _, line := range toSDK.Lines {
 			if len(line) > limit {
 				t.Fatalf("an over-limit frame passed: %q", line)
 			}
@@ -80,7 +71,7 @@ func FuzzGate(f *testing.F) {
 				t.Fatalf("the SDK cannot read what the gate passed (%v):\n%s", err, in.String())
 			}
 		}
-		for _, line := range toClient.lines {
+		for _, line := range toClient.Lines {
 			var r struct {
 				JSONRPC string           `json:"jsonrpc"`
 				ID      *json.RawMessage `json:"id"`
