@@ -12,7 +12,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"syscall"
 )
 
 // MinTokenLen is the shortest bearer token LoadToken accepts.
@@ -33,11 +32,11 @@ func LoadToken(path string) (token string, created bool, err error) {
 	if err != nil {
 		return "", false, err
 	}
-	switch st, ok := fi.Sys().(*syscall.Stat_t); {
+	switch uid, ok := owner(fi); {
 	case !fi.Mode().IsRegular():
 		return "", false, fmt.Errorf("token file %s is not a regular file (%s)", path, fi.Mode().Type())
-	case ok && int(st.Uid) != os.Getuid():
-		return "", false, fmt.Errorf("token file %s belongs to uid %d, not to this user", path, st.Uid)
+	case ok && uid != os.Getuid():
+		return "", false, fmt.Errorf("token file %s belongs to uid %d, not to this user", path, uid)
 	case fi.Mode().Perm()&0o177 != 0:
 		return "", false, fmt.Errorf("token file %s has mode %04o: others may have read the token; remove the file for a new token, or chmod 600 it to keep this one",
 			path, fi.Mode().Perm())

@@ -23,22 +23,6 @@ import (
 	"github.com/dsh-go/dsh/session/jsonl"
 )
 
-// crashConfig mounts a spawn provider (tool subagent, which can also run
-// in the background) and this dsh over ACP (tool subagent_isolated).
-const crashConfig = `subagents:
-  providers:
-    - name: spawn
-    - name: isolated
-      kind: acp
-      acp: {command: self}
-  tools:
-    - provider: spawn
-    - provider: isolated
-      toolName: subagent_isolated
-acp:
-  askPermission: []
-`
-
 // The ways the parent delegates in the crash test.
 var crashScenarios = []struct{ name, tool, extra string }{
 	{"foreground", "subagent", ""},

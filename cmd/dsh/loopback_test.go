@@ -233,3 +233,19 @@ const selfConfig = `subagents:
 acp:
   askPermission: []
 `
+
+// crashConfig mounts a spawn provider (tool subagent, which can also run
+// in the background) and this dsh over ACP (tool subagent_isolated).
+const crashConfig = `subagents:
+  providers:
+    - name: spawn
+    - name: isolated
+      kind: acp
+      acp: {command: self}
+  tools:
+    - provider: spawn
+    - provider: isolated
+      toolName: subagent_isolated
+acp:
+  askPermission: []
+`
