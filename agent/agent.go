@@ -159,8 +159,9 @@ type CreateOptions struct {
 	// be nil for them.
 	Asker permission.Asker
 	// TokenBudget bounds the tokens (input, cached input and output) that
-	// the tree a root agent starts may use, every descendant included; 0
-	// is unbounded. Agents with an owner share their root's budget.
+	// the tree a root agent starts may use for each prompt a person gives
+	// it (a user-sourced message), every descendant included; 0 is
+	// unbounded. Agents with an owner share their root's budget.
 	TokenBudget int64
 	// Hooks are added after the hooks the agent inherits: its owner's, or
 	// for a top-level agent the registry's (Deps.Hooks).

@@ -174,3 +174,34 @@ func TestStartChildCountsPerTurn(t *testing.T) {
 		}
 	}
 }
+
+// Each prompt of a person may spend the whole budget again, so a long
+// interactive session is not stopped by what its earlier prompts spent;
+// a turn opened by a notice (not a person) spends from the same budget as
+// the prompt before it.
+func TestEachPromptGetsTheBudgetAfresh(t *testing.T) {
+	const perCall, budget = 1000, 1500
+	call := scripted.Entry{Reply: func(*llm.Request) []content.Chunk {
+		return usageText("ok", content.Usage{Input: perCall - 100, Output: 100})
+	}}
+	e := newEnv(t, call, call, call, call)
+	root := e.create(agent.CreateOptions{TokenBudget: budget})
+	for i := range 3 {
+		if end := run(t, root, "again"); end.Reason.Kind != session.EndCompleted {
+			t.Fatalf("prompt %d ended %s: an earlier prompt's spending stopped it", i+1, end.Reason.Kind)
+		}
+	}
+	done := make(chan session.TurnEnd, 1)
+	notice := content.UserText("a child finished")
+	notice.Source = content.Source{Kind: content.SourcePlugin, Plugin: "task", Form: "notice"}
+	if err := root.Submit(notice, func(end session.TurnEnd) { done <- end }); err != nil {
+		t.Fatal(err)
+	}
+	if end := <-done; end.Reason.Kind != session.EndCompleted {
+		t.Fatalf("the notice turn ended %s, want completed (1000 of 1500 spent)", end.Reason.Kind)
+	}
+	used, _ := root.TokensUsed()
+	if used != 2*perCall {
+		t.Fatalf("the notice turn reset the budget: used %d, want %d", used, 2*perCall)
+	}
+}

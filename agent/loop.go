@@ -65,6 +65,9 @@ const (
 // frames under a child parked in its model call stay small.
 func (a *Agent) turn(ctx context.Context, claimed []item) {
 	n := a.session.LastTurn() + 1
+	if a.owner == nil && slices.ContainsFunc(claimed, func(it item) bool { return it.msg.Source.Kind == content.SourceUser }) {
+		a.tree.newPrompt()
+	}
 	ctx = a.traceTurn(ctx, n, claimed)
 	a.session.Append(session.TypeTurnStart, session.TurnStart{Turn: n})
 	var usage content.Usage

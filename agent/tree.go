@@ -34,6 +34,11 @@ func tokens(u content.Usage) int64 { return u.Input + u.CacheRead + u.Output }
 // charge counts the tokens of u against the budget.
 func (t *tree) charge(u content.Usage) { t.used.Add(tokens(u)) }
 
+// newPrompt starts the budget afresh: a person's prompt to the root agent
+// may spend the whole budget again (tokens held by calls in flight stay
+// held).
+func (t *tree) newPrompt() { t.used.Store(0) }
+
 // exhausted reports whether the tree has used its whole budget.
 func (t *tree) exhausted() bool { return t.budget > 0 && t.used.Load() >= t.budget }
 
@@ -95,8 +100,9 @@ func (a *Agent) Policy() permission.Policy { return a.policy }
 // for a root agent.
 func (a *Agent) Label() []string { return a.path }
 
-// TokensUsed returns the tokens the agent's whole delegation tree has used,
-// and its budget (0: unbounded).
+// TokensUsed returns the tokens the agent's whole delegation tree has used
+// since the root's last prompt from a person, and its budget (0:
+// unbounded).
 func (a *Agent) TokensUsed() (used, budget int64) { return a.tree.used.Load(), a.tree.budget }
 
 // Charge counts tokens used on the tree's behalf outside its agents' own

@@ -64,7 +64,7 @@ type Config struct {
 	// child it delegates to: allow, ask or deny per tool (children can
 	// only narrow it). Under `dsh acp`, acp.askPermission adds asks on top.
 	Permissions permission.Rules `yaml:"permissions"`
-	// Budget bounds what one top-level run may spend, children included.
+	// Budget bounds what one prompt (and all it starts) may spend, children included.
 	Budget Budget `yaml:"budget"`
 	// SessionsDir holds the JSONL session files (default $DSH_HOME/sessions).
 	SessionsDir string `yaml:"sessionsDir"`
@@ -192,7 +192,7 @@ func hostOf(rawURL string) string {
 	return u.Hostname()
 }
 
-// Budget bounds what one top-level run may spend.
+// Budget bounds what one prompt, and all it starts, may spend.
 type Budget struct {
 	// Tokens bounds the input, cached input and output tokens of a
 	// top-level agent and all its descendants (default
