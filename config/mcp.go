@@ -312,7 +312,25 @@ func (cfg Config) MCPSet(opts mcptool.Options) (*mcptool.Set, error) {
 	}
 	opts.Sandbox = cmp.Or(opts.Sandbox, cfg.Tools.Sandbox)
 	opts.Network = cmp.Or(opts.Network, cfg.Tools.Network)
+	if opts.CacheDir == "" {
+		getenv := opts.Getenv
+		if getenv == nil {
+			getenv = os.Getenv
+		}
+		opts.CacheDir = MCPCacheDir(getenv)
+	}
 	return mcptool.New(cfg.MCPServers, opts)
+}
+
+// MCPCacheDir is the folder sandboxed stdio MCP servers use as their
+// package managers' cache ($DSH_HOME/cache/mcp; see mcptool.Options), or
+// "" when there is no home.
+func MCPCacheDir(getenv func(string) string) string {
+	home, err := Home(getenv)
+	if err != nil {
+		return ""
+	}
+	return filepath.Join(home, "cache", "mcp")
 }
 
 // mountMCP makes the configured MCP servers' tools global tools of rt:

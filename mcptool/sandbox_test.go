@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/dsh-go/dsh/internal/sandboxtest"
@@ -53,5 +54,32 @@ func TestStdioServerSandboxed(t *testing.T) {
 	bad.Sandbox = "wide"
 	if err := bad.Validate("x"); err == nil {
 		t.Error("an unknown sandbox mode passed")
+	}
+}
+
+// A sandboxed stdio server writes its package managers' cache in
+// Options.CacheDir (npx and uvx servers need one), not in the user's
+// caches, unless its block names one itself.
+func TestStdioServerCacheDir(t *testing.T) {
+	sandboxtest.Require(t)
+	out := sandboxtest.OutsideDir(t)
+	cache := filepath.Join(out, "cache")
+	dir, err := os.MkdirTemp(out, "srv")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := fake("serve")
+	srv.Command, srv.Args = "/bin/sh", []string{"-c",
+		`mkdir -p "$npm_config_cache/_npx" && echo x > "$npm_config_cache/_npx/pkg" && echo "$XDG_CACHE_HOME" > "$1"; exec "$0"`, os.Args[0], filepath.Join(dir, "xdg")}
+	s := newSet(t, map[string]mcptool.ServerConfig{"w": srv}, mcptool.Options{Dir: dir, CacheDir: cache})
+	s.Ready(context.Background())
+	if st := s.Status(); st[0].Err != nil {
+		t.Fatalf("the server did not start: %v", st[0].Err)
+	}
+	if _, err := os.Stat(filepath.Join(cache, "npm_config_cache", "_npx", "pkg")); err != nil {
+		t.Fatalf("the server could not write its npm cache in the cache folder: %v", err)
+	}
+	if b, _ := os.ReadFile(filepath.Join(dir, "xdg")); strings.TrimSpace(string(b)) != filepath.Join(cache, "XDG_CACHE_HOME") {
+		t.Fatalf("XDG_CACHE_HOME = %q", b)
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"os"
 	"path/filepath"
 	"sync"
 	"sync/atomic"
@@ -300,6 +301,17 @@ func (s *server) transport(cfg ServerConfig, c *conn) (mcp.Transport, error) {
 		env = append(env, k+"="+cfg.Env[k])
 	}
 	policy := sandbox.For(cfg.Sandbox.Or(s.set.opts.Sandbox).Or(sandbox.Default), dir).WithNetwork(s.set.opts.Network)
+	if cache := s.set.opts.CacheDir; cache != "" && policy.Mode == sandbox.WorkspaceWrite {
+		if err := os.MkdirAll(cache, 0o700); err != nil {
+			return nil, fmt.Errorf("the cache folder of MCP servers: %w", err)
+		}
+		policy.Writable = append(policy.Writable, cache)
+		for _, k := range []string{"npm_config_cache", "XDG_CACHE_HOME"} {
+			if _, set := cfg.Env[k]; !set {
+				env = append(env, k+"="+filepath.Join(cache, k))
+			}
+		}
+	}
 	p, err := proc.Start(proc.Spec{Path: cfg.Command, Args: cfg.Args, Dir: dir, BaseEnv: s.set.opts.BaseEnv,
 		PassEnv: cfg.PassEnv, Env: env, Sandbox: policy})
 	if err != nil {

@@ -59,6 +59,12 @@ type Options struct {
 	// block sets one; Network is whether they may use the network.
 	Sandbox sandbox.Mode
 	Network sandbox.Network
+	// CacheDir, when set, is a folder a stdio server running under
+	// workspace-write may also write, handed to it as its package
+	// managers' cache (npm_config_cache, XDG_CACHE_HOME) unless its block's
+	// env sets them: so that `npx -y …` and `uvx …` servers run sandboxed,
+	// without a way to write the user's own caches.
+	CacheDir string
 	// Version is dsh's version, sent as the client's.
 	Version string
 	// RestartBackoff is the wait after a server failed before a call
