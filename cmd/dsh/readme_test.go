@@ -74,7 +74,7 @@ stream_max_retries = 0
 [analytics]
 enabled = false
 `, codexMock.URL)), 0o600)
-		wired := strings.Replace(yaml, "codex: {permissionMode: never,", "codex: {codexHome: "+codexHome+", permissionMode: never,", 1)
+		wired := strings.Replace(yaml, "codex: {permissionMode: policy,", "codex: {codexHome: "+codexHome+", permissionMode: policy,", 1)
 		if wired == yaml {
 			t.Fatal("the README's codex block changed: update this test's wiring")
 		}
