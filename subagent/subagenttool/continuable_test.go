@@ -186,8 +186,8 @@ func TestForegroundChildContinuedBySendMessage(t *testing.T) {
 }
 
 // 3.1 (background), U6, W: a background child returns its id at once and
-// its notice wakes the idle parent; the child reports with its own report
-// tool (absent from the parent), and the report reaches the parent first.
+// its notice wakes the idle parent; the child reports with the report tool
+// (offered to the parent too), and the report reaches the parent first.
 func TestBackgroundChildReportsAndNotifies(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		e := newCEnv(t, nil, func(in turnInput) scripted.Entry {
@@ -209,9 +209,8 @@ func TestBackgroundChildReportsAndNotifies(t *testing.T) {
 		if len(reports) != 1 || !strings.HasSuffix(reports[0], "reported:found it early") || len(notices) != 1 || !strings.Contains(notices[0], "dug deep") {
 			t.Errorf("reports %q, notices %q", reports, notices)
 		}
-		if e.agent.Tools().Has(subagenttool.ToolReport) {
-			t.Error("the root has a report tool")
-		}
+		// report is offered to every agent, so that a child's tool list is
+		// its parent's (the prompt-cache prefix); it answers only in a child.
 		e.mu.Lock()
 		defer e.mu.Unlock()
 		for _, req := range e.requests {
@@ -219,28 +218,30 @@ func TestBackgroundChildReportsAndNotifies(t *testing.T) {
 			for _, s := range req.Tools {
 				has = has || s.Name == subagenttool.ToolReport
 			}
-			if has != isChild(req) {
-				t.Errorf("report offered: %v, in a child's request: %v", has, isChild(req))
+			if !has {
+				t.Errorf("report not offered in a request (child: %v)", isChild(req))
 			}
 		}
 	})
 }
 
 // Z1, Z2: refusals are error results naming their code; interrupt_agent
-// accepts an absent target; a stranger cannot message another's child.
+// accepts an absent target; a stranger cannot message another's child; the
+// root's report says there is no one to report to.
 func TestControlToolRefusals(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		e := newCEnv(t, nil, func(in turnInput) scripted.Entry {
 			switch in.text {
 			case "bad":
 				return scripted.ToolCalls("", call("send_message", `{"subagent_id":"nope","message":"hi"}`),
-					call("interrupt_agent", `{"agent_id":"nope"}`), call("list_agents", `{"scope":"all"}`))
+					call("interrupt_agent", `{"agent_id":"nope"}`), call("list_agents", `{"scope":"all"}`),
+					call("report", `{"output":"from the root"}`))
 			}
 			return scripted.Text("ok")
 		})
 		e.run("bad")
 		res := results(e.agent)
-		if len(res) != 3 {
+		if len(res) != 4 {
 			t.Fatalf("results %+v", res)
 		}
 		if res[0].Error == nil || res[0].Error.Code != string(subagent.CodeNotResumable) || !strings.Contains(resultText(res[0]), "unavailable") {
@@ -251,6 +252,9 @@ func TestControlToolRefusals(t *testing.T) {
 		}
 		if res[2].Error == nil || res[2].Error.Code != tool.CodeInvalidArgs {
 			t.Errorf("list_agents with a bad scope: %+v", res[2])
+		}
+		if res[3].Error == nil || res[3].Error.Code != string(subagent.CodeUnauthorized) || !strings.Contains(resultText(res[3]), "no agent started you") {
+			t.Errorf("report from the root: %+v %q", res[3].Error, resultText(res[3]))
 		}
 	})
 }
@@ -454,6 +458,31 @@ func TestToolHostGetsNoSettlementNotice(t *testing.T) {
 		synctest.Wait()
 		if n := host.Session().LastTurn(); n != 0 || len(userTexts(host, subagent.FormSettled)) != 0 {
 			t.Fatalf("the tool host ran %d turns, notices %q", n, userTexts(host, subagent.FormSettled))
+		}
+	})
+}
+
+// A one-shot child sees report (its tool list is its parent's) and is told,
+// as an error result, to put its findings in its final message.
+func TestOneShotChildReportRefused(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		off := false
+		var refusal string
+		e := newCEnv(t, nil, func(in turnInput) scripted.Entry {
+			switch {
+			case in.child && in.text == "dig":
+				return scripted.ToolCalls("", call("report", `{"output":"early"}`))
+			case in.child:
+				refusal = in.text
+				return scripted.Text("dug")
+			case in.text == "go":
+				return scripted.ToolCalls("", call("oneshot", `{"description":"dig","prompt":"dig"}`))
+			}
+			return scripted.Text("ok")
+		}, subagenttool.Config{Provider: inproc.SpawnName}, subagenttool.Config{Provider: inproc.SpawnName, ToolName: "oneshot", Continuable: &off})
+		e.run("go")
+		if !strings.HasPrefix(refusal, "Error: ") || !strings.Contains(refusal, "you are a one-shot one") {
+			t.Errorf("the one-shot child's report result: %q", refusal)
 		}
 	})
 }

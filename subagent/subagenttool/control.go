@@ -2,6 +2,7 @@ package subagenttool
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 
@@ -16,18 +17,25 @@ const (
 	ToolSendMessage = "send_message"
 	ToolInterrupt   = "interrupt_agent"
 	ToolListAgents  = "list_agents"
-	ToolReport      = "report" // child-scoped: only inside a continuable child
+	ToolReport      = "report" // answers only inside a continuable child
 )
 
-// MountControl registers send_message, interrupt_agent and list_agents,
-// and gives every continuable child created or rebuilt from now on a
-// report tool of its own. The disposer removes them all.
+// MountControl registers send_message, interrupt_agent, list_agents and
+// report as global tools. The disposer removes them all.
 //
-// Unlike the reference, report's guidance is in its description and the
-// child's first message, not a prompt section of the child: the child's
-// system prompt stays its parent's, byte for byte, so that its first
-// request reuses the parent's cached prefix; the child-only tool comes
-// after the shared ones.
+// report answers only in a resident continuable child; anywhere else (the
+// root, a one-shot child) it is refused with an error that says why. It is
+// still offered to every agent, because a provider's prompt cache reuses a
+// byte prefix of the request as its chat template renders it: system
+// prompt, then tools, then messages. A child whose tool list differed from
+// its parent's (a child-only report, wherever it sorts) would share only
+// the part before the first differing tool, so a fork child, whose first
+// request is otherwise its parent's conversation plus the task, would pay
+// for that whole conversation again. With one tool list for parent and
+// child, the fork child's first request is the parent's delegating request
+// up to the delegation message, and a spawn child's shares the system
+// prompt and every tool. report's guidance is in its description and the
+// child's first message, not a prompt section, for the same reason.
 func MountControl(deps Deps) (dispose func(), err error) {
 	var undo []func()
 	dispose = func() {
@@ -35,7 +43,8 @@ func MountControl(deps Deps) (dispose func(), err error) {
 			undo[i]()
 		}
 	}
-	for _, def := range []tool.Definition{sendMessageTool(deps.Subagents), interruptTool(deps.Subagents), listAgentsTool(deps.Subagents)} {
+	for _, def := range []tool.Definition{sendMessageTool(deps.Subagents), interruptTool(deps.Subagents), listAgentsTool(deps.Subagents),
+		reportTool(deps.Subagents)} {
 		un, err := deps.Tools.Register(def)
 		if err != nil {
 			dispose()
@@ -43,11 +52,6 @@ func MountControl(deps Deps) (dispose func(), err error) {
 		}
 		undo = append(undo, un)
 	}
-	report := reportTool(deps.Subagents)
-	undo = append(undo, deps.Subagents.AddContinuableSetup(func(child *agent.Agent) error {
-		_, err := child.Tools().Register(report)
-		return err
-	}))
 	return dispose, nil
 }
 
@@ -165,9 +169,10 @@ type reportArgs struct {
 }
 
 func reportTool(svc *subagent.Service) tool.Definition {
-	const desc = "Send a report to the agent that started you, while you keep working. Use it for findings that change " +
-		"what that agent should do now; your final message reaches it anyway when you finish, so make that one a complete, " +
-		"self-contained report. Reporting does not end your turn."
+	const desc = "Only for a subagent that its instructions say may be sent more work later: send a report to the agent " +
+		"that started you, while you keep working. Use it for findings that change what that agent should do now; your final " +
+		"message reaches it anyway when you finish, so make that one a complete, self-contained report. Reporting does not " +
+		"end your turn. Anywhere else it is refused."
 	return tool.Func(ToolReport, desc, true, func(ctx context.Context, call tool.Call, args reportArgs) (tool.Result, error) {
 		a, err := callerOf(call, ToolReport)
 		if err != nil {
@@ -177,6 +182,15 @@ func reportTool(svc *subagent.Service) tool.Definition {
 			return tool.Result{}, tool.Errorf(tool.CodeInvalidArgs, "output is required")
 		}
 		id, err := svc.Report(ctx, a, []content.Block{content.Text(args.Output)}, false)
+		if errors.Is(err, subagent.ErrUnauthorized) {
+			// Offered to every agent (see MountControl): say why this one cannot.
+			msg := "report is for subagents: no agent started you, so there is no one to report to; say it in your reply instead"
+			if a.Owner() != nil {
+				msg = "report works only in a continuable subagent, and you are a one-shot one: put your findings in your final message, " +
+					"which the agent that started you receives"
+			}
+			return tool.Result{}, &subagent.Error{Code: subagent.CodeUnauthorized, Msg: msg}
+		}
 		if err != nil {
 			return tool.Result{}, err
 		}
