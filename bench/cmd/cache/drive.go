@@ -20,7 +20,7 @@ import (
 
 // workspace makes a scenario's working directory with its generated files
 // and returns the environment of a dsh on the loopback model.
-func workspace(dir string, sc *scenario, baseURL string) (cwd string, env []string, err error) {
+func workspace(dir string, sc *scenario, baseURL, yaml string) (cwd string, env []string, err error) {
 	cwd = filepath.Join(dir, "work")
 	if err := os.MkdirAll(cwd, 0o755); err != nil {
 		return "", nil, err
@@ -33,6 +33,11 @@ func workspace(dir string, sc *scenario, baseURL string) (cwd string, env []stri
 	vars, err := dshbin.Env(dir, baseURL)
 	if err != nil {
 		return "", nil, err
+	}
+	if yaml != "" {
+		if err := os.WriteFile(filepath.Join(vars["DSH_HOME"], "dsh.yaml"), []byte(yaml), 0o600); err != nil {
+			return "", nil, err
+		}
 	}
 	return cwd, dshbin.Environ(vars), nil
 }

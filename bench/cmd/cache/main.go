@@ -5,7 +5,12 @@
 // keeps every request body, simulates the cache (promptcache) and finds,
 // for every child, the parent request that delegated it.
 //
-// Per scenario and in total it prints: for each child, the share of its
+// It runs every scenario in each configuration asked for: by default first
+// the shipped default one (no dsh.yaml: JSONL sessions, continuable spawn
+// and fork, the control tools mounted), then the one-shot one (a dsh.yaml
+// that sets continuable: false on both tools, so no control tools either).
+//
+// Per configuration, per scenario and in total it prints: for each child, the share of its
 // first request's bytes that are a byte prefix of the parent's delegating
 // request; the share of all input tokens that are cache hits; the input
 // cost in full-price token equivalents (hit = 0.1, miss = 1) next to the
@@ -26,6 +31,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -46,6 +52,8 @@ func main() {
 	refDir := flag.String("ref-dir", "", "("+refName+") its writable copy (default <root>/.cache/bench-ref, git-ignored)")
 	timeout := flag.Duration("timeout", 60*time.Second, "time limit of one scenario")
 	src := flag.String("src", "", "build dsh from this checkout (default: the working tree of this bench module), e.g. a git worktree of an older commit")
+	configs := flag.String("config", defaultConfig+","+oneshotConfig, "configurations, comma separated: "+
+		defaultConfig+" (the shipped defaults), "+oneshotConfig+" (continuable: false on subagent and subagent_fork)")
 	cache := flag.String("cache", "answered", "what a request can hit: answered (requests answered before it arrived; children started together are simultaneous) or arrived (every request that arrived before it)")
 	flag.Parse()
 	if *cache != "answered" && *cache != "arrived" {
@@ -53,7 +61,8 @@ func main() {
 		os.Exit(2)
 	}
 	slog.SetDefault(slog.New(slog.DiscardHandler)) // the ACP SDK logs through slog.Default
-	o := options{json: *asJSON, keep: *keep, refSrc: *refSrc, refDir: *refDir, timeout: *timeout, onArrival: *cache == "arrived", src: *src, out: os.Stdout}
+	o := options{json: *asJSON, keep: *keep, refSrc: *refSrc, refDir: *refDir, timeout: *timeout, onArrival: *cache == "arrived", src: *src, out: os.Stdout,
+		configs: strings.Split(*configs, ",")}
 	if err := o.run(strings.Split(*list, ",")); err != nil {
 		fmt.Fprintln(os.Stderr, "cache:", err)
 		os.Exit(1)
@@ -65,13 +74,37 @@ type options struct {
 	keep           string
 	refSrc, refDir string
 	timeout        time.Duration
-	onArrival      bool   // scriptllm.Server.CacheOnArrival
-	src            string // the checkout dsh is built from
+	onArrival      bool     // scriptllm.Server.CacheOnArrival
+	src            string   // the checkout dsh is built from
+	configs        []string // the configurations to run, in order (default: defaultConfig)
 	out            io.Writer
+}
+
+// The configurations dsh runs in.
+const (
+	defaultConfig = "default" // no dsh.yaml: what a user gets
+	oneshotConfig = "oneshot" // spawn and fork children are one-shot
+)
+
+// configuration describes a configuration and gives its dsh.yaml ("" for
+// none); ok is false for an unknown name. Their names have one length, so
+// that the working directory, part of dsh's system prompt, is as long in
+// each.
+func configuration(name string) (what, yaml string, ok bool) {
+	switch name {
+	case defaultConfig:
+		return "the shipped defaults: no dsh.yaml, so JSONL sessions, continuable spawn and fork, control tools (with report) mounted", "", true
+	case oneshotConfig:
+		return "one-shot children: a dsh.yaml sets continuable: false on subagent and subagent_fork, so no control tools",
+			"subagents:\n  providers:\n    - name: spawn\n    - name: fork\n  tools:\n    - provider: spawn\n      continuable: false\n" +
+				"    - provider: fork\n      toolName: subagent_fork\n      continuable: false\n", true
+	}
+	return "", "", false
 }
 
 // result is one scenario's figures.
 type result struct {
+	Config   string `json:"config,omitempty"`
 	Scenario string `json:"scenario"`
 	promptcache.Report
 	Warnings []string `json:"warnings,omitempty"`
@@ -87,6 +120,15 @@ func (o *options) run(list []string) error {
 			return fmt.Errorf("unknown scenario %q", n)
 		}
 	}
+	configs := o.configs
+	if len(configs) == 0 {
+		configs = []string{defaultConfig}
+	}
+	for _, c := range configs {
+		if _, _, ok := configuration(c); !ok {
+			return fmt.Errorf("unknown configuration %q (%s or %s)", c, defaultConfig, oneshotConfig)
+		}
+	}
 	tmp, err := tempDir()
 	if err != nil {
 		return err
@@ -96,29 +138,49 @@ func (o *options) run(list []string) error {
 	if err != nil {
 		return err
 	}
+	failed := 0
+	for i, c := range configs {
+		if i > 0 && !o.json {
+			fmt.Fprintln(o.out)
+		}
+		names := list
+		if i > 0 { // the reference harness has no configuration of dsh's: once is enough
+			names = slices.DeleteFunc(slices.Clone(list), func(n string) bool { return n == refName })
+		}
+		failed += o.runConfig(tmp, bin, c, names, all)
+	}
+	if failed > 0 {
+		return fmt.Errorf("%d scenario(s) failed", failed)
+	}
+	return nil
+}
+
+// runConfig runs the scenarios in one configuration, prints their figures
+// and their total, and returns how many failed.
+func (o *options) runConfig(tmp, bin, config string, list []string, all map[string]*scenario) (failed int) {
+	what, _, _ := configuration(config)
 	if !o.json {
 		before := "answered before it arrived"
 		if o.onArrival {
 			before = "that arrived before it"
 		}
-		fmt.Fprintf(o.out, "prompt cache, dsh %s: tokens = bytes/4 in chat-template order (system, tools, messages); "+
+		fmt.Fprintf(o.out, "prompt cache, dsh %s, configuration %s (%s): tokens = bytes/4 in chat-template order (system, tools, messages); "+
 			"a hit is the longest prefix shared with a request %s, floored to %d tokens; cost in full-price tokens, hit = %.1f\n\n",
-			revision(o.src), before, promptcache.BlockTokens, promptcache.HitPrice)
+			revision(o.src), config, what, before, promptcache.BlockTokens, promptcache.HitPrice)
 		fmt.Fprintf(o.out, "%-11s %4s %10s %7s %10s %10s %6s %7s\n", "scenario", "req", "input tok", "hit", "cost", "no cache", "ratio", "append")
 	}
 	var total promptcache.Report
-	failed := 0
 	for _, n := range list {
 		var res result
 		var err error
 		if n == refName {
 			res, err = o.reference(tmp)
 		} else {
-			res, err = o.scenario(tmp, bin, all[n])
+			res, err = o.scenario(tmp, bin, config, all[n])
 		}
 		if err != nil {
 			failed++
-			fmt.Fprintf(os.Stderr, "cache: %s: %v\n", n, err)
+			fmt.Fprintf(os.Stderr, "cache: %s %s: %v\n", config, n, err)
 			continue
 		}
 		if n != refName {
@@ -126,20 +188,19 @@ func (o *options) run(list []string) error {
 		}
 		o.print(res)
 	}
-	o.print(result{Scenario: "total", Report: total}) // of dsh's scenarios
-	if failed > 0 {
-		return fmt.Errorf("%d scenario(s) failed", failed)
-	}
-	return nil
+	o.print(result{Config: config, Scenario: "total", Report: total}) // of dsh's scenarios
+	return failed
 }
 
-// scenario runs one scenario in a fresh DSH_HOME and working directory.
-func (o *options) scenario(tmp, bin string, sc *scenario) (result, error) {
-	res := result{Scenario: sc.name}
-	dir := filepath.Join(tmp, sc.name)
+// scenario runs one scenario in a configuration, in a fresh DSH_HOME and
+// working directory.
+func (o *options) scenario(tmp, bin, config string, sc *scenario) (result, error) {
+	res := result{Config: config, Scenario: sc.name}
+	dir := filepath.Join(tmp, config, sc.name)
 	srv := o.server(sc)
 	defer srv.Close()
-	cwd, env, err := workspace(dir, sc, srv.URL)
+	_, yaml, _ := configuration(config)
+	cwd, env, err := workspace(dir, sc, srv.URL, yaml)
 	if err != nil {
 		return res, err
 	}
@@ -152,7 +213,11 @@ func (o *options) scenario(tmp, bin string, sc *scenario) (result, error) {
 	}
 	srv.Close() // waits for every handler, so that the log is complete
 	xs := srv.Exchanges()
-	if kerr := o.keepBodies(sc.name, xs); kerr != nil && err == nil {
+	kept := sc.name
+	if config != defaultConfig {
+		kept = filepath.Join(config, sc.name)
+	}
+	if kerr := o.keepBodies(kept, xs); kerr != nil && err == nil {
 		err = kerr
 	}
 	if err != nil {

@@ -185,12 +185,51 @@ func TestHungModelFailsTheScenarioAndLeavesNoProcess(t *testing.T) {
 	for _, acp := range []bool{false, true} {
 		sc := &scenario{name: fmt.Sprint("hang-acp-", acp), acp: acp, prompts: []string{"[cb:hang] wait"},
 			script: map[string][]scriptllm.Reply{"hang": {together(text("never"), "nobody#0")}}}
-		_, err := o.scenario(tmp, bin, sc)
+		_, err := o.scenario(tmp, bin, defaultConfig, sc)
 		if err == nil {
 			t.Errorf("%s: no error", sc.name)
 		}
 		if err := proc.NoChildren(); err != nil {
 			t.Errorf("%s: %v", sc.name, err)
 		}
+	}
+}
+
+// Issue 28: in the shipped default configuration (continuable children,
+// control tools and report mounted) a fork child's first request is at
+// least 95 % a prefix of the parent request that delegated it, a spawn
+// child's at least 90 %; each line names its configuration, and the
+// one-shot configuration runs too.
+func TestDefaultConfigurationKeepsTheParentsPrefix(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs dsh")
+	}
+	var out bytes.Buffer
+	o := options{json: true, timeout: 2 * time.Minute, out: &out, configs: []string{defaultConfig, oneshotConfig}}
+	if err := o.run([]string{"spawn", "fork"}); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]float64{"spawn": 0.90, "fork": 0.95}
+	seen := map[string]int{}
+	sc := bufio.NewScanner(&out)
+	for sc.Scan() {
+		var r result
+		if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
+			t.Fatalf("%v: %s", err, sc.Bytes())
+		}
+		seen[r.Config]++
+		if r.Scenario == "total" {
+			continue
+		}
+		if len(r.Children) != 1 {
+			t.Fatalf("%s %s: children %+v", r.Config, r.Scenario, r.Children)
+		}
+		if share := r.Children[0].ParentShare; share < want[r.Scenario] {
+			t.Errorf("%s %s: %.1f %% of the child's first request is a prefix of its parent's, want ≥ %.0f %%",
+				r.Config, r.Scenario, 100*share, 100*want[r.Scenario])
+		}
+	}
+	if seen[defaultConfig] != 3 || seen[oneshotConfig] != 3 {
+		t.Errorf("lines per configuration: %v", seen)
 	}
 }

@@ -48,7 +48,7 @@ func (o *options) reference(tmp string) (result, error) {
 	dir := filepath.Join(tmp, refName)
 	srv := o.server(sc)
 	defer srv.Close()
-	cwd, _, err := workspace(dir, sc, srv.URL)
+	cwd, _, err := workspace(dir, sc, srv.URL, "")
 	if err != nil {
 		return res, err
 	}
