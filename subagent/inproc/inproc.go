@@ -2,6 +2,14 @@
 // (spawn and fork): each child is an ordinary agent with its own session,
 // owned by its parent, composed in its unpublished setup window with the
 // request's tool filter, persona and structured-output capture.
+//
+// A child's first request reuses its parent's prompt cache: it keeps the
+// parent's system prompt and tool list byte for byte (no child-only tool
+// among them: subagenttool offers report, which only a continuable child
+// can use, to every agent, since tools precede the messages in a chat
+// template), and its own instructions open its first user message. A fork
+// child's first request is then its parent's conversation plus that
+// message.
 package inproc
 
 import (
