@@ -23,7 +23,7 @@ import (
 	"github.com/dsh-go/dsh/permission"
 	"github.com/dsh-go/dsh/subagent"
 	"github.com/dsh-go/dsh/tool"
-	"github.com/dsh-go/dsh/tool/builtin"
+	"github.com/dsh-go/dsh/tool/toolname"
 )
 
 // fields are the front-matter keys dsh reads; maxTurns is Claude Code's
@@ -57,7 +57,7 @@ func claudeModel(m string) bool {
 func withClaudeNames(names []string) []string {
 	out := slices.Clone(names)
 	for _, n := range names {
-		if c := builtin.ClaudeName(n); c != "" {
+		if c := toolname.Claude(n); c != "" {
 			out = append(out, c)
 		}
 	}
@@ -290,7 +290,7 @@ func (p *fileParser) tools(key string, line int, node ast.Node) ([]string, error
 	}
 	out := []string{}
 	for _, n := range names {
-		switch dsh, ok := builtin.FromClaude(n); {
+		switch dsh, ok := toolname.FromClaude(n); {
 		case ok:
 			n = dsh
 		case slices.Contains(p.opts.Tools, n):

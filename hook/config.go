@@ -59,7 +59,8 @@ type Config map[Event][]Group
 type Group struct {
 	// Matcher selects the calls: for tool events a regular expression that
 	// must match the whole tool name, dsh's or Claude Code's ("Bash" and
-	// "bash" both match bash); for subagent events the subagent type. Empty
+	// "bash" both match bash; the names are tool/toolname's); for subagent
+	// events the subagent type. Empty
 	// or "*" matches everything.
 	Matcher string `json:"matcher,omitempty" yaml:"matcher,omitempty"`
 	// Hooks are run in order.

@@ -17,7 +17,7 @@ import (
 
 	"github.com/dsh-go/dsh/internal/proc"
 	"github.com/dsh-go/dsh/sandbox"
-	"github.com/dsh-go/dsh/tool/builtin"
+	"github.com/dsh-go/dsh/tool/toolname"
 )
 
 // BlockExitCode is the exit status with which a hook blocks what its event
@@ -202,7 +202,7 @@ func (h compiled) matches(in Input) bool {
 		if h.match.MatchString(in.ToolName) {
 			return true
 		}
-		alias := builtin.ClaudeName(in.ToolName)
+		alias := toolname.Claude(in.ToolName)
 		return alias != "" && h.match.MatchString(alias)
 	case SubagentStart, SubagentStop:
 		return h.match.MatchString(in.AgentType)

@@ -27,6 +27,7 @@ import (
 	"github.com/dsh-go/dsh/llm"
 	"github.com/dsh-go/dsh/llm/scripted"
 	"github.com/dsh-go/dsh/mcpserver"
+	"github.com/dsh-go/dsh/prompt"
 	"github.com/dsh-go/dsh/subagent"
 	"github.com/dsh-go/dsh/subagent/inproc"
 	"github.com/dsh-go/dsh/subagent/subagenttool"
@@ -41,7 +42,7 @@ func quiet() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)
 func lastPrompt(req *llm.Request) string {
 	for i := len(req.Messages) - 1; i >= 0; i-- {
 		if m := req.Messages[i]; m.Source.Kind == content.SourceUser {
-			_, task, _ := inproc.SplitTask(content.JoinText(m.Content))
+			_, task, _ := prompt.SplitChildTask(content.JoinText(m.Content))
 			return task
 		}
 	}

@@ -1,7 +1,10 @@
 // Package prompt assembles system prompts from named, ordered sections with
 // strict {{variable}} interpolation. A Registry holds the global sections and
 // variables; each agent has a Scope whose own sections and variables shadow
-// global ones of the same name.
+// global ones of the same name. The package also owns the frame of a
+// child's instructions in its first user message (FrameChildInstructions,
+// SplitChildTask), so that whoever reads such a message (a session
+// listing, a test model) needs no subagent provider to split it.
 package prompt
 
 import (

@@ -51,7 +51,7 @@ type world struct {
 func lastTask(req *llm.Request) string {
 	for i := len(req.Messages) - 1; i >= 0; i-- {
 		if m := req.Messages[i]; m.Role == content.RoleUser && m.Content[0].Type == content.TypeText {
-			_, task, _ := inproc.SplitTask(content.JoinText(m.Content))
+			_, task, _ := prompt.SplitChildTask(content.JoinText(m.Content))
 			return task
 		}
 	}
@@ -63,7 +63,7 @@ func requestTexts(req *llm.Request) []string {
 	var out []string
 	for _, m := range req.Messages {
 		if t := content.JoinText(m.Content); t != "" {
-			_, task, _ := inproc.SplitTask(t)
+			_, task, _ := prompt.SplitChildTask(t)
 			out = append(out, task)
 		}
 	}
@@ -485,7 +485,7 @@ func TestFollowupsToARunningChildQueueInOrder(t *testing.T) {
 		var turns []string
 		for _, e := range child.Session().Events() {
 			if m, ok := e.Data.(content.Message); ok && e.Type == session.TypeUserMessage {
-				_, task, _ := inproc.SplitTask(content.JoinText(m.Content))
+				_, task, _ := prompt.SplitChildTask(content.JoinText(m.Content))
 				turns = append(turns, task)
 			}
 		}

@@ -20,6 +20,7 @@ import (
 	"github.com/dsh-go/dsh/content"
 	"github.com/dsh-go/dsh/llm"
 	"github.com/dsh-go/dsh/llm/scripted"
+	"github.com/dsh-go/dsh/prompt"
 	"github.com/dsh-go/dsh/subagent/inproc"
 	"github.com/dsh-go/dsh/subagent/subagenttool"
 	"github.com/dsh-go/dsh/task"
@@ -47,7 +48,7 @@ func model(background bool) llm.Model {
 	return llm.ModelFunc(func(ctx context.Context, req *llm.Request) iter.Seq[content.Chunk] {
 		child, results := false, 0
 		for _, m := range req.Messages {
-			if _, _, ok := inproc.SplitTask(content.JoinText(m.Content)); ok {
+			if _, _, ok := prompt.SplitChildTask(content.JoinText(m.Content)); ok {
 				child = true
 			}
 			if m.Source.Kind == content.SourceTool {

@@ -15,7 +15,7 @@ import (
 	"github.com/dsh-go/dsh/content"
 	"github.com/dsh-go/dsh/llm"
 	"github.com/dsh-go/dsh/llm/scripted"
-	"github.com/dsh-go/dsh/subagent/inproc"
+	"github.com/dsh-go/dsh/prompt"
 )
 
 // The demo's two user turns.
@@ -59,7 +59,7 @@ func (c *cli) demoCmd() *cobra.Command {
 func lastTask(req *llm.Request) (task string, child bool) {
 	for i := len(req.Messages) - 1; i >= 0; i-- {
 		if m := req.Messages[i]; m.Source.Kind == content.SourceUser {
-			_, task, child = inproc.SplitTask(content.JoinText(m.Content))
+			_, task, child = prompt.SplitChildTask(content.JoinText(m.Content))
 			return task, child
 		}
 	}

@@ -16,10 +16,10 @@ import (
 	"time"
 
 	"github.com/dsh-go/dsh/internal/llmtest"
+	"github.com/dsh-go/dsh/prompt"
 	"github.com/dsh-go/dsh/session"
 	"github.com/dsh-go/dsh/session/jsonl"
 	"github.com/dsh-go/dsh/subagent"
-	"github.com/dsh-go/dsh/subagent/inproc"
 )
 
 // resumeModel is the loopback model of the resume tests. The parent
@@ -50,7 +50,7 @@ func firstUser(body []byte) string {
 	json.Unmarshal(body, &b)
 	for _, m := range b.Messages {
 		if m.Role == "user" {
-			_, task, _ := inproc.SplitTask(m.Content)
+			_, task, _ := prompt.SplitChildTask(m.Content)
 			return task
 		}
 	}
@@ -62,7 +62,7 @@ func (m *resumeModel) reply(r llmtest.Request) llmtest.Reply {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	child := firstUser(r.Body) == "child task" // an in-process child's or a dsh acp child's
-	_, last, _ := inproc.SplitTask(r.LastUser)
+	_, last, _ := prompt.SplitChildTask(r.LastUser)
 	switch {
 	case child && last == "child task" && len(r.ToolResults) == 0:
 		return llmtest.Reply{ToolCall: &llmtest.ToolCall{Name: "bash", Arguments: `{"command":"echo child-was-here"}`}}

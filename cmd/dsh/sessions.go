@@ -12,10 +12,10 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/dsh-go/dsh/content"
+	"github.com/dsh-go/dsh/prompt"
 	"github.com/dsh-go/dsh/session"
 	"github.com/dsh-go/dsh/session/jsonl"
 	"github.com/dsh-go/dsh/subagent"
-	"github.com/dsh-go/dsh/subagent/inproc"
 )
 
 func (c *cli) sessionsCmd() *cobra.Command {
@@ -215,7 +215,7 @@ func (r *sessionRow) fill(st *session.Store) {
 		switch d := e.Data.(type) {
 		case content.Message:
 			if r.Title == "" && d.Source.Kind == content.SourceUser {
-				_, task, _ := inproc.SplitTask(content.JoinText(d.Content))
+				_, task, _ := prompt.SplitChildTask(content.JoinText(d.Content))
 				r.Title = clip(strings.TrimSpace(task), 60)
 			}
 		case session.TurnStart:

@@ -7,7 +7,10 @@
 // breaks one with the status and error body the real API sends, so that a
 // regression fails a test instead of a user's first run; an Anthropic
 // Messages API (Claude Code's) and an OpenAI Responses API (Codex's). Each
-// streams server-sent events decided by a function of the request.
+// streams server-sent events decided by a function of the request. Of dsh
+// it imports only package prompt (to tell a child's first message by its
+// frame), so that the tests of any package, subagent/inproc's included,
+// can use it.
 package llmtest
 
 import (
@@ -22,7 +25,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dsh-go/dsh/subagent/inproc"
+	"github.com/dsh-go/dsh/prompt"
 )
 
 // Models are the model names the server accepts: DeepSeek's current model
@@ -184,7 +187,7 @@ func check(body *wireBody) (Request, int, string) {
 		switch m.Role {
 		case "system":
 		case "user":
-			_, task, child := inproc.SplitTask(m.Content)
+			_, task, child := prompt.SplitChildTask(m.Content)
 			req.LastUser, req.Child = task, req.Child || child
 		case "assistant":
 			if len(m.ToolCalls) > 0 && req.Thinking && m.ReasoningContent == nil {

@@ -22,6 +22,7 @@ import (
 	"github.com/dsh-go/dsh/llm"
 	"github.com/dsh-go/dsh/llm/replay"
 	"github.com/dsh-go/dsh/llm/scripted"
+	"github.com/dsh-go/dsh/prompt"
 	"github.com/dsh-go/dsh/session"
 	"github.com/dsh-go/dsh/subagent/inproc"
 	"github.com/dsh-go/dsh/subagent/subagenttool"
@@ -157,7 +158,7 @@ func childTask(req *llm.Request) (string, []string) {
 				results = append(results, content.JoinText(b.Content))
 			}
 		}
-		if _, t, ok := inproc.SplitTask(content.JoinText(m.Content)); ok && m.Role == content.RoleUser {
+		if _, t, ok := prompt.SplitChildTask(content.JoinText(m.Content)); ok && m.Role == content.RoleUser {
 			child = t
 		}
 	}

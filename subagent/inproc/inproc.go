@@ -17,12 +17,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 
 	"github.com/google/uuid"
 
 	"github.com/dsh-go/dsh/agent"
 	"github.com/dsh-go/dsh/content"
+	"github.com/dsh-go/dsh/prompt"
 	"github.com/dsh-go/dsh/session"
 	"github.com/dsh-go/dsh/subagent"
 	"github.com/dsh-go/dsh/subagent/internal/localchild"
@@ -134,10 +134,11 @@ func (p *Provider) PrepareContinuable(ctx context.Context, req subagent.StartReq
 	return prep, nil
 }
 
-// The frame of a child's instructions in its first user message.
+// The frame of a child's instructions in its first user message (package
+// prompt owns it, so that readers of the message need not import inproc).
 const (
-	instructionsOpen  = "<subagent-instructions>\n"
-	instructionsClose = "\n</subagent-instructions>\n\n"
+	instructionsOpen  = prompt.ChildInstructionsOpen
+	instructionsClose = prompt.ChildInstructionsClose
 )
 
 // The instructions of a child's first user message, framed.
@@ -166,21 +167,6 @@ func ContinuableMessage(task []content.Block) content.Message {
 func withInstructions(framed string, task []content.Block) content.Message {
 	blocks := make([]content.Block, 0, 1+len(task))
 	return content.UserMessage(append(append(blocks, content.Text(framed)), task...)...)
-}
-
-// SplitTask splits the text of a user message (its blocks joined, as a
-// model receives it) into a child's instructions and its task; ok is false
-// when the text does not open with instructions.
-func SplitTask(text string) (instructions, task string, ok bool) {
-	rest, found := strings.CutPrefix(text, instructionsOpen)
-	if !found {
-		return "", text, false
-	}
-	instructions, task, found = strings.Cut(rest, instructionsClose)
-	if !found {
-		return "", text, false
-	}
-	return instructions, task, true
 }
 
 // compose runs in the child's unpublished setup window: the descriptor,

@@ -34,7 +34,7 @@ func lastUserText(req *llm.Request) string {
 	for i := len(req.Messages) - 1; i >= 0; i-- {
 		m := req.Messages[i]
 		if m.Role == content.RoleUser && m.Source.Kind == content.SourceUser {
-			_, task, _ := inproc.SplitTask(content.JoinText(m.Content))
+			_, task, _ := prompt.SplitChildTask(content.JoinText(m.Content))
 			return task
 		}
 	}
@@ -204,14 +204,14 @@ func TestParentDelegatesThroughSpawnAndFork(t *testing.T) {
 	}
 	var forkTexts []string
 	for _, m := range forkReq.Messages {
-		_, task, _ := inproc.SplitTask(content.JoinText(m.Content))
+		_, task, _ := prompt.SplitChildTask(content.JoinText(m.Content))
 		forkTexts = append(forkTexts, task)
 	}
 	want := []string{"remember heron", "noted: the code word is 'heron'", "what is the code word?"}
 	if strings.Join(forkTexts, "|") != strings.Join(want, "|") {
 		t.Fatalf("fork child saw %q, want %q (the in-flight turn excluded)", forkTexts, want)
 	}
-	if instr, _, ok := inproc.SplitTask(content.JoinText(forkReq.Messages[len(forkReq.Messages)-1].Content)); !ok || instr != inproc.DelegationText ||
+	if instr, _, ok := prompt.SplitChildTask(content.JoinText(forkReq.Messages[len(forkReq.Messages)-1].Content)); !ok || instr != inproc.DelegationText ||
 		forkReq.System != w.requestsOf(w.Agent.ID())[0].System {
 		t.Fatal("the delegation statement must open the child's task, and the child's system prompt be its parent's")
 	}
@@ -303,7 +303,7 @@ func TestStructuredOutput(t *testing.T) {
 				t.Fatalf("%d model calls, want %d", len(w.model.Requests()), len(tc.entries))
 			}
 			req := w.model.Requests()[0]
-			if instr, _, _ := inproc.SplitTask(content.JoinText(req.Messages[len(req.Messages)-1].Content)); !hasTool(req, "structured_output") ||
+			if instr, _, _ := prompt.SplitChildTask(content.JoinText(req.Messages[len(req.Messages)-1].Content)); !hasTool(req, "structured_output") ||
 				!strings.Contains(instr, inproc.StructuredText) || req.Tools[len(req.Tools)-1].Name != "structured_output" {
 				t.Fatal("the child's request lacks structured_output (last of its tools) or the instruction to call it")
 			}

@@ -22,6 +22,7 @@ import (
 	"github.com/dsh-go/dsh/hook"
 	"github.com/dsh-go/dsh/llm"
 	"github.com/dsh-go/dsh/llm/scripted"
+	"github.com/dsh-go/dsh/prompt"
 	"github.com/dsh-go/dsh/session"
 	"github.com/dsh-go/dsh/session/jsonl"
 	"github.com/dsh-go/dsh/subagent"
@@ -66,7 +67,7 @@ func newCEnv(t *testing.T, backend session.Backend, reply func(in turnInput) scr
 		e.requests = append(e.requests, req)
 		e.mu.Unlock()
 		in := turnInput{req: req, child: isChild(req), last: req.Messages[len(req.Messages)-1]}
-		_, in.text, _ = inproc.SplitTask(content.JoinText(in.last.Content))
+		_, in.text, _ = prompt.SplitChildTask(content.JoinText(in.last.Content))
 		if in.last.Source.Kind == content.SourceTool {
 			in.text = content.JoinText(in.last.Content[0].Content)
 		}

@@ -20,6 +20,7 @@ import (
 	"github.com/dsh-go/dsh/content"
 	"github.com/dsh-go/dsh/llm"
 	"github.com/dsh-go/dsh/llm/scripted"
+	"github.com/dsh-go/dsh/prompt"
 	"github.com/dsh-go/dsh/session"
 	"github.com/dsh-go/dsh/subagent"
 	"github.com/dsh-go/dsh/subagent/inproc"
@@ -45,7 +46,7 @@ type env struct {
 func isChild(req *llm.Request) bool {
 	for i := len(req.Messages) - 1; i >= 0; i-- {
 		if m := req.Messages[i]; m.Source.Kind == content.SourceUser {
-			_, _, child := inproc.SplitTask(content.JoinText(m.Content))
+			_, _, child := prompt.SplitChildTask(content.JoinText(m.Content))
 			return child
 		}
 	}
@@ -55,7 +56,7 @@ func isChild(req *llm.Request) bool {
 func lastPrompt(req *llm.Request) string {
 	for i := len(req.Messages) - 1; i >= 0; i-- {
 		if m := req.Messages[i]; m.Source.Kind == content.SourceUser {
-			_, task, _ := inproc.SplitTask(content.JoinText(m.Content))
+			_, task, _ := prompt.SplitChildTask(content.JoinText(m.Content))
 			return task
 		}
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/dsh-go/dsh/internal/proc"
 	"github.com/dsh-go/dsh/sandbox"
 	"github.com/dsh-go/dsh/tool"
+	"github.com/dsh-go/dsh/tool/toolname"
 )
 
 type bashArgs struct {
@@ -25,7 +26,7 @@ func bashTool(opts Options, guard *gitGuard) tool.Definition {
 		"(at most %d bytes; the middle of longer output is omitted). Stdin is empty; the command is killed after %v unless "+
 		"timeout_ms says otherwise; processes it leaves in the background are killed when it ends.%s",
 		opts.OutputLimit, opts.BashTimeout, sandboxNote(opts.Sandbox))
-	return tool.Func("bash", desc, false, func(ctx context.Context, call tool.Call, args bashArgs) (tool.Result, error) {
+	return tool.Func(toolname.Bash, desc, false, func(ctx context.Context, call tool.Call, args bashArgs) (tool.Result, error) {
 		timeout := opts.BashTimeout
 		switch {
 		case args.TimeoutMS < 0:

@@ -1,5 +1,7 @@
 // Package builtin provides the built-in tools every agent gets: bash,
-// read_file, write_file, edit_file, glob and grep.
+// read_file, write_file, edit_file, glob and grep. Their names, and Claude
+// Code's names for them, are in package tool/toolname, which the packages
+// that only meet the names (hook, agentdef) import instead of this one.
 package builtin
 
 import (

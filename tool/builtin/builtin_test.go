@@ -20,6 +20,7 @@ import (
 	"github.com/dsh-go/dsh/content"
 	"github.com/dsh-go/dsh/internal/proc"
 	"github.com/dsh-go/dsh/tool"
+	"github.com/dsh-go/dsh/tool/toolname"
 )
 
 func TestMain(m *testing.M) {
@@ -524,5 +525,16 @@ func TestConcurrencySafe(t *testing.T) {
 		if got := s.ConcurrencySafe(name); got != want {
 			t.Errorf("%s: ConcurrencySafe = %v, want %v", name, got, want)
 		}
+	}
+}
+
+// The built-in tools are the ones package toolname names, in its order.
+func TestNamesAreToolnames(t *testing.T) {
+	var names []string
+	for _, d := range Tools(Options{}) {
+		names = append(names, d.Name)
+	}
+	if diff := cmp.Diff(toolname.Builtin(), names); diff != "" {
+		t.Fatalf("built-in tool names (-toolname +builtin):\n%s", diff)
 	}
 }

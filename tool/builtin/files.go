@@ -16,6 +16,7 @@ import (
 
 	"github.com/dsh-go/dsh/sandbox"
 	"github.com/dsh-go/dsh/tool"
+	"github.com/dsh-go/dsh/tool/toolname"
 )
 
 const (
@@ -40,7 +41,7 @@ func readFileTool(opts Options) tool.Definition {
 	desc := fmt.Sprintf("Read a text file and return its lines numbered like cat -n, up to 2000 lines (or limit) from offset "+
 		"and at most %d bytes; lines longer than %d bytes are cut. Directories, binary files and anything that is not "+
 		"a regular file (pipes, devices, sockets) are refused.", opts.OutputLimit, maxLineLen)
-	return tool.Func("read_file", desc, true, func(ctx context.Context, call tool.Call, args readArgs) (tool.Result, error) {
+	return tool.Func(toolname.ReadFile, desc, true, func(ctx context.Context, call tool.Call, args readArgs) (tool.Result, error) {
 		if args.Offset < 0 || args.Limit < 0 {
 			return tool.Result{}, tool.Errorf(tool.CodeInvalidArgs, "offset and limit must not be negative")
 		}
@@ -285,7 +286,7 @@ func writeRule(m sandbox.Mode) string {
 func writeFileTool(opts Options) tool.Definition {
 	desc := "Create or overwrite a file with the given content, creating missing parent directories. " +
 		"The file is replaced atomically; prefer edit_file for changing part of an existing file." + linkRule + writeRule(opts.Sandbox)
-	return tool.Func("write_file", desc, false, func(ctx context.Context, call tool.Call, args writeArgs) (tool.Result, error) {
+	return tool.Func(toolname.WriteFile, desc, false, func(ctx context.Context, call tool.Call, args writeArgs) (tool.Result, error) {
 		path := resolve(call.Cwd, args.Path)
 		dest, err := destination(call.Cwd, path)
 		if err != nil {
@@ -394,7 +395,7 @@ func editFileTool(opts Options) tool.Definition {
 	desc := fmt.Sprintf("Replace an exact string in a text file with another. old_string must match the file exactly "+
 		"(including whitespace) and occur once, unless replace_all is set. Files over %d MiB, and edits that would make "+
 		"one, are refused.", MaxEditBytes>>20) + linkRule + writeRule(opts.Sandbox)
-	return tool.Func("edit_file", desc, false, func(ctx context.Context, call tool.Call, args editArgs) (tool.Result, error) {
+	return tool.Func(toolname.EditFile, desc, false, func(ctx context.Context, call tool.Call, args editArgs) (tool.Result, error) {
 		switch {
 		case args.OldString == "":
 			return tool.Result{}, tool.Errorf(tool.CodeInvalidArgs, "old_string must not be empty; use write_file to create a file")

@@ -18,6 +18,7 @@ import (
 
 	"github.com/dsh-go/dsh/sandbox"
 	"github.com/dsh-go/dsh/tool"
+	"github.com/dsh-go/dsh/tool/toolname"
 )
 
 const (
@@ -35,7 +36,7 @@ type globArgs struct {
 func globTool(opts Options) tool.Definition {
 	const desc = "Find files whose path matches a glob pattern (filepath.Match syntax per path segment, ** for any depth) " +
 		"under a directory, skipping .git; returns up to 1000 paths relative to that directory, newest first."
-	return tool.Func("glob", desc, true, func(ctx context.Context, call tool.Call, args globArgs) (tool.Result, error) {
+	return tool.Func(toolname.Glob, desc, true, func(ctx context.Context, call tool.Call, args globArgs) (tool.Result, error) {
 		root := resolve(call.Cwd, args.Path)
 		pat := filepath.ToSlash(args.Pattern)
 		abs := path.IsAbs(pat)
@@ -124,7 +125,7 @@ func grepTool(opts Options) tool.Definition {
 	const desc = "Search file contents for a regular expression (Go RE2 syntax) under a directory or in one file, skipping .git, " +
 		"binary files and anything that is not a regular file (pipes, devices, sockets); prints path:line:text per matching " +
 		"line, up to max_results (default 200) lines cut at 500 bytes. Lines longer than 1 MiB are searched in their first MiB."
-	return tool.Func("grep", desc, true, func(ctx context.Context, call tool.Call, args grepArgs) (tool.Result, error) {
+	return tool.Func(toolname.Grep, desc, true, func(ctx context.Context, call tool.Call, args grepArgs) (tool.Result, error) {
 		expr := args.Pattern
 		if args.IgnoreCase {
 			expr = "(?i)" + expr

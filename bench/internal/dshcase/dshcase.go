@@ -19,6 +19,7 @@ import (
 	"github.com/dsh-go/dsh/agent"
 	"github.com/dsh-go/dsh/content"
 	"github.com/dsh-go/dsh/llm"
+	"github.com/dsh-go/dsh/prompt"
 	"github.com/dsh-go/dsh/session"
 	"github.com/dsh-go/dsh/session/jsonl"
 	"github.com/dsh-go/dsh/subagent"
@@ -159,7 +160,7 @@ func (e *Env) ToolPath() time.Duration { return time.Duration(e.toolPath.Load())
 func IsChild(req *llm.Request) bool {
 	for i := len(req.Messages) - 1; i >= 0; i-- {
 		if m := req.Messages[i]; m.Source.Kind == content.SourceUser {
-			_, _, child := inproc.SplitTask(content.JoinText(m.Content))
+			_, _, child := prompt.SplitChildTask(content.JoinText(m.Content))
 			return child
 		}
 	}
@@ -171,7 +172,7 @@ func IsChild(req *llm.Request) bool {
 func lastUserText(msgs []content.Message) string {
 	for i := len(msgs) - 1; i >= 0; i-- {
 		if m := msgs[i]; m.Source.Kind == content.SourceUser {
-			_, task, _ := inproc.SplitTask(content.JoinText(m.Content))
+			_, task, _ := prompt.SplitChildTask(content.JoinText(m.Content))
 			return task
 		}
 	}

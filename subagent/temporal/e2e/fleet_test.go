@@ -11,6 +11,7 @@ import (
 	"github.com/dsh-go/dsh/agent"
 	"github.com/dsh-go/dsh/content"
 	"github.com/dsh-go/dsh/internal/llmtest"
+	"github.com/dsh-go/dsh/prompt"
 	"github.com/dsh-go/dsh/subagent"
 	"github.com/dsh-go/dsh/subagent/inproc"
 	"github.com/dsh-go/dsh/subagent/subagenttest"
@@ -25,7 +26,7 @@ func echoReply(req llmtest.Request) llmtest.Reply {
 	json.Unmarshal(req.Body, &body)
 	for _, m := range body.Messages {
 		if m.Role == "user" {
-			_, task, _ := inproc.SplitTask(m.Content)
+			_, task, _ := prompt.SplitChildTask(m.Content)
 			return llmtest.Reply{Text: "echo: " + task}
 		}
 	}
