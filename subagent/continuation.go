@@ -572,10 +572,12 @@ func (c *continuation) close(act *activation, idleOnly bool) {
 // place in the parent's activation and forgets it; subagent/end follows.
 func (c *continuation) teardown(act *activation) {
 	derr := act.child.dispose(context.Background())
-	res := act.child.result()
+	res := act.child.result() // read from memory: a failed flush or detach loses none of it
 	if derr != nil {
-		res = Result{StopReason: Failed, Usage: res.Usage,
-			Diagnostic: Diagnostic(fmt.Sprintf("%s: teardown failed: %v", CodeTeardownFailed, derr))}
+		res.Teardown = &Error{Code: CodeTeardownFailed, Provider: act.desc.Provider,
+			Msg: fmt.Sprintf("child %s: teardown failed after it settled", act.id), Err: derr}
+		c.svc.log.Warn("subagent: teardown failed; the child's outcome stands", "child", act.id,
+			"code", CodeTeardownFailed, "stop", res.StopReason, "err", derr)
 	}
 	c.mu.Lock()
 	first := act.first
