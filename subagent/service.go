@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"unicode/utf8"
 
 	"go.opentelemetry.io/otel/trace"
 
@@ -311,6 +312,10 @@ func (s *Service) validate(name string, req *StartRequest) error {
 		return unsupported(name, CapPersona)
 	case (req.Policy != nil || !req.Hooks.Empty()) && !caps.Policy:
 		return unsupported(name, CapPolicy)
+	case !utf8.ValidString(req.Label):
+		return invalid("start: the label is not valid UTF-8 (%q): a child's label is stored as given or not at all", req.Label)
+	case req.Persona != nil && !utf8.ValidString(*req.Persona):
+		return invalid("start: the persona is not valid UTF-8: a child's persona is stored as given or not at all")
 	case req.Cwd != "" && !filepath.IsAbs(req.Cwd):
 		return invalid("start: cwd must be an absolute path, got %q", req.Cwd)
 	}

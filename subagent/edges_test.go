@@ -75,3 +75,26 @@ func TestTeardownFailureKeepsTheAnswer(t *testing.T) {
 		}
 	})
 }
+
+// A start whose label cannot be stored as given (not valid UTF-8) is
+// refused up front, naming the label; no child is created.
+func TestStartRefusesALabelItCannotStore(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		dir := t.TempDir()
+		w := newWorld(t, dir, nil)
+		w.provider("spawn", false)
+		parent := w.newParent("")
+		req := subagent.StartRequest{Label: "fix \xff", Prompt: []content.Block{content.Text("task")}, Parent: parent}
+		_, err := w.svc.StartContinuable(context.Background(), "spawn", req, subagent.ContinuableOptions{})
+		if !errors.Is(err, subagent.ErrInvalidRequest) || !strings.Contains(err.Error(), "label") {
+			t.Errorf("continuable start: %v, want INVALID_REQUEST naming the label", err)
+		}
+		_, err = w.svc.Start(context.Background(), "spawn", req)
+		if !errors.Is(err, subagent.ErrInvalidRequest) || !strings.Contains(err.Error(), "label") {
+			t.Errorf("one-shot start: %v, want INVALID_REQUEST naming the label", err)
+		}
+		if n := len(w.agents.List()); n != 1 {
+			t.Errorf("%d agents live, want the parent alone", n)
+		}
+	})
+}
