@@ -1,10 +1,14 @@
 package subagenttool_test
 
 import (
+	"errors"
 	"strings"
 	"testing"
 
 	"github.com/dsh-go/dsh/llm/scripted"
+	"github.com/dsh-go/dsh/subagent"
+	"github.com/dsh-go/dsh/subagent/subagenttest"
+	"github.com/dsh-go/dsh/subagent/subagenttool"
 	"github.com/dsh-go/dsh/task"
 	"github.com/dsh-go/dsh/tool"
 )
@@ -30,5 +34,32 @@ func TestBackgroundRefusedWithoutTaskOutput(t *testing.T) {
 	}
 	if n := len(e.rt.Agents.List()); n != 1 {
 		t.Errorf("%d agents live, want the parent alone", n)
+	}
+}
+
+// A configured tool whose provider is registered later without a
+// capability the tool needs is a visible error: the registration is
+// refused with UNSUPPORTED_CAPABILITY naming the capability, and the tool
+// stays unmounted until a provider that suits it arrives.
+func TestLateProviderWithoutTheCapabilityIsRefused(t *testing.T) {
+	e := newEnv(t, echoChild)
+	e.mount(subagenttool.Config{Provider: "late", ToolName: "subagent_late", ToolFilter: &tool.Restriction{Deny: []string{"bash"}}})
+	_, err := e.rt.Subagents.Register(&subagenttest.Provider{ProviderName: "late"})
+	var se *subagent.Error
+	if !errors.Is(err, subagent.ErrUnsupportedCapability) || !errors.As(err, &se) || se.Capability != subagent.CapToolFilter ||
+		!strings.Contains(err.Error(), "subagent_late") || !strings.Contains(err.Error(), "toolFilter") {
+		t.Fatalf("register: %v, want UNSUPPORTED_CAPABILITY naming the tool and toolFilter", err)
+	}
+	if _, ok := e.rt.Subagents.Provider("late"); ok {
+		t.Error("the refused provider is registered")
+	}
+	if e.agent.Tools().Has("subagent_late") {
+		t.Error("the tool is mounted on a provider that cannot filter tools")
+	}
+	if _, err := e.rt.Subagents.Register(&subagenttest.Provider{ProviderName: "late", Caps: subagent.Capabilities{ToolFilter: true}}); err != nil {
+		t.Fatal(err)
+	}
+	if !e.agent.Tools().Has("subagent_late") {
+		t.Error("the tool did not mount on a provider that suits it")
 	}
 }
