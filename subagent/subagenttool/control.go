@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"sync"
 
 	"github.com/dsh-go/dsh/agent"
 	"github.com/dsh-go/dsh/content"
@@ -21,7 +22,8 @@ const (
 
 // MountControl registers send_message, interrupt_agent and list_agents,
 // and gives every continuable child created or rebuilt from now on a
-// report tool of its own. The disposer removes them all.
+// report tool of its own. The disposer removes them all, report from the
+// resident children too.
 //
 // Unlike the reference, report's guidance is in its description and the
 // child's first message, not a prompt section of the child: the child's
@@ -43,12 +45,54 @@ func MountControl(deps Deps) (dispose func(), err error) {
 		}
 		undo = append(undo, un)
 	}
-	report := reportTool(deps.Subagents)
-	undo = append(undo, deps.Subagents.AddContinuableSetup(func(child *agent.Agent) error {
-		_, err := child.Tools().Register(report)
-		return err
-	}))
+	g := &grants{report: reportTool(deps.Subagents), held: map[*agent.Agent]func(){}}
+	undo = append(undo, g.revoke, deps.Subagents.AddContinuableSetup(g.grant)) // undone in reverse: no new grant, then none left
 	return dispose, nil
+}
+
+// grants gives continuable children their report tool and takes it back
+// from the resident ones when the control tools are removed.
+type grants struct {
+	report  tool.Definition
+	mu      sync.Mutex
+	held    map[*agent.Agent]func() // live children's report, by child: its removal
+	revoked bool
+}
+
+// grant registers report in child's scope (a continuable setup).
+func (g *grants) grant(child *agent.Agent) error {
+	un, err := child.Tools().Register(g.report)
+	if err != nil {
+		return err
+	}
+	g.mu.Lock()
+	if g.revoked { // a setup that began before the removal
+		g.mu.Unlock()
+		un()
+		return nil
+	}
+	g.held[child] = un
+	g.mu.Unlock()
+	forget := func() {
+		g.mu.Lock()
+		defer g.mu.Unlock()
+		delete(g.held, child)
+	}
+	if !child.OnDispose(forget) {
+		forget()
+	}
+	return nil
+}
+
+// revoke removes report from every resident child and grants no more.
+func (g *grants) revoke() {
+	g.mu.Lock()
+	held := g.held
+	g.held, g.revoked = map[*agent.Agent]func(){}, true
+	g.mu.Unlock()
+	for _, un := range held {
+		un()
+	}
 }
 
 func callerOf(call tool.Call, name string) (*agent.Agent, error) {

@@ -1,12 +1,21 @@
 package subagenttool_test
 
 import (
+	"context"
 	"errors"
+	"iter"
 	"strings"
 	"testing"
+	"testing/synctest"
 
+	"github.com/dsh-go/dsh"
+	"github.com/dsh-go/dsh/agent"
+	"github.com/dsh-go/dsh/content"
+	"github.com/dsh-go/dsh/llm"
 	"github.com/dsh-go/dsh/llm/scripted"
+	"github.com/dsh-go/dsh/session/jsonl"
 	"github.com/dsh-go/dsh/subagent"
+	"github.com/dsh-go/dsh/subagent/inproc"
 	"github.com/dsh-go/dsh/subagent/subagenttest"
 	"github.com/dsh-go/dsh/subagent/subagenttool"
 	"github.com/dsh-go/dsh/task"
@@ -62,4 +71,49 @@ func TestLateProviderWithoutTheCapabilityIsRefused(t *testing.T) {
 	if !e.agent.Tools().Has("subagent_late") {
 		t.Error("the tool did not mount on a provider that suits it")
 	}
+}
+
+// Removing the control tools takes report back from the resident
+// continuable children, not only from those created later.
+func TestRemovingControlToolsRevokesReport(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rt, err := dsh.New(dsh.Options{Backend: jsonl.New(t.TempDir())})
+		if err != nil {
+			t.Fatal(err)
+		}
+		rt.LLM.Register("test", llm.ModelFunc(func(ctx context.Context, req *llm.Request) iter.Seq[content.Chunk] {
+			return scripted.New(scripted.Hang("")).Stream(ctx, req) // the child stays resident
+		}))
+		p, _ := inproc.NewSpawn(rt.Agents)
+		if _, err := rt.Subagents.Register(p); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			if err := rt.Close(context.Background()); err != nil {
+				t.Error(err)
+			}
+		})
+		dispose, err := subagenttool.MountControl(subagenttool.Deps{Subagents: rt.Subagents, Tools: rt.Tools, Events: rt.Events})
+		if err != nil {
+			t.Fatal(err)
+		}
+		parent, err := rt.Agents.Create(context.Background(), agent.CreateOptions{Cwd: t.TempDir(), Options: agent.Options{Provider: "test"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		acc, err := rt.Subagents.StartContinuable(context.Background(), inproc.SpawnName,
+			subagent.StartRequest{Label: "x", Prompt: []content.Block{content.Text("work")}, Parent: parent}, subagent.ContinuableOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		synctest.Wait()
+		child, ok := rt.Agents.Get(acc.ChildID)
+		if !ok || !child.Tools().Has(subagenttool.ToolReport) {
+			t.Fatalf("resident child %v has no report tool", ok)
+		}
+		dispose()
+		if child.Tools().Has(subagenttool.ToolReport) {
+			t.Error("report outlived the removal of the control tools")
+		}
+	})
 }
