@@ -574,10 +574,7 @@ func (c *continuation) teardown(act *activation) {
 	derr := act.child.dispose(context.Background())
 	res := act.child.result() // read from memory: a failed flush or detach loses none of it
 	if derr != nil {
-		res.Teardown = &Error{Code: CodeTeardownFailed, Provider: act.desc.Provider,
-			Msg: fmt.Sprintf("child %s: teardown failed after it settled", act.id), Err: derr}
-		c.svc.log.Warn("subagent: teardown failed; the child's outcome stands", "child", act.id,
-			"code", CodeTeardownFailed, "stop", res.StopReason, "err", derr)
+		res.Teardown = c.svc.teardownFailed(act.desc.Provider, act.id, res.StopReason, derr)
 	}
 	c.mu.Lock()
 	first := act.first

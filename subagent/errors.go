@@ -124,6 +124,14 @@ func AbortedBeforeReady(provider string, cause error) error {
 		Msg: fmt.Sprintf("provider %q: aborted before the child was ready", provider), Err: cause}
 }
 
+// TeardownFailed returns the ACTIVATION_TEARDOWN_FAILED error of a child
+// that settled but could not be disposed (its log's flush or its detach
+// failed: cause), which Result.Teardown carries beside the outcome.
+func TeardownFailed(provider, child string, cause error) error {
+	return &Error{Code: CodeTeardownFailed, Provider: provider,
+		Msg: fmt.Sprintf("child %s: teardown failed after it settled", child), Err: cause}
+}
+
 // ConfigError is a provider configuration that a provider's constructor
 // rejects: Field is the offending YAML key of its block, so that the
 // configuration loader can point at the file and line.

@@ -13,6 +13,7 @@ import (
 	"github.com/dsh-go/dsh/content"
 	"github.com/dsh-go/dsh/llm"
 	"github.com/dsh-go/dsh/llm/scripted"
+	"github.com/dsh-go/dsh/session"
 	"github.com/dsh-go/dsh/session/jsonl"
 	"github.com/dsh-go/dsh/subagent"
 	"github.com/dsh-go/dsh/subagent/inproc"
@@ -114,6 +115,58 @@ func TestRemovingControlToolsRevokesReport(t *testing.T) {
 		dispose()
 		if child.Tools().Has(subagenttool.ToolReport) {
 			t.Error("report outlived the removal of the control tools")
+		}
+	})
+}
+
+// failingDetach is a JSONL store whose child sessions fail to close: a
+// child's teardown fails after it settled.
+type failingDetach struct{ *jsonl.Backend }
+
+func (b failingDetach) Create(h session.Header) (session.Persister, error) {
+	p, err := b.Backend.Create(h)
+	if err != nil || h.Origin != session.OriginSubagent {
+		return p, err
+	}
+	return failingClose{p}, nil
+}
+
+type failingClose struct{ session.Persister }
+
+func (p failingClose) Close() error {
+	_ = p.Persister.Close()
+	return errors.New("disk detached")
+}
+
+// A one-shot child whose teardown fails after it finished keeps its
+// answer: in the foreground tool result and in the background task's
+// output, not a failure.
+func TestOneShotTeardownFailureKeepsTheAnswer(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		off := false
+		e := newCEnv(t, failingDetach{jsonl.New(t.TempDir())}, func(in turnInput) scripted.Entry {
+			switch {
+			case in.child:
+				return scripted.Text("the answer")
+			case in.text == "fg":
+				return scripted.ToolCalls("", call("subagent", `{"description":"d","prompt":"p"}`))
+			case in.text == "bg":
+				return scripted.ToolCalls("", call("subagent", `{"description":"d","prompt":"p","run_in_background":true}`))
+			}
+			return scripted.Text("ok")
+		}, subagenttool.Config{Provider: inproc.SpawnName, Continuable: &off})
+		e.run("fg")
+		if r := results(e.agent)[0]; r.Error != nil || resultText(r) != "the answer" {
+			t.Errorf("foreground result %+v %q, want the answer", r.Error, resultText(r))
+		}
+		e.run("bg")
+		e.settle()
+		out, snap, err := e.rt.Tasks.Read("subagent-1", e.agent)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if snap.Status != task.Completed || !strings.Contains(out.Output, "the answer") {
+			t.Errorf("background task %s %q %q, want completed with the answer", snap.Status, out.Output, out.Detail)
 		}
 	})
 }

@@ -580,6 +580,12 @@ func (t *instance) runBackground(ctx context.Context, d *delegation, adm *subage
 // could not be waited for: werr) and says how the task ended.
 func (t *instance) finishBackground(ctx context.Context, d *delegation, run subagent.Run, res subagent.Result, werr error) task.Outcome {
 	derr := run.Dispose(context.WithoutCancel(ctx))
+	if derr != nil && werr == nil { // the run settled: its outcome stands
+		res.Teardown = subagent.TeardownFailed(d.provider, run.ID(), derr)
+		t.deps.Log.Warn("subagent: teardown failed; the child's outcome stands", "child", run.ID(),
+			"code", subagent.CodeTeardownFailed, "stop", res.StopReason, "err", derr)
+		derr = nil
+	}
 	note := d.end(ctx, res)
 	subagent.RecordUsage(d.req.Parent, run.ID(), res.Usage) // once, whether or not task_output reads it
 	var out task.Outcome
