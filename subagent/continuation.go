@@ -572,10 +572,9 @@ func (c *continuation) close(act *activation, idleOnly bool) {
 // place in the parent's activation and forgets it; subagent/end follows.
 func (c *continuation) teardown(act *activation) {
 	derr := act.child.dispose(context.Background())
-	res := act.child.result()
+	res := act.child.result() // read from memory: a failed flush or detach loses none of it
 	if derr != nil {
-		res = Result{StopReason: Failed, Usage: res.Usage,
-			Diagnostic: Diagnostic(fmt.Sprintf("%s: teardown failed: %v", CodeTeardownFailed, derr))}
+		res.Teardown = c.svc.teardownFailed(act.desc.Provider, act.id, res.StopReason, derr)
 	}
 	c.mu.Lock()
 	first := act.first

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"unicode/utf8"
 
 	"github.com/dsh-go/dsh/permission"
 	"github.com/dsh-go/dsh/session"
@@ -87,6 +88,31 @@ func (d Descriptor) encode() ([]byte, error) {
 		}
 	}
 	return json.Marshal(w)
+}
+
+// storable refuses a descriptor that JSON cannot store as given: a string
+// field that is not valid UTF-8 would be rewritten (U+FFFD) on its way to
+// the log, so that a resume would read another value.
+func (d Descriptor) storable() error {
+	fields := []struct{ key, v string }{{"provider", d.Provider}, {"label", d.Label},
+		{"agentProvider", d.AgentProvider}, {"agentModel", d.AgentModel}, {"remote", d.Remote}}
+	if d.Persona != nil {
+		fields = append(fields, struct{ key, v string }{"persona", *d.Persona})
+	}
+	if f := d.ToolFilter; f != nil {
+		for _, n := range f.Allow {
+			fields = append(fields, struct{ key, v string }{"toolFilter.allow", n})
+		}
+		for _, n := range f.Deny {
+			fields = append(fields, struct{ key, v string }{"toolFilter.deny", n})
+		}
+	}
+	for _, f := range fields {
+		if !utf8.ValidString(f.v) {
+			return badField(f.key, "not valid UTF-8 (%q): it cannot be stored as given", f.v)
+		}
+	}
+	return nil
 }
 
 // The fields each mode may hold.
@@ -260,6 +286,9 @@ func descriptorPayload(data any) ([]byte, bool) {
 // AppendDescriptor writes d to s as a model-hidden event.
 func AppendDescriptor(s *session.Session, d Descriptor) error {
 	d.Version = DescriptorVersion
+	if err := d.storable(); err != nil {
+		return err
+	}
 	raw, err := d.encode()
 	if err != nil {
 		return fmt.Errorf("subagent descriptor: not losslessly JSON-serializable: %w", err)

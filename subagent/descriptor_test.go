@@ -120,3 +120,28 @@ func FuzzParseDescriptor(f *testing.F) {
 		}
 	})
 }
+
+// A descriptor field that JSON cannot store as given (not valid UTF-8) is
+// an error naming the field, and nothing is written; it is not rewritten.
+func TestDescriptorRefusesWhatItCannotStore(t *testing.T) {
+	persona := "ok\xffpersona"
+	for field, d := range map[string]subagent.Descriptor{
+		"label":            {Mode: subagent.OneShot, Provider: "spawn", Label: "fix \xff\xfe"},
+		"provider":         {Mode: subagent.OneShot, Provider: "sp\xc3"},
+		"persona":          {Mode: subagent.Continuable, Provider: "spawn", Label: "x", Persona: &persona},
+		"toolFilter.allow": {Mode: subagent.Continuable, Provider: "spawn", Label: "x", ToolFilter: &tool.Restriction{Allow: []string{"b\x80"}}},
+	} {
+		s, _, err := session.NewStore(session.NewMemoryBackend(), nil).Create(session.CreateOptions{ID: "s-" + field})
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = subagent.AppendDescriptor(s, d)
+		var de *subagent.DescriptorError
+		if !errors.As(err, &de) || de.Field != field || !strings.Contains(err.Error(), "UTF-8") {
+			t.Errorf("%s: %v, want an error naming the field", field, err)
+		}
+		if n := s.Len(); n != 0 {
+			t.Errorf("%s: %d events written", field, n)
+		}
+	}
+}

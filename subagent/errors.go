@@ -20,16 +20,16 @@ const (
 	CodeLimitReached           Code = "LIMIT_REACHED" // a cap on children is reached: the tree's live ones, or one turn's starts
 
 	// The codes of continuable children.
-	CodeContinuationUnavailable Code = "CONTINUATION_UNAVAILABLE" // the service was given no agents to continue children with
-	CodePersistenceUnavailable  Code = "PERSISTENCE_UNAVAILABLE"  // sessions do not outlive the process
-	CodeDuplicateChild          Code = "DUPLICATE_CHILD"          // a reserved child id is live or stored
-	CodeNotResumable            Code = "NOT_RESUMABLE"            // unknown or unreadable child, no continuable descriptor, or rebuild failure
-	CodeUnauthorized            Code = "UNAUTHORIZED"             // the caller is not the child's live direct parent (or ancestor)
-	CodeDraining                Code = "DRAINING"                 // the service is tearing continuable children down
-	CodeActivationClosing       Code = "ACTIVATION_CLOSING"       // the target's or parent's teardown began
-	CodeTeardownFailed          Code = "ACTIVATION_TEARDOWN_FAILED"
-	CodeParentUnavailable       Code = "PARENT_UNAVAILABLE" // a report's parent is not live
-	CodeCancelled               Code = "CANCELLED"          // a listing's ctx ended
+	CodeContinuationUnavailable Code = "CONTINUATION_UNAVAILABLE"   // the service was given no agents to continue children with
+	CodePersistenceUnavailable  Code = "PERSISTENCE_UNAVAILABLE"    // sessions do not outlive the process
+	CodeDuplicateChild          Code = "DUPLICATE_CHILD"            // a reserved child id is live or stored
+	CodeNotResumable            Code = "NOT_RESUMABLE"              // unknown or unreadable child, no continuable descriptor, or rebuild failure
+	CodeUnauthorized            Code = "UNAUTHORIZED"               // the caller is not the child's live direct parent (or ancestor)
+	CodeDraining                Code = "DRAINING"                   // the service is tearing continuable children down
+	CodeActivationClosing       Code = "ACTIVATION_CLOSING"         // the target's or parent's teardown began
+	CodeTeardownFailed          Code = "ACTIVATION_TEARDOWN_FAILED" // a settled child's flush or detach failed (Result.Teardown)
+	CodeParentUnavailable       Code = "PARENT_UNAVAILABLE"         // a report's parent is not live
+	CodeCancelled               Code = "CANCELLED"                  // a listing's ctx ended
 )
 
 // Capability names, as UNSUPPORTED_CAPABILITY errors report them.
@@ -91,6 +91,7 @@ var (
 	ErrDuplicateChild        = &Error{Code: CodeDuplicateChild}
 	ErrActivationClosing     = &Error{Code: CodeActivationClosing}
 	ErrParentUnavailable     = &Error{Code: CodeParentUnavailable}
+	ErrTeardownFailed        = &Error{Code: CodeTeardownFailed}
 )
 
 func errorf(code Code, format string, args ...any) *Error {
@@ -121,6 +122,14 @@ func schemaError(violations []string) *Error {
 func AbortedBeforeReady(provider string, cause error) error {
 	return &Error{Code: CodeAbortedBeforeReadiness, Provider: provider,
 		Msg: fmt.Sprintf("provider %q: aborted before the child was ready", provider), Err: cause}
+}
+
+// TeardownFailed returns the ACTIVATION_TEARDOWN_FAILED error of a child
+// that settled but could not be disposed (its log's flush or its detach
+// failed: cause), which Result.Teardown carries beside the outcome.
+func TeardownFailed(provider, child string, cause error) error {
+	return &Error{Code: CodeTeardownFailed, Provider: provider,
+		Msg: fmt.Sprintf("child %s: teardown failed after it settled", child), Err: cause}
 }
 
 // ConfigError is a provider configuration that a provider's constructor

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"unicode/utf8"
 
 	"go.opentelemetry.io/otel/trace"
 
@@ -26,6 +27,7 @@ type Service struct {
 	mu      sync.Mutex
 	byName  map[string]Provider
 	order   []string
+	checks  map[string][]*providerCheck // by provider name; see Require
 	lastRun atomic.Uint64
 
 	maxLive  int                        // live children a tree may have; 0: unbounded
@@ -158,6 +160,14 @@ func (s *Service) Register(p Provider) (unregister func(), err error) {
 	}
 	name := p.Name()
 	s.mu.Lock()
+	checks := slices.Clone(s.checks[name])
+	s.mu.Unlock()
+	for _, c := range checks { // outside s.mu: a check may read the service
+		if err := c.fn(p); err != nil {
+			return nil, err
+		}
+	}
+	s.mu.Lock()
 	if _, dup := s.byName[name]; dup {
 		s.mu.Unlock()
 		return nil, &Error{Code: CodeDuplicateProvider, Provider: name, Msg: fmt.Sprintf("provider %q is already registered", name)}
@@ -180,6 +190,32 @@ func (s *Service) Register(p Provider) (unregister func(), err error) {
 			s.bus.Emit(ProviderRemoved{Name: name})
 		})
 	}, nil
+}
+
+// providerCheck is one Require.
+type providerCheck struct{ fn func(Provider) error }
+
+// Require makes Register run check on every provider registered under
+// name from now on, before it is added: an error refuses the registration,
+// and Register returns it. A tool configured for a provider that is not
+// registered yet uses it, so that a provider lacking a capability the tool
+// needs is refused where it is registered, not left unused. It returns
+// check's removal.
+func (s *Service) Require(name string, check func(Provider) error) (remove func()) {
+	c := &providerCheck{fn: check}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.checks == nil {
+		s.checks = map[string][]*providerCheck{}
+	}
+	s.checks[name] = append(s.checks[name], c)
+	return func() {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if s.checks[name] = slices.DeleteFunc(s.checks[name], func(x *providerCheck) bool { return x == c }); len(s.checks[name]) == 0 {
+			delete(s.checks, name)
+		}
+	}
 }
 
 // Provider returns the provider registered under name.
@@ -311,6 +347,10 @@ func (s *Service) validate(name string, req *StartRequest) error {
 		return unsupported(name, CapPersona)
 	case (req.Policy != nil || !req.Hooks.Empty()) && !caps.Policy:
 		return unsupported(name, CapPolicy)
+	case !utf8.ValidString(req.Label):
+		return invalid("start: the label is not valid UTF-8 (%q): a child's label is stored as given or not at all", req.Label)
+	case req.Persona != nil && !utf8.ValidString(*req.Persona):
+		return invalid("start: the persona is not valid UTF-8: a child's persona is stored as given or not at all")
 	case req.Cwd != "" && !filepath.IsAbs(req.Cwd):
 		return invalid("start: cwd must be an absolute path, got %q", req.Cwd)
 	}

@@ -145,6 +145,11 @@ type Result struct {
 	// CostUSD is the cost the child's product reported, in US dollars
 	// (0 when unknown).
 	CostUSD float64
+	// Teardown is a failure while a settled continuable child was torn
+	// down (its log's flush or its detach): an *Error with code
+	// ACTIVATION_TEARDOWN_FAILED (ErrTeardownFailed). The outcome and
+	// output above stand; nil when the teardown succeeded.
+	Teardown error
 }
 
 // Run is a ready child. Consumers Wait for its result and must always

@@ -12,6 +12,7 @@ import (
 	"github.com/dsh-go/dsh/content"
 	"github.com/dsh-go/dsh/hook"
 	"github.com/dsh-go/dsh/subagent"
+	"github.com/dsh-go/dsh/task"
 	"github.com/dsh-go/dsh/tool"
 	"github.com/dsh-go/dsh/worktree"
 )
@@ -60,7 +61,18 @@ func (t *instance) delegation(parent *agent.Agent, a args) (*delegation, error) 
 	if d.isolation != "" && d.isolation != agentdef.IsolationWorktree {
 		return nil, tool.Errorf(tool.CodeInvalidArgs, "isolation: want %q, got %q", agentdef.IsolationWorktree, d.isolation)
 	}
+	if d.background && !t.continuableFor(d) && !parent.Tools().Has(task.ToolOutput) {
+		return nil, tool.Errorf(tool.CodeInvalidArgs, "run_in_background: this agent has no %s tool, so it could never read "+
+			"a background subagent's result; no subagent was started. Call it again with run_in_background false, and it "+
+			"returns the result itself", task.ToolOutput)
+	}
 	return d, nil
+}
+
+// continuableFor reports whether d runs as a continuable child, whose
+// settlement reaches its parent as a notice (it needs no task_output).
+func (t *instance) continuableFor(d *delegation) bool {
+	return t.continuable && d.typ == "" && d.isolation != agentdef.IsolationWorktree
 }
 
 // apply lays a definition over the request.

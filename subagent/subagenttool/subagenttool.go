@@ -135,8 +135,9 @@ func (cfg *Config) validate() error {
 // Mount registers the tool while its provider exists: now if it is
 // registered, and whenever it is added later; it unregisters when the
 // provider is removed. A configured capability the provider lacks is an
-// error (returned when the provider is present at mount, logged when it
-// arrives later). The disposer unmounts the tool for good.
+// error: returned by Mount when the provider is present, and by the
+// provider's registration (subagent.Service.Register, which refuses it)
+// when it arrives later. The disposer unmounts the tool for good.
 func Mount(deps Deps, cfg Config) (dispose func(), err error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
@@ -168,6 +169,9 @@ func Mount(deps Deps, cfg Config) (dispose func(), err error) {
 			deps.Log.Error("subagent tool cannot mount", "tool", cfg.ToolName, "err", err)
 		}
 	})
+	// A provider that arrives later must suit the tool: Register refuses
+	// one that does not, with the check's error naming what it lacks.
+	stopRequire := deps.Subagents.Require(cfg.Provider, m.check)
 	stopRemoved := event.On(deps.Events, func(e subagent.ProviderRemoved) {
 		if e.Name != cfg.Provider {
 			return
@@ -179,6 +183,7 @@ func Mount(deps Deps, cfg Config) (dispose func(), err error) {
 	if p, ok := deps.Subagents.Provider(cfg.Provider); ok {
 		if err := m.register(p); err != nil {
 			stopAdded()
+			stopRequire()
 			stopRemoved()
 			return nil, err
 		}
@@ -189,6 +194,7 @@ func Mount(deps Deps, cfg Config) (dispose func(), err error) {
 	return func() {
 		once.Do(func() {
 			stopAdded()
+			stopRequire()
 			stopRemoved()
 			m.mu.Lock()
 			defer m.mu.Unlock()
@@ -214,9 +220,11 @@ func (m *mount) unmount() {
 	}
 }
 
-// register checks the provider's capabilities and registers the tool. m.mu
-// must be held.
-func (m *mount) register(p subagent.Provider) error {
+// check checks that the tool can run on p: the capabilities its config
+// and its subagent types need, and continuable children when the config
+// asks for them. A missing capability is an UNSUPPORTED_CAPABILITY
+// *subagent.Error naming it.
+func (m *mount) check(p subagent.Provider) error {
 	caps := p.Capabilities()
 	need := []struct {
 		set  bool
@@ -229,20 +237,36 @@ func (m *mount) register(p subagent.Provider) error {
 	}
 	for _, n := range need {
 		if n.set && !n.have {
-			return fmt.Errorf("subagent tool %s: provider %q does not support the %s capability; remove it from the tool's config",
-				m.cfg.ToolName, p.Name(), n.name)
+			return &subagent.Error{Code: subagent.CodeUnsupportedCapability, Provider: p.Name(), Capability: n.name,
+				Msg: fmt.Sprintf("tool %s: provider %q does not support the %s capability; remove it from the tool's config",
+					m.cfg.ToolName, p.Name(), n.name)}
 		}
 	}
-	t := &instance{deps: m.deps, cfg: m.cfg, caps: caps}
-	if !*m.cfg.SubagentTypes {
-		t.deps.Types = nil
-	}
-	for _, d := range t.deps.Types.List() {
-		if d.Provider == "" || d.Provider == p.Name() {
-			if err := d.Check(p.Name(), caps); err != nil {
-				return fmt.Errorf("subagent tool %s: %w (give the definition a provider that can, or set subagentTypes: false on the tool)", m.cfg.ToolName, err)
+	if *m.cfg.SubagentTypes {
+		for _, d := range m.deps.Types.List() {
+			if d.Provider == "" || d.Provider == p.Name() {
+				if err := d.Check(p.Name(), caps); err != nil {
+					return fmt.Errorf("subagent tool %s: %w (give the definition a provider that can, or set subagentTypes: false on the tool)", m.cfg.ToolName, err)
+				}
 			}
 		}
+	}
+	if c := m.cfg.Continuable; c != nil && *c {
+		_, err := m.continuable(p)
+		return err
+	}
+	return nil
+}
+
+// register checks the provider (see check) and registers the tool. m.mu
+// must be held.
+func (m *mount) register(p subagent.Provider) error {
+	if err := m.check(p); err != nil {
+		return err
+	}
+	t := &instance{deps: m.deps, cfg: m.cfg, caps: p.Capabilities()}
+	if !*m.cfg.SubagentTypes {
+		t.deps.Types = nil
 	}
 	continuable, err := m.continuable(p)
 	if err != nil {
@@ -556,6 +580,12 @@ func (t *instance) runBackground(ctx context.Context, d *delegation, adm *subage
 // could not be waited for: werr) and says how the task ended.
 func (t *instance) finishBackground(ctx context.Context, d *delegation, run subagent.Run, res subagent.Result, werr error) task.Outcome {
 	derr := run.Dispose(context.WithoutCancel(ctx))
+	if derr != nil && werr == nil { // the run settled: its outcome stands
+		res.Teardown = subagent.TeardownFailed(d.provider, run.ID(), derr)
+		t.deps.Log.Warn("subagent: teardown failed; the child's outcome stands", "child", run.ID(),
+			"code", subagent.CodeTeardownFailed, "stop", res.StopReason, "err", derr)
+		derr = nil
+	}
 	note := d.end(ctx, res)
 	subagent.RecordUsage(d.req.Parent, run.ID(), res.Usage) // once, whether or not task_output reads it
 	var out task.Outcome
