@@ -245,27 +245,34 @@ func TestResizeKeepsTheScreenWhole(t *testing.T) {
 	}
 }
 
-// whole waits for the screen to be laid out at width × height, and checks
-// that it holds its parts once each and the words of the answer in order.
+// whole waits for the screen to be laid out at width × height, with its
+// parts once each and the words of the answer in order. It waits for the
+// whole layout, not only the editor box: a screen read while a frame is
+// still being written may hold the new box over the old transcript.
 func whole(t *testing.T, term *termtest.Term, width, height int, words []string) {
 	t.Helper()
-	box := func(screen string) int {
-		for i, row := range lines(screen) {
-			if strings.HasPrefix(row, "╭") {
-				return i
-			}
-		}
-		return -1
-	}
-	screen := term.WaitFor(fmt.Sprintf("the layout at %d×%d", width, height), func(screen string) bool {
-		i := box(screen)
-		return i >= 0 && ansi.StringWidth(lines(screen)[i]) == width
+	term.WaitFor(fmt.Sprintf("the layout at %d×%d whole (box, status line, the answer's end)", width, height), func(screen string) bool {
+		return layoutProblem(screen, width, height, words) == ""
 	})
+}
+
+// layoutProblem says what is wrong with screen as the layout at width ×
+// height holding the end of the answer words, or "" when nothing is.
+func layoutProblem(screen string, width, height int, words []string) string {
 	rows := lines(screen)
-	top := box(screen)
+	top := -1
+	for i, row := range rows {
+		if strings.HasPrefix(row, "╭") {
+			top = i
+			break
+		}
+	}
+	if top < 0 || ansi.StringWidth(rows[top]) != width {
+		return "the editor box is not laid out at this width"
+	}
 	if len(rows) != height || strings.Count(screen, "╭") != 1 || strings.Count(screen, "╰") != 1 ||
-		!strings.HasPrefix(rows[top+2], "╰") || ansi.StringWidth(rows[top+2]) != width {
-		t.Fatalf("at %d×%d the editor box is not whole and alone:\n%s", width, height, screen)
+		top+2 >= len(rows) || !strings.HasPrefix(rows[top+2], "╰") || ansi.StringWidth(rows[top+2]) != width {
+		return "the editor box is not whole and alone"
 	}
 	status := 0
 	for _, row := range rows {
@@ -274,18 +281,18 @@ func whole(t *testing.T, term *termtest.Term, width, height int, words []string)
 		}
 	}
 	if !strings.HasPrefix(rows[height-1], " deepseek/deepseek-flash ·") || status != 1 {
-		t.Fatalf("at %d×%d the status line is not the last row, once:\n%s", width, height, screen)
+		return "the status line is not the last row, once"
 	}
 	// The transcript shows its end: the answer's last words, in order,
 	// as many as fit.
-	got := strings.Fields(strings.Join(rows[:top], " "))
 	var seen []string
-	for _, w := range got {
+	for _, w := range strings.Fields(strings.Join(rows[:top], " ")) {
 		if len(w) == 6 && strings.HasPrefix(w, "word") && w != "words" {
 			seen = append(seen, w)
 		}
 	}
 	if len(seen) == 0 || len(seen) > len(words) || !slices.Equal(seen, words[len(words)-len(seen):]) {
-		t.Fatalf("at %d×%d the answer is not whole (%v):\n%s", width, height, seen, screen)
+		return fmt.Sprintf("the answer is not whole (%v)", seen)
 	}
+	return ""
 }
