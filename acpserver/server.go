@@ -447,11 +447,16 @@ func userMessage(blocks []acpsdk.ContentBlock) (content.Message, error) {
 }
 
 // Cancel implements acpsdk.Agent: it cancels the session's running turn,
-// whether a prompt's or one woken between prompts. (The gate handles
-// session/cancel, so the SDK never calls it.)
+// whether a prompt's or one woken between prompts, and with the user's
+// authority the running turns of all the session's continuable children,
+// at any depth (their notices then wait for the next prompt). (The gate
+// handles session/cancel, so the SDK never calls it.)
 func (s *server) Cancel(ctx context.Context, p acpsdk.CancelNotification) error {
 	if ss, err := s.session(p.SessionId); err == nil {
-		ss.agent.Cancel(session.Cause{Kind: agent.CauseUser}, false)
+		if s.opts.Subagents != nil {
+			s.opts.Subagents.InterruptTree(ss.agent.ID(), "session/cancel")
+		}
+		ss.agent.Cancel(session.Cause{Kind: agent.CauseUser, Reason: "session/cancel"}, false)
 	}
 	return nil
 }
