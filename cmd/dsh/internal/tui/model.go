@@ -364,6 +364,11 @@ func (m *model) key(k tea.KeyMsg) tea.Cmd {
 	switch k.String() {
 	case "esc":
 		m.hint = ""
+		// The whole tree stops: every continuable child's running turn
+		// (their notices wait for the next prompt), then the root's.
+		if n := len(m.ui.opts.Runtime.Subagents.InterruptTree(m.agent.ID(), "Esc")); n > 0 && !m.busy {
+			m.log.addf(entryNote, "Stopping %d background children.", n)
+		}
 		if m.busy {
 			m.agent.Cancel(session.Cause{Kind: agent.CauseUser, Reason: "Esc"}, true)
 		}
