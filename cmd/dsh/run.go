@@ -275,6 +275,13 @@ func (c *cli) runTurns(ctx context.Context, rt *dsh.Runtime, spec runSpec, promp
 	if err != nil {
 		return err
 	}
+	// A signal stops the whole tree with the user's authority: every
+	// continuable child's running turn, before the runtime drains them.
+	defer func() {
+		if in := (*interruption)(nil); errors.As(context.Cause(ctx), &in) {
+			rt.Subagents.InterruptTree(a.ID(), in.what)
+		}
+	}()
 	from := a.Session().Len() // a resumed session's earlier usage is not this run's
 	status := "completed"
 	span.SetAttributes(telemetry.ConversationID.String(a.ID()))

@@ -166,4 +166,18 @@ func TestTreeStopSIGINTUnderRun(t *testing.T) {
 	if ps := descendants(os.Getpid()); len(treeProcesses(os.Getpid(), stopSleep)) > 0 {
 		t.Errorf("processes left: %v", ps)
 	}
+	children := 0
+	for id, st := range storedSessions(t, home) {
+		if st.header.ParentSession == "" {
+			continue
+		}
+		children++
+		end, ok := lastTurnEnd(st.repaired)
+		if !ok || end.Reason.Cause == nil || end.Reason.Cause.Kind != "user" || end.Reason.Cause.Reason != "SIGINT" {
+			t.Errorf("child %s's turn ended %s with cause %+v, want aborted by the user (SIGINT)", id, end.Reason.Kind, end.Reason.Cause)
+		}
+	}
+	if children != 1 {
+		t.Errorf("%d child sessions, want 1", children)
+	}
 }
