@@ -31,6 +31,20 @@ subagents:
     - provider: spawn
 `
 
+// stopSelfConfig mounts this dsh over ACP as the subagent tool: the
+// continuable child runs in a process of its own.
+const stopSelfConfig = `permissions: {tools: {bash: allow}}
+subagents:
+  providers:
+    - name: isolated
+      kind: acp
+      acp: {command: self}
+  tools:
+    - {provider: isolated, toolName: subagent, subagentTypes: false}
+acp:
+  askPermission: []
+`
+
 // stopModel is the model of the tree-stop tests: the root starts one
 // background child that runs stopSleep; any later request is counted.
 type stopModel struct {
@@ -43,7 +57,7 @@ func (m *stopModel) reply(r llmtest.Request) llmtest.Reply {
 	m.requests = append(m.requests, r)
 	m.mu.Unlock()
 	switch {
-	case r.Child && r.LastUser == "SLEEPER" && len(r.ToolResults) == 0:
+	case r.LastUser == "SLEEPER" && len(r.ToolResults) == 0: // in process or out
 		return llmtest.Reply{ToolCall: &llmtest.ToolCall{Name: "bash", Arguments: `{"command":"` + stopSleep + `"}`}}
 	case !r.Child && r.LastUser == "go" && len(r.ToolResults) == 0:
 		return llmtest.Reply{ToolCall: &llmtest.ToolCall{Name: "subagent",
@@ -85,11 +99,17 @@ func goneWithin(t *testing.T, pid int, d time.Duration) {
 // until the next prompt, and that prompt shows the model the child's
 // notice.
 func TestTreeStopACPCancel(t *testing.T) {
+	for name, config := range map[string]string{"inproc": stopConfig, "outofprocess": stopSelfConfig} {
+		t.Run(name, func(t *testing.T) { treeStopACPCancel(t, config) })
+	}
+}
+
+func treeStopACPCancel(t *testing.T, config string) {
 	m := &stopModel{}
 	srv := llmtest.NewServer(t, m.reply)
 	home := t.TempDir()
 	cfg := filepath.Join(home, "dsh.yaml")
-	if err := os.WriteFile(cfg, []byte(stopConfig), 0o644); err != nil {
+	if err := os.WriteFile(cfg, []byte(config), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	conn, stop := startACP(t, &permClient{answer: "allow-once"}, home, cfg, srv.URL)
