@@ -23,6 +23,7 @@ import (
 	"github.com/dsh-go/dsh/permission"
 	"github.com/dsh-go/dsh/session"
 	"github.com/dsh-go/dsh/subagent"
+	"github.com/dsh-go/dsh/subagent/subagenttool"
 	"github.com/dsh-go/dsh/telemetry"
 )
 
@@ -280,6 +281,7 @@ func (c *cli) runTurns(ctx context.Context, rt *dsh.Runtime, spec runSpec, promp
 	defer func() {
 		if in := (*interruption)(nil); errors.As(context.Cause(ctx), &in) {
 			rt.Subagents.InterruptTree(a.ID(), in.what)
+			rt.Tasks.Stop(a, subagenttool.TaskKind, in.what)
 		}
 	}()
 	from := a.Session().Len() // a resumed session's earlier usage is not this run's

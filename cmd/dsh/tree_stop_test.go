@@ -31,6 +31,17 @@ subagents:
     - provider: spawn
 `
 
+// stopOneShotConfig mounts spawn with one-shot children: a background one
+// runs as a task.
+const stopOneShotConfig = `permissions: {tools: {bash: allow}}
+subagents:
+  providers:
+    - name: spawn
+  tools:
+    - provider: spawn
+      continuable: false
+`
+
 // stopSelfConfig mounts this dsh over ACP as the subagent tool: the
 // continuable child runs in a process of its own.
 const stopSelfConfig = `permissions: {tools: {bash: allow}}
@@ -99,7 +110,7 @@ func goneWithin(t *testing.T, pid int, d time.Duration) {
 // until the next prompt, and that prompt shows the model the child's
 // notice.
 func TestTreeStopACPCancel(t *testing.T) {
-	for name, config := range map[string]string{"inproc": stopConfig, "outofprocess": stopSelfConfig} {
+	for name, config := range map[string]string{"inproc": stopConfig, "outofprocess": stopSelfConfig, "oneshot": stopOneShotConfig} {
 		t.Run(name, func(t *testing.T) { treeStopACPCancel(t, config) })
 	}
 }
@@ -138,7 +149,8 @@ func treeStopACPCancel(t *testing.T, config string) {
 		t.Fatalf("next prompt: %+v, %v", resp, err)
 	}
 	after := m.seen()
-	if len(after) != before+1 || !strings.Contains(string(after[before].Body), "Background subagent") {
+	if len(after) != before+1 || !strings.Contains(string(after[before].Body), "Background subagent") &&
+		!strings.Contains(string(after[before].Body), "background task subagent-1") {
 		t.Errorf("the next prompt's request does not show the child's notice (%d requests)", len(after)-before)
 	}
 }
