@@ -9,7 +9,8 @@ import (
 	"github.com/dsh-go/dsh/session"
 )
 
-// Interrupt stops the current turn of caller's resident descendant target:
+// Interrupt stops the current turn of caller's resident descendant target
+// (a resident child, or the conversation an out-of-process one continues):
 // the turn ends aborted, what is queued for it stays parked until the next
 // Followup, the activation stays resident and the target's own children
 // keep running. Only an ancestor of the target, as its exact live agent,
@@ -29,6 +30,9 @@ func (s *Service) Interrupt(caller *agent.Agent, target string) error {
 	}
 	c.mu.Lock()
 	act := c.acts[target]
+	if act == nil {
+		act = c.byRemoteLocked(target) // the session a dsh child process writes for itself, as list_agents shows it
+	}
 	if act == nil || act.closing {
 		c.mu.Unlock()
 		return nil
@@ -257,6 +261,17 @@ func (s *Service) Working(parentID string) bool {
 		}
 	}
 	return false
+}
+
+// byRemoteLocked returns the resident out-of-process child that continues
+// conversation id, if any. c.mu must be held.
+func (c *continuation) byRemoteLocked(id string) *activation {
+	for _, act := range c.acts {
+		if id != "" && act.desc.Remote == id {
+			return act
+		}
+	}
+	return nil
 }
 
 // descends reports whether act is below the agent id: following resident

@@ -198,3 +198,42 @@ func TestInterruptReachesAContinuableChildOfAOneShotChild(t *testing.T) {
 		}
 	})
 }
+
+// An out-of-process child is interrupted by the id list_agents shows for
+// the session its process writes (its conversation), as by its own, and
+// a tree interrupt stops its run without waking the root.
+func TestInterruptReachesAnOutOfProcessChildByItsConversation(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		w := newWorld(t, t.TempDir(), nil)
+		again := newProduct("again", true)
+		if _, err := w.svc.Register(again); err != nil {
+			t.Fatal(err)
+		}
+		root := w.newParent("")
+		acc := w.start(root, "again", "hang", subagent.ContinuableOptions{})
+		<-again.hang
+		if err := w.svc.Interrupt(root, "conv-1"); err != nil {
+			t.Fatal(err)
+		}
+		if ends := w.settled(1); ends[0].StopReason != subagent.Aborted {
+			t.Fatalf("the child interrupted by its conversation ended %s", ends[0].StopReason)
+		}
+		w.idle(root) // its notice woke the root: interrupt_agent is the parent's
+		turns := root.Session().LastTurn()
+		w.followup(root, acc.ChildID, "hang")
+		<-again.hang
+		if got := w.svc.InterruptTree(root.ID(), "Esc"); len(got) != 1 || got[0] != acc.ChildID {
+			t.Fatalf("InterruptTree = %v", got)
+		}
+		w.settled(2)
+		if root.Session().LastTurn() != turns || root.Status() != agent.StatusIdle {
+			t.Error("the interrupted out-of-process child's notice woke the root")
+		}
+		again.mu.Lock()
+		live := again.live
+		again.mu.Unlock()
+		if live != 0 {
+			t.Errorf("%d runs left", live)
+		}
+	})
+}
