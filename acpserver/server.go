@@ -453,9 +453,9 @@ func userMessage(blocks []acpsdk.ContentBlock) (content.Message, error) {
 // Cancel implements acpsdk.Agent: it cancels the session's running turn,
 // whether a prompt's or one woken between prompts, and with the user's
 // authority the running turns of all the session's continuable children,
-// at any depth, and its one-shot background children (their notices then
-// wait for the next prompt). (The gate
-// handles session/cancel, so the SDK never calls it.)
+// at any depth, and its one-shot background children. What is queued for
+// the session (their notices among it) waits for the next prompt. (The
+// gate handles session/cancel, so the SDK never calls it.)
 func (s *server) Cancel(ctx context.Context, p acpsdk.CancelNotification) error {
 	if ss, err := s.session(p.SessionId); err == nil {
 		if s.opts.Subagents != nil {
@@ -464,7 +464,7 @@ func (s *server) Cancel(ctx context.Context, p acpsdk.CancelNotification) error 
 		if s.opts.StopBackground != nil {
 			s.opts.StopBackground(ss.agent, "session/cancel")
 		}
-		ss.agent.Cancel(session.Cause{Kind: agent.CauseUser, Reason: "session/cancel"}, false)
+		ss.agent.Cancel(session.Cause{Kind: agent.CauseUser, Reason: "session/cancel"}, true)
 	}
 	return nil
 }
