@@ -225,7 +225,7 @@ Keys:
   Enter        send (while a turn runs, the prompt waits for it)
   Alt+Enter    a new line (also Shift+Enter where the terminal reports it, Ctrl+J, or \ before Enter)
   Up, Down     earlier prompts
-  Esc          interrupt the running turn; the conversation goes on
+  Esc          interrupt the running turn and every child's; the conversation goes on
   Ctrl+T       show or hide the model's thinking
   PgUp, PgDn   scroll the conversation
   Ctrl+C twice exit (also Ctrl+D on an empty prompt, /exit)`)
