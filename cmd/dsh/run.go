@@ -52,7 +52,8 @@ agent.maxSteps, else 100), and the whole tree after budget.tokens tokens
 
 Every way
 the run can end is recorded in the session: SIGINT (Ctrl-C), SIGTERM and
-SIGHUP abort the running turn and log its end; so does stdout closing (as
+SIGHUP abort the running turn, and those of all its children with their
+processes, and log its end; so does stdout closing (as
 when ` + "`dsh run … | head`" + ` has read enough). A second signal exits at once,
 after a best-effort flush; the next load marks the open turn interrupted.
 
