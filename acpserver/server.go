@@ -65,6 +65,10 @@ type Options struct {
 	// sessions' trees: a dsh parent that admits (see internal/acpmeta)
 	// then counts them against its tree's live-children cap.
 	Subagents *subagent.Service
+	// StopBackground, when set, is called by session/cancel to stop the
+	// session's other background children (dsh: its one-shot ones, whose
+	// notices then wait for the next prompt), with the user's reason.
+	StopBackground func(root *agent.Agent, reason string)
 	// MCP configures the MCP servers a client passes in session/new (log,
 	// event bus, client version); they serve that session's tree only.
 	MCP mcptool.Options
@@ -447,11 +451,20 @@ func userMessage(blocks []acpsdk.ContentBlock) (content.Message, error) {
 }
 
 // Cancel implements acpsdk.Agent: it cancels the session's running turn,
-// whether a prompt's or one woken between prompts. (The gate handles
-// session/cancel, so the SDK never calls it.)
+// whether a prompt's or one woken between prompts, and with the user's
+// authority the running turns of all the session's continuable children,
+// at any depth, and its one-shot background children. What is queued for
+// the session (their notices among it) waits for the next prompt. (The
+// gate handles session/cancel, so the SDK never calls it.)
 func (s *server) Cancel(ctx context.Context, p acpsdk.CancelNotification) error {
 	if ss, err := s.session(p.SessionId); err == nil {
-		ss.agent.Cancel(session.Cause{Kind: agent.CauseUser}, false)
+		if s.opts.Subagents != nil {
+			s.opts.Subagents.InterruptTree(ss.agent.ID(), "session/cancel")
+		}
+		if s.opts.StopBackground != nil {
+			s.opts.StopBackground(ss.agent, "session/cancel")
+		}
+		ss.agent.Cancel(session.Cause{Kind: agent.CauseUser, Reason: "session/cancel"}, true)
 	}
 	return nil
 }

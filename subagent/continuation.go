@@ -142,6 +142,7 @@ type activation struct {
 	// guarded by continuation.mu
 	owned    map[*activation]struct{}
 	closing  bool
+	hushed   bool            // interrupted by the user: its notices wake no one until its parent sends it more work
 	first    firstSettlement // who hears of the first settlement, besides the epoch's end
 	released chan struct{}   // closed once torn down and forgotten
 }
@@ -337,6 +338,7 @@ func (s *Service) Followup(ctx context.Context, caller *agent.Agent, id string, 
 			if err := act.child.submit(m); err != nil {
 				return "", errorf(CodeActivationClosing, "child %s is closing: %v", id, err)
 			}
+			act.hushed = false // work its parent asked for: its settlement may wake it again
 			return m.ID, nil
 		}
 		if ch, busy := c.building[id]; busy {
@@ -542,8 +544,9 @@ func wait(ctx context.Context, ch <-chan struct{}) error {
 	}
 }
 
-// check settles act if it is idle with nothing queued and owns no live
-// child: its teardown runs on a goroutine of its own.
+// check settles act if it is idle with nothing queued (or was interrupted
+// by the user) and owns no live child: its teardown runs on a goroutine of
+// its own.
 func (c *continuation) check(act *activation) { c.close(act, true) }
 
 // lost tears down an activation whose child something else ended: its
@@ -554,7 +557,9 @@ func (c *continuation) lost(act *activation) { c.close(act, false) }
 // idleOnly, still has work (children it owns, a running turn, messages).
 func (c *continuation) close(act *activation, idleOnly bool) {
 	c.mu.Lock()
-	if act.closing || idleOnly && (len(act.owned) > 0 || act.child.busy() || act.child.queued() > 0) {
+	// A child the user interrupted settles with its queue parked: the user
+	// stopped that work, and what was queued is reported as not run.
+	if act.closing || idleOnly && (len(act.owned) > 0 || act.child.busy() || act.child.queued() > 0 && !act.hushed) {
 		c.mu.Unlock()
 		return
 	}
@@ -620,7 +625,7 @@ func (c *continuation) notify(act *activation, res Result) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	send := parent.Steer
-	if pa := c.byAgent[parent]; woken || c.draining || (pa != nil && pa.closing) {
+	if pa := c.byAgent[parent]; woken || c.draining || act.hushed || (pa != nil && (pa.closing || pa.hushed)) {
 		send = parent.Inject
 	}
 	if err := send(msg); err != nil && !errors.Is(err, &agent.Error{Code: agent.CodeDisposed}) {

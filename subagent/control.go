@@ -9,7 +9,8 @@ import (
 	"github.com/dsh-go/dsh/session"
 )
 
-// Interrupt stops the current turn of caller's resident descendant target:
+// Interrupt stops the current turn of caller's resident descendant target
+// (a resident child, or the conversation an out-of-process one continues):
 // the turn ends aborted, what is queued for it stays parked until the next
 // Followup, the activation stays resident and the target's own children
 // keep running. Only an ancestor of the target, as its exact live agent,
@@ -29,6 +30,9 @@ func (s *Service) Interrupt(caller *agent.Agent, target string) error {
 	}
 	c.mu.Lock()
 	act := c.acts[target]
+	if act == nil {
+		act = c.byRemoteLocked(target) // the session a dsh child process writes for itself, as list_agents shows it
+	}
 	if act == nil || act.closing {
 		c.mu.Unlock()
 		return nil
@@ -39,6 +43,130 @@ func (s *Service) Interrupt(caller *agent.Agent, target string) error {
 		return errorf(CodeUnauthorized, "agent %s is not an ancestor of %s", caller.ID(), target)
 	}
 	act.child.interrupt(session.Cause{Kind: agent.CauseParent, Reason: "interrupted by " + caller.ID()})
+	return nil
+}
+
+// InterruptTree stops, with the user's authority, the running turn of
+// every continuable child below the agent rootID, at any depth, in process
+// and out (an out-of-process child's run is stopped with its processes):
+// each turn ends aborted with cause user and reason, what was queued
+// stays parked, and from then on the settlement notices of those children
+// wake no one: each is queued for the next turn its parent runs for
+// another reason (for the root, the user's next prompt), until the parent
+// sends that child more work. No live parent is needed. The root's own
+// turn is the caller's to cancel, after this call. It returns the ids of
+// the children it interrupted.
+func (s *Service) InterruptTree(rootID, reason string) []string {
+	c, err := s.continuation()
+	if err != nil {
+		return nil
+	}
+	c.mu.Lock()
+	var acts []*activation
+	for _, act := range c.acts {
+		if !act.closing && c.descends(act, rootID) {
+			acts = append(acts, act)
+		}
+	}
+	return c.interruptLocked(acts, reason)
+}
+
+// InterruptChildren stops, with the user's authority, the running turns
+// of the named continuable children and of everything below them, as
+// InterruptTree does for a root: ids that are not resident are skipped.
+// It returns the ids of the children it interrupted.
+func (s *Service) InterruptChildren(ids []string, reason string) []string {
+	c, err := s.continuation()
+	if err != nil {
+		return nil
+	}
+	c.mu.Lock()
+	var acts []*activation
+	for _, act := range c.acts {
+		if act.closing {
+			continue
+		}
+		for _, id := range ids {
+			if act.id == id || c.descends(act, id) {
+				acts = append(acts, act)
+				break
+			}
+		}
+	}
+	return c.interruptLocked(acts, reason)
+}
+
+// interruptLocked hushes acts, unlocks c.mu and interrupts their turns.
+func (c *continuation) interruptLocked(acts []*activation, reason string) []string {
+	ids := make([]string, 0, len(acts))
+	for _, act := range acts {
+		act.hushed = true // before the interrupt: its settlement notice must not wake
+		ids = append(ids, act.id)
+	}
+	c.mu.Unlock()
+	cause := session.Cause{Kind: agent.CauseUser, Reason: reason}
+	for _, act := range acts {
+		act.child.interrupt(cause)
+		c.check(act) // one idle already (parked, or waiting for its children) settles now, or when they have
+	}
+	return ids
+}
+
+// DrainTree tears down every resident continuable child below the agent
+// rootID, at any depth, as Drain does for all of them, while admission
+// stays open: their turns end, their notices wake no one and their
+// processes end. It returns once they are released or ctx ends.
+func (s *Service) DrainTree(ctx context.Context, rootID string) error {
+	c, err := s.continuation()
+	if err != nil {
+		return nil
+	}
+	c.mu.Lock()
+	var acts []*activation
+	for _, act := range c.acts {
+		if c.descends(act, rootID) {
+			acts = append(acts, act)
+		}
+	}
+	return c.drain(ctx, acts)
+}
+
+// DrainChildren tears down the named resident continuable children and
+// everything below them, as DrainTree does for a root's; ids that are not
+// resident are skipped.
+func (s *Service) DrainChildren(ctx context.Context, ids []string) error {
+	c, err := s.continuation()
+	if err != nil {
+		return nil
+	}
+	c.mu.Lock()
+	var acts []*activation
+	for _, act := range c.acts {
+		for _, id := range ids {
+			if act.id == id || c.descends(act, id) {
+				acts = append(acts, act)
+				break
+			}
+		}
+	}
+	return c.drain(ctx, acts)
+}
+
+// drain hushes acts, unlocks c.mu, tears them down and waits for their
+// release.
+func (c *continuation) drain(ctx context.Context, acts []*activation) error {
+	for _, act := range acts {
+		act.hushed = true
+	}
+	c.mu.Unlock()
+	for _, act := range acts {
+		c.lost(act)
+	}
+	for _, act := range acts {
+		if err := wait(ctx, act.released); err != nil {
+			return err
+		}
+	}
 	return nil
 }
 
@@ -124,7 +252,7 @@ func (s *Service) Working(parentID string) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for _, act := range c.acts {
-		settling := act.closing || (act.child.queued() == 0 && len(act.owned) == 0)
+		settling := act.closing || ((act.child.queued() == 0 || act.hushed) && len(act.owned) == 0)
 		if !settling && !act.child.busy() {
 			continue
 		}
@@ -135,13 +263,34 @@ func (s *Service) Working(parentID string) bool {
 	return false
 }
 
-// descends reports whether act is below the agent id, following resident
-// parents. c.mu must be held.
+// byRemoteLocked returns the resident out-of-process child that continues
+// conversation id, if any. c.mu must be held.
+func (c *continuation) byRemoteLocked(id string) *activation {
+	for _, act := range c.acts {
+		if id != "" && act.desc.Remote == id {
+			return act
+		}
+	}
+	return nil
+}
+
+// descends reports whether act is below the agent id: following resident
+// parents, and then the owners of live agents, so that a continuable child
+// under a one-shot child (whose agent owns it, but which is no activation)
+// is below the one-shot child's ancestors too. c.mu must be held.
 func (c *continuation) descends(act *activation, id string) bool {
 	for a, n := act, 0; a != nil && n <= len(c.acts); a, n = c.acts[a.parentID], n+1 {
 		if a.parentID == id {
 			return true
 		}
+		for p, m := a.parent, 0; p != nil && m <= maxOwnerChain; p, m = p.Owner(), m+1 {
+			if p.ID() == id {
+				return true
+			}
+		}
 	}
 	return false
 }
+
+// maxOwnerChain bounds a walk up the owners of agents.
+const maxOwnerChain = 64

@@ -136,6 +136,7 @@ type record struct {
 	done    chan struct{}
 	outcome Outcome
 	notice  string // the id of the completion notice sent to the owner
+	hushed  bool   // stopped by the user: its notice waits for the owner's next turn
 }
 
 // reported marks rec's outcome as seen by its owner and returns the
@@ -359,6 +360,26 @@ func (r *Runtime) Kill(id string, caller *agent.Agent, reason string) (alreadyFi
 	rec.snap.Status = Stopping
 	rec.cancel(&KillError{Reason: reason})
 	return false, rec.snap, nil
+}
+
+// Stop stops owner's running tasks of kind ("" for every kind) for the
+// user: each ends killed with reason, and its completion notice is queued
+// for the owner's next turn without waking it. It returns their ids.
+func (r *Runtime) Stop(owner *agent.Agent, kind, reason string) []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var ids []string
+	for _, id := range r.order {
+		rec := r.tasks[id]
+		if rec.owner != owner || rec.snap.Status.Terminal() || kind != "" && rec.snap.Kind != kind {
+			continue
+		}
+		rec.hushed = true
+		rec.snap.Status = Stopping
+		rec.cancel(&KillError{Reason: reason})
+		ids = append(ids, id)
+	}
+	return ids
 }
 
 // teardown cancels and awaits owner's tasks and forgets them.

@@ -201,9 +201,10 @@ func Notice(s Snapshot) content.Message {
 // deliver tells a task's owner that it finished. While the owner has not
 // been woken MaxWakes times in a row by notices, the notice is steered in:
 // it joins the running turn at its next step, or wakes an idle owner with a
-// new turn. Past that budget it waits, without waking, for the next turn.
-// No notice follows a task whose outcome the owner already read (a
-// task_output that waited for it, a task_kill), and one still queued when
+// new turn. Past that budget, or for a task the user stopped (Stop), it
+// waits, without waking, for the next turn. No notice follows a task whose
+// outcome the owner already read (a task_output that waited for it, a
+// task_kill), and one still queued when
 // the owner reads the outcome is withdrawn: the owner pays no model step to
 // hear what it already knows.
 func (r *Runtime) deliver(e Done, opts ToolOptions) {
@@ -219,9 +220,10 @@ func (r *Runtime) deliver(e Done, opts ToolOptions) {
 		return
 	}
 	rec.notice = msg.ID
+	hushed := rec.hushed
 	r.mu.Unlock()
 	var err error
-	if wakesSinceUser(owner.Session().Events()) < opts.MaxWakes {
+	if !hushed && wakesSinceUser(owner.Session().Events()) < opts.MaxWakes {
 		err = owner.Steer(msg)
 	} else {
 		err = owner.Inject(msg)

@@ -526,3 +526,32 @@ func TestNoNoticeAfterTaskOutputReturnedTheResult(t *testing.T) {
 		}
 	}
 }
+
+// A task the user stopped ends killed, and its notice waits for the
+// owner's next turn instead of waking it; other kinds keep running.
+func TestStopQueuesTheNoticeWithoutWaking(t *testing.T) {
+	e := newEnv(t, envConfig{Tools: &task.ToolOptions{}, Script: []scripted.Entry{scripted.Text("noted")}})
+	a := e.agent()
+	p := newProducer(t, true)
+	id := start(t, e.rt.Tasks, spec("subagent", "child", a, p))
+	other := newProducer(t, true)
+	bash := start(t, e.rt.Tasks, spec("bash", "build", a, other))
+	if got := e.rt.Tasks.Stop(a, "subagent", "Esc"); len(got) != 1 || got[0] != id {
+		t.Fatalf("Stop = %v, want [%s]", got, id)
+	}
+	if got := p.killReason(t); got != "Esc" {
+		t.Fatalf("kill reason %q", got)
+	}
+	p.release()
+	e.done.next(t, id)
+	if s, _ := e.rt.Tasks.Get(id, a); s.Status != task.Killed || s.Reported {
+		t.Fatalf("stopped task %+v, want killed and unread", s)
+	}
+	if a.Status() != agent.StatusIdle || a.Session().LastTurn() != 0 || len(e.model.Requests()) != 0 || a.Queued() != 1 {
+		t.Fatalf("the stopped task's notice woke its owner (status %s, %d turns, %d queued)", a.Status(), a.Session().LastTurn(), a.Queued())
+	}
+	if s, _ := e.rt.Tasks.Get(bash, a); s.Status.Terminal() {
+		t.Fatal("Stop of kind subagent stopped a bash task")
+	}
+	other.release()
+}

@@ -7,9 +7,11 @@ import (
 
 	"github.com/dsh-go/dsh"
 	"github.com/dsh-go/dsh/acpserver"
+	"github.com/dsh-go/dsh/agent"
 	"github.com/dsh-go/dsh/config"
 	"github.com/dsh-go/dsh/llm/replay"
 	"github.com/dsh-go/dsh/mcptool"
+	"github.com/dsh-go/dsh/subagent/subagenttool"
 )
 
 func (c *cli) acpCmd() *cobra.Command {
@@ -44,6 +46,7 @@ func (c *cli) acpCmd() *cobra.Command {
 			err = acpserver.Serve(cmd.Context(), acpserver.Options{Agents: rt.Agents, AgentOptions: cfg.Agent,
 				Policy: cfg.ACPPolicy(acpserver.DefaultAskPermission()), TokenBudget: cfg.Budget.Tokens,
 				PermissionTimeout: cfg.ACP.PermissionTimeout, MaxSessions: cfg.ACP.MaxSessions, Sessions: rt.Sessions, Subagents: rt.Subagents, Version: version, Log: rt.Log,
+				StopBackground: func(root *agent.Agent, reason string) { rt.Tasks.Stop(root, subagenttool.TaskKind, reason) },
 				MCP: mcptool.Options{Log: rt.Log, Events: rt.Events, Version: version,
 					Sandbox: cfg.Tools.Sandbox, Network: cfg.Tools.Network, CacheDir: config.MCPCacheDir(c.getenv)}}, c.stdin, c.stdout)
 			return errors.Join(err, rt.Close(cmd.Context()))

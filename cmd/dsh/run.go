@@ -23,6 +23,7 @@ import (
 	"github.com/dsh-go/dsh/permission"
 	"github.com/dsh-go/dsh/session"
 	"github.com/dsh-go/dsh/subagent"
+	"github.com/dsh-go/dsh/subagent/subagenttool"
 	"github.com/dsh-go/dsh/telemetry"
 )
 
@@ -51,7 +52,8 @@ agent.maxSteps, else 100), and the whole tree after budget.tokens tokens
 
 Every way
 the run can end is recorded in the session: SIGINT (Ctrl-C), SIGTERM and
-SIGHUP abort the running turn and log its end; so does stdout closing (as
+SIGHUP abort the running turn, and those of all its children with their
+processes, and log its end; so does stdout closing (as
 when ` + "`dsh run … | head`" + ` has read enough). A second signal exits at once,
 after a best-effort flush; the next load marks the open turn interrupted.
 
@@ -275,6 +277,14 @@ func (c *cli) runTurns(ctx context.Context, rt *dsh.Runtime, spec runSpec, promp
 	if err != nil {
 		return err
 	}
+	// A signal stops the whole tree with the user's authority: every
+	// continuable child's running turn, before the runtime drains them.
+	defer func() {
+		if in := (*interruption)(nil); errors.As(context.Cause(ctx), &in) {
+			rt.Subagents.InterruptTree(a.ID(), in.what)
+			rt.Tasks.Stop(a, subagenttool.TaskKind, in.what)
+		}
+	}()
 	from := a.Session().Len() // a resumed session's earlier usage is not this run's
 	status := "completed"
 	span.SetAttributes(telemetry.ConversationID.String(a.ID()))

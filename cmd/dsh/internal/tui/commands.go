@@ -109,8 +109,9 @@ func (m *model) output(id string) tea.Cmd {
 
 func (m *model) kill(id string) tea.Cmd {
 	if r := m.kids.byHandle(strings.TrimSpace(id)); r != nil { // a continuable child: its turn ends
-		if err := m.ui.opts.Runtime.Subagents.Interrupt(m.agent, r.info.ChildID); err != nil {
-			m.log.add(entryError, "✗ "+err.Error())
+		// With the user's authority: the child and everything below it.
+		if len(m.ui.opts.Runtime.Subagents.InterruptChildren([]string{r.info.ChildID}, "/kill")) == 0 {
+			m.log.addf(entryNote, "%s is not running.", r.child)
 		} else {
 			m.log.addf(entryNote, "Stopping %s.", r.child)
 		}
@@ -224,7 +225,7 @@ Keys:
   Enter        send (while a turn runs, the prompt waits for it)
   Alt+Enter    a new line (also Shift+Enter where the terminal reports it, Ctrl+J, or \ before Enter)
   Up, Down     earlier prompts
-  Esc          interrupt the running turn; the conversation goes on
+  Esc          interrupt the running turn and every child's; the conversation goes on
   Ctrl+T       show or hide the model's thinking
   PgUp, PgDn   scroll the conversation
   Ctrl+C twice exit (also Ctrl+D on an empty prompt, /exit)`)

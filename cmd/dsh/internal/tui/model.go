@@ -18,6 +18,7 @@ import (
 	"github.com/dsh-go/dsh/permission"
 	"github.com/dsh-go/dsh/session"
 	"github.com/dsh-go/dsh/subagent"
+	"github.com/dsh-go/dsh/subagent/subagenttool"
 	"github.com/dsh-go/dsh/task"
 )
 
@@ -364,6 +365,14 @@ func (m *model) key(k tea.KeyMsg) tea.Cmd {
 	switch k.String() {
 	case "esc":
 		m.hint = ""
+		// The whole tree stops: every continuable child's running turn and
+		// every one-shot background child (their notices wait for the next
+		// prompt), then the root's turn.
+		rt := m.ui.opts.Runtime
+		n := len(rt.Subagents.InterruptTree(m.agent.ID(), "Esc")) + len(rt.Tasks.Stop(m.agent, subagenttool.TaskKind, "Esc"))
+		if n > 0 && !m.busy {
+			m.log.addf(entryNote, "Stopping %d background children.", n)
+		}
 		if m.busy {
 			m.agent.Cancel(session.Cause{Kind: agent.CauseUser, Reason: "Esc"}, true)
 		}
