@@ -183,6 +183,11 @@ func fanout(n int, think time.Duration, path, store, heapProfile string) (bool, 
 		subagenttool.Config{Provider: inproc.SpawnName}); err != nil {
 		return false, err
 	}
+	// The task tools, as dsh mounts them: a background start needs an owner
+	// that could read its result (task_output).
+	if _, err := task.Mount(rt.Tasks, rt.Tools, rt.Prompt, task.ToolOptions{}); err != nil {
+		return false, err
+	}
 	parent, err := rt.Agents.Create(ctx, agent.CreateOptions{Cwd: dir, Options: agent.Options{Provider: dshcase.Provider, Model: dshcase.Model}})
 	if err != nil {
 		return false, err
