@@ -3,6 +3,7 @@ package subagent
 import (
 	"context"
 	"fmt"
+	"slices"
 
 	"github.com/dsh-go/dsh/agent"
 	"github.com/dsh-go/dsh/content"
@@ -57,18 +58,7 @@ func (s *Service) Interrupt(caller *agent.Agent, target string) error {
 // turn is the caller's to cancel, after this call. It returns the ids of
 // the children it interrupted.
 func (s *Service) InterruptTree(rootID, reason string) []string {
-	c, err := s.continuation()
-	if err != nil {
-		return nil
-	}
-	c.mu.Lock()
-	var acts []*activation
-	for _, act := range c.acts {
-		if !act.closing && c.descends(act, rootID) {
-			acts = append(acts, act)
-		}
-	}
-	return c.interruptLocked(acts, reason)
+	return s.interruptWhere(reason, inTree(rootID))
 }
 
 // InterruptChildren stops, with the user's authority, the running turns
@@ -76,24 +66,42 @@ func (s *Service) InterruptTree(rootID, reason string) []string {
 // InterruptTree does for a root: ids that are not resident are skipped.
 // It returns the ids of the children it interrupted.
 func (s *Service) InterruptChildren(ids []string, reason string) []string {
+	return s.interruptWhere(reason, namedOrBelow(ids))
+}
+
+// inTree selects the activations below the agent rootID, at any depth.
+func inTree(rootID string) func(*continuation, *activation) bool {
+	return func(c *continuation, act *activation) bool { return c.descends(act, rootID) }
+}
+
+// namedOrBelow selects the activations named by ids and those below them.
+func namedOrBelow(ids []string) func(*continuation, *activation) bool {
+	return func(c *continuation, act *activation) bool {
+		return slices.ContainsFunc(ids, func(id string) bool { return act.id == id || c.descends(act, id) })
+	}
+}
+
+// selectLocked returns the resident activations match selects; c.mu is
+// held.
+func (c *continuation) selectLocked(match func(*continuation, *activation) bool) []*activation {
+	var acts []*activation
+	for _, act := range c.acts {
+		if match(c, act) {
+			acts = append(acts, act)
+		}
+	}
+	return acts
+}
+
+// interruptWhere interrupts, with the user's authority, the activations
+// match selects that are not closing (see InterruptTree).
+func (s *Service) interruptWhere(reason string, match func(*continuation, *activation) bool) []string {
 	c, err := s.continuation()
 	if err != nil {
 		return nil
 	}
 	c.mu.Lock()
-	var acts []*activation
-	for _, act := range c.acts {
-		if act.closing {
-			continue
-		}
-		for _, id := range ids {
-			if act.id == id || c.descends(act, id) {
-				acts = append(acts, act)
-				break
-			}
-		}
-	}
-	return c.interruptLocked(acts, reason)
+	return c.interruptLocked(c.selectLocked(func(c *continuation, act *activation) bool { return !act.closing && match(c, act) }), reason)
 }
 
 // interruptLocked hushes acts, unlocks c.mu and interrupts their turns.
@@ -117,39 +125,24 @@ func (c *continuation) interruptLocked(acts []*activation, reason string) []stri
 // stays open: their turns end, their notices wake no one and their
 // processes end. It returns once they are released or ctx ends.
 func (s *Service) DrainTree(ctx context.Context, rootID string) error {
-	c, err := s.continuation()
-	if err != nil {
-		return nil
-	}
-	c.mu.Lock()
-	var acts []*activation
-	for _, act := range c.acts {
-		if c.descends(act, rootID) {
-			acts = append(acts, act)
-		}
-	}
-	return c.drain(ctx, acts)
+	return s.drainWhere(ctx, inTree(rootID))
 }
 
 // DrainChildren tears down the named resident continuable children and
 // everything below them, as DrainTree does for a root's; ids that are not
 // resident are skipped.
 func (s *Service) DrainChildren(ctx context.Context, ids []string) error {
+	return s.drainWhere(ctx, namedOrBelow(ids))
+}
+
+// drainWhere tears down the activations match selects (see DrainTree).
+func (s *Service) drainWhere(ctx context.Context, match func(*continuation, *activation) bool) error {
 	c, err := s.continuation()
 	if err != nil {
 		return nil
 	}
 	c.mu.Lock()
-	var acts []*activation
-	for _, act := range c.acts {
-		for _, id := range ids {
-			if act.id == id || c.descends(act, id) {
-				acts = append(acts, act)
-				break
-			}
-		}
-	}
-	return c.drain(ctx, acts)
+	return c.drain(ctx, c.selectLocked(match))
 }
 
 // drain hushes acts, unlocks c.mu, tears them down and waits for their
