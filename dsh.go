@@ -17,6 +17,7 @@ import (
 	"github.com/dsh-go/dsh/prompt"
 	"github.com/dsh-go/dsh/session"
 	"github.com/dsh-go/dsh/subagent"
+	"github.com/dsh-go/dsh/subagent/inproc"
 	"github.com/dsh-go/dsh/task"
 	"github.com/dsh-go/dsh/telemetry"
 	"github.com/dsh-go/dsh/tool"
@@ -74,7 +75,11 @@ func New(opts Options) (*Runtime, error) {
 		Events: bus, Log: log, Hooks: opts.Hooks, Tracer: opts.Tracer})
 	rt.Subagents = subagent.NewService(bus, log)
 	rt.Subagents.Trace(opts.Tracer)
-	rt.Subagents.ServeContinuation(rt.Agents, rt.Sessions)
+	build, err := inproc.NewBuilder(rt.Agents)
+	if err != nil {
+		return nil, err
+	}
+	rt.Subagents.ServeContinuation(rt.Agents, rt.Sessions, build)
 	rt.Tasks = task.New(bus, log, opts.MaxTasksPerOwner)
 	if _, err := rt.Prompt.Section(prompt.Section{Name: prompt.IdentitySection, Order: prompt.IdentityOrder, Text: Identity}); err != nil {
 		return nil, err

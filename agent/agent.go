@@ -353,6 +353,7 @@ type Agent struct {
 	seq        uint64              // creation order in the registry
 	owned      map[*Agent]struct{} // live agents this one created
 	disposers  []func()
+	idlers     []func() // see OnIdle
 	lastHeader *session.RequestHeader
 	usage      content.Usage
 	lastCall   int64 // tokens of the agent's last model call that reported usage
@@ -476,6 +477,21 @@ func (a *Agent) OnDispose(fn func()) bool {
 		return false
 	}
 	a.disposers = append(a.disposers, fn)
+	return true
+}
+
+// OnIdle registers fn to run each time the agent goes idle (nothing left
+// to run, or its queue parked), on the goroutine that drove it, after the
+// driver stopped: fn may dispose the agent. Register it before the agent
+// gets work. It reports false, and does not register fn, when disposal has
+// already begun.
+func (a *Agent) OnIdle(fn func()) bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.disposed {
+		return false
+	}
+	a.idlers = append(a.idlers, fn)
 	return true
 }
 

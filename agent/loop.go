@@ -27,9 +27,13 @@ func (a *Agent) drive(until func() bool) {
 				close(a.idle)
 				a.idle = nil
 			}
+			idlers := a.idlers
 			a.mu.Unlock()
 			a.reg.deps.Events.Emit(StatusChanged{Agent: a, Status: StatusIdle})
 			a.wg.Done()
+			for _, fn := range idlers {
+				fn()
+			}
 			return
 		}
 		if until != nil && until() {

@@ -4,16 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"sync"
 
 	"github.com/google/uuid"
 
 	"github.com/dsh-go/dsh/agent"
 	"github.com/dsh-go/dsh/content"
-	"github.com/dsh-go/dsh/event"
 	"github.com/dsh-go/dsh/session"
-	"github.com/dsh-go/dsh/subagent/internal/localchild"
 )
 
 // Continuable children.
@@ -44,7 +41,8 @@ import (
 
 // Continuer is a provider whose children can continue after they settle
 // (spawn, fork). It contributes what a fresh child starts from; the
-// service creates, composes, persists and rebuilds the child.
+// service's ChildBuilder makes its agent, and the service persists,
+// publishes and rebuilds it.
 type Continuer interface {
 	PrepareContinuable(ctx context.Context, req StartRequest) (Preparation, error)
 }
@@ -56,6 +54,17 @@ type Preparation struct {
 	Seed []session.Event
 	// First is the child's first user message: its instructions and task.
 	First content.Message
+	// Options are the child's model route and limits.
+	Options agent.Options
+}
+
+// ChildBuilder makes the agent of an in-process continuable child (package
+// inproc implements it): from opts, fresh (desc is then written first into
+// its log) or rebuilt from its log (opts.Resume), with desc's tool filter
+// and persona applied before it is published. The service makes no agent
+// itself.
+type ChildBuilder interface {
+	BuildChild(ctx context.Context, opts agent.CreateOptions, desc Descriptor, fresh bool) (*agent.Agent, error)
 }
 
 // ContinuableOptions tune StartContinuable.
@@ -114,19 +123,14 @@ type continuation struct {
 	svc      *Service
 	agents   *agent.Registry
 	sessions *session.Store
+	build    ChildBuilder
 
 	mu       sync.Mutex
 	acts     map[string]*activation // by child id
 	byAgent  map[*agent.Agent]*activation
 	building map[string]chan struct{} // ids being materialized
-	setups   []*childSetup
 	draining bool
 	wg       sync.WaitGroup // teardowns in flight
-	stop     func()
-}
-
-type childSetup struct {
-	fn func(child *agent.Agent) error
 }
 
 // activation is a continuable child resident in this process.
@@ -148,24 +152,13 @@ type activation struct {
 }
 
 // ServeContinuation lets the service start and continue continuable
-// children: agents creates and rebuilds them (its events must go to the
-// service's bus), sessions persists them. Without it, continuable
+// children: build makes their agents (in agents, whose events must go to
+// the service's bus), sessions persists them. Without it, continuable
 // operations fail with CONTINUATION_UNAVAILABLE; with a store whose
 // sessions do not outlive the process, with PERSISTENCE_UNAVAILABLE.
-func (s *Service) ServeContinuation(agents *agent.Registry, sessions *session.Store) {
-	c := &continuation{svc: s, agents: agents, sessions: sessions, acts: map[string]*activation{},
+func (s *Service) ServeContinuation(agents *agent.Registry, sessions *session.Store, build ChildBuilder) {
+	c := &continuation{svc: s, agents: agents, sessions: sessions, build: build, acts: map[string]*activation{},
 		byAgent: map[*agent.Agent]*activation{}, building: map[string]chan struct{}{}}
-	c.stop = event.On(s.bus, func(e agent.StatusChanged) {
-		if e.Status != agent.StatusIdle {
-			return
-		}
-		c.mu.Lock()
-		act := c.byAgent[e.Agent]
-		c.mu.Unlock()
-		if act != nil {
-			c.check(act)
-		}
-	})
 	s.mu.Lock()
 	s.cont = c
 	s.mu.Unlock()
@@ -191,26 +184,6 @@ func (s *Service) CanContinue(name string) bool {
 	}
 	p, ok := s.Provider(name)
 	return ok && Continues(p)
-}
-
-// AddContinuableSetup installs fn into the unpublished scope of every
-// continuable child created or rebuilt from now on (after its filter and
-// persona), in registration order; an error keeps the child from being
-// established. It returns fn's removal. Without continuation it is a no-op.
-func (s *Service) AddContinuableSetup(fn func(child *agent.Agent) error) (remove func()) {
-	c, err := s.continuation()
-	if err != nil {
-		return func() {}
-	}
-	st := &childSetup{fn: fn}
-	c.mu.Lock()
-	c.setups = append(c.setups, st)
-	c.mu.Unlock()
-	return func() {
-		c.mu.Lock()
-		defer c.mu.Unlock()
-		c.setups = slices.DeleteFunc(c.setups, func(x *childSetup) bool { return x == st })
-	}
 }
 
 // StartContinuable starts a continuable child on the named provider and
@@ -255,16 +228,15 @@ func (s *Service) StartContinuable(ctx context.Context, name string, req StartRe
 		return nil, &Error{Code: CodeDuplicateChild, Provider: name, Msg: fmt.Sprintf("child id %s is already live or stored", id)}
 	}
 	parent := req.Parent
-	childOpts := localchild.Options(parent.Options(), req.AgentOptions, req.Depth)
-	policy := parent.Policy()
-	desc := Descriptor{Version: DescriptorVersion, Mode: Continuable, Provider: name, Label: req.Label,
-		AgentProvider: childOpts.Provider, AgentModel: childOpts.Model, Persona: req.Persona, ToolFilter: req.ToolFilter, Policy: &policy}
-	if desc.Label == "" {
-		desc.Label = name
-	}
 	prep, err := cont.PrepareContinuable(ctx, req)
 	if err != nil {
 		return nil, err
+	}
+	policy := parent.Policy()
+	desc := Descriptor{Version: DescriptorVersion, Mode: Continuable, Provider: name, Label: req.Label,
+		AgentProvider: prep.Options.Provider, AgentModel: prep.Options.Model, Persona: req.Persona, ToolFilter: req.ToolFilter, Policy: &policy}
+	if desc.Label == "" {
+		desc.Label = name
 	}
 	if ctx.Err() != nil {
 		return nil, AbortedBeforeReady(name, context.Cause(ctx))
@@ -280,7 +252,7 @@ func (s *Service) StartContinuable(ctx context.Context, name string, req StartRe
 	}
 	defer done()
 	child, err := c.create(ctx, agent.CreateOptions{SessionID: id, Cwd: parent.Cwd(), ParentSession: parent.ID(),
-		Origin: session.OriginSubagent, DelegationDepth: req.Depth, Seed: prep.Seed, Options: childOpts, Owner: parent,
+		Origin: session.OriginSubagent, DelegationDepth: req.Depth, Seed: prep.Seed, Options: prep.Options, Owner: parent,
 		Label: ChildLabel(name, desc.Label)}, desc, true)
 	if err != nil {
 		release()
@@ -406,31 +378,13 @@ func (c *continuation) resume(ctx context.Context, caller *agent.Agent, id strin
 	return c.publish(ctx, caller, child, desc, m, firstSettlement{}, release)
 }
 
-// create makes a continuable child's agent: fresh (its descriptor is
-// written into its log, after any seed) or rebuilt from its log; its
-// filter, persona and the registered setups are installed before it is
-// published.
+// create makes a continuable child's agent with the service's builder:
+// fresh, or rebuilt from its log.
 func (c *continuation) create(ctx context.Context, opts agent.CreateOptions, desc Descriptor, fresh bool) (*agent.Agent, error) {
-	c.mu.Lock()
-	setups := slices.Clone(c.setups)
-	c.mu.Unlock()
-	opts.Setup = func(a *agent.Agent) error {
-		if fresh {
-			if err := AppendDescriptor(a.Session(), desc); err != nil {
-				return err
-			}
-		}
-		if err := localchild.Compose(a, desc.ToolFilter, desc.Persona); err != nil {
-			return err
-		}
-		for _, st := range setups {
-			if err := st.fn(a); err != nil {
-				return err
-			}
-		}
-		return nil
+	if c.build == nil {
+		return nil, errorf(CodeContinuationUnavailable, "continuable children need a child builder (ServeContinuation)")
 	}
-	return c.agents.Create(ctx, opts)
+	return c.build.BuildChild(ctx, opts, desc, fresh)
 }
 
 // publish makes child resident as an activation of parent and sends it
@@ -461,7 +415,7 @@ func (c *continuation) publish(ctx context.Context, parent, child *agent.Agent, 
 	if ctx.Err() != nil {
 		return rollback(AbortedBeforeReady(desc.Provider, context.Cause(ctx)))
 	}
-	if !child.OnDispose(func() { c.lost(act) }) {
+	if !child.OnDispose(func() { c.lost(act) }) || !child.OnIdle(func() { c.settleIdle(act) }) {
 		return rollback(errorf(CodeActivationClosing, "child %s was disposed", child.ID()))
 	}
 	t := c.svc.epochTracker(act, release)
@@ -544,38 +498,57 @@ func wait(ctx context.Context, ch <-chan struct{}) error {
 	}
 }
 
-// check settles act if it is idle with nothing queued (or was interrupted
-// by the user) and owns no live child: its teardown runs on a goroutine of
-// its own.
-func (c *continuation) check(act *activation) { c.close(act, true) }
+// Settlement comes up the call stack: an in-process child's agent calls
+// settleIdle on the goroutine that drove it, once it stopped (agent.OnIdle),
+// and the settlement of a child may settle its idle parent in turn, on
+// the same goroutine. Only a teardown that another path starts (a
+// disposal, an interrupt, a remote child's end) runs on a goroutine of its
+// own, since its caller may hold what the teardown waits for.
+
+// settleIdle settles act now if it is idle with nothing queued (or was
+// interrupted by the user) and owns no live child.
+func (c *continuation) settleIdle(act *activation) {
+	if c.claim(act, true) {
+		c.teardown(act)
+	}
+}
+
+// check is settleIdle with the teardown on a goroutine of its own.
+func (c *continuation) check(act *activation) {
+	if c.claim(act, true) {
+		go c.teardown(act)
+	}
+}
 
 // lost tears down an activation whose child something else ended: its
 // agent was disposed (by its owner, most often), or its parent agent was.
-func (c *continuation) lost(act *activation) { c.close(act, false) }
+func (c *continuation) lost(act *activation) {
+	if c.claim(act, false) {
+		go c.teardown(act)
+	}
+}
 
-// close starts act's teardown, unless it is closing already or, when
-// idleOnly, still has work (children it owns, a running turn, messages).
-func (c *continuation) close(act *activation, idleOnly bool) {
+// claim marks act as closing, and counts its teardown in flight, unless it
+// is closing already or, when idleOnly, still has work (children it owns,
+// a running turn, messages).
+func (c *continuation) claim(act *activation, idleOnly bool) bool {
 	c.mu.Lock()
+	defer c.mu.Unlock()
 	// A child the user interrupted settles with its queue parked: the user
 	// stopped that work, and what was queued is reported as not run.
 	if act.closing || idleOnly && (len(act.owned) > 0 || act.child.busy() || act.child.queued() > 0 && !act.hushed) {
-		c.mu.Unlock()
-		return
+		return false
 	}
 	act.closing = true
 	c.wg.Add(1)
-	c.mu.Unlock()
-	go func() {
-		defer c.wg.Done()
-		c.teardown(act)
-	}()
+	return true
 }
 
 // teardown disposes a settled activation's agent, tells its parent how the
 // epoch ended (or hands the result to a foreground waiter), releases its
 // place in the parent's activation and forgets it; subagent/end follows.
 func (c *continuation) teardown(act *activation) {
+	defer c.wg.Done()
 	derr := act.child.dispose(context.Background())
 	res := act.child.result() // read from memory: a failed flush or detach loses none of it
 	if derr != nil {
@@ -586,7 +559,6 @@ func (c *continuation) teardown(act *activation) {
 	act.first = firstSettlement{}
 	parentAct := c.byAgent[act.parent]
 	c.mu.Unlock()
-	RecordUsage(act.parent, act.id, res.Usage)
 	if first.claim != nil {
 		first.claim <- res
 	} else {
@@ -607,7 +579,7 @@ func (c *continuation) teardown(act *activation) {
 	close(act.released)
 	act.epoch.Settle(res)
 	if parentAct != nil {
-		c.check(parentAct)
+		c.settleIdle(parentAct)
 	}
 }
 

@@ -88,7 +88,11 @@ func newWorld(t *testing.T, dir string, backend session.Backend) *world {
 	}))
 	w.agents = agent.NewRegistry(agent.Deps{Sessions: w.store, LLM: models, Tools: w.tools, Prompt: prompt.NewRegistry(), Events: w.bus})
 	w.svc = subagent.NewService(w.bus, nil)
-	w.svc.ServeContinuation(w.agents, w.store)
+	build, err := inproc.NewBuilder(w.agents)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.svc.ServeContinuation(w.agents, w.store, build)
 	event.On(w.bus, func(e subagent.Ended) {
 		w.mu.Lock()
 		defer w.mu.Unlock()

@@ -2,14 +2,12 @@ package subagent
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"strings"
 
 	"github.com/dsh-go/dsh/agent"
 	"github.com/dsh-go/dsh/content"
 	"github.com/dsh-go/dsh/session"
-	"github.com/dsh-go/dsh/subagent/internal/localchild"
 )
 
 // The source of the messages the service relays between a parent and its
@@ -21,30 +19,6 @@ const (
 	FormReport   = "report"  // a child's report to its parent
 	FormSettled  = "settled" // the notice of a child's settlement
 )
-
-// UsageType is the session event type, in a parent's log, of what a child
-// that did not report through a tool result used (UsageRecord): one
-// activation of a continuable child, or a background run. UsageFromEvents
-// counts it.
-const UsageType = "subagent/usage"
-
-// UsageRecord is the payload of a UsageType event.
-type UsageRecord struct {
-	Child string                   `json:"child"`
-	Usage map[string]content.Usage `json:"usage"`
-}
-
-// RecordUsage writes what child used into parent's log (a UsageType
-// event), when the parent is live: once per settled run or activation.
-func RecordUsage(parent *agent.Agent, child string, usage map[string]content.Usage) {
-	if len(usage) == 0 || parent.Disposed() {
-		return
-	}
-	raw, err := json.Marshal(UsageRecord{Child: child, Usage: usage})
-	if err == nil {
-		parent.Session().Append(UsageType, json.RawMessage(raw))
-	}
-}
 
 // epoch is one activation as a run, so that the service announces it like
 // any other: subagent/start when it is published, progress while it runs,
@@ -98,18 +72,15 @@ func (l *localChild) interrupt(cause session.Cause)     { l.a.Cancel(cause, true
 func (l *localChild) dispose(ctx context.Context) error { return l.a.Dispose(ctx) }
 func (l *localChild) result() Result                    { return epochResult(l.a.Session().Events()[l.from:]) }
 
-// epochResult is how an epoch ended, from its own events: the last turn's
-// end (a turn crash repair closed counts as aborted), the final output of
-// the epoch (none for an epoch that opened no turn), and its usage. Work
-// accepted into the inbox that never ran (dropped by an interrupt's
-// teardown or a disposal) makes a completed epoch aborted.
+// epochResult is how an epoch ended, from its own events (LogOutcome;
+// an epoch that opened no turn completed with no output). Work accepted
+// into the inbox that never ran (dropped by an interrupt's teardown or a
+// disposal) makes a completed epoch aborted.
 func epochResult(own []session.Event) Result {
-	res := Result{StopReason: Completed, Output: localchild.FinalOutput(own), Usage: UsageFromEvents(own)}
+	res := LogOutcome(own)
 	unrun := map[string]bool{}
 	for _, e := range own {
 		switch d := e.Data.(type) {
-		case session.TurnEnd:
-			res.StopReason, res.Diagnostic = turnStop(d)
 		case session.InboxSpliced:
 			for _, m := range d.Inserted {
 				unrun[m.ID] = true
@@ -122,46 +93,6 @@ func epochResult(own []session.Event) Result {
 		res.StopReason = Aborted
 	}
 	return res
-}
-
-// turnStop maps a turn end to a stop reason and diagnostic.
-func turnStop(end session.TurnEnd) (StopReason, string) {
-	switch end.Reason.Kind {
-	case session.EndCompleted:
-		return Completed, ""
-	case session.EndMaxTokens:
-		return MaxTokens, ""
-	case session.EndAborted, session.EndInterrupted:
-		return Aborted, ""
-	case session.EndBlocked:
-		return Refusal, ""
-	case session.EndMaxSteps:
-		return MaxSteps, "the child reached its step cap (agent.maxSteps)"
-	case session.EndBudget:
-		return BudgetSpent, "the delegation tree spent its token budget (budget.tokens)"
-	}
-	if f := end.Reason.Error; f != nil {
-		return Failed, Diagnostic(fmt.Sprintf("%s: %s", f.Code, f.Message))
-	}
-	return Failed, "the child's turn ended " + end.Reason.Kind
-}
-
-// settledSummary is the first line of a settlement notice.
-func settledSummary(id string, r StopReason) string {
-	head := "Background subagent " + id
-	switch r {
-	case Completed:
-		return head + " finished and will do no further work unless you send it more."
-	case Aborted:
-		return head + " was stopped before it finished."
-	case MaxTokens:
-		return head + " ran out of room before it finished."
-	case Refusal:
-		return head + " declined the task."
-	case Failed:
-		return head + " failed before it finished."
-	}
-	return fmt.Sprintf("%s ended abnormally (%s) before it finished.", head, r)
 }
 
 // settledNotice is the settlement notice a parent receives: the summary, then the

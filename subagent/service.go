@@ -467,6 +467,7 @@ func (t *tracker) end(res Result) {
 			t.parent.Charge(u)
 		}
 	}
+	recordUsage(t.parent, t.info.ChildID, res.Usage) // the one way a child's usage reaches its parent's log
 	endRunSpan(t.traceSpan(), end)
 	t.mu.Lock()
 	t.finished = true

@@ -3,6 +3,7 @@ package subagent
 import (
 	"encoding/json"
 
+	"github.com/dsh-go/dsh/agent"
 	"github.com/dsh-go/dsh/content"
 	"github.com/dsh-go/dsh/session"
 )
@@ -30,9 +31,10 @@ func AddUsage(sum map[string]content.Usage, key string, u content.Usage) map[str
 }
 
 // UsageFromEvents sums the token usage recorded in a log, keyed
-// "provider/model": every assistant message's usage, the usage tool
-// results carry (their foreground children's), and UsageType events (a
-// continuable child's activation, a background run).
+// "provider/model": every assistant message's usage, UsageType events
+// (its children's runs), and the usage tool results carry (how logs
+// written before UsageType covered every run recorded a foreground
+// child's).
 func UsageFromEvents(events []session.Event) map[string]content.Usage {
 	var sum map[string]content.Usage
 	for _, e := range events {
@@ -58,4 +60,29 @@ func UsageFromEvents(events []session.Event) map[string]content.Usage {
 		}
 	}
 	return sum
+}
+
+// UsageType is the session event type, in a parent's log, of what one run
+// of a child used (UsageRecord): a one-shot run, foreground or background,
+// or one activation of a continuable child. It is the only way a child's
+// usage reaches its parent's log; UsageFromEvents counts it.
+const UsageType = "subagent/usage"
+
+// UsageRecord is the payload of a UsageType event.
+type UsageRecord struct {
+	Child string                   `json:"child"`
+	Usage map[string]content.Usage `json:"usage"`
+}
+
+// recordUsage writes what child used into parent's log (a UsageType
+// event), when the parent is live: once per settled run or activation,
+// when its end is announced (tracker.end).
+func recordUsage(parent *agent.Agent, child string, usage map[string]content.Usage) {
+	if len(usage) == 0 || parent.Disposed() {
+		return
+	}
+	raw, err := json.Marshal(UsageRecord{Child: child, Usage: usage})
+	if err == nil {
+		parent.Session().Append(UsageType, json.RawMessage(raw))
+	}
 }

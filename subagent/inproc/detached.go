@@ -9,7 +9,6 @@ import (
 	"github.com/dsh-go/dsh/content"
 	"github.com/dsh-go/dsh/session"
 	"github.com/dsh-go/dsh/subagent"
-	"github.com/dsh-go/dsh/subagent/internal/localchild"
 )
 
 // Detached describes a child whose parent runs in another process (the
@@ -71,7 +70,7 @@ func (p *Provider) StartDetached(ctx context.Context, req subagent.StartRequest,
 		Origin:          session.OriginSubagent,
 		DelegationDepth: req.Depth,
 		Seed:            seed,
-		Options:         localchild.Options(d.Options, req.AgentOptions, req.Depth),
+		Options:         childOptions(d.Options, req.AgentOptions, req.Depth),
 		Policy:          req.Policy,
 		Hooks:           req.Hooks,
 		TokenBudget:     d.TokenBudget,
@@ -107,8 +106,8 @@ func LogResult(events []session.Event, structured bool) (res subagent.Result, ok
 	if end == nil {
 		return subagent.Result{}, false
 	}
-	res = subagent.Result{Output: localchild.FinalOutput(events), Usage: subagent.UsageFromEvents(events)}
-	res.StopReason, res.Diagnostic = stopReason(*end)
+	res = subagent.LogOutcome(events)
+	res.StopReason, res.Diagnostic = subagent.StopOf(*end)
 	if v, ok := structuredValue(events); ok {
 		res.Structured = v
 	} else if structured && res.StopReason == subagent.Completed {

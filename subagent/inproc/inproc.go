@@ -25,7 +25,6 @@ import (
 	"github.com/dsh-go/dsh/prompt"
 	"github.com/dsh-go/dsh/session"
 	"github.com/dsh-go/dsh/subagent"
-	"github.com/dsh-go/dsh/subagent/internal/localchild"
 )
 
 // The child-only instructions of every in-process child. They open the
@@ -100,7 +99,7 @@ func (p *Provider) Start(ctx context.Context, req subagent.StartRequest) (subage
 		Origin:          session.OriginSubagent,
 		DelegationDepth: depth,
 		Seed:            seed,
-		Options:         localchild.Options(parent.Options(), req.AgentOptions, depth),
+		Options:         childOptions(parent.Options(), req.AgentOptions, depth),
 		Owner:           parent,
 		Label:           subagent.ChildLabel(p.cfg.Name, req.Label),
 		Policy:          req.Policy,
@@ -127,7 +126,7 @@ func (p *Provider) PrepareContinuable(ctx context.Context, req subagent.StartReq
 	if err := ctx.Err(); err != nil {
 		return subagent.Preparation{}, subagent.AbortedBeforeReady(p.cfg.Name, context.Cause(ctx))
 	}
-	prep := subagent.Preparation{First: ContinuableMessage(req.Prompt)}
+	prep := subagent.Preparation{First: ContinuableMessage(req.Prompt), Options: childOptions(req.Parent.Options(), req.AgentOptions, req.Depth)}
 	if p.cfg.Fork {
 		prep.Seed = session.CompletedPrefix(req.Parent.Session().Events())
 	}
@@ -177,7 +176,7 @@ func compose(a *agent.Agent, req subagent.StartRequest, c *capture) error {
 			return err
 		}
 	}
-	if err := localchild.Compose(a, req.ToolFilter, req.Persona); err != nil {
+	if err := composeChild(a, req.ToolFilter, req.Persona); err != nil {
 		return err
 	}
 	if req.OutputSchema != nil {

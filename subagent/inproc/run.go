@@ -3,7 +3,6 @@ package inproc
 import (
 	"context"
 	"errors"
-	"fmt"
 	"sync"
 	"sync/atomic"
 
@@ -11,7 +10,6 @@ import (
 	"github.com/dsh-go/dsh/content"
 	"github.com/dsh-go/dsh/session"
 	"github.com/dsh-go/dsh/subagent"
-	"github.com/dsh-go/dsh/subagent/internal/localchild"
 )
 
 // handle is a child agent and the run that currently owns it; a resume
@@ -116,8 +114,8 @@ func (r *run) finish(end session.TurnEnd) {
 	r.mu.Unlock()
 	r.stopProgress()
 	own := r.h.agent.Session().Events()[r.fromSeq:]
-	res := subagent.Result{Output: localchild.FinalOutput(own), Usage: subagent.UsageFromEvents(own)}
-	res.StopReason, res.Diagnostic = stopReason(end)
+	res := subagent.LogOutcome(own)
+	res.StopReason, res.Diagnostic = subagent.StopOf(end)
 	if v, ok := r.capture.get(); ok {
 		res.Structured = v
 	} else if r.structured && res.StopReason == subagent.Completed {
@@ -127,28 +125,6 @@ func (r *run) finish(end session.TurnEnd) {
 		res.StopReason = subagent.Aborted
 	}
 	r.Settle(res)
-}
-
-// stopReason maps a turn end to a stop reason and diagnostic.
-func stopReason(end session.TurnEnd) (subagent.StopReason, string) {
-	switch end.Reason.Kind {
-	case session.EndCompleted:
-		return subagent.Completed, ""
-	case session.EndMaxTokens:
-		return subagent.MaxTokens, ""
-	case session.EndAborted:
-		return subagent.Aborted, ""
-	case session.EndBlocked:
-		return subagent.Refusal, ""
-	case session.EndMaxSteps:
-		return subagent.MaxSteps, "the child reached its step cap (agent.maxSteps)"
-	case session.EndBudget:
-		return subagent.BudgetSpent, "the delegation tree spent its token budget (budget.tokens)"
-	}
-	if f := end.Reason.Error; f != nil {
-		return subagent.Failed, subagent.Diagnostic(fmt.Sprintf("%s: %s", f.Code, f.Message))
-	}
-	return subagent.Failed, "the child's turn ended " + end.Reason.Kind
 }
 
 // ID implements subagent.Run: the child's session id.

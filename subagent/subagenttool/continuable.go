@@ -55,7 +55,7 @@ func (t *instance) executeContinuable(ctx context.Context, d *delegation) (tool.
 		return tool.Result{}, err
 	}
 	note := d.end(ctx, res)
-	meta := runMeta(acc.ChildID, d.provider) // no Usage: the child's is in the parent's log already (subagent.UsageType)
+	meta := runMeta(acc.ChildID, d.provider)
 	res.Output = t.capOutput(res.Output, fmt.Sprintf("the whole answer is in the child's session %s: read it with `dsh sessions show %s`",
 		acc.ChildID, acc.ChildID))
 	id := "[subagent " + acc.ChildID + "; send_message continues it]\n"

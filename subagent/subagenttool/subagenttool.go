@@ -435,14 +435,14 @@ func (t *instance) execute(ctx context.Context, call tool.Call) (tool.Result, er
 	switch {
 	case rerr != nil:
 		r := tool.ErrorResult(tool.CodeFailed, rerr.Error()+note)
-		r.Meta, r.Usage = meta, res.Usage
+		r.Meta = meta
 		return r, nil
 	case res.StopReason != subagent.Completed:
 		r := tool.ErrorResult(string(res.StopReason), Failure(res)+note)
-		r.Meta, r.Usage = meta, res.Usage
+		r.Meta = meta
 		return r, nil
 	}
-	return tool.Result{Content: []content.Block{content.Text(outputText(res) + note)}, Meta: meta, Usage: res.Usage}, nil
+	return tool.Result{Content: []content.Block{content.Text(outputText(res) + note)}, Meta: meta}, nil
 }
 
 // capOutput caps a child's answer at Deps.OutputLimit; where says where
@@ -501,25 +501,10 @@ func runMeta(child, provider string) json.RawMessage {
 	return raw
 }
 
-// Headline says in one line why a run did not complete.
-func Headline(r subagent.StopReason) string {
-	switch r {
-	case subagent.Aborted:
-		return "subagent run cancelled"
-	case subagent.Failed:
-		return "subagent run failed"
-	case subagent.MaxTokens:
-		return "subagent run hit the token limit"
-	case subagent.Refusal:
-		return "subagent declined the task"
-	}
-	return fmt.Sprintf("subagent run ended abnormally (%s)", r)
-}
-
 // Failure renders a run that did not complete: the headline, the
 // diagnostic, and any partial output labelled as such.
 func Failure(res subagent.Result) string {
-	msg := Headline(res.StopReason)
+	msg := res.StopReason.Headline()
 	if res.Diagnostic != "" {
 		msg += "\nDiagnostic: " + res.Diagnostic
 	}
@@ -587,7 +572,6 @@ func (t *instance) finishBackground(ctx context.Context, d *delegation, run suba
 		derr = nil
 	}
 	note := d.end(ctx, res)
-	subagent.RecordUsage(d.req.Parent, run.ID(), res.Usage) // once, whether or not task_output reads it
 	var out task.Outcome
 	switch {
 	case werr != nil || derr != nil:

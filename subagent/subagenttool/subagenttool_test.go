@@ -152,8 +152,11 @@ func TestForegroundDelegation(t *testing.T) {
 	if len(rs) != 1 || resultText(rs[0]) != "child: say hi" || rs[0].Error != nil {
 		t.Fatalf("results %+v", rs)
 	}
-	if len(rs[0].Usage) != 1 || rs[0].Usage["test/"].Output != 5 {
-		t.Fatalf("usage %+v", rs[0].Usage)
+	if rs[0].Usage != nil {
+		t.Fatalf("the tool result carries usage %+v: a child's usage reaches its parent's log one way (subagent.UsageType)", rs[0].Usage)
+	}
+	if u := recordedUsage(t, e.agent); len(u) != 1 || u["test/"].Output != 5 {
+		t.Fatalf("recorded child usage %+v", u)
 	}
 	if n := len(e.rt.Agents.List()); n != 1 {
 		t.Fatalf("%d agents live after the call: the child was not disposed", n)
@@ -164,10 +167,9 @@ func TestForegroundDelegation(t *testing.T) {
 	}
 }
 
-// A grandchild's usage reaches the root as values: the child's tool result
-// carries it, the child's Result.Usage sums it with the child's own, and
-// the root's tool result carries that sum. Meta names the child and holds
-// no usage.
+// A grandchild's usage reaches the root as values: the child's log records
+// it, the child's Result.Usage sums it with the child's own, and the
+// root's log records that sum. Meta names the child and holds no usage.
 func TestGrandchildUsageRollsUpToTheRoot(t *testing.T) {
 	child := func(ctx context.Context, req *llm.Request) iter.Seq[content.Chunk] {
 		switch {
@@ -191,8 +193,8 @@ func TestGrandchildUsageRollsUpToTheRoot(t *testing.T) {
 	// scripted answers cost {Input: 10, Output: 5} each.
 	step := content.Usage{Input: 10, Output: 5}
 	times := func(n int64) content.Usage { return content.Usage{Input: n * step.Input, Output: n * step.Output} }
-	if got := rs[0].Usage; len(got) != 1 || got["test/"] != times(3) {
-		t.Fatalf("root's tool result usage %+v, want the child's two steps and the grandchild's one", got)
+	if got := recordedUsage(t, e.agent); len(got) != 1 || got["test/"] != times(3) {
+		t.Fatalf("root's recorded child usage %+v, want the child's two steps and the grandchild's one", got)
 	}
 	dec := json.NewDecoder(bytes.NewReader(rs[0].Meta))
 	dec.DisallowUnknownFields()
@@ -204,9 +206,8 @@ func TestGrandchildUsageRollsUpToTheRoot(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cr := toolResults(childEvents)
-	if len(cr) != 1 || cr[0].Usage["test/"] != times(1) {
-		t.Fatalf("child's tool results %+v: want the grandchild's usage on the one", cr)
+	if u := subagent.UsageFromEvents(childEvents); u["test/"] != times(3) {
+		t.Fatalf("child's log counts %+v: want its two steps and the grandchild's one", u)
 	}
 	if u := subagent.UsageFromEvents(e.agent.Session().Events()); len(u) != 1 || u["test/"] != times(5) {
 		t.Fatalf("root's rolled-up usage %+v, want five steps", u)
@@ -592,4 +593,24 @@ func TestSeamErrorCodeReachesTheToolResult(t *testing.T) {
 	if !res.IsError || res.Code != string(subagent.CodeDepthExceeded) {
 		t.Fatalf("result %+v", res)
 	}
+}
+
+// recordedUsage sums the usage a's log records for its children
+// (subagent.UsageType events).
+func recordedUsage(t *testing.T, a *agent.Agent) map[string]content.Usage {
+	t.Helper()
+	var sum map[string]content.Usage
+	for _, e := range a.Session().Events() {
+		if e.Type != subagent.UsageType {
+			continue
+		}
+		var r subagent.UsageRecord
+		if err := json.Unmarshal(e.Data.(json.RawMessage), &r); err != nil {
+			t.Fatal(err)
+		}
+		for k, u := range r.Usage {
+			sum = subagent.AddUsage(sum, k, u)
+		}
+	}
+	return sum
 }

@@ -17,7 +17,6 @@ import (
 	"github.com/dsh-go/dsh/session"
 	"github.com/dsh-go/dsh/subagent"
 	"github.com/dsh-go/dsh/subagent/inproc"
-	"github.com/dsh-go/dsh/subagent/internal/localchild"
 )
 
 // run is one child's workflow, followed through its history.
@@ -284,7 +283,7 @@ func (r *run) result(e *historypb.HistoryEvent) subagent.Result {
 	}
 	res, ended := inproc.LogResult(events, r.structured)
 	if !ended {
-		res = subagent.Result{Output: localchild.FinalOutput(events), Usage: subagent.UsageFromEvents(events), StopReason: subagent.Failed}
+		res = subagent.Result{Output: subagent.FinalOutput(events), Usage: subagent.UsageFromEvents(events), StopReason: subagent.Failed}
 	}
 	switch e.GetEventType() {
 	case enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_COMPLETED:
