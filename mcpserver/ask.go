@@ -2,6 +2,7 @@ package mcpserver
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -16,7 +17,6 @@ import (
 
 	"github.com/dsh-go/dsh/agent"
 	"github.com/dsh-go/dsh/permission"
-	"github.com/dsh-go/dsh/subagent"
 )
 
 // An ask is a form with one choice, shown to the user of the MCP client
@@ -198,9 +198,7 @@ type call struct {
 type callEvent struct {
 	req   permission.Request
 	reply chan answer
-	run   subagent.Run
-	res   subagent.Result
-	err   error
+	out   *mcp.CallToolResult // the call's end
 }
 
 type answer struct {
@@ -225,29 +223,25 @@ func (c *call) ask(ctx context.Context, req permission.Request) (permission.Answ
 	}
 }
 
-// start begins a foreground delegation whose asks go through rounds, and
-// registers it; end follows its settlement (see subagenttool.Surround),
-// and the caller's round follows.
-func (a *asks) start(s *Server, provider string, req subagent.StartRequest, rel *relay, end func(context.Context, subagent.Result)) *call {
+// start begins a foreground call of the subagent tool name whose asks go
+// through rounds, and registers it; the caller's round follows.
+func (a *asks) start(s *Server, parent *agent.Agent, name string, arguments json.RawMessage, rel *relay) *call {
 	ctx, cancel := context.WithCancel(context.Background())
 	c := &call{state: uuid.NewString(), events: make(chan callEvent), cancel: cancel, inRound: true}
 	a.mu.Lock()
 	a.calls[c.state] = c
 	a.mu.Unlock()
 	go func() {
-		run, res, err := s.opts.Subagents.Delegate(ctx, provider, req, func(run subagent.Run) {
+		out := s.delegateByTool(ctx, parent, name, arguments, func(id string) {
 			a.mu.Lock()
-			a.byChild[run.ID()] = c
+			a.byChild[id] = c
 			a.mu.Unlock()
 			c.mu.Lock()
-			c.child = run.ID()
+			c.child = id
 			c.mu.Unlock()
-			rel.follow(run.ID())
+			rel.follow(id)
 		})
-		if run != nil {
-			end(ctx, res)
-		}
-		c.events <- callEvent{run: run, res: res, err: err} // a round or drop takes it
+		c.events <- callEvent{out: out} // a round or drop takes it
 	}()
 	return c
 }
@@ -289,7 +283,7 @@ func (a *asks) round(ctx context.Context, c *call) *mcp.CallToolResult {
 	case ev := <-c.events:
 		if ev.reply == nil {
 			a.forget(c)
-			return outcome(ev.run, ev.res, ev.err)
+			return ev.out
 		}
 		c.mu.Lock()
 		c.pending, c.inRound = &ev, false

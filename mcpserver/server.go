@@ -291,59 +291,36 @@ func (s *Server) delegate(inst subagenttool.Config) mcp.ToolHandler {
 		if err := json.Unmarshal(req.Params.Arguments, &a); err != nil {
 			return errorResult(fmt.Errorf("invalid arguments: %v", err)), nil
 		}
-		// The subagent tool itself runs background calls, and calls for an
-		// agent type or a worktree: the type's policy, hooks, schema and
-		// provider, and the worktree, are its to apply.
-		if (a.RunInBackground != nil && *a.RunInBackground) || a.SubagentType != "" || a.Isolation != "" {
-			return s.execute(ctx, parent, inst.ToolName, req.Params.Arguments), nil
-		}
-		p, ok := s.opts.Subagents.Provider(inst.Provider)
-		if !ok {
-			return errorResult(fmt.Errorf("no subagent provider %q", inst.Provider)), nil
-		}
-		start := subagenttool.Request(inst, p.Capabilities(), parent, a.Description, a.Prompt)
-		end, err := subagenttool.Surround(ctx, inst.Provider, start)
-		if err != nil {
-			return errorResult(err), nil
-		}
+		// Every call takes the subagent tool's road to its child, as the
+		// session agent's own call would: the instance's settings, the
+		// type's policy, hooks, schema and provider, a worktree, the
+		// background task.
 		rel := s.relay(ctx, req, parent)
 		defer rel.stop()
-		if asks != nil && inRounds(req.Session) {
-			return asks.round(ctx, asks.start(s, inst.Provider, start, rel, end)), nil
+		if asks != nil && inRounds(req.Session) && (a.RunInBackground == nil || !*a.RunInBackground) {
+			return asks.round(ctx, asks.start(s, parent, inst.ToolName, req.Params.Arguments, rel)), nil
 		}
-		run, res, err := s.opts.Subagents.Delegate(ctx, inst.Provider, start, func(run subagent.Run) { rel.follow(run.ID()) })
-		if run != nil { // a child ran: as for the tool's, its SubagentStop hooks
-			end(ctx, res)
-		}
-		return outcome(run, res, err), nil
+		return s.delegateByTool(ctx, parent, inst.ToolName, req.Params.Arguments, rel.follow), nil
 	}
 }
 
-// outcome renders the end of a foreground delegation (see
-// subagent.Service.Delegate).
-func outcome(run subagent.Run, res subagent.Result, err error) *mcp.CallToolResult {
-	switch {
-	case run == nil:
-		return errorResult(err)
-	case err != nil:
-		res.StopReason, res.Diagnostic = subagent.Failed, subagent.Diagnostic(err.Error())
+// delegateByTool runs the subagent tool name as parent's call, following
+// its child with follow, and gives a foreground child's result as
+// structured content (Outcome).
+func (s *Server) delegateByTool(ctx context.Context, parent *agent.Agent, name string, arguments json.RawMessage, follow func(string)) *mcp.CallToolResult {
+	var settled *subagent.Result
+	tr := &subagenttool.Trace{Started: follow, Settled: func(res subagent.Result) { settled = &res }}
+	out := s.execute(subagenttool.WithTrace(ctx, tr), parent, name, arguments)
+	if settled != nil {
+		out.StructuredContent = outcomeOf(*settled)
 	}
-	return result(res)
+	return out
 }
 
-// result renders a run's result: its output (or what went wrong) as text,
-// and output, stop reason, usage and cost as structured content.
-func result(res subagent.Result) *mcp.CallToolResult {
-	out := Outcome{Output: content.JoinText(res.Output), StopReason: res.StopReason, Diagnostic: res.Diagnostic,
+// outcomeOf is the structured content of a settled child's result.
+func outcomeOf(res subagent.Result) Outcome {
+	return Outcome{Output: content.JoinText(res.Output), StopReason: res.StopReason, Diagnostic: res.Diagnostic,
 		Usage: res.Usage, CostUSD: res.CostUSD}
-	text := out.Output
-	failed := res.StopReason != subagent.Completed
-	if failed {
-		text = subagenttool.Failure(res)
-	} else if strings.TrimSpace(text) == "" {
-		text = "(the subagent returned no text)"
-	}
-	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: text}}, StructuredContent: out, IsError: failed}
 }
 
 func errorResult(err error) *mcp.CallToolResult {

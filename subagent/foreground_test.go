@@ -59,10 +59,13 @@ func TestDelegateIsTheOnlyForegroundStart(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	var started subagent.Run
-	run, res, err := f.svc.Delegate(context.Background(), "p", f.req("task"), func(r subagent.Run) { started = r })
-	if err != nil || res.StopReason != subagent.Completed || run == nil || started != run {
-		t.Fatalf("Delegate = %v, %+v, %v (started %v)", run, res, err, started)
+	var started string
+	del, err := f.svc.Delegate(context.Background(), "p", f.req("task"), subagent.DelegateOptions{Started: func(id string) { started = id }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res, _ := del.Wait(context.Background()); res.StopReason != subagent.Completed || started == "" || started != del.ChildID {
+		t.Fatalf("Delegate = %+v, %+v (started %q)", del, res, started)
 	}
 	reqs := p.Requests()
 	if len(reqs) != 2 || reqs[0].Foreground || !reqs[1].Foreground {
@@ -89,8 +92,8 @@ func TestDelegateIsTheOnlyForegroundStart(t *testing.T) {
 func TestDelegateReportsARefusedStart(t *testing.T) {
 	f := newFixture(t, 0, agent.Options{})
 	called := false
-	run, _, err := f.svc.Delegate(context.Background(), "missing", f.req("task"), func(subagent.Run) { called = true })
-	if run != nil || called || !errors.Is(err, subagent.ErrNoProvider) {
-		t.Fatalf("Delegate to no provider = %v, %v (started called: %v); want NO_PROVIDER and no run", run, err, called)
+	del, err := f.svc.Delegate(context.Background(), "missing", f.req("task"), subagent.DelegateOptions{Started: func(string) { called = true }})
+	if del != nil || called || !errors.Is(err, subagent.ErrNoProvider) {
+		t.Fatalf("Delegate to no provider = %v, %v (started called: %v); want NO_PROVIDER and no delegation", del, err, called)
 	}
 }

@@ -52,9 +52,12 @@ func (w *world) spawnForeground(t *testing.T, ctx context.Context) subagent.Run 
 
 func TestForegroundChildRunsOnTheWaitingGoroutine(t *testing.T) {
 	w, ids := foregroundWorld(t)
-	_, res, err := w.svc.Delegate(context.Background(), inproc.SpawnName, subagent.StartRequest{Prompt: subagenttest.Prompt("go"), Parent: w.Agent}, nil)
-	if err != nil || res.StopReason != subagent.Completed {
-		t.Fatalf("result %+v, %v", res, err)
+	del, err := w.svc.Delegate(context.Background(), inproc.SpawnName, subagent.StartRequest{Prompt: subagenttest.Prompt("go"), Parent: w.Agent}, subagent.DelegateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res, _ := del.Wait(context.Background()); res.StopReason != subagent.Completed {
+		t.Fatalf("result %+v", res)
 	}
 	if got, want := <-ids, goid(); got != want {
 		t.Fatalf("the child ran on goroutine %d, Delegate on %d", got, want)
@@ -106,13 +109,16 @@ func TestForegroundChildStartCancelledBeforeWaitIsAborted(t *testing.T) {
 	w, _ := foregroundWorld(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	var child *agent.Agent
-	_, res, err := w.svc.Delegate(ctx, inproc.SpawnName, subagent.StartRequest{Prompt: subagenttest.Prompt("go"), Parent: w.Agent},
-		func(run subagent.Run) {
-			child = run.LocalAgent()
+	del, err := w.svc.Delegate(ctx, inproc.SpawnName, subagent.StartRequest{Prompt: subagenttest.Prompt("go"), Parent: w.Agent},
+		subagent.DelegateOptions{Started: func(id string) {
+			child, _ = w.Agents.Get(id)
 			cancel()
-		})
-	if err != nil || res.StopReason != subagent.Aborted {
-		t.Fatalf("result %+v, %v", res, err)
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res, _ := del.Wait(context.Background()); res.StopReason != subagent.Aborted {
+		t.Fatalf("result %+v", res)
 	}
 	if child.Status() != agent.StatusIdle {
 		t.Fatalf("the child is %s after Delegate", child.Status())

@@ -442,9 +442,11 @@ func TestBackgroundContinuableChildRunsSubagentStop(t *testing.T) {
 	}
 }
 
-// A tool host (the agent of a `dsh mcp` session) gets no settlement
-// notice, so a background child's end opens no turn of its own.
-func TestToolHostGetsNoSettlementNotice(t *testing.T) {
+// A tool host (the agent of a `dsh mcp` session) starts one-shot
+// children: its client cannot continue a child, and no settlement notice
+// reaches it. A background call is a task the client collects with
+// task_output, and its end opens no turn of the host's.
+func TestToolHostChildrenAreOneShotTasks(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		e := newCEnv(t, nil, func(in turnInput) scripted.Entry { return scripted.Text("dug deep") })
 		host, err := e.rt.Agents.Create(context.Background(), agent.CreateOptions{Cwd: t.TempDir(), Options: agent.Options{Provider: "test"}, ToolHost: true})
@@ -453,12 +455,23 @@ func TestToolHostGetsNoSettlementNotice(t *testing.T) {
 		}
 		res := host.Tools().Execute(context.Background(), tool.Call{ID: "c1", Name: "subagent", Cwd: host.Cwd(), Caller: host,
 			Arguments: json.RawMessage(`{"description":"dig","prompt":"dig","run_in_background":true}`)})
-		if res.IsError || !strings.HasPrefix(content.JoinText(res.Content), "started subagent ") {
+		id, ok := strings.CutPrefix(content.JoinText(res.Content), "started background subagent task ")
+		if res.IsError || !ok {
 			t.Fatalf("start: %+v", res)
 		}
 		synctest.Wait()
+		out := host.Tools().Execute(context.Background(), tool.Call{ID: "c2", Name: task.ToolOutput, Cwd: host.Cwd(), Caller: host,
+			Arguments: json.RawMessage(`{"task_id":"` + id + `"}`)})
+		if out.IsError || !strings.Contains(content.JoinText(out.Content), "dug deep") {
+			t.Fatalf("task_output: %+v", out)
+		}
 		if n := host.Session().LastTurn(); n != 0 || len(userTexts(host, subagent.FormSettled)) != 0 {
 			t.Fatalf("the tool host ran %d turns, notices %q", n, userTexts(host, subagent.FormSettled))
+		}
+		fg := host.Tools().Execute(context.Background(), tool.Call{ID: "c3", Name: "subagent", Cwd: host.Cwd(), Caller: host,
+			Arguments: json.RawMessage(`{"description":"dig","prompt":"dig"}`)})
+		if text := content.JoinText(fg.Content); fg.IsError || text != "dug deep" {
+			t.Fatalf("foreground call of a tool host: %q (no continuation line: a one-shot child)", text)
 		}
 	})
 }

@@ -38,7 +38,7 @@ const maxHookOutput = 64 << 10
 // its tool filter, which no definition can lift.
 func (t *instance) delegation(parent *agent.Agent, a args) (*delegation, error) {
 	d := &delegation{provider: t.cfg.Provider, typ: a.SubagentType, hooks: parent.Hooks(), isolation: a.Isolation,
-		req: Request(t.cfg, t.caps, parent, a.Description, a.Prompt)}
+		req: request(t.cfg, t.caps, parent, a.Description, a.Prompt)}
 	if a.SubagentType != "" {
 		def, ok := t.deps.Types.Get(a.SubagentType)
 		if !ok {
@@ -70,9 +70,11 @@ func (t *instance) delegation(parent *agent.Agent, a args) (*delegation, error) 
 }
 
 // continuableFor reports whether d runs as a continuable child, whose
-// settlement reaches its parent as a notice (it needs no task_output).
+// settlement reaches its parent as a notice (it needs no task_output). A
+// tool host's children are one-shot: its client has no way to continue
+// them, and no notice reaches it.
 func (t *instance) continuableFor(d *delegation) bool {
-	return t.continuable && d.typ == "" && d.isolation != agentdef.IsolationWorktree
+	return t.continuable && d.typ == "" && d.isolation != agentdef.IsolationWorktree && !d.req.Parent.ToolHost()
 }
 
 // apply lays a definition over the request.
@@ -195,19 +197,6 @@ func (d *delegation) end(ctx context.Context, res subagent.Result) string {
 		d.hooks.Run(context.WithoutCancel(ctx), in)
 	}
 	return note
-}
-
-// Surround runs the parent's SubagentStart hooks for an untyped
-// foreground delegation of req on provider made outside the tool (dsh
-// mcp), as the tool runs them for its own, and returns the function that
-// runs the SubagentStop hooks once the child has settled. A
-// SubagentStart hook that blocks refuses the delegation (the error).
-func Surround(ctx context.Context, provider string, req subagent.StartRequest) (end func(context.Context, subagent.Result), err error) {
-	d := &delegation{provider: provider, req: req, hooks: req.Parent.Hooks()}
-	if err := d.hooks.Run(ctx, d.hookInput(hook.SubagentStart)); err != nil {
-		return nil, err
-	}
-	return func(ctx context.Context, res subagent.Result) { d.end(ctx, res) }, nil
 }
 
 // hookInput describes the child for the parent's subagent hooks.

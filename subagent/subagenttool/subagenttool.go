@@ -301,11 +301,11 @@ type instance struct {
 	continuable bool                  // untyped, unisolated children are continuable
 }
 
-// Request is the start request of an untyped call of the tool instance
+// request is the start request of an untyped call of the tool instance
 // cfg, bound to a provider with caps, on behalf of parent: the task, and
 // the instance's agent options, persona, tool filter and depth cap
 // (DefaultMaxDepth when unset and the provider enforces depth).
-func Request(cfg Config, caps subagent.Capabilities, parent *agent.Agent, label, prompt string) subagent.StartRequest {
+func request(cfg Config, caps subagent.Capabilities, parent *agent.Agent, label, prompt string) subagent.StartRequest {
 	return subagent.StartRequest{Label: label, Prompt: []content.Block{content.Text(prompt)}, Parent: parent,
 		AgentOptions: cfg.AgentOptions, Persona: cfg.Persona, ToolFilter: cfg.ToolFilter, MaxDepth: cfg.depthCap(caps)}
 }
@@ -418,31 +418,39 @@ func (t *instance) execute(ctx context.Context, call tool.Call) (tool.Result, er
 	if err := d.isolate(ctx, t.deps.Worktrees); err != nil {
 		return tool.Result{}, err
 	}
-	if t.continuable && d.typ == "" && d.wt == nil {
-		return t.executeContinuable(ctx, d)
-	}
-	if d.background {
+	continuable := t.continuableFor(d)
+	if d.background && !continuable {
 		return t.startBackground(ctx, d)
 	}
-	run, res, rerr := t.deps.Subagents.Delegate(ctx, d.provider, d.req, nil)
-	if run == nil {
+	opts := subagent.DelegateOptions{Continuable: continuable, Background: d.background, Started: started(ctx)}
+	if d.background { // a foreground call ends it below
+		opts.Settled = func(res subagent.Result) { d.end(context.WithoutCancel(ctx), res) }
+	}
+	del, err := t.deps.Subagents.Delegate(ctx, d.provider, d.req, opts)
+	if err != nil {
 		d.release(ctx)
-		return tool.Result{}, rerr
+		return tool.Result{}, err
 	}
+	if d.background {
+		return tool.TextResult(fmt.Sprintf("started subagent %s in the background; you will be told when it finishes. "+
+			"send_message gives it more work, interrupt_agent stops its current turn.", del.ChildID)), nil
+	}
+	res, _ := del.Wait(ctx) // settled: a foreground Delegate returns once its child has
 	note := d.end(ctx, res)
-	meta := runMeta(run.ID(), d.provider)
-	res.Output = t.capOutput(res.Output, wholeAnswer(run, d.provider))
-	switch {
-	case rerr != nil:
-		r := tool.ErrorResult(tool.CodeFailed, rerr.Error()+note)
-		r.Meta = meta
-		return r, nil
-	case res.StopReason != subagent.Completed:
-		r := tool.ErrorResult(string(res.StopReason), Failure(res)+note)
-		r.Meta = meta
-		return r, nil
+	if tr := traceOf(ctx); tr != nil && tr.Settled != nil {
+		tr.Settled(res)
 	}
-	return tool.Result{Content: []content.Block{content.Text(outputText(res) + note)}, Meta: meta}, nil
+	res.Output = t.capOutput(res.Output, wholeAnswer(del, d.provider))
+	head := ""
+	if del.Continuable {
+		head = "[subagent " + del.ChildID + "; send_message continues it]\n"
+	}
+	r := tool.Result{Content: []content.Block{content.Text(head + outputText(res) + note)}}
+	if res.StopReason != subagent.Completed {
+		r = tool.ErrorResult(string(res.StopReason), head+Failure(res)+note)
+	}
+	r.Meta = runMeta(del.ChildID, d.provider)
+	return r, nil
 }
 
 // capOutput caps a child's answer at Deps.OutputLimit; where says where
@@ -484,14 +492,14 @@ func capAnswer(text string, limit int, where string) string {
 		text[:head], tail-head, len(text), limit, where, text[tail:])
 }
 
-// wholeAnswer says where the whole answer of run is: the child's session
-// for a local run; a remote child's product keeps its own record.
-func wholeAnswer(run subagent.Run, provider string) string {
-	if run.LocalAgent() != nil {
-		return fmt.Sprintf("the whole answer is in the child's session %s: read it with `dsh sessions show %s`", run.ID(), run.ID())
+// wholeAnswer says where the whole answer of a delegation is: the child's
+// session for a local child; a remote child's product keeps its own record.
+func wholeAnswer(del *subagent.Delegation, provider string) string {
+	if del.Local {
+		return fmt.Sprintf("the whole answer is in the child's session %s: read it with `dsh sessions show %s`", del.ChildID, del.ChildID)
 	}
 	return fmt.Sprintf("provider %s ran the child out of process (run %s) and dsh keeps no copy of the whole answer; "+
-		"ask for a shorter answer, or for the details in a file", provider, run.ID())
+		"ask for a shorter answer, or for the details in a file", provider, del.ChildID)
 }
 
 // runMeta is the result meta of a foreground run: which child (run or
@@ -541,7 +549,8 @@ func (t *instance) startBackground(ctx context.Context, d *delegation) (tool.Res
 // runBackground starts the child of a background task. Once it is ready
 // no goroutine waits for it: the run's settlement finishes the task.
 func (t *instance) runBackground(ctx context.Context, d *delegation, adm *subagent.Admission, done func(task.Outcome)) {
-	run, err := adm.Start(ctx)
+	_, err := adm.Delegate(ctx, subagent.DelegateOptions{Background: true,
+		Settled: func(res subagent.Result) { done(t.finishBackground(ctx, d, res)) }})
 	if err != nil {
 		note := d.release(ctx)
 		if ctx.Err() != nil {
@@ -551,31 +560,14 @@ func (t *instance) runBackground(ctx context.Context, d *delegation, adm *subage
 		}
 		return
 	}
-	if s, ok := run.(subagent.SettleNotifier); ok {
-		// The callback runs on the child's goroutine, which Dispose waits
-		// for: dispose from a goroutine of its own.
-		s.AfterSettle(func(res subagent.Result) { go func() { done(t.finishBackground(ctx, d, run, res, nil)) }() })
-		return
-	}
-	res, err := run.Wait(context.WithoutCancel(ctx))
-	done(t.finishBackground(ctx, d, run, res, err))
 }
 
-// finishBackground disposes a background run that settled with res (or
-// could not be waited for: werr) and says how the task ended.
-func (t *instance) finishBackground(ctx context.Context, d *delegation, run subagent.Run, res subagent.Result, werr error) task.Outcome {
-	derr := run.Dispose(context.WithoutCancel(ctx))
-	if derr != nil && werr == nil { // the run settled: its outcome stands
-		res.Teardown = subagent.TeardownFailed(d.provider, run.ID(), derr)
-		t.deps.Log.Warn("subagent: teardown failed; the child's outcome stands", "child", run.ID(),
-			"code", subagent.CodeTeardownFailed, "stop", res.StopReason, "err", derr)
-		derr = nil
-	}
+// finishBackground says how a background task whose child settled with
+// res ended.
+func (t *instance) finishBackground(ctx context.Context, d *delegation, res subagent.Result) task.Outcome {
 	note := d.end(ctx, res)
 	var out task.Outcome
 	switch {
-	case werr != nil || derr != nil:
-		out.Status, out.Detail = task.Failed, errors.Join(werr, derr).Error()+note
 	case res.StopReason == subagent.Completed:
 		out.Status, out.Output = task.Completed, outputText(res)+note
 	case res.StopReason == subagent.Aborted:
