@@ -101,7 +101,13 @@ type Accepted struct {
 	ChildID   string
 	MessageID string
 	result    chan Result // foreground starts only
+	epoch     *epoch      // the activation that took the message
 }
+
+// afterEnd calls fn with the result of the activation that took the
+// message once its end has been announced (subagent/end): by then the
+// child is released and its parent told.
+func (a *Accepted) afterEnd(fn func(Result)) { a.epoch.AfterSettle(fn) }
 
 // Wait returns the result of the activation that took the first message
 // of a foreground start, once it settled; ctx's cause if ctx ends first.
@@ -262,11 +268,11 @@ func (s *Service) StartContinuable(ctx context.Context, name string, req StartRe
 		return nil, fmt.Errorf("subagent %s: create child: %w", name, err)
 	}
 	first := firstSettlementOf(opts)
-	msgID, err := c.publish(ctx, parent, child, desc, prep.First, first, release)
+	act, err := c.publish(ctx, parent, child, desc, prep.First, first, release)
 	if err != nil {
 		return nil, err
 	}
-	return &Accepted{ChildID: id, MessageID: msgID, result: first.claim}, nil
+	return &Accepted{ChildID: id, MessageID: prep.First.ID, result: first.claim, epoch: act.epoch}, nil
 }
 
 // Followup sends msg to caller's continuable child id as a later turn of
@@ -375,7 +381,10 @@ func (c *continuation) resume(ctx context.Context, caller *agent.Agent, id strin
 		}
 		return "", &Error{Code: CodeNotResumable, Provider: desc.Provider, Msg: fmt.Sprintf("child %s could not be rebuilt", id), Err: err}
 	}
-	return c.publish(ctx, caller, child, desc, m, firstSettlement{}, release)
+	if _, err := c.publish(ctx, caller, child, desc, m, firstSettlement{}, release); err != nil {
+		return "", err
+	}
+	return m.ID, nil
 }
 
 // create makes a continuable child's agent with the service's builder:
@@ -391,14 +400,14 @@ func (c *continuation) create(ctx context.Context, opts agent.CreateOptions, des
 // first. The parent is checked again here, at the last synchronous point;
 // a refusal, or a ctx that ended, disposes the child.
 func (c *continuation) publish(ctx context.Context, parent, child *agent.Agent, desc Descriptor, first content.Message,
-	settlement firstSettlement, release func()) (string, error) {
+	settlement firstSettlement, release func()) (*activation, error) {
 	act := &activation{id: child.ID(), parentID: parent.ID(), parent: parent, agent: child, desc: desc,
 		owned: map[*activation]struct{}{}, first: settlement, released: make(chan struct{})}
 	act.child = &localChild{a: child, from: child.Session().Len()}
-	rollback := func(err error) (string, error) {
+	rollback := func(err error) (*activation, error) {
 		child.Dispose(context.Background())
 		release()
-		return "", err
+		return nil, err
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -429,9 +438,9 @@ func (c *continuation) publish(ctx context.Context, parent, child *agent.Agent, 
 		parentAct.owned[act] = struct{}{}
 	}
 	if err := child.Submit(first, nil); err != nil { // only a child disposed meanwhile refuses: lost tears it down
-		return "", errorf(CodeActivationClosing, "child %s refused its message: %v", child.ID(), err)
+		return nil, errorf(CodeActivationClosing, "child %s refused its message: %v", child.ID(), err)
 	}
-	return first.ID, nil
+	return act, nil
 }
 
 // reserve marks id as being built, so that a concurrent start or cold

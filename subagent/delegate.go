@@ -71,8 +71,9 @@ func (d *Delegation) Done() <-chan struct{} { return d.settlement.Done() }
 // known: on the settling goroutine, or at once when that is past.
 func (d *Delegation) AfterSettle(fn func(Result)) { d.settlement.AfterSettle(fn) }
 
-// Stop aborts the child's current work: a one-shot child's run, or a
-// continuable child's running turn (as its parent's interrupt).
+// Stop aborts the child's current work, and its children's: a one-shot
+// child's run, or a continuable child's turn (with the user's authority:
+// see Service.InterruptChildren).
 func (d *Delegation) Stop() { d.stop() }
 
 // Delegate runs a child on the named provider as opts say; see the road
@@ -136,12 +137,14 @@ func (a *Admission) Delegate(ctx context.Context, opts DelegateOptions) (*Delega
 	return d, nil
 }
 
-// delegateContinuable is Delegate for a continuable child.
+// delegateContinuable is Delegate for a continuable child. Its
+// delegation settles once the first activation's end is announced, so
+// that whoever hears of it finds the child released.
 func (s *Service) delegateContinuable(ctx context.Context, name string, req StartRequest, opts DelegateOptions) (*Delegation, error) {
 	d := &Delegation{Continuable: true}
-	co := ContinuableOptions{ChildID: opts.ChildID, Foreground: !opts.Background}
-	if opts.Background {
-		co.Settled = func(res Result) { d.settle(res, opts.Settled) }
+	co := ContinuableOptions{ChildID: opts.ChildID, Foreground: !opts.Background, Settled: opts.Settled}
+	if !opts.Background {
+		co.Settled = nil // the foreground settlement below tells it
 	}
 	acc, err := s.StartContinuable(ctx, name, req, co)
 	if err != nil {
@@ -150,22 +153,23 @@ func (s *Service) delegateContinuable(ctx context.Context, name string, req Star
 	d.ChildID = acc.ChildID
 	p, _ := s.Provider(name)
 	_, d.Local = p.(Continuer)
-	d.stop = func() { _ = s.Interrupt(req.Parent, acc.ChildID) } // a settled child has nothing to stop
+	// A stop ends the child's work even before its first turn began (a
+	// parent's interrupt would park that message and keep it resident),
+	// and its end wakes no one: the caller that stopped it hears of it.
+	d.stop = func() { s.InterruptChildren([]string{acc.ChildID}, "stopped by the call that delegated it") }
 	if opts.Started != nil {
 		opts.Started(d.ChildID)
 	}
 	if opts.Background {
+		acc.afterEnd(func(res Result) { d.settlement.Settle(res) })
 		return d, nil
 	}
+	acc.afterEnd(func(res Result) { d.settle(res, opts.Settled) })
 	// The caller's cancellation interrupts the child's turn; the child then
-	// settles aborted, and the wait returns.
+	// settles aborted.
 	stop := context.AfterFunc(ctx, d.stop)
 	defer stop()
-	res, err := acc.Wait(context.WithoutCancel(ctx))
-	if err != nil { // a foreground start's wait cannot fail: it has a result channel and no deadline
-		res = Result{StopReason: Failed, Diagnostic: Diagnostic(err.Error())}
-	}
-	d.settle(res, opts.Settled)
+	<-d.Done()
 	return d, nil
 }
 

@@ -70,6 +70,11 @@ func (s *Settlement) Done() <-chan struct{} { return s.ch() }
 // Wait returns the result once the run has settled, or ctx's cause if ctx
 // ends first.
 func (s *Settlement) Wait(ctx context.Context) (Result, error) {
+	select { // a settled run's result, even for a ctx that has ended
+	case <-s.ch():
+		return s.result, nil
+	default:
+	}
 	select {
 	case <-s.ch():
 		return s.result, nil

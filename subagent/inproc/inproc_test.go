@@ -55,11 +55,20 @@ func conformanceModel() llm.Model {
 	})
 }
 
+// conformance runs the suite on the default road of a CLI run: sessions on
+// disk (JSONL), children continuable as well as one-shot.
 func conformance(t *testing.T, newProvider func(*agent.Registry) (*inproc.Provider, error)) {
 	var parent *subagenttest.Parent
 	subagenttest.Conformance(t, subagenttest.Harness{
+		Serve: func(t *testing.T, svc *subagent.Service) {
+			build, err := inproc.NewBuilder(parent.Agents)
+			if err != nil {
+				t.Fatal(err)
+			}
+			svc.ServeContinuation(parent.Agents, parent.Sessions, build)
+		},
 		New: func(t *testing.T) (subagent.Provider, *agent.Agent) {
-			parent = subagenttest.NewParent(t, conformanceModel(), 0, agent.Options{})
+			parent = subagenttest.NewParentOn(t, jsonl.New(t.TempDir()), conformanceModel(), 0, agent.Options{})
 			p, err := newProvider(parent.Agents)
 			if err != nil {
 				t.Fatal(err)

@@ -35,6 +35,11 @@ type Harness struct {
 	// Timeout bounds each wait of the suite (default 30s); reaching it is
 	// a failure, never a pass.
 	Timeout time.Duration
+	// Serve, when set, makes each scenario's service continue children
+	// (Service.ServeContinuation over the parent's agents and a store whose
+	// sessions outlive the process): the road scenarios then also delegate
+	// continuable children, as a default `dsh run` does.
+	Serve func(t *testing.T, svc *subagent.Service)
 }
 
 // Conformance runs the contract every subagent.Provider must honour:
@@ -58,6 +63,9 @@ func Conformance(t *testing.T, h Harness) {
 				t.Fatal(err)
 			}
 			c := &conformanceEnv{t: t, h: h, svc: svc, provider: p, parent: parent}
+			if h.Serve != nil {
+				h.Serve(t, svc)
+			}
 			bus.Subscribe(c.record)
 			fn(t, c)
 			if h.Leftovers != nil {
@@ -201,6 +209,91 @@ func Conformance(t *testing.T, h Harness) {
 		}
 		c.checkEvents(len(runs))
 	})
+
+	// The road: Service.Delegate, as the subagent tool and dsh mcp call it,
+	// one-shot and, where the service and provider can, continuable.
+	road := func(name string, fn func(t *testing.T, c *conformanceEnv, opts subagent.DelegateOptions)) {
+		for _, continuable := range []bool{false, true} {
+			label := name + "/oneshot"
+			if continuable {
+				label = name + "/continuable"
+			}
+			scenario(label, func(t *testing.T, c *conformanceEnv) {
+				if continuable && !c.svc.CanContinue(c.provider.Name()) {
+					t.Skip("the provider or the harness's store cannot continue children")
+				}
+				fn(t, c, subagent.DelegateOptions{Continuable: continuable})
+			})
+		}
+	}
+
+	road("RoadForeground", func(t *testing.T, c *conformanceEnv, opts subagent.DelegateOptions) {
+		var started string
+		opts.Started = func(id string) { started = id }
+		del, err := c.svc.Delegate(context.Background(), c.provider.Name(), c.request(PromptComplete), opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res := c.settled(del)
+		if res.StopReason != subagent.Completed || len(res.Output) == 0 || res.Teardown != nil {
+			t.Errorf("result %+v: want completed with output", res)
+		}
+		if started == "" || started != del.ChildID || del.Continuable != opts.Continuable {
+			t.Errorf("delegation %+v (started %q)", del, started)
+		}
+		failed, err := c.svc.Delegate(context.Background(), c.provider.Name(), c.request(PromptFail), opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res := c.settled(failed); res.StopReason == subagent.Completed {
+			t.Error("a failing child settled completed")
+		}
+		c.checkEvents(2)
+	})
+
+	road("RoadForegroundCancel", func(t *testing.T, c *conformanceEnv, opts subagent.DelegateOptions) {
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		opts.Started = func(string) { cancel() }
+		del, err := c.svc.Delegate(ctx, c.provider.Name(), c.request(PromptHang), opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res := c.settled(del); res.StopReason != subagent.Aborted {
+			t.Errorf("stop reason %q after the caller's cancel: want aborted", res.StopReason)
+		}
+		c.checkEvents(1)
+	})
+
+	road("RoadBackground", func(t *testing.T, c *conformanceEnv, opts subagent.DelegateOptions) {
+		opts.Background = true
+		settled := make(chan subagent.Result, 1)
+		opts.Settled = func(res subagent.Result) { settled <- res }
+		done, err := c.svc.Delegate(context.Background(), c.provider.Name(), c.request(PromptComplete), opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res := c.settled(done); res.StopReason != subagent.Completed {
+			t.Errorf("background child: %q, want completed", res.StopReason)
+		}
+		if res := <-settled; res.StopReason != subagent.Completed {
+			t.Errorf("Settled heard %q", res.StopReason)
+		}
+		hung, err := c.svc.Delegate(context.Background(), c.provider.Name(), c.request(PromptHang), opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case <-hung.Done():
+			t.Fatal("a hanging background child settled on its own")
+		default:
+		}
+		hung.Stop()
+		if res := c.settled(hung); res.StopReason != subagent.Aborted {
+			t.Errorf("stopped background child: %q, want aborted", res.StopReason)
+		}
+		c.checkEvents(2)
+	})
 }
 
 // conformanceEnv is one scenario's service and recorded events.
@@ -250,6 +343,19 @@ func (c *conformanceEnv) wait(run subagent.Run) subagent.Result {
 	res, err := run.Wait(ctx)
 	if err != nil {
 		c.t.Fatalf("wait %s: %v", run.ID(), err)
+	}
+	return res
+}
+
+// settled waits for a delegation's first settlement (by then its end is
+// announced and a one-shot child disposed, a continuable one released).
+func (c *conformanceEnv) settled(del *subagent.Delegation) subagent.Result {
+	c.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), c.h.Timeout)
+	defer cancel()
+	res, err := del.Wait(ctx)
+	if err != nil {
+		c.t.Fatalf("wait %s: %v", del.ChildID, err)
 	}
 	return res
 }

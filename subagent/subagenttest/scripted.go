@@ -177,11 +177,18 @@ type Parent struct {
 // and runtime options. Everything is disposed when the test ends.
 func NewParent(t testing.TB, model llm.Model, depth int, opts agent.Options) *Parent {
 	t.Helper()
+	return NewParentOn(t, nil, model, depth, opts)
+}
+
+// NewParentOn is NewParent with its sessions kept by backend (nil: in
+// memory): a jsonl backend makes the default road of a CLI run.
+func NewParentOn(t testing.TB, backend session.Backend, model llm.Model, depth int, opts agent.Options) *Parent {
+	t.Helper()
 	if model == nil {
 		model = scripted.Repeat(scripted.Text("ok"))
 	}
 	bus := event.New(nil)
-	p := &Parent{Sessions: session.NewStore(nil, bus), Tools: tool.NewRegistry(), Prompt: prompt.NewRegistry(),
+	p := &Parent{Sessions: session.NewStore(backend, bus), Tools: tool.NewRegistry(), Prompt: prompt.NewRegistry(),
 		LLM: llm.NewRegistry(), Events: bus}
 	if _, err := p.LLM.Register("test", model); err != nil {
 		t.Fatal(err)
