@@ -2,9 +2,14 @@ package inproc_test
 
 import (
 	"context"
+	"iter"
+	"log/slog"
+	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/dsh-go/dsh/agent"
+	"github.com/dsh-go/dsh/config"
 	"github.com/dsh-go/dsh/content"
 	"github.com/dsh-go/dsh/event"
 	"github.com/dsh-go/dsh/llm"
@@ -59,4 +64,58 @@ func BenchmarkSpawnDelegation(b *testing.B) {
 func BenchmarkForkDelegation(b *testing.B) {
 	b.Run("memory", func(b *testing.B) { benchDelegation(b, nil, inproc.NewFork) })
 	b.Run("jsonl", func(b *testing.B) { benchDelegation(b, jsonl.New(b.TempDir()), inproc.NewFork) })
+}
+
+// BenchmarkDefaultDelegation measures the delegation a default `dsh run`
+// makes, beside BenchmarkSpawnDelegation's provider-level round trip: the
+// runtime config.Default builds (JSONL sessions, continuable spawn and
+// fork, the task and control tools), and a parent turn whose model calls
+// the subagent tool once; the child answers at once, and its answer
+// reaches the parent's next request after its continuation line.
+func BenchmarkDefaultDelegation(b *testing.B) {
+	ctx := context.Background()
+	home := b.TempDir()
+	getenv := func(k string) string {
+		switch k {
+		case "DSH_HOME", "HOME":
+			return home
+		}
+		return ""
+	}
+	var bad atomic.Int64
+	cfg := config.Default(getenv)
+	cfg.ModelOverride = llm.ModelFunc(func(ctx context.Context, req *llm.Request) iter.Seq[content.Chunk] {
+		e := scripted.ToolCalls("", scripted.Call{ID: "call_1", Name: "subagent", Arguments: `{"description":"bench","prompt":"do X"}`})
+		last := req.Messages[len(req.Messages)-1]
+		switch _, _, child := prompt.SplitChildTask(content.JoinText(req.Messages[0].Content)); {
+		case child:
+			e = scripted.Text("child answer")
+		case last.Source.Kind == content.SourceTool:
+			if text := content.JoinText(last.Content[0].Content); !strings.HasPrefix(text, "[subagent ") || !strings.HasSuffix(text, "child answer") {
+				bad.Add(1)
+			}
+			e = scripted.Text("parent done")
+		}
+		return scripted.New(e).Stream(ctx, req)
+	})
+	rt, err := cfg.Build(ctx, slog.New(slog.DiscardHandler), nil, getenv)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer rt.Close(ctx)
+	parent, err := rt.Agents.Create(ctx, agent.CreateOptions{Cwd: b.TempDir(), Options: agent.Options{Provider: cfg.Models[0].Name}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		end, err := parent.Run(ctx, content.UserText("delegate"))
+		if err != nil || end.Reason.Kind != session.EndCompleted {
+			b.Fatalf("parent turn ended %+v, %v", end.Reason, err)
+		}
+	}
+	b.StopTimer()
+	if n := bad.Load(); n > 0 {
+		b.Fatalf("%d tool results were not a continuable child's answer", n)
+	}
 }
