@@ -35,9 +35,10 @@ import (
 // caller (Accepted.Wait) takes the first settlement's result itself, in its
 // tool result, instead of a notice: it is the same one delivery, and the
 // parent does not pay for a model step to read it twice. And in-process
-// children are rebuilt by the service from the descriptor alone (model
-// route, persona, tool filter and permission policy), without the provider:
-// the provider only contributes what a fresh child starts from (Continuer).
+// children are rebuilt from the descriptor alone (model route, persona,
+// tool filter and permission policy), without the provider, by the
+// service's ChildBuilder: the provider only contributes what a fresh child
+// starts from (Continuer).
 
 // Continuer is a provider whose children can continue after they settle
 // (spawn, fork). It contributes what a fresh child starts from; the
@@ -158,8 +159,8 @@ type activation struct {
 }
 
 // ServeContinuation lets the service start and continue continuable
-// children: build makes their agents (in agents, whose events must go to
-// the service's bus), sessions persists them. Without it, continuable
+// children: build makes their agents (in agents, the registry whose
+// live agents the service checks), sessions persists them. Without it, continuable
 // operations fail with CONTINUATION_UNAVAILABLE; with a store whose
 // sessions do not outlive the process, with PERSISTENCE_UNAVAILABLE.
 func (s *Service) ServeContinuation(agents *agent.Registry, sessions *session.Store, build ChildBuilder) {

@@ -4,6 +4,18 @@
 // request, result, run, provider), validates every start before a child
 // exists, and announces run lifecycle on the runtime's event bus. It knows no
 // transport: providers live in sibling packages.
+//
+// Every caller reaches a child by one road, Service.Delegate (see
+// delegate.go): the subagent tool in every mode, `dsh mcp` through that
+// tool, and embedders. Beneath it, the service keeps the continuable
+// children resident in this process (continuation.go) and the
+// provider-level Start whose Run the caller owns. The seam builds no child
+// agent: providers do, and the agents of continuable children are built by
+// the ChildBuilder the service is handed (package inproc's). A child's
+// outcome is read from its log in one place (outcome.go), its usage
+// reaches its parent's log one way (UsageType, when its end is announced),
+// and a settlement comes up the call stack (agent.OnIdle), not from an
+// event listener.
 package subagent
 
 import (
