@@ -61,7 +61,8 @@ type Definition struct {
 	// precedence first.
 	Overrides []Source
 
-	lines map[string]int // the line of each front-matter key, for errors
+	lines      map[string]int // the line of each front-matter key, for errors
+	askedModel string         // a model that is no route (the parent's is used)
 }
 
 // Source is where a definition was read.
