@@ -114,6 +114,26 @@ func (cfg Config) LoadAgents(rt *dsh.Runtime, getenv func(string) string) (*agen
 	return c, append(shadowings(c), warnings...), nil
 }
 
+// AgentWarnings reads the agent definitions LoadAgents would, without
+// building a runtime (their providers' capabilities are not checked), and
+// returns the warnings: for `dsh doctor`.
+func (cfg Config) AgentWarnings(getenv func(string) string) ([]string, error) {
+	opts, _, err := cfg.agentOptions(getenv, true)
+	if err != nil {
+		return nil, err
+	}
+	if cfg.Subagents != nil {
+		for _, p := range cfg.Subagents.Providers {
+			opts.Providers[p.Name] = subagent.Capabilities{}
+		}
+	}
+	_, warnings, err := agentdef.Collect(opts)
+	if err != nil {
+		warnings = append(warnings, err.Error())
+	}
+	return warnings, nil
+}
+
 // loadAgents loads the definitions; a folder that cannot be read is one
 // more warning: no definition file, good or bad, stops dsh.
 func loadAgents(opts agentdef.Options) (*agentdef.Catalog, []string) {
