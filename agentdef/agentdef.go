@@ -6,6 +6,11 @@
 // provider, step cap, output schema, permission rules, hooks, whether it
 // runs in the background and whether it gets a git worktree of its own.
 // The model picks one with the subagent tool's subagent_type argument.
+//
+// Files are read as Claude Code reads them, and a bad file never stops
+// the others: it is a warning naming its file and line, and is left out
+// (see Load). Claude Code's tool names map onto dsh's through
+// tool/toolname.Counterpart.
 package agentdef
 
 import (
