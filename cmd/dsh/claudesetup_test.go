@@ -2,11 +2,13 @@ package main
 
 import (
 	"bufio"
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -123,6 +125,93 @@ func TestBadAgentFilesDisableNothing(t *testing.T) {
 		"WARN agent definitions: " + filepath.Join(project, ".claude", "agents", "sub", "rev.md") + ":4: tools: TaskCreate is a Claude Code tool dsh does not have"} {
 		if !strings.Contains(string(out), want) {
 			t.Errorf("dsh doctor lacks %q:\n%s", want, out)
+		}
+	}
+}
+
+// systemPrompt is the system message of a chat-completions request body.
+func systemPrompt(t *testing.T, body []byte) string {
+	t.Helper()
+	var req struct {
+		Messages []struct {
+			Role    string `json:"role"`
+			Content string `json:"content"`
+		} `json:"messages"`
+	}
+	if err := json.Unmarshal(body, &req); err != nil || len(req.Messages) == 0 || req.Messages[0].Role != "system" {
+		t.Fatalf("no system message in %.200s (%v)", body, err)
+	}
+	return req.Messages[0].Content
+}
+
+// The project's instructions reach the model: the user's
+// $DSH_HOME/AGENTS.md, the repository root's AGENTS.md and the working
+// directory's CLAUDE.md (it has no AGENTS.md), in the system prompt of the
+// parent and, identically and at the same place, of a spawn child and a
+// fork child, so the prompt-cache prefix they share holds them.
+func TestProjectInstructionsReachParentAndChildren(t *testing.T) {
+	var mu sync.Mutex
+	system := map[string]string{}
+	srv := llmtest.NewServer(t, func(r llmtest.Request) llmtest.Reply {
+		mu.Lock()
+		defer mu.Unlock()
+		who := "parent"
+		switch {
+		case r.Child && strings.Contains(r.LastUser, "fork task"):
+			who = "fork"
+		case r.Child:
+			who = "spawn"
+		}
+		if _, ok := system[who]; !ok {
+			system[who] = string(r.Body)
+		}
+		switch {
+		case r.Child:
+			return llmtest.Reply{Text: "child done"}
+		case len(r.ToolResults) == 0:
+			return llmtest.Reply{ToolCall: &llmtest.ToolCall{Name: "subagent", Arguments: `{"description":"helper","prompt":"spawn task"}`}}
+		case len(r.ToolResults) == 1:
+			return llmtest.Reply{ToolCall: &llmtest.ToolCall{Name: "subagent_fork", Arguments: `{"description":"fork","prompt":"fork task"}`}}
+		}
+		return llmtest.Reply{Text: "all done"}
+	})
+	project, home := gitProject(t), t.TempDir()
+	sub := filepath.Join(project, "service")
+	os.MkdirAll(sub, 0o755)
+	os.WriteFile(filepath.Join(home, "AGENTS.md"), []byte("USER-RULE: answer in English."), 0o644)
+	os.WriteFile(filepath.Join(project, "AGENTS.md"), []byte("ROOT-RULE: run go test before you say done. See @docs/style.md"), 0o644)
+	os.MkdirAll(filepath.Join(project, "docs"), 0o755)
+	os.WriteFile(filepath.Join(project, "docs", "style.md"), []byte("IMPORTED-RULE: {{ tabs }}, not spaces."), 0o644)
+	os.WriteFile(filepath.Join(sub, "CLAUDE.md"), []byte("SERVICE-RULE: the service speaks gRPC."), 0o644)
+	cmd := exec.Command(dshBinary, "run", "--cwd", sub, "work")
+	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + home, "DSH_HOME=" + home, "DEEPSEEK_API_KEY=sk-test", "DEEPSEEK_BASE_URL=" + srv.URL}
+	if out, err := cmd.CombinedOutput(); err != nil || !strings.Contains(string(out), "all done") {
+		t.Fatalf("dsh run: %v\n%s", err, out)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	var parent string
+	for _, who := range []string{"parent", "spawn", "fork"} {
+		if system[who] == "" {
+			t.Fatalf("no request of the %s", who)
+		}
+		s := systemPrompt(t, []byte(system[who]))
+		rules := []string{"USER-RULE", "ROOT-RULE", "IMPORTED-RULE: {{ tabs }}, not spaces.", "SERVICE-RULE"}
+		last := -1
+		for _, rule := range rules {
+			i := strings.Index(s, rule)
+			if i <= last {
+				t.Errorf("the %s's system prompt lacks %q after the rules before it:\n%s", who, rule, s)
+			}
+			last = i
+		}
+		if who == "parent" {
+			parent = s
+			continue
+		}
+		end := strings.Index(s, "SERVICE-RULE")
+		if end < 0 || len(parent) < end || s[:end] != parent[:end] {
+			t.Errorf("the %s's system prompt does not share the parent's up to the instructions:\n%s\n--- parent:\n%s", who, s, parent)
 		}
 	}
 }

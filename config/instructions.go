@@ -1,0 +1,33 @@
+package config
+
+import (
+	"github.com/dsh-go/dsh"
+	"github.com/dsh-go/dsh/prompt/instructions"
+	"github.com/dsh-go/dsh/trust"
+)
+
+// mountInstructions puts the project's instructions (AGENTS.md, CLAUDE.md,
+// $DSH_HOME/AGENTS.md; see package prompt/instructions) into every agent's
+// system prompt, read from ProjectDir (default: the working directory).
+// What goes wrong is a warning in the log, never an error.
+func (cfg Config) mountInstructions(rt *dsh.Runtime, getenv func(string) string, redact func(string) string) error {
+	dir, err := cfg.projectDir()
+	if err != nil {
+		return err
+	}
+	home, err := Home(getenv)
+	if err != nil {
+		return err
+	}
+	trusted := false
+	if store, err := TrustStore(getenv); err == nil {
+		st, err := store.Check(dir)
+		trusted = err == nil && st.State == trust.Trusted
+	}
+	in := instructions.Load(instructions.Options{Cwd: dir, UserDir: home, Home: getenv("HOME"), Trusted: trusted})
+	for _, w := range in.Warnings {
+		rt.Log.Warn(w)
+	}
+	_, err = instructions.Register(rt.Prompt, redact(in.Text))
+	return err
+}
