@@ -215,3 +215,31 @@ func TestProjectInstructionsReachParentAndChildren(t *testing.T) {
 		}
 	}
 }
+
+// dsh init writes a first AGENTS.md without a model (no key is set) and
+// refuses to overwrite it.
+func TestInitWritesAgentsMD(t *testing.T) {
+	dir := gitProject(t)
+	os.WriteFile(filepath.Join(dir, "go.mod"), []byte("module example.com/p\n"), 0o644)
+	run := func() (string, error) {
+		cmd := exec.Command(dshBinary, "init", "--cwd", dir)
+		cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + dir, "DSH_HOME=" + t.TempDir()}
+		out, err := cmd.CombinedOutput()
+		return string(out), err
+	}
+	out, err := run()
+	path := filepath.Join(dir, "AGENTS.md")
+	if err != nil || !strings.Contains(out, "wrote "+path) {
+		t.Fatalf("dsh init: %v\n%s", err, out)
+	}
+	if data, _ := os.ReadFile(path); !strings.Contains(string(data), "- Test: `go test ./...`") {
+		t.Errorf("AGENTS.md:\n%s", data)
+	}
+	os.WriteFile(path, []byte("edited"), 0o644)
+	if out, err := run(); err == nil || !strings.Contains(out, path+": AGENTS.md exists; not overwritten") {
+		t.Errorf("second dsh init: %v\n%s", err, out)
+	}
+	if data, _ := os.ReadFile(path); string(data) != "edited" {
+		t.Errorf("dsh init overwrote AGENTS.md: %q", data)
+	}
+}
