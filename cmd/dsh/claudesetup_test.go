@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/dsh-go/dsh/internal/llmtest"
+	"github.com/dsh-go/dsh/internal/termtest"
 )
 
 // claudeSetup is a user's Claude Code setup with one bad agent file in
@@ -242,4 +243,28 @@ func TestInitWritesAgentsMD(t *testing.T) {
 	if data, _ := os.ReadFile(path); string(data) != "edited" {
 		t.Errorf("dsh init overwrote AGENTS.md: %q", data)
 	}
+}
+
+// /init in the interactive mode writes the same first AGENTS.md.
+func TestSlashInit(t *testing.T) {
+	srv := llmtest.NewServer(t, func(r llmtest.Request) llmtest.Reply { return llmtest.Reply{Text: "unused"} })
+	home, dir := t.TempDir(), t.TempDir()
+	os.WriteFile(filepath.Join(dir, "Cargo.toml"), []byte("[package]\nname = \"p\"\n"), 0o644)
+	term := termtest.New(t, 160, 30)
+	dsh := exec.Command(dshBinary)
+	dsh.Dir = dir
+	dsh.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + home, "DSH_HOME=" + home, "TERM=xterm-256color",
+		"DEEPSEEK_API_KEY=sk-test", "DEEPSEEK_BASE_URL=" + srv.URL}
+	if err := term.Start(dsh); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { dsh.Process.Kill(); dsh.Wait() })
+	term.WaitText("ctrl+c twice exits")
+	term.Type("/init" + termtest.Enter)
+	term.WaitText("AGENTS.md: a first draft")
+	if data, _ := os.ReadFile(filepath.Join(dir, "AGENTS.md")); !strings.Contains(string(data), "- Test: `cargo test`") {
+		t.Errorf("AGENTS.md:\n%s", data)
+	}
+	term.Type("/init" + termtest.Enter)
+	term.WaitText("not overwritten")
 }
