@@ -68,13 +68,6 @@ type Options struct {
 // maxFile bounds a definition file.
 const maxFile = 1 << 20
 
-// Bounds on one folder: how deep its subfolders are read, and how many
-// files are read in all.
-const (
-	maxDepth = 8
-	maxFiles = 2000
-)
-
 // Load reads the built-in definitions and the files of opts.Dirs (*.md in
 // each folder and its subfolders; a missing folder is skipped), as Claude
 // Code does: a bad file never stops the others. It returns the catalog of

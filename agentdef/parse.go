@@ -39,14 +39,6 @@ func claudeOnly(key string) bool {
 	return slices.Contains([]string{"color", "skills", "mcpServers", "memory", "effort", "initialPrompt"}, key)
 }
 
-// claudeModel reports whether a model is one of Claude Code's: an alias
-// (sonnet, opus, haiku, fable, opusplan, any case, with a context suffix
-// such as [1m]) or a claude-* id.
-func claudeModel(m string) bool {
-	m = strings.ToLower(baseModel(m))
-	return slices.Contains([]string{"sonnet", "opus", "haiku", "fable", "opusplan"}, m) || strings.HasPrefix(m, "claude-")
-}
-
 // baseModel is a model name without Claude Code's context suffix
 // ("sonnet" for "sonnet[1m]").
 func baseModel(m string) string {

@@ -185,7 +185,15 @@ func (cfg Config) agentOptions(getenv func(string) string, withProject bool) (ag
 	for _, m := range cfg.Models {
 		opts.Routes = append(opts.Routes, m.Name)
 	}
-	opts.MCPServers = slices.Sorted(maps.Keys(cfg.MCPServers))
+	opts.MCPServers = slices.Collect(maps.Keys(cfg.MCPServers))
+	if trusted != nil && (cfg.ProjectMCP == nil || *cfg.ProjectMCP) { // the project's .mcp.json servers run too
+		if it, ok := trusted.Item(trust.MCPFile); ok && it.Problem == "" {
+			project, _ := cfg.parseProjectMCP(filepath.Join(trusted.Dir, trust.MCPFile), it.Data)
+			opts.MCPServers = append(opts.MCPServers, slices.Collect(maps.Keys(project))...)
+		}
+	}
+	slices.Sort(opts.MCPServers)
+	opts.MCPServers = slices.Compact(opts.MCPServers)
 	return opts, trusted, nil
 }
 

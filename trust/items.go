@@ -4,6 +4,13 @@
 // a trusted folder. The record, $DSH_HOME/trust.json, keys each folder by
 // its absolute, symlink-resolved path and holds a SHA-256 of its items, so
 // a changed item makes the folder untrusted again.
+//
+// A repository's instructions for agents (AGENTS.md, CLAUDE.md) are no
+// project items: they only become text the model reads, which Claude Code
+// and Codex read without asking, and asking to trust every repository that
+// has one would teach users to say yes. What trust decides for them is
+// whether they may reach outside the repository (a symlink, an @import of
+// ~/.ssh/…): see package prompt/instructions.
 package trust
 
 import (

@@ -2,15 +2,21 @@ package main
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/dsh-go/dsh/internal/llmtest"
 	"github.com/dsh-go/dsh/internal/termtest"
@@ -267,4 +273,53 @@ func TestSlashInit(t *testing.T) {
 	}
 	term.Type("/init" + termtest.Enter)
 	term.WaitText("not overwritten")
+}
+
+// A Claude Code definition's mcp__server__tool gives the child that MCP
+// tool (and no other of the server's) when dsh.yaml configures the server.
+func TestDefinitionGivesAChildAnMCPTool(t *testing.T) {
+	docs := mcp.NewServer(&mcp.Implementation{Name: "docs", Version: "1"}, nil)
+	for _, name := range []string{"search", "fetch"} {
+		docs.AddTool(&mcp.Tool{Name: name, Description: name + " the docs.", InputSchema: map[string]any{"type": "object"}},
+			func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+				return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: name + " result"}}}, nil
+			})
+	}
+	docsURL := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return docs }, nil))
+	defer docsURL.Close()
+	defer docsURL.CloseClientConnections()
+	var mu sync.Mutex
+	var childTools []string
+	srv := llmtest.NewServer(t, func(r llmtest.Request) llmtest.Reply {
+		switch {
+		case r.Child && len(r.ToolResults) == 0:
+			mu.Lock()
+			childTools = toolNames(r.Body)
+			mu.Unlock()
+			return llmtest.Reply{ToolCall: &llmtest.ToolCall{Name: "mcp__docs__search", Arguments: `{}`}}
+		case r.Child:
+			return llmtest.Reply{Text: "child got " + r.ToolResults[0]}
+		case len(r.ToolResults) == 0:
+			return llmtest.Reply{ToolCall: &llmtest.ToolCall{Name: "subagent",
+				Arguments: `{"description":"look","prompt":"look it up","subagent_type":"researcher"}`}}
+		}
+		return llmtest.Reply{Text: r.ToolResults[0]}
+	})
+	home := t.TempDir()
+	os.MkdirAll(filepath.Join(home, ".claude", "agents"), 0o755)
+	os.WriteFile(filepath.Join(home, ".claude", "agents", "researcher.md"),
+		[]byte("---\nname: researcher\ndescription: Looks things up.\ntools: Read, mcp__docs__search\n---\nLook it up.\n"), 0o644)
+	cfg := filepath.Join(home, "dsh.yaml")
+	os.WriteFile(cfg, []byte("mcpServers:\n  docs:\n    url: "+docsURL.URL+"\n"), 0o600)
+	cmd := exec.Command(dshBinary, "--config", cfg, "run", "--cwd", t.TempDir(), "research")
+	cmd.Env = mcpEnv(home, srv.URL)
+	out, err := cmd.CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "child got search result") {
+		t.Fatalf("dsh run: %v\n%s", err, out)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if !slices.Equal(childTools, []string{"mcp__docs__search", "read_file"}) && !slices.Equal(childTools, []string{"read_file", "mcp__docs__search"}) {
+		t.Errorf("the child was offered %q, want read_file and mcp__docs__search", childTools)
+	}
 }
