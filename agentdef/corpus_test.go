@@ -25,9 +25,10 @@ func TestCorpus(t *testing.T) {
 		Dirs: agentdef.Dirs(project, "", ""),
 		Tools: []string{"bash", "edit_file", "glob", "grep", "list_agents", "read_file", "send_message", "subagent",
 			"task_kill", "task_list", "task_output", "write_file"},
-		MCPServers: []string{"memory"},
-		Routes:     []string{"deepseek", "sonnet"},
-		Providers:  map[string]subagent.Capabilities{"spawn": inproc},
+		MCPServers:  []string{"memory"},
+		Routes:      []string{"deepseek", "sonnet"},
+		RouteModels: map[string]string{"deepseek": "deepseek-v4-pro", "sonnet": "mock-sonnet"},
+		Providers:   map[string]subagent.Capabilities{"spawn": inproc},
 	}
 	c, warns, err := agentdef.Load(opts)
 	if err != nil {
@@ -55,6 +56,7 @@ func TestCorpus(t *testing.T) {
 		{name: "m-default", desc: "d", tools: all},
 		{name: "m-upper", desc: "d", tools: all, model: "sonnet"},
 		{name: "m-gpt", desc: "d", tools: all},
+		{name: "m-id-of-a-route", desc: "d", tools: all, model: "deepseek"},
 		{name: "m-haiku", desc: "d", tools: all},
 		{name: "m-haiku-2", desc: "d", tools: all},
 		{name: "m-id", desc: "d", tools: all},
@@ -126,7 +128,7 @@ func TestCorpus(t *testing.T) {
 			t.Errorf("a per-file model warning: %s", w)
 		}
 	}
-	wantModels := `agent definitions: models "HAIKU" (1 file), "claude-sonnet-4-20250514" (1 file), "fable" (1 file), "gpt-5" (1 file), "haiku" (1 file), "opus[1m]" (1 file): not a configured model route (routes: deepseek, sonnet); those agents use their parent's route`
+	wantModels := `agent definitions: models "HAIKU" (2 files), "claude-sonnet-4-20250514" (1 file), "fable" (1 file), "gpt-5" (1 file), "opus[1m]" (1 file): not a configured model route (routes: deepseek, sonnet); those agents use their parent's route`
 	if !slices.Equal(models, []string{wantModels}) {
 		t.Errorf("model warnings %q\nwant %q", models, wantModels)
 	}

@@ -58,6 +58,9 @@ type Options struct {
 	MCPServers []string
 	// Routes are the model routes a definition may name.
 	Routes []string
+	// RouteModels are the model ids the routes serve, by route: a
+	// definition's model that is such an id picks its route.
+	RouteModels map[string]string
 	// Providers are the subagent providers a definition may name, with
 	// their capabilities.
 	Providers map[string]subagent.Capabilities
@@ -131,9 +134,14 @@ func modelWarning(defs []*Definition, routes []string) string {
 	if len(defs) == 0 {
 		return ""
 	}
-	count := map[string]int{}
+	count := map[string]int{} // by the first spelling of each name, in any case
+	spelling := map[string]string{}
 	for _, d := range defs {
-		count[d.askedModel]++
+		key := strings.ToLower(d.askedModel)
+		if _, ok := spelling[key]; !ok {
+			spelling[key] = d.askedModel
+		}
+		count[spelling[key]]++
 	}
 	var parts []string
 	for _, m := range slices.Sorted(maps.Keys(count)) {
@@ -161,7 +169,7 @@ func plural(n int, one, many string) string {
 func readDir(dir Dir, opts *Options) ([]*Definition, []string, error) {
 	paths, warnings, err := trust.AgentFiles(dir.Path)
 	if err != nil {
-		return nil, nil, fmt.Errorf("agent definitions: %w", err)
+		return nil, nil, fmt.Errorf("agent definitions: %s: %w", dir.Path, err)
 	}
 	var defs []*Definition
 	seen := map[string]string{}

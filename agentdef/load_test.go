@@ -38,3 +38,23 @@ func TestFIFODefinition(t *testing.T) {
 		t.Fatal("reading a FIFO definition blocks")
 	}
 }
+
+// A folder that cannot be read is the error, and every other folder's
+// definitions load all the same.
+func TestUnreadableFolderKeepsTheOthers(t *testing.T) {
+	base := t.TempDir()
+	loop := filepath.Join(base, "loop")
+	if err := os.Symlink(loop, loop); err != nil {
+		t.Skip(err)
+	}
+	good := filepath.Join(base, "good")
+	os.MkdirAll(good, 0o755)
+	os.WriteFile(filepath.Join(good, "a.md"), []byte("---\nname: a\ndescription: d\n---\n"), 0o644)
+	c, _, err := agentdef.Load(agentdef.Options{Dirs: []agentdef.Dir{{Path: loop, Scope: "project"}, {Path: good, Scope: "user"}}})
+	if err == nil || !strings.Contains(err.Error(), loop) {
+		t.Errorf("err = %v, want one naming %s", err, loop)
+	}
+	if _, ok := c.Get("a"); !ok {
+		t.Errorf("the good folder's definition did not load: %v", c.Names())
+	}
+}

@@ -420,7 +420,8 @@ func (p *fileParser) tool(key string, line int, name string) []string {
 
 // model resolves a definition's model to a route: the route of that name,
 // in any case and without a context suffix ("Sonnet[1m]" is the route
-// sonnet); inherit and default keep the parent's. Any other name keeps the
+// sonnet), else the route serving that model id; inherit and default keep
+// the parent's. Any other name keeps the
 // parent's too, and is counted in the one warning of the load (see
 // modelWarning), not one per file.
 func (p *fileParser) model(line int, node ast.Node) error {
@@ -437,6 +438,12 @@ func (p *fileParser) model(line int, node ast.Node) error {
 				p.def.Model = r
 				return nil
 			}
+		}
+	}
+	for _, r := range p.opts.Routes {
+		if id := p.opts.RouteModels[r]; id != "" && strings.EqualFold(id, m) {
+			p.def.Model = r
+			return nil
 		}
 	}
 	p.def.askedModel = m

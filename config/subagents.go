@@ -182,8 +182,10 @@ func (cfg Config) agentOptions(getenv func(string) string, withProject bool) (ag
 	}
 	opts := agentdef.Options{Dirs: agentdef.Dirs(project, home, getenv("HOME")), Tools: cfg.knownTools(),
 		Providers: map[string]subagent.Capabilities{}}
+	opts.RouteModels = map[string]string{}
 	for _, m := range cfg.Models {
 		opts.Routes = append(opts.Routes, m.Name)
+		opts.RouteModels[m.Name] = m.Model
 	}
 	opts.MCPServers = slices.Collect(maps.Keys(cfg.MCPServers))
 	if trusted != nil && (cfg.ProjectMCP == nil || *cfg.ProjectMCP) { // the project's .mcp.json servers run too
