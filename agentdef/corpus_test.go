@@ -79,6 +79,9 @@ func TestCorpus(t *testing.T) {
 	if d, _ := c.Get("crlf-list"); d != nil && (d.MaxSteps != 7 || d.Policy == nil || d.Policy.Decide("bash") != permission.Deny) {
 		t.Errorf("crlf-list %+v", d)
 	}
+	if d, _ := c.Get("no-rm"); d == nil || d.Tools != nil || !slices.Equal(d.DisallowedTools, []string{"bash", "write_file"}) {
+		t.Errorf("no-rm %+v", d)
+	}
 	if d, _ := c.Get("other-hooks"); d != nil && !d.Hooks.Has(hook.PreToolUse) {
 		t.Error("other-hooks lost its command hook")
 	}
@@ -95,6 +98,7 @@ func TestCorpus(t *testing.T) {
 		claude + "/leading-blank.md:1: no front matter",
 		claude + `/memory-user.md:4: tools: mcp__absent__lookup: no MCP server "absent" is configured; left out`,
 		claude + "/no-description.md:1: description: is required",
+		claude + "/no-rm.md:4: disallowedTools: Bash(rm:*): dsh hides tools whole, not per argument; all of bash is hidden",
 		claude + "/not-a-map.md:2: the front matter must be a mapping",
 		claude + "/other-hooks.md:6: hooks: dsh runs only command hooks; a http hook is ignored",
 		claude + "/other-hooks.md:6: hooks: dsh runs only command hooks; a prompt hook is ignored",

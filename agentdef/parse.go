@@ -398,6 +398,8 @@ func (p *fileParser) tool(key string, line int, name string) []string {
 	case ok && !slices.Contains(p.opts.Tools, dsh):
 		p.warn(line, key, "%s is dsh's %s, which this configuration does not have; left out", name, dsh)
 		return nil
+	case ok && hasArgs && key == "disallowedTools":
+		p.warn(line, key, "%s: dsh hides tools whole, not per argument; all of %s is hidden", name, dsh)
 	case ok && hasArgs && dsh == toolname.Bash:
 		p.warn(line, key, "%s: dsh's permissions are per tool, not per command; the child gets %s without the limit (%s",
 			name, dsh, strings.TrimSpace(args))
