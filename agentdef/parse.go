@@ -423,9 +423,8 @@ func (p *fileParser) tool(key string, line int, name string) []string {
 // model resolves a definition's model to a route: the route of that name,
 // in any case and without a context suffix ("Sonnet[1m]" is the route
 // sonnet), else the route serving that model id; inherit and default keep
-// the parent's. Any other name keeps the
-// parent's too, and is counted in the one warning of the load (see
-// modelWarning), not one per file.
+// the parent's. Any other name keeps the parent's too, and is counted in
+// the one warning of the load (see modelWarning), not one per file.
 func (p *fileParser) model(line int, node ast.Node) error {
 	m, err := p.str("model", line, node)
 	if err != nil {
