@@ -41,7 +41,7 @@ instructions" in the README); edit the draft.`,
 			if err != nil {
 				return fmt.Errorf("init: %w", err)
 			}
-			fmt.Fprintf(c.stdout, "wrote %s: a first draft from the files found here (no model was asked); edit it\n", path)
+			fmt.Fprintf(c.stdout, "wrote %s: a first draft from the files found here (no model was asked); edit it: agents read it from dsh's next start\n", path)
 			return nil
 		},
 	}

@@ -45,7 +45,7 @@ func InitReport(dir string) string {
 	if err != nil {
 		return "dsh init: " + err.Error()
 	}
-	return "wrote " + path + ": a first draft from the files found here (no model was asked); edit it, every agent reads it"
+	return "wrote " + path + ": a first draft from the files found here (no model was asked); edit it: agents read it from dsh's next start"
 }
 
 // maxManifest bounds a manifest file read for Draft.
