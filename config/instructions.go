@@ -3,7 +3,6 @@ package config
 import (
 	"github.com/dsh-go/dsh"
 	"github.com/dsh-go/dsh/prompt/instructions"
-	"github.com/dsh-go/dsh/trust"
 )
 
 // mountInstructions puts the project's instructions (AGENTS.md, CLAUDE.md,
@@ -19,12 +18,7 @@ func (cfg Config) mountInstructions(rt *dsh.Runtime, getenv func(string) string,
 	if err != nil {
 		return err
 	}
-	trusted := false
-	if store, err := TrustStore(getenv); err == nil {
-		st, err := store.Check(dir)
-		trusted = err == nil && st.State == trust.Trusted
-	}
-	in := instructions.Load(instructions.Options{Cwd: dir, UserDir: home, Home: getenv("HOME"), Trusted: trusted})
+	in := instructions.Load(instructions.Options{Cwd: dir, UserDir: home, Home: getenv("HOME")})
 	for _, w := range in.Warnings {
 		rt.Log.Warn(w)
 	}

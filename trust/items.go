@@ -8,9 +8,9 @@
 // A repository's instructions for agents (AGENTS.md, CLAUDE.md) are no
 // project items: they only become text the model reads, which Claude Code
 // and Codex read without asking, and asking to trust every repository that
-// has one would teach users to say yes. What trust decides for them is
-// whether they may reach outside the repository (a symlink, an @import of
-// ~/.ssh/…): see package prompt/instructions.
+// has one would teach users to say yes. They may not reach outside the
+// repository (a symlink, an @import of ~/.ssh/…), trusted or not: see
+// package prompt/instructions.
 package trust
 
 import (

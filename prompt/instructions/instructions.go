@@ -16,12 +16,15 @@
 // of package trust. They only become text the model reads, as Claude Code
 // and Codex read them without asking, and the model stays under the
 // permission policy; asking to trust every repository with an AGENTS.md
-// would teach users to say yes. What an untrusted repository cannot do is
-// reach beyond itself: a project file, or an import of one, whose real
-// path (symlinks resolved) is outside the repository is skipped with a
-// warning unless the folder is trusted, so that a hostile repository's
-// "@~/.ssh/id_ed25519" or AGENTS.md symlink sends no file of the user's to
-// the model provider. The user's own file may import anything.
+// would teach users to say yes. What a repository cannot do is reach
+// beyond itself: a project file, or an import of one, whose real path
+// (symlinks resolved) is outside the repository is skipped with a warning,
+// so that a hostile repository's "@~/.ssh/id_ed25519" or AGENTS.md symlink
+// sends no file of the user's to the model provider. This holds in a
+// trusted folder too: the trust record hashes a folder's agent definitions
+// and .mcp.json, not its AGENTS.md, so trust given today would cover an
+// import added by tomorrow's pull. Personal imports belong in the user's
+// own $DSH_HOME/AGENTS.md, which may import any file.
 //
 // The section sits after the harness's identity and environment and before
 // the persona (see Order): every agent of a tree, the parent and its spawn
@@ -71,9 +74,6 @@ type Options struct {
 	UserDir string
 	// Home is the folder ~/ names in an import; "" leaves such imports out.
 	Home string
-	// Trusted lets the project's files and imports be outside the
-	// repository (see the package doc).
-	Trusted bool
 	// MaxBytes bounds the text (0: MaxBytes).
 	MaxBytes int
 }
@@ -182,7 +182,7 @@ type loader struct {
 }
 
 // read reads path and, after it, what it imports. within, when set, is
-// the folder the file's real path must be in (unless trusted).
+// the folder the file's real path must be in.
 func (l *loader) read(path, within, importedBy string, depth int) {
 	real, err := filepath.EvalSymlinks(path)
 	if errors.Is(err, fs.ErrNotExist) && importedBy == "" {
@@ -195,8 +195,8 @@ func (l *loader) read(path, within, importedBy string, depth int) {
 	if l.seen[real] {
 		return
 	}
-	if within != "" && !l.opts.Trusted && !inside(within, real) {
-		l.warn(path, importedBy, fmt.Sprintf("it is %s, outside the repository %s, which is not trusted (run \"dsh trust\" to read it)", real, within))
+	if within != "" && !inside(within, real) {
+		l.warn(path, importedBy, fmt.Sprintf("it is %s, outside the repository %s (a file of your own goes in $DSH_HOME/AGENTS.md, which may import it)", real, within))
 		return
 	}
 	data, err := trust.ReadFile(real, trust.MaxItem)

@@ -106,9 +106,9 @@ func TestImports(t *testing.T) {
 
 func itoa(i int) string { return string(rune('0' + i)) }
 
-// An untrusted repository reaches nothing outside itself: not through an
-// import, not through a symlinked AGENTS.md. Trusted, it may.
-func TestOutsideTheRepositoryOnlyWhenTrusted(t *testing.T) {
+// A repository reaches nothing outside itself: not through an import, not
+// through a symlinked AGENTS.md. The user's own file may.
+func TestNothingOutsideTheRepository(t *testing.T) {
 	base := t.TempDir()
 	repo := filepath.Join(base, "repo")
 	home := filepath.Join(base, "home")
@@ -119,14 +119,14 @@ func TestOutsideTheRepositoryOnlyWhenTrusted(t *testing.T) {
 	if err := os.Symlink(filepath.Join(home, ".ssh", "id_ed25519"), filepath.Join(repo, "sub", "AGENTS.md")); err != nil {
 		t.Fatal(err)
 	}
-	opts := instructions.Options{Cwd: filepath.Join(repo, "sub"), Home: home}
-	in := instructions.Load(opts)
+	in := instructions.Load(instructions.Options{Cwd: filepath.Join(repo, "sub"), Home: home})
 	if strings.Contains(in.Text, "SECRET") || len(in.Warnings) != 3 || !strings.Contains(in.Warnings[0], "outside the repository") {
-		t.Fatalf("untrusted: warnings %q, text:\n%s", in.Warnings, in.Text)
+		t.Fatalf("warnings %q, text:\n%s", in.Warnings, in.Text)
 	}
-	opts.Trusted = true
-	if in := instructions.Load(opts); !strings.Contains(in.Text, "SECRET") || len(in.Warnings) != 0 {
-		t.Errorf("trusted: warnings %q", in.Warnings)
+	write(t, filepath.Join(home, ".dsh", "AGENTS.md"), "Mine: @~/.ssh/id_ed25519")
+	in = instructions.Load(instructions.Options{UserDir: filepath.Join(home, ".dsh"), Home: home})
+	if !strings.Contains(in.Text, "SECRET") || len(in.Warnings) != 0 {
+		t.Errorf("the user's own import: warnings %q", in.Warnings)
 	}
 }
 
