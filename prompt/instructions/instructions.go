@@ -175,6 +175,8 @@ func exists(path string) bool {
 
 type loader struct {
 	opts     Options
+	bytes    int  // bytes read so far
+	full     bool // the bound is reached: nothing more is read
 	root     string // the repository, symlink-resolved
 	seen     map[string]bool
 	files    []File
@@ -199,12 +201,18 @@ func (l *loader) read(path, within, importedBy string, depth int) {
 		l.warn(path, importedBy, fmt.Sprintf("it is %s, outside the repository %s (a file of your own goes in $DSH_HOME/AGENTS.md, which may import it)", real, within))
 		return
 	}
+	if l.full {
+		return
+	}
 	data, err := trust.ReadFile(real, trust.MaxItem)
 	if err != nil {
 		l.warn(path, importedBy, err.Error())
 		return
 	}
 	l.seen[real] = true
+	if l.bytes += len(data); l.bytes > cmpOr(l.opts.MaxBytes, MaxBytes) {
+		l.full = true // the text is cut here: no file after this one is read
+	}
 	text := string(data)
 	l.files = append(l.files, File{Path: path, ImportedBy: importedBy, Text: text})
 	imports := importsOf(text)

@@ -168,3 +168,19 @@ func TestRegister(t *testing.T) {
 		t.Errorf("after dispose: %q", got)
 	}
 }
+
+// Many imports stop being read once the bound is reached.
+func TestManyImportsStopAtTheBound(t *testing.T) {
+	dir := t.TempDir()
+	var b strings.Builder
+	for i := 0; i < 200; i++ {
+		name := filepath.Join("parts", strings.Repeat("p", 1)+string(rune('a'+i%26))+itoa(i%10)+"-"+strings.Repeat("x", i/26)+".md")
+		write(t, filepath.Join(dir, name), strings.Repeat("y", 1000))
+		b.WriteString("@" + name + "\n")
+	}
+	write(t, filepath.Join(dir, "AGENTS.md"), b.String())
+	in := instructions.Load(instructions.Options{Cwd: dir, MaxBytes: 10_000})
+	if len(in.Files) > 12 || !strings.Contains(in.Text, "[project instructions cut at 10000 bytes]") {
+		t.Errorf("%d files read; text of %d bytes", len(in.Files), len(in.Text))
+	}
+}
