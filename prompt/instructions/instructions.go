@@ -175,8 +175,8 @@ func exists(path string) bool {
 
 type loader struct {
 	opts     Options
-	bytes    int  // bytes read so far
-	full     bool // the bound is reached: nothing more is read
+	bytes    int    // bytes read so far
+	full     bool   // the bound is reached: nothing more is read
 	root     string // the repository, symlink-resolved
 	seen     map[string]bool
 	files    []File
