@@ -6,6 +6,11 @@
 // provider, step cap, output schema, permission rules, hooks, whether it
 // runs in the background and whether it gets a git worktree of its own.
 // The model picks one with the subagent tool's subagent_type argument.
+//
+// Files are read as Claude Code reads them, and a bad file never stops
+// the others: it is a warning naming its file and line, and is left out
+// (see Load). Claude Code's tool names map onto dsh's through
+// tool/toolname.Counterpart.
 package agentdef
 
 import (
@@ -61,7 +66,8 @@ type Definition struct {
 	// precedence first.
 	Overrides []Source
 
-	lines map[string]int // the line of each front-matter key, for errors
+	lines      map[string]int // the line of each front-matter key, for errors
+	askedModel string         // a model that is no route (the parent's is used)
 }
 
 // Source is where a definition was read.

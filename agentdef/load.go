@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"log/slog"
 	"maps"
 	"os"
@@ -14,6 +13,8 @@ import (
 	"syscall"
 
 	"github.com/dsh-go/dsh/subagent"
+	"github.com/dsh-go/dsh/tool"
+	"github.com/dsh-go/dsh/trust"
 )
 
 // Dir is a folder of definition files.
@@ -52,8 +53,14 @@ type Options struct {
 	Dirs []Dir
 	// Tools are the global tools a definition may name.
 	Tools []string
+	// MCPServers are the configured MCP servers: a definition's
+	// mcp__SERVER__TOOL (or mcp__SERVER) names a tool of one of them.
+	MCPServers []string
 	// Routes are the model routes a definition may name.
 	Routes []string
+	// RouteModels are the model ids the routes serve, by route: a
+	// definition's model that is such an id picks its route.
+	RouteModels map[string]string
 	// Providers are the subagent providers a definition may name, with
 	// their capabilities.
 	Providers map[string]subagent.Capabilities
@@ -64,86 +71,126 @@ type Options struct {
 // maxFile bounds a definition file.
 const maxFile = 1 << 20
 
-// Load reads the built-in definitions and the files of opts.Dirs (*.md
-// directly in each folder; a missing folder is skipped). It returns the
-// catalog and the warnings (one per Claude Code field or tool dsh does not
-// use), or the first error, naming the file, the line and the field.
+// Load reads the built-in definitions and the files of opts.Dirs (*.md in
+// each folder and its subfolders; a missing folder is skipped), as Claude
+// Code does: a bad file never stops the others. It returns the catalog of
+// every good file and the warnings: one per bad file (its path, line and
+// why; the file is left out), one per Claude Code field or tool dsh does
+// not use, one per duplicate name, and one for all the model names that
+// are not dsh routes. The error, never about a file's content, joins the
+// folders that could not be read; the catalog then holds all the others.
 func Load(opts Options) (*Catalog, []string, error) {
-	c, warnings, err := Collect(opts)
-	if err != nil {
-		return nil, nil, err
-	}
-	for _, d := range c.defs {
-		if d.Provider != "" {
-			if err := d.Check(d.Provider, opts.Providers[d.Provider]); err != nil {
-				return nil, nil, err
-			}
-		}
-	}
-	return c, warnings, nil
+	return collect(opts, true)
 }
 
 // Collect is Load without checking definitions against their providers'
 // capabilities (opts.Providers is not read): for describing what a folder
 // would add before anything is built.
 func Collect(opts Options) (*Catalog, []string, error) {
+	return collect(opts, false)
+}
+
+func collect(opts Options, checkProviders bool) (*Catalog, []string, error) {
 	byName := map[string]*Definition{}
 	for _, d := range builtins(opts.Tools) {
 		byName[d.Name] = d
 	}
 	var warnings []string
+	var errs []error
+	var unresolved []*Definition
 	for _, dir := range slices.Backward(opts.Dirs) {
 		defs, warns, err := readDir(dir, &opts)
-		if err != nil {
-			return nil, nil, err
-		}
+		errs = append(errs, err)
 		warnings = append(warnings, warns...)
 		for _, d := range defs {
+			if checkProviders && d.Provider != "" {
+				if err := d.Check(d.Provider, opts.Providers[d.Provider]); err != nil {
+					warnings = append(warnings, err.Error()+"; the definition is left out")
+					continue
+				}
+			}
+			if d.askedModel != "" {
+				unresolved = append(unresolved, d)
+			}
 			if old, ok := byName[d.Name]; ok {
 				d.Overrides = append([]Source{old.Source}, old.Overrides...)
 			}
 			byName[d.Name] = d
 		}
 	}
+	if w := modelWarning(unresolved, opts.Routes); w != "" {
+		warnings = append(warnings, w)
+	}
 	c := &Catalog{}
 	for _, name := range slices.Sorted(maps.Keys(byName)) {
 		c.defs = append(c.defs, byName[name])
 	}
-	return c, warnings, nil
+	return c, warnings, errors.Join(errs...)
 }
 
-// readDir reads the definitions of one folder; two of the same name are
-// an error.
-func readDir(dir Dir, opts *Options) ([]*Definition, []string, error) {
-	entries, err := os.ReadDir(dir.Path)
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil, nil, nil
+// modelWarning is the one warning, per load, for the definitions whose
+// model is no configured route: each name once, with how many files name it.
+func modelWarning(defs []*Definition, routes []string) string {
+	if len(defs) == 0 {
+		return ""
 	}
+	count := map[string]int{} // by the first spelling of each name, in any case
+	spelling := map[string]string{}
+	for _, d := range defs {
+		key := strings.ToLower(d.askedModel)
+		if _, ok := spelling[key]; !ok {
+			spelling[key] = d.askedModel
+		}
+		count[spelling[key]]++
+	}
+	var parts []string
+	for _, m := range slices.Sorted(maps.Keys(count)) {
+		part := fmt.Sprintf("%q (%d %s)", m, count[m], plural(count[m], "file", "files"))
+		if near := tool.Suggest(routes, m); near != "" {
+			part += fmt.Sprintf(" (did you mean %q?)", near)
+		}
+		parts = append(parts, part)
+	}
+	return fmt.Sprintf("agent definitions: %s %s: not a configured model route (routes: %s); those agents use their parent's route",
+		plural(len(parts), "model", "models"), strings.Join(parts, ", "), strings.Join(routes, ", "))
+}
+
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
+}
+
+// readDir reads the definitions of one folder and its subfolders, in path
+// order. A bad file is a warning and is left out; of two files with the
+// same name, the first in path order wins, with a warning. The error is
+// for the folder itself.
+func readDir(dir Dir, opts *Options) ([]*Definition, []string, error) {
+	paths, warnings, err := trust.AgentFiles(dir.Path)
 	if err != nil {
-		return nil, nil, fmt.Errorf("agent definitions: %w", err)
+		return nil, nil, fmt.Errorf("agent definitions: %s: %w", dir.Path, err)
 	}
 	var defs []*Definition
-	var warnings []string
 	seen := map[string]string{}
-	for _, e := range entries {
-		if e.IsDir() || !strings.HasSuffix(e.Name(), ".md") {
-			continue
-		}
-		path := filepath.Join(dir.Path, e.Name())
+	for _, path := range paths {
 		data, err := readFile(path)
 		if err != nil {
-			return nil, nil, &Error{Path: path, Msg: err.Error()}
+			warnings = append(warnings, (&Error{Path: path, Msg: err.Error()}).Error()+"; left out")
+			continue
 		}
 		d, warns, err := parse(Source{Scope: dir.Scope, Path: path, Claude: dir.Claude}, data, opts)
+		warnings = append(warnings, warns...)
 		if err != nil {
-			return nil, nil, err
+			warnings = append(warnings, err.Error()+"; the file is left out")
+			continue
 		}
 		if first, dup := seen[d.Name]; dup {
-			return nil, nil, d.errorf("name", "%q is also the name of %s", d.Name, first)
+			warnings = append(warnings, d.errorf("name", "%q is also the name of %s, which is used; this file is left out", d.Name, first).Error())
+			continue
 		}
 		seen[d.Name] = path
 		defs = append(defs, d)
-		warnings = append(warnings, warns...)
 	}
 	return defs, warnings, nil
 }

@@ -20,6 +20,7 @@ import (
 
 	"github.com/dsh-go/dsh/hook"
 	"github.com/dsh-go/dsh/internal/yamlalias"
+	"github.com/dsh-go/dsh/mcptool"
 	"github.com/dsh-go/dsh/permission"
 	"github.com/dsh-go/dsh/subagent"
 	"github.com/dsh-go/dsh/tool"
@@ -38,19 +39,13 @@ func claudeOnly(key string) bool {
 	return slices.Contains([]string{"color", "skills", "mcpServers", "memory", "effort", "initialPrompt"}, key)
 }
 
-// claudeTool reports whether name is a Claude Code tool without a dsh
-// counterpart, or a form of one (Agent(type), Bash(git *), mcp__…).
-func claudeTool(name string) bool {
-	base, _, _ := strings.Cut(name, "(")
-	return strings.Contains(name, "(") || strings.HasPrefix(name, "mcp__") || slices.Contains([]string{
-		"Agent", "Task", "BashOutput", "KillShell", "KillBash", "MultiEdit", "LS", "NotebookEdit", "NotebookRead",
-		"WebFetch", "WebSearch", "TodoWrite", "ExitPlanMode", "SlashCommand", "Skill", "AskUserQuestion",
-		"ListMcpResourcesTool", "ReadMcpResourceTool"}, base)
-}
-
-// claudeModel reports whether a model is one of Claude Code's.
-func claudeModel(m string) bool {
-	return slices.Contains([]string{"sonnet", "opus", "haiku", "opusplan"}, m) || strings.HasPrefix(m, "claude-")
+// baseModel is a model name without Claude Code's context suffix
+// ("sonnet" for "sonnet[1m]").
+func baseModel(m string) string {
+	if i := strings.IndexByte(m, '['); i > 0 && strings.HasSuffix(m, "]") {
+		return m[:i]
+	}
+	return m
 }
 
 // withClaudeNames adds Claude Code's names of the built-in tools to names.
@@ -73,7 +68,11 @@ func readOnlyRules() permission.Rules {
 // position is a parser message's reference to a front-matter position.
 var position = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`at \[(\d+):\d+\]`) })
 
-var validName = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[a-zA-Z0-9][a-zA-Z0-9_.-]*$`) })
+// validName is a definition's name: as in Claude Code, words with spaces
+// ("Code Reviewer") are names too.
+var validName = sync.OnceValue(func() *regexp.Regexp {
+	return regexp.MustCompile(`^[\p{L}\p{N}][\p{L}\p{N} _.:-]{0,127}$`)
+})
 
 // fileParser reads one definition file.
 type fileParser struct {
@@ -98,26 +97,26 @@ func parse(src Source, data []byte, opts *Options) (*Definition, []string, error
 	return p.def, p.warnings, nil
 }
 
-// split cuts a file into its front matter and its body.
+// split cuts a file into its front matter and its body. As in Claude
+// Code, a fence line may end in spaces or tabs.
 func split(text string) (front, body string, err error) {
 	text = strings.ReplaceAll(strings.TrimPrefix(text, "\ufeff"), "\r\n", "\n")
-	rest, ok := strings.CutPrefix(text, "---\n")
-	if !ok {
+	first, rest, _ := strings.Cut(text, "\n")
+	if !isFence(first) {
 		return "", "", errors.New("no front matter: a definition starts with a line \"---\", then YAML, then another \"---\" line, then the instructions")
 	}
-	if strings.HasPrefix(rest, "---\n") || rest == "---" {
-		return "", strings.TrimPrefix(rest, "---"), nil
-	}
-	end := strings.Index(rest, "\n---\n")
-	if end < 0 {
-		if !strings.HasSuffix(rest, "\n---") {
-			return "", "", errors.New("the front matter does not end: add a line \"---\" after it")
+	for i := 0; i <= len(rest); {
+		line, _, _ := strings.Cut(rest[i:], "\n")
+		if isFence(line) {
+			end := min(i+len(line)+1, len(rest))
+			return rest[:i], rest[end:], nil
 		}
-		end = len(rest) - len("\n---")
-		return rest[:end+1], "", nil
+		i += len(line) + 1
 	}
-	return rest[:end+1], rest[end+len("\n---\n"):], nil
+	return "", "", errors.New("the front matter does not end: add a line \"---\" after it")
 }
+
+func isFence(line string) bool { return strings.TrimRight(line, " \t") == "---" }
 
 func (p *fileParser) fail(line int, field, format string, args ...any) error {
 	return &Error{Path: p.def.Source.Path, Line: line, Field: field, Msg: fmt.Sprintf(format, args...)}
@@ -130,6 +129,13 @@ func (p *fileParser) warn(line int, field, format string, args ...any) {
 // front reads the front matter's keys.
 func (p *fileParser) front(text string) error {
 	doc, err := yamlparser.ParseBytes([]byte(text), 0)
+	if err != nil {
+		if lenient, ok := quotePlain(text); ok {
+			if d, lerr := yamlparser.ParseBytes([]byte(lenient), 0); lerr == nil {
+				doc, err = d, nil
+			}
+		}
+	}
 	if err != nil {
 		var ye yaml.Error
 		if errors.As(err, &ye) {
@@ -182,6 +188,48 @@ func (p *fileParser) front(text string) error {
 	return nil
 }
 
+// plainKey is a top-level key with a plain (unquoted) scalar value.
+var plainKey = sync.OnceValue(func() *regexp.Regexp {
+	return regexp.MustCompile(`^([A-Za-z_][A-Za-z0-9_-]*):[ \t]+([^ \t"'\[{|>&*!%@#].*)$`)
+})
+
+// quotePlain reads front matter as Claude Code does when it is not valid
+// YAML: a top-level key's unquoted value that holds ": " ("description:
+// Use for X. Triggers on: a, b") is text, with its indented continuation
+// lines folded in as YAML folds a plain scalar. It returns the front
+// matter with such values double-quoted (line numbers unchanged), and
+// whether it changed anything.
+func quotePlain(text string) (string, bool) {
+	lines := strings.Split(text, "\n")
+	changed := false
+	for i := 0; i < len(lines); i++ {
+		m := plainKey().FindStringSubmatch(lines[i])
+		if m == nil {
+			continue
+		}
+		value := strings.TrimRight(m[2], " \t")
+		if !strings.Contains(value, ": ") && !strings.HasSuffix(value, ":") {
+			continue
+		}
+		j := i + 1
+		for ; j < len(lines) && (lines[j] == "" || lines[j][0] == ' ' || lines[j][0] == '\t'); j++ {
+			if t := strings.TrimSpace(lines[j]); t == "" {
+				value += "\n"
+			} else if strings.HasSuffix(value, "\n") {
+				value += t
+			} else {
+				value += " " + t
+			}
+			lines[j] = ""
+		}
+		quoted, _ := json.Marshal(strings.TrimRight(value, "\n"))
+		lines[i] = m[1] + ": " + string(quoted)
+		changed = true
+		i = j - 1
+	}
+	return strings.Join(lines, "\n"), changed
+}
+
 // field reads one front-matter key.
 func (p *fileParser) field(key string, line int, node ast.Node) error {
 	d := p.def
@@ -228,7 +276,7 @@ func (p *fileParser) field(key string, line int, node ast.Node) error {
 			if near := tool.Suggest(fields(), key); near != "" {
 				msg += fmt.Sprintf(" (did you mean %q?)", near)
 			}
-			return p.fail(line, key, "%s; known fields: %s", msg, strings.Join(fields(), ", "))
+			p.warn(line, key, "%s; ignored (known fields: %s)", msg, strings.Join(fields(), ", "))
 		}
 	}
 	return err
@@ -267,7 +315,8 @@ func (p *fileParser) str(key string, line int, node ast.Node) (string, error) {
 }
 
 // tools reads a tool list: a comma-separated string or a list, in dsh's
-// names or Claude Code's.
+// names or Claude Code's. "*" alone is every tool (nil). A name dsh has no
+// tool for is a warning, and left out.
 func (p *fileParser) tools(key string, line int, node ast.Node) ([]string, error) {
 	var names []string
 	switch node.(type) {
@@ -282,56 +331,124 @@ func (p *fileParser) tools(key string, line int, node ast.Node) ([]string, error
 		if err != nil {
 			return nil, err
 		}
-		for _, n := range strings.Split(s, ",") {
-			if n = strings.TrimSpace(n); n != "" {
-				names = append(names, n)
-			}
+		names = splitTools(s)
+	}
+	if len(names) == 1 && strings.TrimSpace(names[0]) == "*" {
+		if key == "tools" {
+			return nil, nil
 		}
+		p.warn(line, key, "\"*\" would hide every tool; ignored")
+		return nil, nil
 	}
 	out := []string{}
 	for _, n := range names {
-		switch dsh, ok := toolname.FromClaude(n); {
-		case ok:
-			n = dsh
-		case slices.Contains(p.opts.Tools, n):
-		case claudeTool(n) && p.def.Source.Claude:
-			p.warn(line, key, "%s is a Claude Code tool dsh does not have; left out", n)
+		if n = strings.TrimSpace(n); n == "" {
 			continue
-		case permission.IsPattern(n):
-			return nil, p.fail(line, key, "%q: a tool list names tools, not patterns", n)
-		default:
-			msg := fmt.Sprintf("unknown tool %q", n)
-			if near := tool.Suggest(withClaudeNames(p.opts.Tools), n); near != "" {
-				msg += fmt.Sprintf(" (did you mean %q?)", near)
-			}
-			return nil, p.fail(line, key, "%s; known tools: %s", msg, strings.Join(p.opts.Tools, ", "))
 		}
-		if !slices.Contains(out, n) {
-			out = append(out, n)
+		for _, t := range p.tool(key, line, n) {
+			if !slices.Contains(out, t) {
+				out = append(out, t)
+			}
 		}
 	}
 	return out, nil
 }
 
+// splitTools splits a comma-separated tool list, keeping the commas inside
+// parentheses: "Agent(worker, researcher), Read" is two names.
+func splitTools(s string) []string {
+	var names []string
+	depth, start := 0, 0
+	for i, r := range s {
+		switch r {
+		case '(':
+			depth++
+		case ')':
+			depth = max(depth-1, 0)
+		case ',':
+			if depth == 0 {
+				names = append(names, s[start:i])
+				start = i + 1
+			}
+		}
+	}
+	return append(names, s[start:])
+}
+
+// tool maps one name of a tool list to dsh's tools (none, with a warning,
+// when dsh has no such tool).
+func (p *fileParser) tool(key string, line int, name string) []string {
+	if slices.Contains(p.opts.Tools, name) {
+		return []string{name}
+	}
+	if server, rest, ok := strings.Cut(strings.TrimPrefix(name, mcptool.Prefix), "__"); strings.HasPrefix(name, mcptool.Prefix) {
+		if !slices.Contains(p.opts.MCPServers, server) {
+			p.warn(line, key, "%s: no MCP server %q is configured; left out", name, server)
+			return nil
+		}
+		if !ok || rest == "" || rest == "*" {
+			return []string{mcptool.Prefix + server + "__*"} // every tool of the server
+		}
+		return []string{name}
+	}
+	base, args, hasArgs := strings.Cut(name, "(")
+	base = strings.TrimSpace(base)
+	dsh, ok, known := toolname.Counterpart(base)
+	switch {
+	case ok && !slices.Contains(p.opts.Tools, dsh):
+		p.warn(line, key, "%s is dsh's %s, which this configuration does not have; left out", name, dsh)
+		return nil
+	case ok && hasArgs && key == "disallowedTools":
+		p.warn(line, key, "%s: dsh hides tools whole, not per argument; all of %s is hidden", name, dsh)
+	case ok && hasArgs && dsh == toolname.Bash:
+		p.warn(line, key, "%s: dsh's permissions are per tool, not per command; the child gets %s without the limit (%s",
+			name, dsh, strings.TrimSpace(args))
+	case ok && hasArgs:
+		p.warn(line, key, "%s: dsh cannot narrow %s to (%s; the child gets all of it", name, dsh, strings.TrimSpace(args))
+	case ok:
+	case known:
+		p.warn(line, key, "%s is a Claude Code tool dsh does not have; left out", name)
+		return nil
+	default:
+		msg := fmt.Sprintf("unknown tool %q", name)
+		if near := tool.Suggest(withClaudeNames(p.opts.Tools), name); near != "" {
+			msg += fmt.Sprintf(" (did you mean %q?)", near)
+		}
+		p.warn(line, key, "%s; left out (known tools: %s)", msg, strings.Join(p.opts.Tools, ", "))
+		return nil
+	}
+	return []string{dsh}
+}
+
+// model resolves a definition's model to a route: the route of that name,
+// in any case and without a context suffix ("Sonnet[1m]" is the route
+// sonnet), else the route serving that model id; inherit and default keep
+// the parent's. Any other name keeps the parent's too, and is counted in
+// the one warning of the load (see modelWarning), not one per file.
 func (p *fileParser) model(line int, node ast.Node) error {
 	m, err := p.str("model", line, node)
-	switch {
-	case err != nil:
+	if err != nil {
 		return err
-	case m == "" || m == ModelInherit:
-		return nil
-	case slices.Contains(p.opts.Routes, m):
-		p.def.Model = m
-		return nil
-	case p.def.Source.Claude && claudeModel(m):
-		p.warn(line, "model", "%q is a Claude Code model, not a dsh model route; the child uses its parent's route", m)
+	}
+	if m == "" || strings.EqualFold(m, ModelInherit) || strings.EqualFold(m, "default") {
 		return nil
 	}
-	msg := fmt.Sprintf("%q is not a configured model route", m)
-	if near := tool.Suggest(p.opts.Routes, m); near != "" {
-		msg += fmt.Sprintf(" (did you mean %q?)", near)
+	for _, want := range []string{m, baseModel(m)} {
+		for _, r := range p.opts.Routes {
+			if strings.EqualFold(r, want) {
+				p.def.Model = r
+				return nil
+			}
+		}
 	}
-	return p.fail(line, "model", "%s; routes: %s, or %s", msg, strings.Join(p.opts.Routes, ", "), ModelInherit)
+	for _, r := range p.opts.Routes {
+		if id := p.opts.RouteModels[r]; id != "" && strings.EqualFold(id, m) {
+			p.def.Model = r
+			return nil
+		}
+	}
+	p.def.askedModel = m
+	return nil
 }
 
 func (p *fileParser) provider(line int, node ast.Node) error {
@@ -443,7 +560,11 @@ func (p *fileParser) narrow(r permission.Rules) {
 // of a definition runs when the child stops (SubagentStop).
 func (p *fileParser) hooks(line int, node ast.Node) error {
 	var cfg hook.Config
-	if err := yaml.NodeToValue(node, &cfg, yaml.Strict()); err != nil {
+	var strict []yaml.DecodeOption
+	if !p.def.Source.Claude { // Claude Code's hooks have fields dsh does not use (url, prompt, once, async, …)
+		strict = append(strict, yaml.Strict())
+	}
+	if err := yaml.NodeToValue(node, &cfg, strict...); err != nil {
 		return p.fail(line, "hooks", "want {EVENT: [{matcher: …, hooks: [{type: command, command: …}]}]}: %s", yamlMessage(err))
 	}
 	for _, ev := range slices.Sorted(maps.Keys(cfg)) {

@@ -764,7 +764,7 @@ func (cfg Config) SessionsRoot(getenv func(string) string) (string, error) {
 
 // Build makes a runtime from cfg: JSONL sessions (or backend, when
 // non-nil), the model routes, the built-in and task tools, the subagent
-// providers and tools, and the persona. The credentials cfg uses are
+// providers and tools, the persona and the project's instructions. The credentials cfg uses are
 // redacted from what the built-in tools return and from stored events.
 func (cfg Config) Build(ctx context.Context, log *slog.Logger, backend session.Backend, getenv func(string) string) (*dsh.Runtime, error) {
 	if backend == nil {
@@ -786,6 +786,9 @@ func (cfg Config) Build(ctx context.Context, log *slog.Logger, backend session.B
 	rt, err := dsh.New(dsh.Options{Logger: log, Backend: backend, Persona: cfg.Persona, MaxTasksPerOwner: cfg.Tasks.MaxPerOwner, Hooks: hooks,
 		Tracer: cfg.Tracer})
 	if err != nil {
+		return nil, err
+	}
+	if err := cfg.mountInstructions(rt, getenv, redactor.String); err != nil {
 		return nil, err
 	}
 	for _, m := range cfg.Models {

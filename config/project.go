@@ -97,7 +97,6 @@ func (cfg Config) Project(dir string, getenv func(string) string) (Project, erro
 	c, _, err := agentdef.Collect(opts)
 	if err != nil {
 		p.Warnings = append(p.Warnings, err.Error())
-		return p, nil
 	}
 	for _, d := range c.List() {
 		if d.Source.Scope != "project" {

@@ -84,7 +84,8 @@ func (cfg Config) mountSubagents(rt *dsh.Runtime, getenv func(string) string) er
 // They are checked against the configured tools and model routes and rt's
 // subagent providers. It also returns the warnings: one for each project
 // definition that shadows a built-in or a user one, and those for what dsh
-// ignores in Claude Code's files.
+// ignores in Claude Code's files, and those of the files left out: a bad
+// file is never an error.
 func (cfg Config) LoadAgents(rt *dsh.Runtime, getenv func(string) string) (*agentdef.Catalog, []string, error) {
 	opts, trusted, err := cfg.agentOptions(getenv, true)
 	if err != nil {
@@ -100,22 +101,47 @@ func (cfg Config) LoadAgents(rt *dsh.Runtime, getenv func(string) string) (*agen
 			opts.Providers[name] = p.Capabilities()
 		}
 	}
-	c, warnings, err := agentdef.Load(opts)
-	if err != nil {
-		return nil, nil, err
-	}
+	c, warnings := loadAgents(opts)
 	if trusted != nil {
 		// The files were read after the check: a change meanwhile
 		// (something running in the project) makes them untrusted.
 		if again, err := store.Scan(trusted.Dir); err != nil || again.Hash() != trusted.Hash() {
 			opts.Dirs = slices.DeleteFunc(opts.Dirs, func(d agentdef.Dir) bool { return d.Scope == "project" })
-			if c, warnings, err = agentdef.Load(opts); err != nil {
-				return nil, nil, err
-			}
+			c, warnings = loadAgents(opts)
 			warnings = append(warnings, fmt.Sprintf("the agent definitions of %s changed while dsh read them: skipped (run \"dsh trust\" to use them)", trusted.Dir))
 		}
 	}
 	return c, append(shadowings(c), warnings...), nil
+}
+
+// AgentWarnings reads the agent definitions LoadAgents would, without
+// building a runtime (their providers' capabilities are not checked), and
+// returns the warnings: for `dsh doctor`.
+func (cfg Config) AgentWarnings(getenv func(string) string) ([]string, error) {
+	opts, _, err := cfg.agentOptions(getenv, true)
+	if err != nil {
+		return nil, err
+	}
+	if cfg.Subagents != nil {
+		for _, p := range cfg.Subagents.Providers {
+			opts.Providers[p.Name] = subagent.Capabilities{}
+		}
+	}
+	_, warnings, err := agentdef.Collect(opts)
+	if err != nil {
+		warnings = append(warnings, err.Error())
+	}
+	return warnings, nil
+}
+
+// loadAgents loads the definitions; a folder that cannot be read is one
+// more warning: no definition file, good or bad, stops dsh.
+func loadAgents(opts agentdef.Options) (*agentdef.Catalog, []string) {
+	c, warnings, err := agentdef.Load(opts)
+	if err != nil {
+		warnings = append(warnings, err.Error())
+	}
+	return c, warnings
 }
 
 // projectDir returns ProjectDir, else the working directory.
@@ -156,9 +182,20 @@ func (cfg Config) agentOptions(getenv func(string) string, withProject bool) (ag
 	}
 	opts := agentdef.Options{Dirs: agentdef.Dirs(project, home, getenv("HOME")), Tools: cfg.knownTools(),
 		Providers: map[string]subagent.Capabilities{}}
+	opts.RouteModels = map[string]string{}
 	for _, m := range cfg.Models {
 		opts.Routes = append(opts.Routes, m.Name)
+		opts.RouteModels[m.Name] = m.Model
 	}
+	opts.MCPServers = slices.Collect(maps.Keys(cfg.MCPServers))
+	if trusted != nil && (cfg.ProjectMCP == nil || *cfg.ProjectMCP) { // the project's .mcp.json servers run too
+		if it, ok := trusted.Item(trust.MCPFile); ok && it.Problem == "" {
+			project, _ := cfg.parseProjectMCP(filepath.Join(trusted.Dir, trust.MCPFile), it.Data)
+			opts.MCPServers = append(opts.MCPServers, slices.Collect(maps.Keys(project))...)
+		}
+	}
+	slices.Sort(opts.MCPServers)
+	opts.MCPServers = slices.Compact(opts.MCPServers)
 	return opts, trusted, nil
 }
 

@@ -4,6 +4,13 @@
 // a trusted folder. The record, $DSH_HOME/trust.json, keys each folder by
 // its absolute, symlink-resolved path and holds a SHA-256 of its items, so
 // a changed item makes the folder untrusted again.
+//
+// A repository's instructions for agents (AGENTS.md, CLAUDE.md) are no
+// project items: they only become text the model reads, which Claude Code
+// and Codex read without asking, and asking to trust every repository that
+// has one would teach users to say yes. They may not reach outside the
+// repository (a symlink, an @import of ~/.ssh/…), trusted or not: see
+// package prompt/instructions.
 package trust
 
 import (
@@ -38,7 +45,7 @@ const MaxItem = 1 << 20
 // source is one place a folder may hold project items.
 type source struct {
 	path string // relative to the folder, slash-separated
-	dir  bool   // a folder whose *.md files (directly in it) are items
+	dir  bool   // a folder whose *.md files (see AgentFiles) are items
 	kind string
 }
 
@@ -163,18 +170,13 @@ func Scan(dir string, user ...string) (Inventory, error) {
 			}
 			continue
 		}
-		entries, err := os.ReadDir(path)
-		if errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR) {
-			continue
-		}
+		files, _, err := AgentFiles(path)
 		if err != nil {
 			return Inventory{}, fmt.Errorf("trust: %w", err)
 		}
-		for _, e := range entries {
-			if !strings.HasSuffix(e.Name(), ".md") || e.IsDir() {
-				continue
-			}
-			it, ok, err := readItem(filepath.Join(path, e.Name()), s.path+"/"+e.Name(), s.kind)
+		for _, f := range files {
+			rel, _ := filepath.Rel(path, f)
+			it, ok, err := readItem(f, s.path+"/"+filepath.ToSlash(rel), s.kind)
 			if err != nil {
 				return Inventory{}, err
 			}
@@ -185,6 +187,58 @@ func Scan(dir string, user ...string) (Inventory, error) {
 	}
 	slices.SortFunc(inv.Items, func(a, b Item) int { return strings.Compare(a.Path, b.Path) })
 	return inv, nil
+}
+
+// Bounds on a folder of agent definitions: how deep its subfolders are
+// read, and how many files in all.
+const (
+	maxAgentDepth = 8
+	maxAgentFiles = 2000
+)
+
+// AgentFiles lists the *.md files of a folder of agent definitions and of
+// its subfolders, as Claude Code reads them, in path order: subfolders
+// whose name starts with "." and symlinked subfolders are not entered (the
+// folder itself may be a symlink), at most 8 deep and 2000 files in all
+// (the warnings say what was skipped). A missing folder has none. Package
+// agentdef reads the same files, so that what is trusted is what loads.
+func AgentFiles(root string) (paths, warnings []string, err error) {
+	real, err := filepath.EvalSymlinks(root)
+	if errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR) {
+		return nil, nil, nil
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	err = filepath.WalkDir(real, func(path string, e fs.DirEntry, err error) error {
+		if err != nil {
+			if path == real {
+				return err
+			}
+			warnings = append(warnings, fmt.Sprintf("agent definitions: %v; skipped", err))
+			return nil
+		}
+		rel, _ := filepath.Rel(real, path)
+		if e.IsDir() {
+			if path != real && (strings.Count(rel, string(filepath.Separator)) >= maxAgentDepth || strings.HasPrefix(e.Name(), ".")) {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if !strings.HasSuffix(e.Name(), ".md") {
+			return nil
+		}
+		if len(paths) == maxAgentFiles {
+			warnings = append(warnings, fmt.Sprintf("agent definitions: %s holds more than %d files; the rest are skipped", root, maxAgentFiles))
+			return filepath.SkipAll
+		}
+		paths = append(paths, filepath.Join(root, rel))
+		return nil
+	})
+	if errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR) {
+		return nil, nil, nil
+	}
+	return paths, warnings, err
 }
 
 // isUserDir reports whether path is one of the folders user.

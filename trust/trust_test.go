@@ -183,3 +183,24 @@ func TestConcurrentTrust(t *testing.T) {
 		t.Errorf("%d of %d folders recorded: %v", len(list), len(dirs), err)
 	}
 }
+
+// Agent definitions in subfolders of an agents folder are items too (they
+// load, as in Claude Code): adding one makes a trusted folder changed.
+// Hidden subfolders are not read, and so are no items.
+func TestAgentSubfoldersAreItems(t *testing.T) {
+	home, dir := t.TempDir(), t.TempDir()
+	s := trust.Open(home)
+	write(t, filepath.Join(dir, ".claude", "agents", "a.md"), "x")
+	write(t, filepath.Join(dir, ".claude", "agents", ".git", "b.md"), "hidden")
+	if _, err := s.Trust(dir); err != nil {
+		t.Fatal(err)
+	}
+	write(t, filepath.Join(dir, ".claude", "agents", "team", "lead.md"), "y")
+	st, err := s.Check(dir)
+	if err != nil || st.State != trust.Changed {
+		t.Fatalf("after a new file in a subfolder: %v %v", st.State, err)
+	}
+	if _, ok := st.Item(".claude/agents/team/lead.md"); !ok || st.Count(trust.KindAgent) != 2 {
+		t.Errorf("items %+v", st.Items)
+	}
+}

@@ -24,8 +24,10 @@ func (c *cli) agentsCmd() *cobra.Command {
 built-in ones (explore, general), then those read from $HOME/.claude/agents,
 $DSH_HOME/agents, and the project's .claude/agents and .dsh/agents, the later
 winning on a name clash. The project's definitions are used only when the
-folder is trusted (see dsh trust); otherwise they are listed as not trusted. What a Claude Code file says that dsh does not use
-is a warning on stderr; a bad file is an error naming its file and line.`,
+folder is trusted (see dsh trust); otherwise they are listed as not trusted.
+Files in subfolders of these folders are read too. What a Claude Code file
+says that dsh does not use is a warning on stderr, and so is every bad file,
+naming its file and line: it is left out, and the others are listed.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			cfg, err := c.loadConfig()

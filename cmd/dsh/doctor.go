@@ -25,6 +25,7 @@ import (
 type check struct {
 	ok      bool
 	skipped bool // not checked, and not a failure
+	warn    bool // a problem that does not stop dsh
 	what    string
 	detail  string
 }
@@ -38,7 +39,9 @@ is set, its endpoint answers and serves the configured model (the list the
 endpoint serves is printed when it does not); each configured subagent
 provider's program is on PATH; each MCP server (mcpServers in dsh.yaml,
 and the project's .mcp.json in a trusted folder) starts and lists its
-tools, and an untrusted folder's servers are listed as skipped; $DSH_HOME is
+tools, and an untrusted folder's servers are listed as skipped; each problem
+of the agent definitions (a bad file, a tool or model dsh lacks) is a WARN
+line, which does not fail the check; $DSH_HOME is
 writable; no git worktree that a child was given (isolation: worktree) was
 left behind by a dsh that was killed (each one found is listed with how to
 clean it up). Exits 1 when a check fails.
@@ -61,6 +64,7 @@ the key variable of every configured route.`,
 			checks = append(checks, c.checkProviders(cfg)...)
 			checks = append(checks, c.checkMCP(cmd.Context(), cfg)...)
 			checks = append(checks, c.checkUntrustedMCP(cfg)...)
+			checks = append(checks, c.checkAgents(cfg)...)
 			checks = append(checks, c.checkHome())
 			checks = append(checks, checkWorktrees(cmd.Context())...)
 			failed := 0
@@ -68,6 +72,8 @@ the key variable of every configured route.`,
 				mark := "ok  "
 				if ch.skipped {
 					mark = "skip"
+				} else if ch.warn {
+					mark = "WARN"
 				} else if !ch.ok {
 					mark = "FAIL"
 					failed++
@@ -187,6 +193,24 @@ func (c *cli) checkUntrustedMCP(cfg config.Config) []check {
 	for _, s := range p.Servers {
 		out = append(out, check{skipped: true, what: fmt.Sprintf("MCP server %s (%s) from %s", s.Name, s.Describe, filepath.Join(p.Dir, trust.MCPFile)),
 			detail: fmt.Sprintf("not started: this folder is %s (run \"dsh trust\" to use it)", p.State)})
+	}
+	return out
+}
+
+// checkAgents reports what is wrong in the agent definitions, one WARN
+// line each (a bad file is left out, never fatal), or one ok line.
+func (c *cli) checkAgents(cfg config.Config) []check {
+	const what = "agent definitions"
+	warnings, err := cfg.AgentWarnings(c.getenv)
+	if err != nil {
+		return []check{{what: what, detail: err.Error()}}
+	}
+	if len(warnings) == 0 {
+		return []check{{ok: true, what: what, detail: "no problems"}}
+	}
+	var out []check
+	for _, w := range warnings {
+		out = append(out, check{warn: true, what: what, detail: strings.TrimPrefix(strings.TrimPrefix(w, "agent definitions: "), "agent definition ")})
 	}
 	return out
 }

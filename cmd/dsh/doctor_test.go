@@ -40,7 +40,7 @@ subagents:
       acp: {command: self}
 `), 0o600)
 	out, _, err = runCLI(t, env, "--config", cfg, "doctor")
-	if err == nil || !strings.Contains(err.Error(), "3 of 5 checks failed") {
+	if err == nil || !strings.Contains(err.Error(), "3 of 6 checks failed") {
 		t.Fatalf("err = %v\n%s", err, out)
 	}
 	for _, want := range []string{

@@ -51,3 +51,58 @@ func FromClaude(name string) (builtin string, ok bool) {
 	}
 	return "", false
 }
+
+// The names of dsh tools that are not built-in but have a Claude Code
+// counterpart: the background-task tools (package task), the subagent tool
+// and the control tools (package subagent/subagenttool), as mounted by
+// default.
+const (
+	Subagent    = "subagent"
+	TaskList    = "task_list"
+	TaskOutput  = "task_output"
+	TaskKill    = "task_kill"
+	SendMessage = "send_message"
+	ListAgents  = "list_agents"
+)
+
+// Counterpart returns the dsh tool that Claude Code's tool name names in
+// an agent definition's tool list: the built-in ones (as FromClaude),
+// MultiEdit as edit_file, Agent and Task as the subagent tool, and Claude
+// Code's background-task and team tools as dsh's. ok is false when dsh
+// has no counterpart; known then says whether name is a Claude Code tool
+// at all (WebFetch, TodoWrite, …), for the warning.
+func Counterpart(claude string) (dsh string, ok, known bool) {
+	if b, ok := FromClaude(claude); ok {
+		return b, true, true
+	}
+	switch claude {
+	case "MultiEdit":
+		return EditFile, true, true
+	case "Agent", "Task":
+		return Subagent, true, true
+	case "TaskList":
+		return TaskList, true, true
+	case "TaskOutput", "BashOutput":
+		return TaskOutput, true, true
+	case "TaskStop", "KillShell", "KillBash":
+		return TaskKill, true, true
+	case "SendMessage":
+		return SendMessage, true, true
+	case "ListAgents":
+		return ListAgents, true, true
+	}
+	for _, n := range claudeOnly() {
+		if n == claude {
+			return "", false, true
+		}
+	}
+	return "", false, false
+}
+
+// claudeOnly are Claude Code tools dsh has no counterpart for.
+func claudeOnly() []string {
+	return []string{"LS", "NotebookEdit", "NotebookRead", "WebFetch", "WebSearch", "TodoWrite", "TodoRead",
+		"ExitPlanMode", "EnterPlanMode", "SlashCommand", "Skill", "AskUserQuestion", "ListMcpResourcesTool",
+		"ReadMcpResourceTool", "TaskCreate", "TaskGet", "TaskUpdate", "TeamCreate", "TeamDelete", "Workflow",
+		"Monitor", "ToolSearch", "CronCreate", "CronDelete", "CronList", "EnterWorktree", "ExitWorktree", "LSP"}
+}

@@ -8,6 +8,7 @@ import (
 
 	tea "github.com/charmbracelet/bubbletea"
 
+	"github.com/dsh-go/dsh/prompt/instructions"
 	"github.com/dsh-go/dsh/subagent"
 	"github.com/dsh-go/dsh/task"
 )
@@ -31,6 +32,10 @@ func commands() []command {
 		{"resume", "ID", "continue a stored session here", (*model).resume},
 		{"cost", "", "the tokens and cost of this conversation, children included", (*model).cost},
 		{"model", "", "the model this conversation runs on", (*model).modelInfo},
+		{"init", "", "write a first AGENTS.md here (never overwrites one)", func(m *model, _ string) tea.Cmd {
+			m.log.add(entryNote, instructions.InitReport(m.agent.Cwd()))
+			return nil
+		}},
 		{"help", "", "this list, and the keys", (*model).help},
 		{"exit", "", "leave (the session is kept: dsh sessions show ID)", func(m *model, _ string) tea.Cmd { return m.quit() }},
 	}
