@@ -61,7 +61,7 @@ func hookEnv(t *testing.T, root *hook.Set, entries ...scripted.Entry) (*agent.Re
 // command never runs.
 func TestPreToolUseHookBlocks(t *testing.T) {
 	guard := hooks(t, hook.Config{hook.PreToolUse: {{Matcher: "Bash", Hooks: []hook.Command{
-		{Command: `grep -q '"tool_name":"bash"' && echo "no shell commands in this repository" >&2 && exit 2`}}}}})
+		{Command: `grep -q '"tool_name":"Bash"' && echo "no shell commands in this repository" >&2 && exit 2`}}}}})
 	agents, dir := hookEnv(t, guard, scripted.ToolCalls("", scripted.Call{Name: "bash", Arguments: `{}`}), scripted.Text("ok"))
 	a, err := agents.Create(context.Background(), agent.CreateOptions{Cwd: dir, Options: agent.Options{Provider: "test"}})
 	if err != nil {
