@@ -366,6 +366,10 @@ type Agent struct {
 	disposeDone chan struct{}
 
 	trace *traceState // nil when tracing is off
+
+	hookState  hookState      // a root's (see hookState)
+	callStarts sync.Map       // call id → when it was allowed, for PostToolUse's duration_ms
+	hookStop   *session.Cause // a hook asked the turn to end (under mu)
 }
 
 func newAgent(r *Registry, s *session.Session, opts CreateOptions) *Agent {
@@ -390,7 +394,7 @@ func newAgent(r *Registry, s *session.Session, opts CreateOptions) *Agent {
 		a.policy = a.policy.NarrowBy(*opts.Policy)
 	}
 	a.hooks = a.hooks.With(opts.Hooks)
-	a.tools.Guard(a.guard)
+	a.tools.GuardCall(a.guardCall)
 	if a.hooks.Has(hook.PostToolUse) {
 		a.tools.After(a.afterTool)
 	}
@@ -758,6 +762,7 @@ func (a *Agent) dispose() {
 		cancel(&CancelError{Cause: session.Cause{Kind: CauseDisposed}})
 	}
 	a.wg.Wait()
+	a.sessionEndHooks()
 	var errs []error
 	for _, c := range slices.Backward(owned) {
 		errs = append(errs, c.Dispose(context.Background()))
