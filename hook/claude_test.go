@@ -187,7 +187,7 @@ func TestSettingsAsTheyAre(t *testing.T) {
 		t.Error("the prompt hook of Stop is kept")
 	}
 	joined := strings.Join(warnings, "\n")
-	for _, w := range []string{"UserPromptExpansion: dsh runs no UserPromptExpansion hooks", "SomeFutureEvent", "a http hook is ignored", "a prompt hook is ignored"} {
+	for _, w := range []string{"UserPromptExpansion: dsh runs no UserPromptExpansion hooks", "SomeFutureEvent", "a hook of type http is ignored", "a hook of type prompt is ignored"} {
 		if !strings.Contains(joined, w) {
 			t.Errorf("no warning %q in:\n%s", w, joined)
 		}

@@ -232,7 +232,7 @@ func (c Config) Usable(strict bool) (Config, []string, error) {
 			kept.Hooks = nil
 			for j, h := range g.Hooks {
 				if h.Type != "" && h.Type != CommandType {
-					warnings = append(warnings, fmt.Sprintf("hooks.%s[%d].hooks[%d]: dsh runs only command hooks; a %s hook is ignored", ev, i, j, h.Type))
+					warnings = append(warnings, fmt.Sprintf("hooks.%s[%d].hooks[%d]: dsh runs only command hooks; a hook of type %s is ignored", ev, i, j, h.Type))
 					continue
 				}
 				kept.Hooks = append(kept.Hooks, h)
