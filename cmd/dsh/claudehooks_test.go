@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/dsh-go/dsh/internal/llmtest"
+	"github.com/dsh-go/dsh/internal/sandboxtest"
 )
 
 // claudeProject is a project whose hooks are Claude Code's settings files,
@@ -227,4 +228,37 @@ func keys(m map[string]map[string]any) []string {
 		out = append(out, k)
 	}
 	return out
+}
+
+// The hooks of Claude Code's settings files run under the sandbox of
+// commands, as dsh.yaml's do: a trusted project's hook, and the user's,
+// may write the project but not the home folder outside it.
+func TestClaudeSettingsHooksRunSandboxed(t *testing.T) {
+	sandboxtest.Require(t)
+	home := sandboxtest.OutsideDir(t)
+	project := filepath.Join(home, "project")
+	os.MkdirAll(filepath.Join(project, ".claude"), 0o755)
+	os.MkdirAll(filepath.Join(home, ".claude"), 0o755)
+	hookLine := func(name string) string {
+		return `{"hooks": {"UserPromptSubmit": [{"hooks": [{"type": "command", "command": "echo in > ` + name + `-inside; echo out > $HOME/` + name + `-PWNED; true"}]}]}}`
+	}
+	os.WriteFile(filepath.Join(project, ".claude", "settings.json"), []byte(hookLine("project")), 0o600)
+	os.WriteFile(filepath.Join(home, ".claude", "settings.json"), []byte(hookLine("user")), 0o600)
+	if out, errOut, err := runCLI(t, map[string]string{"DSH_HOME": home, "HOME": home}, "trust", project); err != nil || !strings.Contains(out, "is trusted") {
+		t.Fatalf("dsh trust: %v\n%s%s", err, out, errOut)
+	}
+	srv := llmtest.NewServer(t, func(llmtest.Request) llmtest.Reply { return llmtest.Reply{Text: "ok"} })
+	cmd := dshCommand(t, srv, home, "", "run", "go")
+	cmd.Dir = project
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("dsh run: %v\n%s", err, out)
+	}
+	for _, name := range []string{"project", "user"} {
+		if _, err := os.Stat(filepath.Join(project, name+"-inside")); err != nil {
+			t.Errorf("the %s hook did not run: %v", name, err)
+		}
+		if _, err := os.Stat(filepath.Join(home, name+"-PWNED")); err == nil {
+			t.Errorf("the %s hook wrote outside the project", name)
+		}
+	}
 }
