@@ -236,3 +236,30 @@ func TestContinueFalseStopsTheTurn(t *testing.T) {
 	}
 	checkBalanced(t, a)
 }
+
+// A Notification hook runs before a person is asked to approve a call.
+func TestNotificationBeforeAnAsk(t *testing.T) {
+	dir := t.TempDir()
+	log := filepath.Join(dir, "notified")
+	set := settingsHooks(t, hook.Config{hook.Notification: []hook.Group{{Matcher: "permission_prompt", Hooks: []hook.Command{{Command: "cat > " + log}}}}})
+	agents, _, cwd, ran := claudeEnv(t, set, bashCall("ls"), scripted.Text("ok"))
+	pol, err := permission.New(permission.Rules{Tools: map[string]permission.Decision{"bash": permission.Ask}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := agents.Create(context.Background(), agent.CreateOptions{Cwd: cwd, Options: agent.Options{Provider: "test"}, Policy: &pol,
+		Asker: permission.AskerFunc(func(context.Context, permission.Request) (permission.Answer, error) {
+			if _, err := os.Stat(log); err != nil {
+				t.Error("asked before the Notification hook ran")
+			}
+			return permission.AllowOnce, nil
+		})})
+	if err != nil {
+		t.Fatal(err)
+	}
+	run(t, a, "go")
+	got, _ := os.ReadFile(log)
+	if !strings.Contains(string(got), `"message":"dsh needs your permission to use Bash"`) || !strings.Contains(string(got), `"notification_type":"permission_prompt"`) || len(*ran) != 1 {
+		t.Errorf("notification %s, ran %v", got, *ran)
+	}
+}

@@ -219,3 +219,12 @@ func TestSessionMatchers(t *testing.T) {
 		t.Error("resume matched startup")
 	}
 }
+
+// A hook's context is bounded, and the cut is said.
+func TestContextIsBounded(t *testing.T) {
+	s := set(t, hook.UserPromptSubmit, "", cmd(`cat >/dev/null; head -c 60000 /dev/zero | tr '\0' y`))
+	d, err := s.Decide(t.Context(), hook.Input{Event: hook.UserPromptSubmit, Cwd: t.TempDir()})
+	if err != nil || len(d.Context) != 1 || len(d.Context[0]) > hook.MaxContext+100 || !strings.Contains(d.Context[0], "[cut: the hook's context was 60000 bytes") {
+		t.Fatalf("context %d bytes, %v", len(strings.Join(d.Context, "")), err)
+	}
+}

@@ -361,7 +361,7 @@ func (s *Set) runOne(ctx context.Context, h compiled, in Input, stdin []byte, d 
 		if res.stdout != "" {
 			log.Debug("hook output", "stdout", res.stdout)
 			if in.Event == SessionStart || in.Event == UserPromptSubmit {
-				d.Context = append(d.Context, strings.TrimSpace(res.stdout))
+				d.addContext(res.stdout)
 			}
 		}
 		return nil

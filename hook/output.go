@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+	"unicode/utf8"
 )
 
 // The permission decisions of a PreToolUse hook (Decision.Permission).
@@ -40,6 +41,25 @@ type Decision struct {
 	// after this event, with StopReason for the user.
 	Stop       bool
 	StopReason string
+}
+
+// MaxContext bounds the bytes of one hook's additional context that reach
+// the model (Claude Code's bound); the rest is cut, and the cut said.
+const MaxContext = 10_000
+
+// addContext adds c to d's context, bounded by MaxContext.
+func (d *Decision) addContext(c string) {
+	if c = strings.TrimSpace(c); c == "" {
+		return
+	}
+	if len(c) > MaxContext {
+		n := MaxContext
+		for n > 0 && !utf8.RuneStart(c[n]) {
+			n--
+		}
+		c = c[:n] + fmt.Sprintf("\n[cut: the hook's context was %d bytes, at most %d are kept]", len(c), MaxContext)
+	}
+	d.Context = append(d.Context, c)
 }
 
 // output is the part of Claude Code's hook output dsh reads.
@@ -87,9 +107,7 @@ func (d *Decision) apply(h compiled, in Input, out output) error {
 	if out.Continue != nil && !*out.Continue {
 		d.Stop, d.StopReason = true, out.StopReason
 	}
-	if c := out.Specific.AdditionalContext; c != "" {
-		d.Context = append(d.Context, c)
-	}
+	d.addContext(out.Specific.AdditionalContext)
 	switch in.Event {
 	case PreToolUse:
 		perm, reason := out.Specific.PermissionDecision, out.Specific.PermissionDecisionReason
