@@ -94,11 +94,14 @@ func (a *Agent) guardCall(ctx context.Context, call tool.Call) (tool.Call, error
 		in := a.HookInput(hook.PreToolUse)
 		in.ToolName, in.ToolUseID, in.ToolInput = call.Name, call.ID, json.RawMessage(call.Arguments)
 		var err error
-		if d, err = a.hooks.Decide(ctx, in); err != nil {
+		d, err = a.hooks.Decide(ctx, in)
+		if d.Stop {
+			a.stopByHook(d.StopReason)
+		}
+		if err != nil {
 			return call, err
 		}
 		if d.Stop {
-			a.stopByHook(d.StopReason)
 			return call, &hook.Blocked{Event: hook.PreToolUse, Reason: "the agent was stopped by a hook: " + d.StopReason}
 		}
 		if d.UpdatedInput != nil {
