@@ -114,6 +114,8 @@ func TestJSONDecisions(t *testing.T) {
 		{"deny", `{"hookSpecificOutput":{"hookEventName":"PreToolUse","permissionDecision":"deny","permissionDecisionReason":"JSON-DENY"}}`, pre, "JSON-DENY", hook.Decision{}},
 		{"legacy block", `{"decision":"block","reason":"LEGACY-BLOCK"}`, pre, "LEGACY-BLOCK", hook.Decision{}},
 		{"unknown decision", `{"hookSpecificOutput":{"permissionDecision":"maybe"}}`, pre, `permissionDecision "maybe"`, hook.Decision{}},
+		{"broken JSON", `{"hookSpecificOutput":{"permissionDecision":"deny"`, pre, "JSON dsh cannot read", hook.Decision{}},
+		{"mistyped JSON", `{"hookSpecificOutput":{"permissionDecision":5}}`, pre, "JSON dsh cannot read", hook.Decision{}},
 		{"bad updatedInput", `{"hookSpecificOutput":{"permissionDecision":"allow","updatedInput":"rm"}}`, pre, "updatedInput", hook.Decision{}},
 		{"ask", `{"hookSpecificOutput":{"permissionDecision":"ask","permissionDecisionReason":"sure?"}}`, pre, "", hook.Decision{Permission: hook.Ask, Reason: "sure?"}},
 		{"approve", `{"decision":"approve","reason":"fine"}`, pre, "", hook.Decision{Permission: hook.Allow, Reason: "fine"}},

@@ -356,7 +356,14 @@ func (s *Set) runOne(ctx context.Context, h compiled, in Input, stdin []byte, d 
 		log.Warn("hook failed", "exit", res.exit, "stderr", res.stderr)
 		return nil
 	}
-	out, isJSON := parseOutput(res.stdout)
+	out, isJSON, perr := parseOutput(res.stdout)
+	switch {
+	case perr != nil && h.event == PreToolUse: // a guard that cannot be read must not let the call through
+		return &Blocked{Event: h.event, Command: h.command, Reason: fmt.Sprintf("the hook printed JSON dsh cannot read (%v), so the call was not allowed", perr)}
+	case perr != nil:
+		log.Warn("hook printed JSON dsh cannot read", "err", perr)
+		return nil
+	}
 	if !isJSON {
 		if res.stdout != "" {
 			log.Debug("hook output", "stdout", res.stdout)

@@ -79,17 +79,17 @@ type output struct {
 }
 
 // parseOutput reads a hook's stdout: a JSON object is Claude Code's hook
-// output; anything else is plain text (ok false).
-func parseOutput(stdout string) (output, bool) {
-	var out output
+// output; anything else is plain text (ok false). Text that opens like an
+// object but is not one the decoder reads is an error.
+func parseOutput(stdout string) (out output, ok bool, err error) {
 	b := bytes.TrimSpace([]byte(stdout))
 	if len(b) == 0 || b[0] != '{' {
-		return out, false
+		return out, false, nil
 	}
 	if err := json.Unmarshal(b, &out); err != nil {
-		return output{}, false
+		return output{}, false, err
 	}
-	return out, true
+	return out, true, nil
 }
 
 // apply folds the output of one hook of in.Event into d. It returns a
