@@ -367,9 +367,10 @@ type Agent struct {
 
 	trace *traceState // nil when tracing is off
 
-	hookState  hookState      // a root's (see hookState)
-	callStarts sync.Map       // call id → when it was allowed, for PostToolUse's duration_ms
-	hookStop   *session.Cause // a hook asked the turn to end (under mu)
+	hookState   hookState      // a root's (see hookState)
+	callStarts  sync.Map       // call id → when it was allowed, for PostToolUse's duration_ms
+	callContext sync.Map       // call id → the additional context of its PreToolUse hooks
+	hookStop    *session.Cause // a hook asked the turn to end (under mu)
 }
 
 func newAgent(r *Registry, s *session.Session, opts CreateOptions) *Agent {
@@ -395,7 +396,7 @@ func newAgent(r *Registry, s *session.Session, opts CreateOptions) *Agent {
 	}
 	a.hooks = a.hooks.With(opts.Hooks)
 	a.tools.GuardCall(a.guardCall)
-	if a.hooks.Has(hook.PostToolUse) {
+	if a.hooks.Has(hook.PostToolUse) || a.hooks.Has(hook.PreToolUse) {
 		a.tools.After(a.afterTool)
 	}
 	a.prompt = r.deps.Prompt.NewScopeWith(a.builtin)

@@ -86,6 +86,7 @@ func TestPreToolUseJSONDecisions(t *testing.T) {
 		{"allow skips the ask", `{"hookSpecificOutput":{"permissionDecision":"allow"}}`, permission.Ask, false, `{"command":"ls"}`, "ran"},
 		{"ask asks", `{"hookSpecificOutput":{"permissionDecision":"ask","permissionDecisionReason":"sure?"}}`, permission.Allow, true, `{"command":"ls"}`, "ran"},
 		{"allow does not lift a deny", `{"hookSpecificOutput":{"permissionDecision":"allow"}}`, permission.Deny, false, "", "denies"},
+		{"additionalContext", `{"hookSpecificOutput":{"hookEventName":"PreToolUse","additionalContext":"PRE-CONTEXT"}}`, permission.Allow, false, `{"command":"ls"}`, "PreToolUse hook additional context: PRE-CONTEXT"},
 		{"updatedInput", `{"hookSpecificOutput":{"permissionDecision":"allow","updatedInput":{"command":"ls -la"}}}`, permission.Allow, false, `{"command":"ls -la"}`, "ran"},
 	}
 	for _, tt := range tests {

@@ -107,6 +107,9 @@ func (a *Agent) guardCall(ctx context.Context, call tool.Call) (tool.Call, error
 		if d.UpdatedInput != nil {
 			call.Arguments = d.UpdatedInput
 		}
+		if len(d.Context) > 0 && call.ID != "" {
+			a.callContext.Store(call.ID, d.Context)
+		}
 	}
 	err := a.authorize(ctx, permission.Request{Tool: call.Name, CallID: call.ID, Arguments: call.Arguments}, d.Permission)
 	if err == nil && call.ID != "" && a.hooks.Has(hook.PostToolUse) {
@@ -117,17 +120,26 @@ func (a *Agent) guardCall(ctx context.Context, call tool.Call) (tool.Call, error
 
 // afterTool runs the PostToolUse hooks of a call that ran: a hook that
 // blocks adds its reason to the result the model reads, as does the
-// additional context they give; one that prints continue: false ends the
-// turn after this step.
+// additional context they and the call's PreToolUse hooks give; one that
+// prints continue: false ends the turn after this step.
 func (a *Agent) afterTool(ctx context.Context, call tool.Call, res tool.Result) tool.Result {
-	in := a.HookInput(hook.PostToolUse)
-	in.ToolName, in.ToolUseID, in.ToolInput = call.Name, call.ID, json.RawMessage(call.Arguments)
-	in.ToolResponse = &hook.ToolResponse{Content: content.JoinText(res.Content), IsError: res.IsError, Code: res.Code}
-	if start, ok := a.callStarts.LoadAndDelete(call.ID); ok {
-		in.Duration = time.Since(start.(time.Time))
-	}
-	d, err := a.hooks.Decide(context.WithoutCancel(ctx), in)
 	var add []string
+	if pre, ok := a.callContext.LoadAndDelete(call.ID); ok {
+		for _, c := range pre.([]string) {
+			add = append(add, "PreToolUse hook additional context: "+strings.TrimSpace(c))
+		}
+	}
+	var d hook.Decision
+	var err error
+	if a.hooks.Has(hook.PostToolUse) {
+		in := a.HookInput(hook.PostToolUse)
+		in.ToolName, in.ToolUseID, in.ToolInput = call.Name, call.ID, json.RawMessage(call.Arguments)
+		in.ToolResponse = &hook.ToolResponse{Content: content.JoinText(res.Content), IsError: res.IsError, Code: res.Code}
+		if start, ok := a.callStarts.LoadAndDelete(call.ID); ok {
+			in.Duration = time.Since(start.(time.Time))
+		}
+		d, err = a.hooks.Decide(context.WithoutCancel(ctx), in)
+	}
 	if b, ok := errors.AsType[*hook.Blocked](err); ok {
 		add = append(add, "PostToolUse hook: "+strings.TrimSpace(b.Reason))
 	}

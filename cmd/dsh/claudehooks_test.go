@@ -262,3 +262,31 @@ func TestClaudeSettingsHooksRunSandboxed(t *testing.T) {
 		}
 	}
 }
+
+// A UserPromptSubmit hook of ~/.claude/settings.json that refuses the
+// prompt keeps it from the model, and the user reads the hook's reason.
+func TestClaudePromptHookRefuses(t *testing.T) {
+	home := t.TempDir()
+	os.MkdirAll(filepath.Join(home, ".claude"), 0o755)
+	os.WriteFile(filepath.Join(home, ".claude", "settings.json"), []byte(`{"hooks": {"UserPromptSubmit": [{"hooks": [{"type": "command",
+	  "command": "grep -q secret && { echo 'no secrets in prompts' >&2; exit 2; }; true"}]}]}}`), 0o600)
+	var mu sync.Mutex
+	calls := 0
+	srv := llmtest.NewServer(t, func(llmtest.Request) llmtest.Reply {
+		mu.Lock()
+		calls++
+		mu.Unlock()
+		return llmtest.Reply{Text: "ok"}
+	})
+	cmd := dshCommand(t, srv, home, "", "run", "my secret is 1234")
+	cmd.Dir = t.TempDir()
+	out, err := cmd.CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "a hook stopped the turn: no secrets in prompts") {
+		t.Errorf("dsh run: %v\n%s", err, out)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if calls != 0 {
+		t.Errorf("the refused prompt reached the model (%d requests)", calls)
+	}
+}
