@@ -25,12 +25,14 @@ const MaxStopContinuations = 8
 const hookPlugin = "hook"
 
 // hookState is the root's part of the hooks' life: whether its session
-// started, and the file of $CLAUDE_ENV_FILE.
+// started, the file of $CLAUDE_ENV_FILE and the transcript.
 type hookState struct {
-	mu      sync.Mutex
-	envFile string
-	envErr  error
-	started bool // SessionStart ran
+	mu            sync.Mutex
+	envFile       string
+	envErr        error
+	transcript    *hook.Transcript
+	transcriptErr error
+	started       bool // SessionStart ran
 }
 
 // Hooks returns the agent's hooks: those it inherited (its owner's, or the
@@ -53,7 +55,7 @@ func (a *Agent) root() *Agent {
 func (a *Agent) HookInput(ev hook.Event) hook.Input {
 	root := a.root()
 	in := hook.Input{Event: ev, SessionID: root.id, Cwd: a.Cwd(), Agent: a.path, ProjectDir: root.Cwd(),
-		TranscriptPath: a.hooks.Transcript(root.id, root.Cwd()), PermissionMode: "default", EnvFile: root.hookEnvFile()}
+		TranscriptPath: root.hookTranscript(), PermissionMode: "default", EnvFile: root.hookEnvFile()}
 	if root != a {
 		in.AgentID = a.id
 	}
@@ -80,6 +82,28 @@ func (a *Agent) hookEnvFile() string {
 		h.envFile = f.Name()
 	}
 	return h.envFile
+}
+
+// hookTranscript brings the root's Claude Code-shaped transcript up to its
+// conversation, made on first use, and returns its file; "" when it cannot
+// be made.
+func (a *Agent) hookTranscript() string {
+	h := &a.hookState
+	h.mu.Lock()
+	if h.transcript == nil && h.transcriptErr == nil {
+		if h.transcript, h.transcriptErr = hook.NewTranscript(a.id, a.Cwd()); h.transcriptErr != nil {
+			a.reg.deps.Log.Warn("no transcript for hooks", "err", h.transcriptErr)
+		}
+	}
+	t := h.transcript
+	h.mu.Unlock()
+	if t == nil {
+		return ""
+	}
+	if err := t.Sync(a.session.Messages()); err != nil {
+		a.reg.deps.Log.Warn("the transcript for hooks could not be written", "err", err)
+	}
+	return t.Path()
 }
 
 // guardCall is the check every call in the agent's scope passes: its
@@ -263,9 +287,6 @@ func (a *Agent) stopHooks(ctx context.Context, continued int) (content.Message, 
 	if a.owner != nil || a.host || !a.hooks.Has(hook.Stop) {
 		return content.Message{}, false
 	}
-	if err := a.session.Flush(); err != nil { // the transcript holds the answer
-		a.reg.deps.Log.Warn("session write failed", "agent", a.id, "err", err)
-	}
 	in := a.HookInput(hook.Stop)
 	in.StopReason, in.StopHookActive, in.LastAssistantMessage = session.EndCompleted, continued > 0, a.lastAnswer()
 	d, err := a.hooks.Decide(ctx, in)
@@ -292,11 +313,15 @@ func (a *Agent) endHooks(end session.TurnEnd) {
 }
 
 // sessionEndHooks runs the SessionEnd hooks of a top-level agent whose
-// session started, as it is disposed, and removes its $CLAUDE_ENV_FILE.
+// session started, as it is disposed, and removes its $CLAUDE_ENV_FILE and
+// transcript.
 func (a *Agent) sessionEndHooks() {
 	a.hookState.mu.Lock()
-	started, env := a.hookState.started, a.hookState.envFile
+	started, env, transcript := a.hookState.started, a.hookState.envFile, a.hookState.transcript
 	a.hookState.mu.Unlock()
+	if transcript != nil {
+		defer transcript.Remove()
+	}
 	if a.owner == nil && started && a.hooks.Has(hook.SessionEnd) {
 		in := a.HookInput(hook.SessionEnd)
 		in.Reason = "other"

@@ -777,19 +777,18 @@ func (cfg Config) SessionsRoot(getenv func(string) string) (string, error) {
 // providers and tools, and the persona. The credentials cfg uses are
 // redacted from what the built-in tools return and from stored events.
 func (cfg Config) Build(ctx context.Context, log *slog.Logger, backend session.Backend, getenv func(string) string) (*dsh.Runtime, error) {
-	sessionFiles := "" // the root of the JSONL session files, when dsh keeps them
 	if backend == nil {
 		root, err := cfg.SessionsRoot(getenv)
 		if err != nil {
 			return nil, err
 		}
-		backend, sessionFiles = jsonl.New(root), root
+		backend = jsonl.New(root)
 	}
 	redactor := secret.NewRedactor(cfg.Credentials(getenv)...)
 	backend = redactor.Backend(backend)
 	log = slog.New(redactor.Handler(cmp.Or(log, slog.Default()).Handler()))
 	mode := cfg.Tools.Sandbox.Or(sandbox.Default)
-	hooks, err := cfg.hooks(log, sessionFiles)
+	hooks, err := cfg.hooks(log)
 	if err != nil {
 		return nil, err
 	}

@@ -11,8 +11,6 @@ import (
 
 	"github.com/dsh-go/dsh/hook"
 	"github.com/dsh-go/dsh/sandbox"
-	"github.com/dsh-go/dsh/session"
-	"github.com/dsh-go/dsh/session/jsonl"
 	"github.com/dsh-go/dsh/trust"
 )
 
@@ -94,9 +92,8 @@ func (cfg Config) withClaudeSettings(dir string, getenv func(string) string) (Co
 }
 
 // hooks compiles the hooks of dsh.yaml and of the settings files, run
-// under the sandbox of commands, with the session logs of root (when the
-// sessions are JSONL files) as their transcripts.
-func (cfg Config) hooks(log *slog.Logger, root string) (*hook.Set, error) {
+// under the sandbox of commands.
+func (cfg Config) hooks(log *slog.Logger) (*hook.Set, error) {
 	set, _, err := hook.NewSettings(cfg.Hooks, cmp.Or(cfg.path, "dsh.yaml"), log)
 	if err != nil {
 		return nil, err
@@ -108,10 +105,5 @@ func (cfg Config) hooks(log *slog.Logger, root string) (*hook.Set, error) {
 		}
 		set = set.With(s)
 	}
-	set = set.WithSandbox(cfg.Tools.Sandbox.Or(sandbox.Default), cfg.Tools.Network)
-	if root != "" {
-		files := jsonl.New(root)
-		set = set.WithTranscripts(func(id, cwd string) string { return files.Path(session.Header{ID: id, Cwd: cwd}) })
-	}
-	return set, nil
+	return set.WithSandbox(cfg.Tools.Sandbox.Or(sandbox.Default), cfg.Tools.Network), nil
 }

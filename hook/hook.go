@@ -46,8 +46,8 @@ const (
 type Input struct {
 	Event     Event  `json:"hook_event_name"`
 	SessionID string `json:"session_id"`
-	// TranscriptPath is the session's log, a JSONL file (dsh's events, one
-	// a line; see the README).
+	// TranscriptPath is the session's conversation in Claude Code's
+	// transcript shape (see Transcript).
 	TranscriptPath string `json:"transcript_path,omitempty"`
 	Cwd            string `json:"cwd"`
 	// PermissionMode is Claude Code's name for how calls are approved:
@@ -160,8 +160,6 @@ type Set struct {
 	// sandbox and network are what hooks run under (see WithSandbox).
 	sandbox sandbox.Mode
 	network sandbox.Network
-	// transcript names a session's log (see WithTranscripts).
-	transcript func(sessionID, cwd string) string
 }
 
 type compiled struct {
@@ -221,28 +219,9 @@ func compile(cfg Config, origin string, log *slog.Logger) *Set {
 func (s *Set) WithSandbox(m sandbox.Mode, n sandbox.Network) *Set {
 	out := &Set{log: slog.Default(), sandbox: m, network: n}
 	if s != nil {
-		out.hooks, out.log, out.transcript = s.hooks, s.log, s.transcript
+		out.hooks, out.log = s.hooks, s.log
 	}
 	return out
-}
-
-// WithTranscripts returns s with fn naming the log file of the session
-// with id and working directory cwd, for hooks' transcript_path.
-func (s *Set) WithTranscripts(fn func(sessionID, cwd string) string) *Set {
-	out := &Set{log: slog.Default(), transcript: fn}
-	if s != nil {
-		out.hooks, out.log, out.sandbox, out.network = s.hooks, s.log, s.sandbox, s.network
-	}
-	return out
-}
-
-// Transcript returns the log file of a session for hooks'
-// transcript_path, "" when unknown.
-func (s *Set) Transcript(sessionID, cwd string) string {
-	if s == nil || s.transcript == nil {
-		return ""
-	}
-	return s.transcript(sessionID, cwd)
 }
 
 // With returns the hooks of s followed by those of t, run under s's
@@ -254,9 +233,9 @@ func (s *Set) With(t *Set) *Set {
 	case s == nil:
 		return t
 	case len(s.hooks) == 0:
-		return &Set{hooks: t.hooks, log: t.log, sandbox: s.sandbox, network: s.network, transcript: s.transcript}
+		return &Set{hooks: t.hooks, log: t.log, sandbox: s.sandbox, network: s.network}
 	}
-	return &Set{hooks: slices.Concat(s.hooks, t.hooks), log: s.log, sandbox: s.sandbox, network: s.network, transcript: s.transcript}
+	return &Set{hooks: slices.Concat(s.hooks, t.hooks), log: s.log, sandbox: s.sandbox, network: s.network}
 }
 
 // Empty reports whether s has no hooks.

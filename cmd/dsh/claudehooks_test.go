@@ -62,7 +62,7 @@ func claudeProject(t *testing.T) (home, project, bin string) {
 	settings(filepath.Join(project, ".claude", "settings.json"), map[string]any{"PreToolUse": command("Bash", deny, map[string]any{"if": "Bash(echo *)"})})
 	keepGoing := `in=$(cat); case "$in" in *'"stop_hook_active":true'*) exit 0;; esac; ` +
 		`tp=$(printf '%s' "$in" | sed -n 's/.*"transcript_path":"\([^"]*\)".*/\1/p'); ` +
-		`grep -c . "$tp" > "$CLAUDE_PROJECT_DIR/transcript-lines.txt" 2>&1; printf '%s' '{"decision":"block","reason":"KEEP-GOING"}'`
+		`cp "$tp" "$CLAUDE_PROJECT_DIR/transcript-copy.jsonl"; printf '%s' '{"decision":"block","reason":"KEEP-GOING"}'`
 	settings(filepath.Join(project, ".claude", "settings.local.json"), map[string]any{"Stop": command("", keepGoing)})
 	return home, project, bin
 }
@@ -113,7 +113,7 @@ func TestClaudeHooksEndToEnd(t *testing.T) {
 	if !strings.Contains(errOut, "hooks.UserPromptExpansion: dsh runs no UserPromptExpansion hooks") || !strings.Contains(errOut, "a hook of type http is ignored") {
 		t.Errorf("no warning for what dsh does not run:\n%s", errOut)
 	}
-	for _, f := range []string{"ran.txt", "new.txt", "payloads.jsonl", "env.txt", "transcript-lines.txt"} {
+	for _, f := range []string{"ran.txt", "new.txt", "payloads.jsonl", "env.txt", "transcript-copy.jsonl"} {
 		os.Remove(filepath.Join(project, f))
 	}
 	mu.Lock()
@@ -142,10 +142,38 @@ func TestClaudeHooksEndToEnd(t *testing.T) {
 	if got, _ := os.ReadFile(filepath.Join(project, "new.txt")); string(got) != "x\nformatted\n" {
 		t.Errorf("new.txt = %q: the formatter hook did not run on it", got)
 	}
-	if got, _ := os.ReadFile(filepath.Join(project, "transcript-lines.txt")); strings.TrimSpace(string(got)) == "" || strings.TrimSpace(string(got)) == "0" {
-		t.Errorf("the Stop hook could not read the transcript: %q", got)
+	// The Stop hook read the transcript in Claude Code's shape.
+	var roles, uses []string
+	last := ""
+	for _, r := range readPayloads(t, filepath.Join(project, "transcript-copy.jsonl")) {
+		msg, _ := r["message"].(map[string]any)
+		roles = append(roles, r["type"].(string)+"/"+msg["role"].(string))
+		blocks, _ := msg["content"].([]any)
+		for _, b := range blocks {
+			b := b.(map[string]any)
+			switch b["type"] {
+			case "tool_use":
+				var in bytes.Buffer
+				enc := json.NewEncoder(&in)
+				enc.SetEscapeHTML(false)
+				enc.Encode(b["input"])
+				uses = append(uses, b["name"].(string)+" "+strings.TrimSpace(in.String()))
+			case "text":
+				if r["type"] == "assistant" {
+					last = b["text"].(string)
+				}
+			}
+		}
 	}
-
+	if got := strings.Join(roles, " "); got != "user/user assistant/assistant user/user assistant/assistant user/user assistant/assistant" {
+		t.Errorf("transcript records %s", got)
+	}
+	if want := []string{`Bash {"command":"echo RAN > ran.txt"}`, `Write {"content":"x\n","file_path":"` + filepath.Join(project, "new.txt") + `"}`}; strings.Join(uses, "\n") != strings.Join(want, "\n") {
+		t.Errorf("transcript tool uses %q, want %q", uses, want)
+	}
+	if last != "first answer" {
+		t.Errorf("the transcript's last answer %q", last)
+	}
 	payloads := readPayloads(t, filepath.Join(project, "payloads.jsonl"))
 	var events []string
 	for _, p := range payloads {
@@ -188,10 +216,10 @@ func TestClaudeHooksEndToEnd(t *testing.T) {
 		stops[0]["last_assistant_message"] != "first answer" || stops[1]["last_assistant_message"] != "second answer" {
 		t.Errorf("Stop payloads %v", stops)
 	}
-	if tp, _ := payloads[0]["transcript_path"].(string); !strings.HasPrefix(tp, filepath.Join(home, "sessions")) {
+	if tp, _ := payloads[0]["transcript_path"].(string); !strings.HasSuffix(tp, ".jsonl") {
 		t.Errorf("transcript_path %q", tp)
-	} else if _, err := os.Stat(tp); err != nil {
-		t.Errorf("transcript_path: %v", err)
+	} else if _, err := os.Stat(tp); err == nil {
+		t.Errorf("the transcript %s outlives the session", tp)
 	}
 	env, _ := os.ReadFile(filepath.Join(project, "env.txt"))
 	if !strings.Contains(string(env), "CLAUDE_PROJECT_DIR="+project+"\n") || !strings.Contains(string(env), "CLAUDE_ENV_FILE=/") {
