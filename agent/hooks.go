@@ -55,7 +55,10 @@ func (a *Agent) root() *Agent {
 func (a *Agent) HookInput(ev hook.Event) hook.Input {
 	root := a.root()
 	in := hook.Input{Event: ev, SessionID: root.id, Cwd: a.Cwd(), Agent: a.path, ProjectDir: root.Cwd(),
-		TranscriptPath: root.hookTranscript(), PermissionMode: "default", EnvFile: root.hookEnvFile()}
+		TranscriptPath: root.hookTranscript(), PermissionMode: "default"}
+	if ev == hook.SessionStart { // as in Claude Code, only SessionStart hooks get $CLAUDE_ENV_FILE
+		in.EnvFile = root.hookEnvFile()
+	}
 	if root != a {
 		in.AgentID = a.id
 	}
