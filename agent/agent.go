@@ -367,6 +367,11 @@ type Agent struct {
 	disposeDone chan struct{}
 
 	trace *traceState // nil when tracing is off
+
+	hookState   hookState      // a root's (see hookState)
+	callStarts  sync.Map       // call id → when it was allowed, for PostToolUse's duration_ms
+	callContext sync.Map       // call id → the additional context of its PreToolUse hooks
+	hookStop    *session.Cause // a hook asked the turn to end (under mu)
 }
 
 func newAgent(r *Registry, s *session.Session, opts CreateOptions) *Agent {
@@ -391,8 +396,8 @@ func newAgent(r *Registry, s *session.Session, opts CreateOptions) *Agent {
 		a.policy = a.policy.NarrowBy(*opts.Policy)
 	}
 	a.hooks = a.hooks.With(opts.Hooks)
-	a.tools.Guard(a.guard)
-	if a.hooks.Has(hook.PostToolUse) {
+	a.tools.GuardCall(a.guardCall)
+	if a.hooks.Has(hook.PostToolUse) || a.hooks.Has(hook.PreToolUse) {
 		a.tools.After(a.afterTool)
 	}
 	a.prompt = r.deps.Prompt.NewScopeWith(a.builtin)
@@ -774,6 +779,7 @@ func (a *Agent) dispose() {
 		cancel(&CancelError{Cause: session.Cause{Kind: CauseDisposed}})
 	}
 	a.wg.Wait()
+	a.sessionEndHooks()
 	var errs []error
 	for _, c := range slices.Backward(owned) {
 		errs = append(errs, c.Dispose(context.Background()))

@@ -61,7 +61,7 @@ func hookEnv(t *testing.T, root *hook.Set, entries ...scripted.Entry) (*agent.Re
 // command never runs.
 func TestPreToolUseHookBlocks(t *testing.T) {
 	guard := hooks(t, hook.Config{hook.PreToolUse: {{Matcher: "Bash", Hooks: []hook.Command{
-		{Command: `grep -q '"tool_name":"bash"' && echo "no shell commands in this repository" >&2 && exit 2`}}}}})
+		{Command: `grep -q '"tool_name":"Bash"' && echo "no shell commands in this repository" >&2 && exit 2`}}}}})
 	agents, dir := hookEnv(t, guard, scripted.ToolCalls("", scripted.Call{Name: "bash", Arguments: `{}`}), scripted.Text("ok"))
 	a, err := agents.Create(context.Background(), agent.CreateOptions{Cwd: dir, Options: agent.Options{Provider: "test"}})
 	if err != nil {
@@ -109,15 +109,17 @@ func TestPostToolUseAndStopHooks(t *testing.T) {
 	if len(lines) != 2 {
 		t.Fatalf("log:\n%s", raw)
 	}
-	var post, stop hook.Input
+	var post, stop map[string]any
 	json.Unmarshal([]byte(lines[0]), &post)
 	json.Unmarshal([]byte(lines[1]), &stop)
-	if post.Event != hook.PostToolUse || post.ToolName != "bash" || post.ToolUseID != "c1" || string(post.ToolInput) != `{"command":"ls"}` ||
-		post.ToolResponse == nil || post.ToolResponse.Content != "ran" || post.SessionID != a.ID() || post.Cwd != cwd {
-		t.Errorf("PostToolUse input %+v", post)
+	if resp, _ := post["tool_response"].(map[string]any); post["hook_event_name"] != "PostToolUse" || post["tool_name"] != "Bash" ||
+		post["tool_use_id"] != "c1" || post["tool_input"].(map[string]any)["command"] != "ls" ||
+		resp["stdout"] != "ran" || post["session_id"] != a.ID() || post["cwd"] != cwd || post["duration_ms"] == nil {
+		t.Errorf("PostToolUse input %v", post)
 	}
-	if stop.Event != hook.Stop || stop.StopReason != session.EndCompleted || stop.SessionID != a.ID() {
-		t.Errorf("Stop input %+v", stop)
+	if stop["hook_event_name"] != "Stop" || stop["stop_reason"] != session.EndCompleted || stop["session_id"] != a.ID() ||
+		stop["stop_hook_active"] != false || stop["last_assistant_message"] != "ok" {
+		t.Errorf("Stop input %v", stop)
 	}
 }
 
@@ -146,7 +148,7 @@ func TestChildrenInheritHooks(t *testing.T) {
 		t.Fatalf("hooks ran %q, want the parent's then the child's, and no Stop", got)
 	}
 	in := child.HookInput(hook.PreToolUse)
-	if len(in.Agent) != 1 || in.Agent[0] != "spawn · x" || in.SessionID != child.ID() {
+	if len(in.Agent) != 1 || in.Agent[0] != "spawn · x" || in.SessionID != root.ID() || in.AgentID != child.ID() {
 		t.Errorf("child's hook input %+v", in)
 	}
 }

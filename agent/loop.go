@@ -97,7 +97,7 @@ func (a *Agent) endTurn(ctx context.Context, n int, claimed []item, reason sessi
 			end.Reason = session.EndReason{Kind: session.EndError, Error: failureOf(err)}
 		}
 	}
-	a.stopHooks(end)
+	a.endHooks(end)
 	for _, it := range claimed {
 		if it.onEnd != nil {
 			it.onEnd(end)
@@ -127,6 +127,9 @@ func failureOf(err error) *content.Failure {
 // steps runs the steps of turn n until it concludes.
 func (a *Agent) steps(ctx context.Context, n int, claimed []item, usage *content.Usage) (session.EndReason, error) {
 	maxTokens := false
+	a.takeHookStop()
+	var fromHooks []content.Message // Stop hooks' feedback for the next step
+	continued := 0                  // times Stop hooks continued the turn
 	for step := 1; ; step++ {
 		if step > 1 {
 			a.mu.Lock()
@@ -139,10 +142,19 @@ func (a *Agent) steps(ctx context.Context, n int, claimed []item, usage *content
 		if err := ctx.Err(); err != nil {
 			return session.EndReason{}, err
 		}
+		if step == 1 {
+			if end, err := a.promptHooks(ctx, n, claimed); end != nil || err != nil {
+				return derefEnd(end), err
+			}
+		}
 		a.session.Append(session.TypeStepStart, session.Step{Turn: n, Step: step})
 		for _, it := range claimed {
 			a.session.Append(session.TypeUserMessage, it.msg)
 		}
+		for _, m := range fromHooks {
+			a.session.Append(session.TypeUserMessage, m)
+		}
+		fromHooks = nil
 		if stop, ok := a.limited(step); ok {
 			a.session.Append(session.TypeStepEnd, session.Step{Turn: n, Step: step})
 			return stop, nil
@@ -155,6 +167,9 @@ func (a *Agent) steps(ctx context.Context, n int, claimed []item, usage *content
 		if out == stepBudget {
 			return session.EndReason{Kind: session.EndBudget}, nil
 		}
+		if c := a.takeHookStop(); c != nil {
+			return session.EndReason{Kind: session.EndBlocked, Cause: c}, nil
+		}
 		maxTokens = maxTokens || out == stepMaxTokens
 		if out == stepContinue {
 			continue
@@ -166,9 +181,21 @@ func (a *Agent) steps(ctx context.Context, n int, claimed []item, usage *content
 			if maxTokens {
 				return session.EndReason{Kind: session.EndMaxTokens}, nil
 			}
+			if msg, again := a.stopHooks(ctx, continued); again {
+				continued++
+				fromHooks = append(fromHooks, msg)
+				continue
+			}
 			return session.EndReason{Kind: session.EndCompleted}, nil
 		}
 	}
+}
+
+func derefEnd(e *session.EndReason) session.EndReason {
+	if e == nil {
+		return session.EndReason{}
+	}
+	return *e
 }
 
 // limited reports whether step may not call the model: the turn reached

@@ -6,6 +6,7 @@ import (
 	"sync/atomic"
 
 	"github.com/dsh-go/dsh/content"
+	"github.com/dsh-go/dsh/hook"
 	"github.com/dsh-go/dsh/permission"
 	"github.com/dsh-go/dsh/tool"
 )
@@ -109,18 +110,6 @@ func (a *Agent) TokensUsed() (used, budget int64) { return a.tree.used.Load(), a
 // model calls (an out-of-process child's usage) against its budget.
 func (a *Agent) Charge(u content.Usage) { a.tree.charge(u) }
 
-// guard is the check every call in the agent's scope passes: its
-// PreToolUse hooks, then its permission policy.
-func (a *Agent) guard(ctx context.Context, call tool.Call) error {
-	if !a.tools.Has(call.Name) {
-		return nil // the scope reports the unknown tool itself
-	}
-	if err := a.preToolHooks(ctx, call); err != nil {
-		return err
-	}
-	return a.Authorize(ctx, permission.Request{Tool: call.Name, CallID: call.ID, Arguments: call.Arguments})
-}
-
 // Authorize decides whether a call may run under the agent's policy. It
 // returns nil when it may, and a *tool.Error with code DENIED that says why
 // when it may not. A call the policy says to ask about goes to the tree's
@@ -128,23 +117,36 @@ func (a *Agent) guard(ctx context.Context, call tool.Call) error {
 // agent's own calls, the child's path for a call an out-of-process child
 // relays).
 func (a *Agent) Authorize(ctx context.Context, req permission.Request) error {
+	return a.authorize(ctx, req, "")
+}
+
+// authorize is Authorize after a PreToolUse hook's permission decision
+// hookSays (hook.Allow, hook.Ask or ""): allow skips the ask the policy
+// wants, ask asks even where the policy allows; neither lifts a deny.
+func (a *Agent) authorize(ctx context.Context, req permission.Request, hookSays string) error {
 	req.Agent = append(append([]string(nil), a.path...), req.Agent...)
 	if req.SessionID == "" {
 		req.SessionID = a.id
 	}
 	switch a.policy.Decide(req.Tool) {
 	case permission.Allow:
-		return nil
+		if hookSays != hook.Ask {
+			return nil
+		}
 	case permission.Ask:
+		if hookSays == hook.Allow {
+			return nil
+		}
 	default:
 		return tool.Errorf(tool.CodeDenied, "the permission policy denies %s%s", req.Tool, by(req))
 	}
-	if a.tree.allowedAlways(req.Tool) {
+	if a.tree.allowedAlways(req.Tool) && hookSays != hook.Ask {
 		return nil
 	}
 	if a.tree.asker == nil {
 		return tool.Errorf(tool.CodeDenied, "%s%s needs approval, and nobody can approve it here", req.Tool, by(req))
 	}
+	a.notifyHooks(ctx, req)
 	ans, err := a.tree.asker.Ask(ctx, req)
 	switch {
 	case err != nil:

@@ -96,6 +96,9 @@ type Config struct {
 	warnings   []string          // what is legal but probably not meant
 	kinds      []Kind            // the provider kinds the file was checked against
 	mcpSources map[string]string // server name → the .mcp.json it came from
+	// hookSources are Claude Code's settings files whose hooks run after
+	// Hooks.
+	hookSources []hookSource
 }
 
 // Loader loads configuration files against a table of provider kinds.
@@ -392,7 +395,10 @@ func (l Loader) Load(path string, getenv func(string) string) (Config, error) {
 		return cfg, err
 	}
 	if wd, werr := os.Getwd(); werr == nil {
-		return cfg.withTrustedProjectMCP(wd, getenv)
+		if cfg, err = cfg.withTrustedProjectMCP(wd, getenv); err != nil {
+			return cfg, err
+		}
+		return cfg.withClaudeSettings(wd, getenv)
 	}
 	return cfg, nil
 }
@@ -588,7 +594,8 @@ func (cfg Config) merge(file Config) (Config, error) {
 		cfg.Subagents = file.Subagents
 	}
 	cfg.ACP = file.ACP
-	if err := file.Hooks.Validate(); err != nil {
+	usableHooks, hookWarnings, err := file.Hooks.Usable(true)
+	if err != nil {
 		var ce *hook.ConfigError
 		if errors.As(err, &ce) {
 			return cfg, bad("$.hooks."+ce.Field, "%s", ce.Msg)
@@ -596,7 +603,7 @@ func (cfg Config) merge(file Config) (Config, error) {
 		return cfg, err
 	}
 	if file.Hooks != nil {
-		cfg.Hooks = file.Hooks
+		cfg.Hooks = usableHooks
 	}
 	for _, name := range slices.Sorted(maps.Keys(file.MCPServers)) {
 		if err := mcpError("$.mcpServers", file.MCPServers[name].Validate(name)); err != nil {
@@ -613,6 +620,9 @@ func (cfg Config) merge(file Config) (Config, error) {
 		return cfg, err
 	}
 	cfg.warnings = cfg.lint()
+	for _, w := range hookWarnings {
+		cfg.warnings = append(cfg.warnings, "dsh.yaml "+w)
+	}
 	return cfg, nil
 }
 
@@ -778,11 +788,10 @@ func (cfg Config) Build(ctx context.Context, log *slog.Logger, backend session.B
 	backend = redactor.Backend(backend)
 	log = slog.New(redactor.Handler(cmp.Or(log, slog.Default()).Handler()))
 	mode := cfg.Tools.Sandbox.Or(sandbox.Default)
-	hooks, err := hook.New(cfg.Hooks, cmp.Or(cfg.path, "dsh.yaml"), log)
+	hooks, err := cfg.hooks(log)
 	if err != nil {
 		return nil, err
 	}
-	hooks = hooks.WithSandbox(mode, cfg.Tools.Network)
 	rt, err := dsh.New(dsh.Options{Logger: log, Backend: backend, Persona: cfg.Persona, MaxTasksPerOwner: cfg.Tasks.MaxPerOwner, Hooks: hooks,
 		Tracer: cfg.Tracer})
 	if err != nil {

@@ -176,7 +176,7 @@ func TestConfigErrorMessages(t *testing.T) {
 		{"hook matcher", "hooks:\n  PreToolUse:\n    - matcher: \"(\"\n      hooks: [{command: x}]\n",
 			`config dsh.yaml: line 3: hooks.PreToolUse[0].matcher: bad regular expression "(": error parsing regexp: missing closing ): ` + "`(`"},
 		{"hook event", "hooks:\n  BeforeTool: [{hooks: [{command: x}]}]\n",
-			`config dsh.yaml: line 2: hooks.BeforeTool: unknown hook event (want one of PreToolUse, PostToolUse, SubagentStart, SubagentStop, Stop)`},
+			`config dsh.yaml: line 2: hooks.BeforeTool: unknown hook event (want one of PreToolUse, PostToolUse, SubagentStart, SubagentStop, Stop, SessionStart, SessionEnd, UserPromptSubmit, Notification, PreCompact, or another of Claude Code's events)`},
 		{"hook timeout", "hooks:\n  Stop: [{hooks: [{command: x, timeout: soon}]}]\n",
 			`config dsh.yaml: line 2: hooks.Stop[0].hooks[0].timeout: want a number, got "soon"`},
 	} {

@@ -8,12 +8,14 @@ import (
 	"strings"
 
 	"github.com/dsh-go/dsh/agentdef"
+	"github.com/dsh-go/dsh/hook"
 	"github.com/dsh-go/dsh/trust"
 )
 
 // TrustStore returns the record of trusted folders of $DSH_HOME (see
 // package trust), which knows the user's own folders of definitions
-// ($DSH_HOME/agents, ~/.claude/agents) from the project's.
+// ($DSH_HOME/agents, ~/.claude/agents) and settings
+// (~/.claude/settings.json) from the project's.
 func TrustStore(getenv func(string) string) (*trust.Store, error) {
 	home, err := Home(getenv)
 	if err != nil {
@@ -21,7 +23,7 @@ func TrustStore(getenv func(string) string) (*trust.Store, error) {
 	}
 	user := []string{filepath.Join(home, "agents")}
 	if h := getenv("HOME"); h != "" {
-		user = append(user, filepath.Join(h, ".claude", "agents"))
+		user = append(user, filepath.Join(h, ".claude", "agents"), filepath.Join(h, filepath.FromSlash(trust.SettingsFile)))
 	}
 	return trust.Open(home, user...), nil
 }
@@ -34,6 +36,9 @@ type Project struct {
 	Servers []ProjectServer
 	// Definitions are its agent definitions.
 	Definitions []ProjectDefinition
+	// Hooks are the hooks of its Claude Code settings files that dsh would
+	// run.
+	Hooks []ProjectHook
 	// Warnings say what of its items dsh would leave out, and why.
 	Warnings []string
 
@@ -56,6 +61,15 @@ type ProjectDefinition struct {
 	Replaces string
 	// Hooks is set when it carries hooks, commands run on the host.
 	Hooks bool
+}
+
+// ProjectHook is a hook of a project's Claude Code settings file.
+type ProjectHook struct {
+	// Path is the settings file, relative to the project.
+	Path    string
+	Event   hook.Event
+	Matcher string
+	Command string
 }
 
 // Project reads what dir's project items would add: its .mcp.json servers
@@ -83,6 +97,19 @@ func (cfg Config) Project(dir string, getenv func(string) string) (Project, erro
 		for _, name := range slices.Sorted(maps.Keys(servers)) {
 			if _, own := cfg.MCPServers[name]; !own {
 				p.Servers = append(p.Servers, ProjectServer{Name: name, Describe: servers[name].Describe()})
+			}
+		}
+	}
+	for _, f := range []string{trust.SettingsFile, trust.LocalSettingsFile} {
+		if it, ok := st.Item(f); ok && it.Problem == "" {
+			c, warnings := settingsHooks(filepath.Join(st.Dir, filepath.FromSlash(f)), it.Data)
+			p.Warnings = append(p.Warnings, warnings...)
+			for _, ev := range slices.Sorted(maps.Keys(c)) {
+				for _, g := range c[ev] {
+					for _, h := range g.Hooks {
+						p.Hooks = append(p.Hooks, ProjectHook{Path: f, Event: ev, Matcher: g.Matcher, Command: h.Command})
+					}
+				}
 			}
 		}
 	}
@@ -129,6 +156,13 @@ func (p Project) Describe(indent string) string {
 		}
 		b.WriteString("\n")
 	}
+	for _, h := range p.Hooks {
+		on := string(h.Event)
+		if h.Matcher != "" {
+			on += " " + h.Matcher
+		}
+		fmt.Fprintf(&b, "%shook (%s, %s), a command on this machine: %s\n", indent, h.Path, on, h.Command)
+	}
 	for _, w := range p.Warnings {
 		fmt.Fprintf(&b, "%swarning: %s\n", indent, w)
 	}
@@ -145,6 +179,9 @@ func (p Project) Skipped() string {
 	}
 	if n := p.Count(trust.KindAgent); n > 0 {
 		parts = append(parts, plural(n, "agent definition"))
+	}
+	if len(p.Hooks) > 0 {
+		parts = append(parts, plural(len(p.Hooks), "hook")+" of Claude Code's settings")
 	}
 	return strings.Join(parts, " and ")
 }

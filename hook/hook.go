@@ -1,6 +1,7 @@
 package hook
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -17,7 +18,6 @@ import (
 
 	"github.com/dsh-go/dsh/internal/proc"
 	"github.com/dsh-go/dsh/sandbox"
-	"github.com/dsh-go/dsh/tool/toolname"
 )
 
 // BlockExitCode is the exit status with which a hook blocks what its event
@@ -36,30 +36,95 @@ const (
 	termGrace = 100 * time.Millisecond
 )
 
-// Input is the event a hook reads on stdin, as JSON. The field names are
-// Claude Code's where it has the field.
+// Input is the event a hook reads on stdin, as JSON in Claude Code's
+// shape: its field names, its names for the built-in tools in tool_name
+// (Bash, Read, Write, Edit, Glob, Grep, Agent) and its argument names in
+// tool_input, with absolute paths (file_path); tool_response in the shape
+// of Claude Code's tool's; stop_hook_active on Stop and SubagentStop.
+// The fields are set with dsh's names and arguments: MarshalJSON
+// translates them.
 type Input struct {
 	Event     Event  `json:"hook_event_name"`
 	SessionID string `json:"session_id"`
-	Cwd       string `json:"cwd"`
+	// TranscriptPath is the session's conversation in Claude Code's
+	// transcript shape (see Transcript).
+	TranscriptPath string `json:"transcript_path,omitempty"`
+	Cwd            string `json:"cwd"`
+	// PermissionMode is Claude Code's name for how calls are approved:
+	// "default", or "bypassPermissions" when nothing is asked.
+	PermissionMode string `json:"permission_mode,omitempty"`
+	// AgentID is set on a child's events (whose SessionID is its root's)
+	// and on the subagent events: the child's session.
+	AgentID string `json:"agent_id,omitempty"`
 	// Agent is the agent's path in its delegation tree, empty for a
 	// top-level agent.
 	Agent []string `json:"agent,omitempty"`
-	// Tool events.
+	// Tool events: dsh's tool name and arguments.
 	ToolName     string          `json:"tool_name,omitempty"`
 	ToolUseID    string          `json:"tool_use_id,omitempty"`
 	ToolInput    json.RawMessage `json:"tool_input,omitempty"`
-	ToolResponse *ToolResponse   `json:"tool_response,omitempty"`
+	ToolResponse *ToolResponse   `json:"-"`
+	// Duration is how long the call ran (PostToolUse), sent as
+	// duration_ms.
+	Duration time.Duration `json:"-"`
 	// Subagent events: the type (empty when untyped), the provider, the
 	// label and the task; SubagentStop adds the stop reason and output.
 	AgentType   string `json:"agent_type,omitempty"`
 	Provider    string `json:"provider,omitempty"`
 	Description string `json:"description,omitempty"`
-	Prompt      string `json:"prompt,omitempty"`
+	// Prompt is the task of a subagent event, or the person's prompt
+	// (UserPromptSubmit).
+	Prompt string `json:"prompt,omitempty"`
 	// StopReason is why the turn (Stop) or the child (SubagentStop) ended.
 	StopReason string `json:"stop_reason,omitempty"`
 	// Output is the child's final text (SubagentStop).
 	Output string `json:"output,omitempty"`
+	// LastAssistantMessage is the text of the agent's last answer (Stop,
+	// SubagentStop).
+	LastAssistantMessage string `json:"last_assistant_message,omitempty"`
+	// StopHookActive is set on a Stop (SubagentStop) that follows a turn
+	// a Stop hook continued.
+	StopHookActive bool `json:"-"`
+	// Source is why a session starts (SessionStart: startup, resume).
+	Source string `json:"source,omitempty"`
+	// Reason is why a session ends (SessionEnd).
+	Reason string `json:"reason,omitempty"`
+	// Message and NotificationType describe a Notification.
+	Message          string `json:"message,omitempty"`
+	NotificationType string `json:"notification_type,omitempty"`
+	// Trigger is what started a compaction (PreCompact: manual, auto).
+	Trigger string `json:"trigger,omitempty"`
+	// ProjectDir is $CLAUDE_PROJECT_DIR (default Cwd).
+	ProjectDir string `json:"-"`
+	// EnvFile is $CLAUDE_ENV_FILE, a file the hook may write (dsh does not
+	// read it back); none when empty.
+	EnvFile string `json:"-"`
+}
+
+// MarshalJSON writes in in Claude Code's shape (see Input).
+func (in Input) MarshalJSON() ([]byte, error) {
+	type plain Input
+	w := struct {
+		plain
+		ToolResponse   any    `json:"tool_response,omitempty"`
+		DurationMS     *int64 `json:"duration_ms,omitempty"`
+		StopHookActive *bool  `json:"stop_hook_active,omitempty"`
+	}{plain: plain(in)}
+	if in.ToolName != "" {
+		w.ToolName = ClaudeName(in.ToolName)
+		w.ToolInput = claudeInput(in.ToolName, in.Cwd, in.ToolInput)
+	}
+	if in.ToolResponse != nil {
+		w.ToolResponse = claudeResponse(in.ToolName, w.ToolInput, in.ToolResponse)
+	}
+	if in.Event == PostToolUse {
+		ms := in.Duration.Milliseconds()
+		w.DurationMS = &ms
+	}
+	if in.Event == Stop || in.Event == SubagentStop {
+		w.StopHookActive = &in.StopHookActive
+	}
+	return json.Marshal(w)
 }
 
 // ToolResponse is what a tool call produced (PostToolUse).
@@ -105,12 +170,28 @@ type compiled struct {
 	origin  string // where the hook was declared
 }
 
-// New compiles cfg. origin names where it was declared (a file) for logs;
-// log receives what hooks report besides blocks (nil: slog.Default()).
+// New compiles cfg, whose events must be Events (an agent definition's
+// hooks). origin names where it was declared (a file) for logs; log
+// receives what hooks report besides blocks (nil: slog.Default()).
 func New(cfg Config, origin string, log *slog.Logger) (*Set, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
+	return compile(cfg, origin, log), nil
+}
+
+// NewSettings compiles what of cfg, a user's configuration (dsh.yaml, one
+// of Claude Code's settings files), dsh runs, as Config.Usable (not strict)
+// says, and returns the warnings for what it left out.
+func NewSettings(cfg Config, origin string, log *slog.Logger) (*Set, []string, error) {
+	usable, warnings, err := cfg.Usable(false)
+	if err != nil {
+		return nil, nil, err
+	}
+	return compile(usable, origin, log), warnings, nil
+}
+
+func compile(cfg Config, origin string, log *slog.Logger) *Set {
 	if log == nil {
 		log = slog.Default()
 	}
@@ -127,7 +208,7 @@ func New(cfg Config, origin string, log *slog.Logger) (*Set, error) {
 			}
 		}
 	}
-	return s, nil
+	return s
 }
 
 // WithSandbox returns s with its hooks run under the sandbox mode m
@@ -165,15 +246,30 @@ func (s *Set) Has(ev Event) bool {
 	return s != nil && slices.ContainsFunc(s.hooks, func(h compiled) bool { return h.event == ev })
 }
 
-// Run runs, in order, the hooks of in.Event whose matcher matches in, and
-// returns a *Blocked for the first that blocks: one that exits with
-// BlockExitCode, or, for PreToolUse and SubagentStart, one that does not
-// finish within its timeout (the guard could not decide). Hooks after a
-// block do not run. Other failures are logged and ignored. A ctx that ends
-// kills the running hook and returns its cause.
+// Run runs the hooks of in.Event as Decide does, and returns the
+// *Blocked of a block; a hook's continue: false blocks too. It is for
+// callers that honour no other decision.
 func (s *Set) Run(ctx context.Context, in Input) error {
+	d, err := s.Decide(ctx, in)
+	if err == nil && d.Stop {
+		return &Blocked{Event: in.Event, Reason: cmpOr(d.StopReason, "a hook stopped the agent")}
+	}
+	return err
+}
+
+// Decide runs, in order, the hooks of in.Event whose matcher matches in,
+// and returns what their JSON output decided. It returns a *Blocked for
+// the first that blocks: one that exits with BlockExitCode, that prints a
+// blocking decision (decision block; for PreToolUse permissionDecision
+// deny), or, for PreToolUse and SubagentStart, one that does not finish
+// within its timeout (the guard could not decide). Hooks after a block, or
+// after one that printed continue: false, do not run. Other failures are
+// logged and ignored. A ctx that ends kills the running hook and returns
+// its cause.
+func (s *Set) Decide(ctx context.Context, in Input) (Decision, error) {
+	var d Decision
 	if s == nil {
-		return nil
+		return d, nil
 	}
 	var stdin []byte
 	for _, h := range s.hooks {
@@ -183,14 +279,17 @@ func (s *Set) Run(ctx context.Context, in Input) error {
 		if stdin == nil {
 			var err error
 			if stdin, err = json.Marshal(in); err != nil {
-				return err
+				return d, err
 			}
 		}
-		if err := s.runOne(ctx, h, in, stdin); err != nil {
-			return err
+		if err := s.runOne(ctx, h, in, stdin, &d); err != nil {
+			return d, err
+		}
+		if d.Stop {
+			break
 		}
 	}
-	return nil
+	return d, nil
 }
 
 func (h compiled) matches(in Input) bool {
@@ -199,21 +298,25 @@ func (h compiled) matches(in Input) bool {
 	}
 	switch in.Event {
 	case PreToolUse, PostToolUse:
-		if h.match.MatchString(in.ToolName) {
-			return true
-		}
-		alias := toolname.Claude(in.ToolName)
-		return alias != "" && h.match.MatchString(alias)
+		return h.match.MatchString(in.ToolName) || h.match.MatchString(ClaudeName(in.ToolName))
 	case SubagentStart, SubagentStop:
 		return h.match.MatchString(in.AgentType)
+	case SessionStart:
+		return h.match.MatchString(in.Source)
+	case SessionEnd:
+		return h.match.MatchString(in.Reason)
+	case Notification:
+		return h.match.MatchString(in.NotificationType)
+	case PreCompact:
+		return h.match.MatchString(in.Trigger)
 	}
-	return true
+	return true // Claude Code has no matcher for the other events
 }
 
-// runOne runs one hook and interprets its exit.
-func (s *Set) runOne(ctx context.Context, h compiled, in Input, stdin []byte) error {
+// runOne runs one hook, interprets its exit and folds its output into d.
+func (s *Set) runOne(ctx context.Context, h compiled, in Input, stdin []byte, d *Decision) error {
 	log := s.log.With("hook", clip(h.command, 80), "event", h.event, "origin", h.origin)
-	res, err := execute(ctx, h, in.Cwd, stdin, s.sandbox, s.network)
+	res, err := execute(ctx, h, in, stdin, s.sandbox, s.network)
 	switch {
 	case ctx.Err() != nil:
 		return context.Cause(ctx)
@@ -232,10 +335,34 @@ func (s *Set) runOne(ctx context.Context, h compiled, in Input, stdin []byte) er
 		log.Warn("hook failed", "exit", res.exit, "stderr", res.stderr)
 		return nil
 	}
-	if res.stdout != "" {
+	out, isJSON, perr := parseOutput(res.stdout)
+	switch {
+	case perr != nil && h.event == PreToolUse: // a guard that cannot be read must not let the call through
+		return &Blocked{Event: h.event, Command: h.command, Reason: fmt.Sprintf("the hook printed JSON dsh cannot read (%v), so the call was not allowed", perr)}
+	case perr != nil:
+		log.Warn("hook printed JSON dsh cannot read", "err", perr)
+		return nil
+	}
+	if !isJSON {
+		if res.stdout != "" {
+			log.Debug("hook output", "stdout", res.stdout)
+			if in.Event == SessionStart || in.Event == UserPromptSubmit {
+				d.addContext(res.stdout)
+			}
+		}
+		return nil
+	}
+	if !out.SuppressOutput {
 		log.Debug("hook output", "stdout", res.stdout)
 	}
-	return nil
+	if out.SystemMessage != "" {
+		log.Warn("hook message", "message", out.SystemMessage)
+	}
+	err = d.apply(h, in, out)
+	if b, ok := errors.AsType[*Blocked](err); ok {
+		log.Info("hook blocked", "reason", b.Reason)
+	}
+	return err
 }
 
 type result struct {
@@ -247,7 +374,8 @@ type result struct {
 // execute runs one hook to its end, its timeout or ctx's end, under the
 // sandbox mode (narrowed by ctx's) and network, and reaps its process
 // group.
-func execute(ctx context.Context, h compiled, cwd string, stdin []byte, mode sandbox.Mode, network sandbox.Network) (result, error) {
+func execute(ctx context.Context, h compiled, in Input, stdin []byte, mode sandbox.Mode, network sandbox.Network) (result, error) {
+	cwd := in.Cwd
 	if cwd == "" {
 		wd, err := os.Getwd()
 		if err != nil {
@@ -260,8 +388,12 @@ func execute(ctx context.Context, h compiled, cwd string, stdin []byte, mode san
 		mode = sandbox.Narrow(mode, m)
 	}
 	policy := sandbox.For(mode, cwd).WithNetwork(network)
+	env := []string{"CLAUDE_PROJECT_DIR=" + cmp.Or(in.ProjectDir, cwd), "DSH_HOOK_EVENT=" + string(h.event)}
+	if in.EnvFile != "" {
+		env = append(env, "CLAUDE_ENV_FILE="+in.EnvFile)
+	}
 	p, err := proc.Start(proc.Spec{Path: "/bin/sh", Args: []string{"-c", h.command}, Dir: cwd, StderrTail: maxReason,
-		Env: []string{"CLAUDE_PROJECT_DIR=" + cwd, "DSH_HOOK_EVENT=" + string(h.event)}, Sandbox: policy})
+		Env: env, Sandbox: policy})
 	if err != nil {
 		return result{}, err
 	}

@@ -21,9 +21,9 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 // set compiles one group of commands for ev.
 func set(t *testing.T, ev hook.Event, matcher string, cmds ...hook.Command) *hook.Set {
 	t.Helper()
-	s, err := hook.New(hook.Config{ev: {{Matcher: matcher, Hooks: cmds}}}, "test", nil)
-	if err != nil {
-		t.Fatal(err)
+	s, warnings, err := hook.NewSettings(hook.Config{ev: {{Matcher: matcher, Hooks: cmds}}}, "test", nil)
+	if err != nil || len(warnings) > 0 {
+		t.Fatal(err, warnings)
 	}
 	return s
 }
@@ -95,16 +95,16 @@ func TestInputEnvironmentAndCwd(t *testing.T) {
 	if err := json.Unmarshal(raw, &got); err != nil {
 		t.Fatalf("stdin is not JSON: %s", raw)
 	}
-	for k, want := range map[string]any{"hook_event_name": "PostToolUse", "session_id": "s1", "cwd": dir, "tool_name": "write_file",
-		"tool_use_id": "c1"} {
+	for k, want := range map[string]any{"hook_event_name": "PostToolUse", "session_id": "s1", "cwd": dir, "tool_name": "Write",
+		"tool_use_id": "c1", "duration_ms": 0.0} {
 		if got[k] != want {
 			t.Errorf("%s = %v, want %v (input %s)", k, got[k], want, raw)
 		}
 	}
-	if ti, _ := got["tool_input"].(map[string]any); ti["path"] != "a.txt" {
+	if ti, _ := got["tool_input"].(map[string]any); ti["file_path"] != filepath.Join(dir, "a.txt") || ti["path"] != nil {
 		t.Errorf("tool_input = %v", got["tool_input"])
 	}
-	if tr, _ := got["tool_response"].(map[string]any); tr["content"] != "wrote 3 bytes" {
+	if tr, _ := got["tool_response"].(map[string]any); tr["filePath"] != filepath.Join(dir, "a.txt") {
 		t.Errorf("tool_response = %v", got["tool_response"])
 	}
 	env, _ := os.ReadFile(filepath.Join(dir, "env.txt"))

@@ -306,6 +306,9 @@ type specCache struct {
 
 type guard struct {
 	check func(context.Context, Call) error
+	// rewrite, when set instead of check, may return the call with new
+	// arguments (see GuardCall).
+	rewrite func(context.Context, Call) (Call, error)
 }
 
 type after struct {
@@ -473,16 +476,42 @@ func (s *Scope) After(fn func(ctx context.Context, call Call, res Result) Result
 	}
 }
 
-func (s *Scope) guarded(ctx context.Context, call Call) error {
+// GuardCall adds a guard as Guard does, which may also return the call
+// with new Arguments: those are what the next guards see and what is
+// validated and run.
+func (s *Scope) GuardCall(check func(ctx context.Context, call Call) (Call, error)) (dispose func()) {
+	g := &guard{rewrite: check}
+	s.mu.Lock()
+	s.guards = append(s.guards, g)
+	s.mu.Unlock()
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			s.mu.Lock()
+			s.guards = slices.DeleteFunc(slices.Clone(s.guards), func(x *guard) bool { return x == g })
+			s.mu.Unlock()
+		})
+	}
+}
+
+func (s *Scope) guarded(ctx context.Context, call Call) (Call, error) {
 	s.mu.RLock()
 	guards := s.guards
 	s.mu.RUnlock()
 	for _, g := range guards {
+		if g.rewrite != nil {
+			next, err := g.rewrite(ctx, call)
+			if err != nil {
+				return call, err
+			}
+			call.Arguments = next.Arguments
+			continue
+		}
 		if err := g.check(ctx, call); err != nil {
-			return err
+			return call, err
 		}
 	}
-	return nil
+	return call, nil
 }
 
 // visible reports whether the restrictions let a global or layer tool
@@ -585,7 +614,8 @@ func (s *Scope) Execute(ctx context.Context, call Call) (res Result) {
 	if ctx.Err() != nil {
 		return ErrorResult(CodeAbortedBeforeDispatch, "tool call aborted before dispatch")
 	}
-	if err := s.guarded(ctx, call); err != nil {
+	call, err := s.guarded(ctx, call)
+	if err != nil {
 		return errorResult(CodeDenied, err)
 	}
 	e := s.lookup(call.Name)

@@ -1,6 +1,7 @@
 // Package trust records the folders whose project items the user trusts.
 // Project items are what a repository supplies that can run code or change
-// what dsh does (a .mcp.json, agent definitions): they take effect only in
+// what dsh does (a .mcp.json, agent definitions, Claude Code's settings
+// files with their hooks): they take effect only in
 // a trusted folder. The record, $DSH_HOME/trust.json, keys each folder by
 // its absolute, symlink-resolved path and holds a SHA-256 of its items, so
 // a changed item makes the folder untrusted again.
@@ -34,6 +35,16 @@ const (
 	KindMCP = "mcp"
 	// KindAgent is an agent definition (a *.md file of an agents folder).
 	KindAgent = "agent"
+	// KindSettings is one of Claude Code's project settings files, whose
+	// hooks dsh runs.
+	KindSettings = "settings"
+)
+
+// The project's settings files of Claude Code (KindSettings), in the
+// order their hooks run.
+const (
+	SettingsFile      = ".claude/settings.json"
+	LocalSettingsFile = ".claude/settings.local.json"
 )
 
 // MCPFile is the project's file of MCP servers.
@@ -57,6 +68,8 @@ func sources() []source {
 		{path: MCPFile, kind: KindMCP},
 		{path: ".dsh/agents", dir: true, kind: KindAgent},
 		{path: ".claude/agents", dir: true, kind: KindAgent},
+		{path: SettingsFile, kind: KindSettings},
+		{path: LocalSettingsFile, kind: KindSettings},
 	}
 }
 
@@ -77,7 +90,7 @@ type Item struct {
 	// Path is the item's path relative to the folder, slash-separated
 	// (".mcp.json", ".claude/agents/explore.md").
 	Path string
-	// Kind is KindMCP or KindAgent.
+	// Kind is KindMCP, KindAgent or KindSettings.
 	Kind string
 	// Data is the item's content; nil when Problem is set.
 	Data []byte
@@ -148,9 +161,10 @@ func Resolve(dir string) (string, error) {
 
 // Scan returns the project items of dir. Items are read bounded, and only
 // regular files (a symlink is followed; a FIFO or a device is an item with
-// a Problem, never opened for long). A folder of items that is one of
-// user, the user's own folders (as .dsh/agents is $DSH_HOME/agents when
-// dir is the home directory), holds none.
+// a Problem, never opened for long). A folder of items or an item that is
+// one of user, the user's own folders and files (as .dsh/agents is
+// $DSH_HOME/agents, and .claude/settings.json the user's settings, when
+// dir is the home directory), holds none or is none.
 func Scan(dir string, user ...string) (Inventory, error) {
 	real, err := Resolve(dir)
 	if err != nil {
@@ -159,7 +173,7 @@ func Scan(dir string, user ...string) (Inventory, error) {
 	inv := Inventory{Dir: real}
 	for _, s := range sources() {
 		path := filepath.Join(real, filepath.FromSlash(s.path))
-		if s.dir && isUserDir(path, user) {
+		if isUserDir(path, user) {
 			continue
 		}
 		if !s.dir {
@@ -241,7 +255,7 @@ func AgentFiles(root string) (paths, warnings []string, err error) {
 	return paths, warnings, err
 }
 
-// isUserDir reports whether path is one of the folders user.
+// isUserDir reports whether path is one of the folders or files user.
 func isUserDir(path string, user []string) bool {
 	real, err := filepath.EvalSymlinks(path)
 	if err != nil {

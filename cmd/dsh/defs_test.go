@@ -142,7 +142,7 @@ func TestREADMEDefinitionAndHooks(t *testing.T) {
 		t.Errorf("the reviewer changed nothing, yet worktrees remain: %+v %v", infos, err)
 	}
 	log, err := os.ReadFile(filepath.Join(project, ".dsh-edits.jsonl"))
-	if err != nil || !strings.Contains(string(log), `"tool_name":"write_file"`) || !strings.Contains(string(log), `"path":"NOTES.md"`) {
+	if err != nil || !strings.Contains(string(log), `"tool_name":"Write"`) || !strings.Contains(string(log), `"file_path":"`+filepath.Join(project, "NOTES.md")+`"`) {
 		t.Errorf("the PostToolUse hook logged %q (%v)", log, err)
 	}
 	listed, _, err := runCLI(t, env, "--config", cfgPath, "agents", "list", "--cwd", project)

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -414,6 +415,10 @@ func endError(end session.TurnEnd) error {
 		return errors.New("the turn stopped at its step cap (max-steps): raise --max-steps or agent.maxSteps")
 	case session.EndBudget:
 		return errors.New("the run stopped: its token budget (budget.tokens) is spent")
+	case session.EndBlocked:
+		if c := end.Reason.Cause; c != nil && c.Kind == "hook" {
+			return fmt.Errorf("a hook stopped the turn: %s", cmp.Or(c.Reason, "(it gave no reason)"))
+		}
 	}
 	return fmt.Errorf("turn ended %s", end.Reason.Kind)
 }

@@ -194,6 +194,7 @@ func (d *delegation) end(ctx context.Context, res subagent.Result) string {
 		if in.Output = content.JoinText(res.Output); len(in.Output) > maxHookOutput {
 			in.Output = in.Output[:maxHookOutput]
 		}
+		in.LastAssistantMessage = in.Output // Claude Code's name for it
 		d.hooks.Run(context.WithoutCancel(ctx), in)
 	}
 	return note
@@ -202,6 +203,7 @@ func (d *delegation) end(ctx context.Context, res subagent.Result) string {
 // hookInput describes the child for the parent's subagent hooks.
 func (d *delegation) hookInput(ev hook.Event) hook.Input {
 	in := d.req.Parent.HookInput(ev)
+	in.AgentID = "" // Claude Code's agent_id here is the child's, not yet known
 	in.AgentType, in.Provider, in.Description, in.Prompt = d.typ, d.provider, d.req.Label, content.JoinText(d.req.Prompt)
 	return in
 }
