@@ -107,6 +107,23 @@ func goneWithin(t *testing.T, pid int, d time.Duration) {
 	}
 }
 
+// stopSession starts `dsh acp` with config in home, against the model at
+// modelURL, and opens a session.
+func stopSession(t *testing.T, home, config, modelURL string) (*acpsdk.ClientSideConnection, acpsdk.NewSessionResponse, func()) {
+	t.Helper()
+	cfg := filepath.Join(home, "dsh.yaml")
+	if err := os.WriteFile(cfg, []byte(config), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	conn, stop := startACP(t, &permClient{answer: "allow-once"}, home, cfg, modelURL)
+	sess, err := conn.NewSession(context.Background(), acpsdk.NewSessionRequest{Cwd: t.TempDir(), McpServers: []acpsdk.McpServer{}})
+	if err != nil {
+		stop()
+		t.Fatal(err)
+	}
+	return conn, sess, stop
+}
+
 // ACP session/cancel stops the tree: a background continuable child's
 // turn and its bash process end within 2 s, the model gets no request
 // until the next prompt, and that prompt shows the model the child's
@@ -121,17 +138,9 @@ func treeStopACPCancel(t *testing.T, config string) {
 	m := &stopModel{}
 	srv := llmtest.NewServer(t, m.reply)
 	home := t.TempDir()
-	cfg := filepath.Join(home, "dsh.yaml")
-	if err := os.WriteFile(cfg, []byte(config), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	conn, stop := startACP(t, &permClient{answer: "allow-once"}, home, cfg, srv.URL)
+	conn, sess, stop := stopSession(t, home, config, srv.URL)
 	defer stop()
 	ctx := context.Background()
-	sess, err := conn.NewSession(ctx, acpsdk.NewSessionRequest{Cwd: t.TempDir(), McpServers: []acpsdk.McpServer{}})
-	if err != nil {
-		t.Fatal(err)
-	}
 	resp, err := conn.Prompt(ctx, acpsdk.PromptRequest{SessionId: sess.SessionId, Prompt: []acpsdk.ContentBlock{acpsdk.TextBlock("go")}})
 	if err != nil || resp.StopReason != acpsdk.StopReasonEndTurn {
 		t.Fatalf("prompt: %+v, %v", resp, err)
@@ -260,17 +269,9 @@ func TestInterruptAgentReachesAGrandchildInAnotherProcess(t *testing.T) {
 		return llmtest.Reply{Text: "ok"}
 	})
 	home := t.TempDir()
-	cfg := filepath.Join(home, "dsh.yaml")
-	if err := os.WriteFile(cfg, []byte(stopRemoteConfig), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	conn, stop := startACP(t, &permClient{answer: "allow-once"}, home, cfg, srv.URL)
+	conn, sess, stop := stopSession(t, home, stopRemoteConfig, srv.URL)
 	defer stop()
 	ctx := context.Background()
-	sess, err := conn.NewSession(ctx, acpsdk.NewSessionRequest{Cwd: t.TempDir(), McpServers: []acpsdk.McpServer{}})
-	if err != nil {
-		t.Fatal(err)
-	}
 	prompt := func(text string) {
 		t.Helper()
 		resp, err := conn.Prompt(ctx, acpsdk.PromptRequest{SessionId: sess.SessionId, Prompt: []acpsdk.ContentBlock{acpsdk.TextBlock(text)}})
