@@ -22,6 +22,7 @@ import (
 
 	"github.com/dsh-go/dsh/agent"
 	"github.com/dsh-go/dsh/content"
+	"github.com/dsh-go/dsh/internal/acpmeta"
 	"github.com/dsh-go/dsh/internal/jsonrpcframe"
 	"github.com/dsh-go/dsh/mcptool"
 	"github.com/dsh-go/dsh/permission"
@@ -512,4 +513,30 @@ func (s *server) SetSessionConfigOption(context.Context, acpsdk.SetSessionConfig
 
 func (s *server) SetSessionMode(context.Context, acpsdk.SetSessionModeRequest) (acpsdk.SetSessionModeResponse, error) {
 	return acpsdk.SetSessionModeResponse{}, acpsdk.NewMethodNotFound("session/set_mode")
+}
+
+// HandleExtensionMethod implements acpsdk.ExtensionMethodHandler: a dsh
+// parent's request to interrupt a descendant of one of this process's
+// sessions (acpmeta.MethodInterrupt), with that session's authority, as
+// interrupt_agent would from the session's own agent. Other extension
+// methods are not served.
+func (s *server) HandleExtensionMethod(ctx context.Context, method string, params json.RawMessage) (any, error) {
+	if method != acpmeta.MethodInterrupt {
+		return nil, acpsdk.NewMethodNotFound(method)
+	}
+	var p acpmeta.Interrupt
+	if err := json.Unmarshal(params, &p); err != nil || p.Target == "" {
+		return nil, acpsdk.NewInvalidParams(fmt.Sprintf("%s needs a sessionId and a target", acpmeta.MethodInterrupt))
+	}
+	ss, err := s.session(acpsdk.SessionId(p.SessionID))
+	if err != nil {
+		return nil, err
+	}
+	if s.opts.Subagents == nil {
+		return struct{}{}, nil
+	}
+	if err := s.opts.Subagents.Interrupt(ss.agent, p.Target); err != nil {
+		return nil, acpsdk.NewInvalidParams(err.Error())
+	}
+	return struct{}{}, nil
 }

@@ -15,9 +15,12 @@ import (
 // the turn ends aborted, what is queued for it stays parked until the next
 // Followup, the activation stays resident and the target's own children
 // keep running. Only an ancestor of the target, as its exact live agent,
-// may interrupt it (UNAUTHORIZED, which leaves the target alone); a target
-// that is not resident (unknown, one-shot, settled) is an accepted no-op
-// and is never resumed for it.
+// may interrupt it (UNAUTHORIZED, which leaves the target alone). A target
+// resident in the process of an out-of-process child (a descendant of the
+// conversation it continues, by the stored lineage) is interrupted there,
+// by that child, with its authority (DescendantInterrupter). A target
+// found nowhere (unknown, one-shot, settled) is an accepted no-op and is
+// never resumed for it.
 func (s *Service) Interrupt(caller *agent.Agent, target string) error {
 	c, err := s.continuation()
 	if err != nil {
@@ -34,7 +37,11 @@ func (s *Service) Interrupt(caller *agent.Agent, target string) error {
 	if act == nil {
 		act = c.byRemoteLocked(target) // the session a dsh child process writes for itself, as list_agents shows it
 	}
-	if act == nil || act.closing {
+	if act == nil {
+		c.mu.Unlock()
+		return c.interruptElsewhere(caller, target)
+	}
+	if act.closing {
 		c.mu.Unlock()
 		return nil
 	}
@@ -254,6 +261,43 @@ func (s *Service) Working(parentID string) bool {
 		}
 	}
 	return false
+}
+
+// DescendantInterrupter is a run of an out-of-process child whose process
+// runs a seam of its own (a dsh child): it interrupts, with the child's
+// authority, a descendant resident in that process.
+type DescendantInterrupter interface {
+	InterruptDescendant(ctx context.Context, target string) error
+}
+
+// interruptElsewhere interrupts target in the process of the resident
+// out-of-process child whose conversation target descends from, found by
+// walking the stored sessions' lineage up from target; caller must be
+// that child's ancestor here. A target below no such child is a no-op.
+func (c *continuation) interruptElsewhere(caller *agent.Agent, target string) error {
+	id := target
+	for range maxOwnerChain {
+		h, _, err := c.sessions.Read(id)
+		if err != nil || h.ParentSession == "" {
+			return nil
+		}
+		c.mu.Lock()
+		act := c.byRemoteLocked(h.ParentSession)
+		ancestor := act != nil && c.descends(act, caller.ID())
+		c.mu.Unlock()
+		switch {
+		case act == nil:
+			id = h.ParentSession
+			continue
+		case !ancestor:
+			return errorf(CodeUnauthorized, "agent %s is not an ancestor of %s", caller.ID(), target)
+		}
+		if rc, ok := act.child.(*remoteChild); ok {
+			return rc.interruptDescendant(target)
+		}
+		return nil
+	}
+	return nil
 }
 
 // byRemoteLocked returns the resident out-of-process child that continues

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/dsh-go/dsh/telemetry"
 
@@ -218,7 +219,7 @@ func (c *continuation) materializeRemote(ctx context.Context, parent *agent.Agen
 		parentAct.owned[act] = struct{}{}
 	}
 	rc.begin(run, cancel, first)
-	return &Accepted{ChildID: h.ID, MessageID: first.ID, result: settlement.claim}, nil
+	return &Accepted{ChildID: h.ID, MessageID: first.ID, result: settlement.claim, epoch: act.epoch}, nil
 }
 
 func withPrompt(req StartRequest, m content.Message) StartRequest {
@@ -408,6 +409,26 @@ func (r *remoteChild) interrupt(cause session.Cause) {
 		r.cancel(&agent.CancelError{Cause: cause})
 	}
 }
+
+// interruptDescendant asks the running run's process to interrupt target,
+// a descendant resident there; with no run (the process ends with each
+// answer, and its descendants with it) there is nothing to interrupt.
+func (r *remoteChild) interruptDescendant(target string) error {
+	r.mu.Lock()
+	run := r.run
+	r.mu.Unlock()
+	di, ok := run.(DescendantInterrupter)
+	if !ok {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), interruptTimeout)
+	defer cancel()
+	return di.InterruptDescendant(ctx, target)
+}
+
+// interruptTimeout bounds how long an interrupt waits for a child process
+// to take it.
+const interruptTimeout = 10 * time.Second
 
 // dispose cancels the running turn, drops what is queued, waits until no
 // run or goroutine of the child remains and closes its log.

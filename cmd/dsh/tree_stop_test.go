@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -15,6 +16,7 @@ import (
 	acpsdk "github.com/coder/acp-go-sdk"
 
 	"github.com/dsh-go/dsh/internal/llmtest"
+	"github.com/dsh-go/dsh/session"
 )
 
 // stopSleep is what the background child runs; its odd length marks its
@@ -105,6 +107,23 @@ func goneWithin(t *testing.T, pid int, d time.Duration) {
 	}
 }
 
+// stopSession starts `dsh acp` with config in home, against the model at
+// modelURL, and opens a session.
+func stopSession(t *testing.T, home, config, modelURL string) (*acpsdk.ClientSideConnection, acpsdk.NewSessionResponse, func()) {
+	t.Helper()
+	cfg := filepath.Join(home, "dsh.yaml")
+	if err := os.WriteFile(cfg, []byte(config), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	conn, stop := startACP(t, &permClient{answer: "allow-once"}, home, cfg, modelURL)
+	sess, err := conn.NewSession(context.Background(), acpsdk.NewSessionRequest{Cwd: t.TempDir(), McpServers: []acpsdk.McpServer{}})
+	if err != nil {
+		stop()
+		t.Fatal(err)
+	}
+	return conn, sess, stop
+}
+
 // ACP session/cancel stops the tree: a background continuable child's
 // turn and its bash process end within 2 s, the model gets no request
 // until the next prompt, and that prompt shows the model the child's
@@ -119,17 +138,9 @@ func treeStopACPCancel(t *testing.T, config string) {
 	m := &stopModel{}
 	srv := llmtest.NewServer(t, m.reply)
 	home := t.TempDir()
-	cfg := filepath.Join(home, "dsh.yaml")
-	if err := os.WriteFile(cfg, []byte(config), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	conn, stop := startACP(t, &permClient{answer: "allow-once"}, home, cfg, srv.URL)
+	conn, sess, stop := stopSession(t, home, config, srv.URL)
 	defer stop()
 	ctx := context.Background()
-	sess, err := conn.NewSession(ctx, acpsdk.NewSessionRequest{Cwd: t.TempDir(), McpServers: []acpsdk.McpServer{}})
-	if err != nil {
-		t.Fatal(err)
-	}
 	resp, err := conn.Prompt(ctx, acpsdk.PromptRequest{SessionId: sess.SessionId, Prompt: []acpsdk.ContentBlock{acpsdk.TextBlock("go")}})
 	if err != nil || resp.StopReason != acpsdk.StopReasonEndTurn {
 		t.Fatalf("prompt: %+v, %v", resp, err)
@@ -212,4 +223,81 @@ func TestTreeStopSIGINTUnderRun(t *testing.T) {
 	if children != 1 {
 		t.Errorf("%d child sessions, want 1", children)
 	}
+}
+
+// stopRemoteConfig mounts this dsh over ACP (subagent) and spawn (local):
+// a self child runs in a process of its own, and its own children in that
+// process.
+const stopRemoteConfig = `permissions: {tools: {bash: allow}}
+subagents:
+  providers:
+    - name: spawn
+    - name: isolated
+      kind: acp
+      acp: {command: self}
+  tools:
+    - {provider: isolated, toolName: subagent, subagentTypes: false}
+    - {provider: spawn, toolName: local, subagentTypes: false}
+acp:
+  askPermission: []
+`
+
+// interrupt_agent works on every row list_agents scope: descendants shows,
+// a grandchild that lives in a self child's process included: the root
+// asks the self child's process to interrupt it there, and its bash
+// process ends within 2 s.
+func TestInterruptAgentReachesAGrandchildInAnotherProcess(t *testing.T) {
+	var mu sync.Mutex
+	var results []string
+	srv := llmtest.NewServer(t, func(r llmtest.Request) llmtest.Reply {
+		switch {
+		case r.LastUser == "SLEEPER" && len(r.ToolResults) == 0:
+			return llmtest.Reply{ToolCall: &llmtest.ToolCall{Name: "bash", Arguments: `{"command":"` + stopSleep + `"}`}}
+		case r.LastUser == "MIDDLE" && len(r.ToolResults) == 0: // the self child waits for its own child
+			return llmtest.Reply{ToolCall: &llmtest.ToolCall{Name: "local", Arguments: `{"description":"sleeper","prompt":"SLEEPER"}`}}
+		case r.LastUser == "go" && len(r.ToolResults) == 0:
+			return llmtest.Reply{ToolCall: &llmtest.ToolCall{Name: "subagent",
+				Arguments: `{"description":"middle","prompt":"MIDDLE","run_in_background":true}`}}
+		case strings.HasPrefix(r.LastUser, "stop ") && len(r.ToolResults) == 1: // the first turn's subagent call's
+			return llmtest.Reply{ToolCall: &llmtest.ToolCall{Name: "interrupt_agent",
+				Arguments: `{"agent_id":"` + strings.TrimPrefix(r.LastUser, "stop ") + `"}`}}
+		case strings.HasPrefix(r.LastUser, "stop "):
+			mu.Lock()
+			results = append(results, r.ToolResults[len(r.ToolResults)-1])
+			mu.Unlock()
+		}
+		return llmtest.Reply{Text: "ok"}
+	})
+	home := t.TempDir()
+	conn, sess, stop := stopSession(t, home, stopRemoteConfig, srv.URL)
+	defer stop()
+	ctx := context.Background()
+	prompt := func(text string) {
+		t.Helper()
+		resp, err := conn.Prompt(ctx, acpsdk.PromptRequest{SessionId: sess.SessionId, Prompt: []acpsdk.ContentBlock{acpsdk.TextBlock(text)}})
+		if err != nil || resp.StopReason != acpsdk.StopReasonEndTurn {
+			t.Fatalf("prompt %q: %+v, %v", text, resp, err)
+		}
+	}
+	prompt("go")
+	sleeper := waitSleeper(t, os.Getpid(), func() string { return "" })
+	var grandchild string
+	for id, st := range storedSessions(t, home) {
+		for _, e := range st.repaired {
+			if c, ok := e.Data.(session.ToolCall); ok && c.Name == "bash" {
+				grandchild = id
+			}
+		}
+	}
+	if grandchild == "" {
+		t.Fatal("no stored session ran the sleeper")
+	}
+	prompt("stop " + grandchild)
+	mu.Lock()
+	got := slices.Clone(results)
+	mu.Unlock()
+	if len(got) != 1 || !strings.Contains(got[0], "interrupt requested") {
+		t.Fatalf("interrupt_agent answered %q", got)
+	}
+	goneWithin(t, sleeper, 2*time.Second)
 }

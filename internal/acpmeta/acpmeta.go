@@ -97,6 +97,22 @@ const (
 	MethodRelease = "_dsh/release"
 )
 
+// The extension method a dsh parent calls on its dsh child.
+const (
+	// MethodInterrupt asks the child to interrupt, with its session's
+	// authority, a descendant of that session resident in its process
+	// (interrupt_agent on a row the parent lists but does not hold):
+	// params Interrupt, an empty result.
+	MethodInterrupt = "_dsh/interrupt"
+)
+
+// Interrupt is MethodInterrupt's request: the child's session, and the
+// descendant's.
+type Interrupt struct {
+	SessionID string `json:"sessionId"`
+	Target    string `json:"target"`
+}
+
 // Admit is MethodAdmit's request.
 type Admit struct {
 	SessionID string `json:"sessionId"`

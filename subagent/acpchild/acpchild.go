@@ -367,6 +367,19 @@ func (r *run) usage(resp acpsdk.PromptResponse) map[string]content.Usage {
 	return subagent.AddUsage(nil, "acp/"+r.cfg.Name, cu)
 }
 
+// InterruptDescendant implements subagent.DescendantInterrupter: it asks
+// the child's process to interrupt target, a descendant of the child's
+// session resident there (acpmeta.MethodInterrupt). An agent that is not
+// dsh does not know the method, and has no such descendant to stop.
+func (r *run) InterruptDescendant(ctx context.Context, target string) error {
+	_, err := r.conn.CallExtension(ctx, acpmeta.MethodInterrupt, acpmeta.Interrupt{SessionID: string(r.session), Target: target})
+	var re *acpsdk.RequestError
+	if errors.As(err, &re) && re.Code == -32601 { // method not found
+		return nil
+	}
+	return err
+}
+
 // ID implements subagent.Run: minted in the parent's namespace.
 func (r *run) ID() string { return r.id }
 
