@@ -3,7 +3,6 @@ package subagent
 import (
 	"context"
 	"errors"
-	"sync"
 )
 
 // One road to a child.
@@ -57,7 +56,9 @@ type Delegation struct {
 	Local bool
 
 	settlement Settlement
-	stop       func() // aborts the child's current work
+	svc        *Service
+	run        Run          // a one-shot child's; nil for a continuable one
+	settled    func(Result) // DelegateOptions.Settled
 }
 
 // Wait returns the first settlement's result, or ctx's cause if ctx ends
@@ -73,8 +74,15 @@ func (d *Delegation) AfterSettle(fn func(Result)) { d.settlement.AfterSettle(fn)
 
 // Stop aborts the child's current work, and its children's: a one-shot
 // child's run, or a continuable child's turn (with the user's authority:
-// see Service.InterruptChildren).
-func (d *Delegation) Stop() { d.stop() }
+// see Service.InterruptChildren), which ends it even before its first
+// turn began, and whose end then wakes no one.
+func (d *Delegation) Stop() {
+	if d.run != nil {
+		go d.run.Dispose(context.Background()) // the settlement reports its error
+		return
+	}
+	d.svc.InterruptChildren([]string{d.ChildID}, "stopped by the call that delegated it")
+}
 
 // Delegate runs a child on the named provider as opts say; see the road
 // above. It returns the error of a start refused or failed, and no
@@ -106,42 +114,47 @@ func (a *Admission) Delegate(ctx context.Context, opts DelegateOptions) (*Delega
 	if err != nil {
 		return nil, err
 	}
-	d := &Delegation{ChildID: run.ID(), Local: run.LocalAgent() != nil}
-	var once sync.Once
-	d.stop = func() { once.Do(func() { go run.Dispose(context.WithoutCancel(ctx)) }) } // the settlement reports its error
+	d := &Delegation{ChildID: run.ID(), Local: run.LocalAgent() != nil, svc: a.s, run: run, settled: opts.Settled}
 	if opts.Started != nil {
 		opts.Started(d.ChildID)
 	}
-	settle := func(res Result, werr error) {
-		derr := run.Dispose(context.WithoutCancel(ctx))
-		switch {
-		case werr != nil:
-			res = Result{StopReason: Failed, Diagnostic: Diagnostic(errors.Join(werr, derr).Error()), Output: res.Output, Usage: res.Usage}
-		case derr != nil:
-			res.Teardown = a.s.teardownFailed(a.name, run.ID(), res.StopReason, derr)
-		}
-		d.settle(res, opts.Settled)
-	}
 	if !opts.Background {
-		res, werr := run.Wait(context.WithoutCancel(ctx))
-		settle(res, werr)
+		res, werr := run.Wait(context.Background()) // see StartRequest.Foreground: this wait cannot end early
+		d.finish(a.name, res, werr)
 		return d, nil
 	}
 	if sn, ok := run.(SettleNotifier); ok {
 		// The callback runs on the child's goroutine, which Dispose waits
-		// for: dispose from a goroutine of its own.
-		sn.AfterSettle(func(res Result) { go settle(res, nil) })
+		// for: finish on a goroutine of its own.
+		sn.AfterSettle(func(res Result) { go d.finish(a.name, res, nil) })
 	} else {
-		go func() { settle(run.Wait(context.WithoutCancel(ctx))) }()
+		go func() {
+			res, werr := run.Wait(context.Background())
+			d.finish(a.name, res, werr)
+		}()
 	}
 	return d, nil
+}
+
+// finish disposes a settled one-shot child of the named provider and
+// settles the delegation with res: a wait that failed (werr) settles it
+// Failed, a failed disposal keeps res with Result.Teardown set.
+func (d *Delegation) finish(provider string, res Result, werr error) {
+	derr := d.run.Dispose(context.Background())
+	switch {
+	case werr != nil:
+		res = Result{StopReason: Failed, Diagnostic: Diagnostic(errors.Join(werr, derr).Error()), Output: res.Output, Usage: res.Usage}
+	case derr != nil:
+		res.Teardown = d.svc.teardownFailed(provider, d.ChildID, res.StopReason, derr)
+	}
+	d.settle(res, d.settled)
 }
 
 // delegateContinuable is Delegate for a continuable child. Its
 // delegation settles once the first activation's end is announced, so
 // that whoever hears of it finds the child released.
 func (s *Service) delegateContinuable(ctx context.Context, name string, req StartRequest, opts DelegateOptions) (*Delegation, error) {
-	d := &Delegation{Continuable: true}
+	d := &Delegation{Continuable: true, svc: s}
 	co := ContinuableOptions{ChildID: opts.ChildID, Foreground: !opts.Background, Settled: opts.Settled}
 	if !opts.Background {
 		co.Settled = nil // the foreground settlement below tells it
@@ -153,10 +166,6 @@ func (s *Service) delegateContinuable(ctx context.Context, name string, req Star
 	d.ChildID = acc.ChildID
 	p, _ := s.Provider(name)
 	_, d.Local = p.(Continuer)
-	// A stop ends the child's work even before its first turn began (a
-	// parent's interrupt would park that message and keep it resident),
-	// and its end wakes no one: the caller that stopped it hears of it.
-	d.stop = func() { s.InterruptChildren([]string{acc.ChildID}, "stopped by the call that delegated it") }
 	if opts.Started != nil {
 		opts.Started(d.ChildID)
 	}
@@ -167,7 +176,7 @@ func (s *Service) delegateContinuable(ctx context.Context, name string, req Star
 	acc.afterEnd(func(res Result) { d.settle(res, opts.Settled) })
 	// The caller's cancellation interrupts the child's turn; the child then
 	// settles aborted.
-	stop := context.AfterFunc(ctx, d.stop)
+	stop := context.AfterFunc(ctx, d.Stop)
 	defer stop()
 	<-d.Done()
 	return d, nil
