@@ -312,6 +312,7 @@ func (cfg Config) MCPSet(opts mcptool.Options) (*mcptool.Set, error) {
 	}
 	opts.Sandbox = cmp.Or(opts.Sandbox, cfg.Tools.Sandbox)
 	opts.Network = cmp.Or(opts.Network, cfg.Tools.Network)
+	opts.OutputLimit = cmp.Or(opts.OutputLimit, cfg.Tools.OutputLimit)
 	if opts.CacheDir == "" {
 		getenv := opts.Getenv
 		if getenv == nil {

@@ -116,6 +116,11 @@ func fakeServer() *mcp.Server {
 			os.Exit(2)
 			return nil, nil
 		})
+	srv.AddTool(&mcp.Tool{Name: "big", Description: "Returns 160 KB of text, then an image.", InputSchema: object(``)},
+		func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "HEAD " + strings.Repeat("0123456789abcdef\n", 10000)},
+				&mcp.ImageContent{MIMEType: "image/png", Data: png}, &mcp.TextContent{Text: " TAIL"}}}, nil
+		})
 	srv.AddTool(&mcp.Tool{Name: "weird.name with spaces", Description: strings.Repeat("long ", 1000),
 		InputSchema: object(`"x":{"$ref":"#/$defs/missing"}`)},
 		func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {

@@ -438,7 +438,7 @@ func (s *server) call(ctx context.Context, call tool.Call, mcpName string) (tool
 		s.mu.Lock()
 		s.failures = 0
 		s.mu.Unlock()
-		return toResult(res), nil
+		return toResult(res, s.set.opts.OutputLimit), nil
 	case errors.Is(context.Cause(ctx), errCallTimeout):
 		return tool.Result{}, &Error{Code: CodeTimeout, Server: s.name,
 			Msg: fmt.Sprintf("the call of %s outlived the server's callTimeout (%s)", mcpName, s.cfg.CallTimeout)}

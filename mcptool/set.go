@@ -65,6 +65,10 @@ type Options struct {
 	// env sets them: so that `npx -y …` and `uvx …` servers run sandboxed,
 	// without a way to write the user's own caches.
 	CacheDir string
+	// OutputLimit caps in bytes the text of one call's result, as
+	// tools.outputLimit caps the built-in tools' (default
+	// tool.DefaultOutputLimit).
+	OutputLimit int
 	// Version is dsh's version, sent as the client's.
 	Version string
 	// RestartBackoff is the wait after a server failed before a call
@@ -128,6 +132,9 @@ func New(servers map[string]ServerConfig, opts Options) (*Set, error) {
 	opts.RestartBackoff = cmp.Or(opts.RestartBackoff, DefaultRestartBackoff)
 	opts.MaxRestartBackoff = cmp.Or(opts.MaxRestartBackoff, DefaultMaxRestartBackoff)
 	opts.StopGrace = cmp.Or(opts.StopGrace, DefaultStopGrace)
+	if opts.OutputLimit <= 0 {
+		opts.OutputLimit = tool.DefaultOutputLimit
+	}
 	s := &Set{opts: opts}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	for _, name := range slices.Sorted(maps.Keys(servers)) {

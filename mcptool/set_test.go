@@ -1,6 +1,7 @@
 package mcptool_test
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -127,7 +128,7 @@ func TestToolsAndResults(t *testing.T) {
 			weird = spec
 		}
 	}
-	want := []string{"mcp__fake__block", "mcp__fake__crash", "mcp__fake__echo", "mcp__fake__env", "mcp__fake__fail",
+	want := []string{"mcp__fake__big", "mcp__fake__block", "mcp__fake__crash", "mcp__fake__echo", "mcp__fake__env", "mcp__fake__fail",
 		"mcp__fake__picture", "mcp__fake__pid", "mcp__fake__progress", "mcp__fake__weather", "mcp__fake__weird_name_with_spaces"}
 	if !slices.Equal(names, want) {
 		t.Fatalf("tools %v, want %v", names, want)
@@ -188,6 +189,26 @@ func TestToolsAndResults(t *testing.T) {
 		if p.Server != "fake" || p.Tool != "mcp__fake__progress" || p.CallID != "c1" || p.Progress != float64(i+1) || p.Total != 3 ||
 			p.Message != fmt.Sprintf("step %d", i+1) {
 			t.Errorf("progress %d: %+v", i, p)
+		}
+	}
+}
+
+// A result longer than the tool result limit keeps its head and tail, and
+// says what was cut and that dsh keeps no copy; its image stays.
+func TestResultsAreCapped(t *testing.T) {
+	for _, limit := range []int{0, 1000} {
+		set := newSet(t, map[string]mcptool.ServerConfig{"fake": fake("ok")}, mcptool.Options{OutputLimit: limit})
+		r := call(t, mounted(t, set), "mcp__fake__big", `{}`)
+		want := cmp.Or(limit, tool.DefaultOutputLimit)
+		got := text(r)
+		whole := 5 + 170000 + len("[image: image/png, 00 bytes]") + 5
+		if r.IsError || len(got) > want+400 || !strings.HasPrefix(got, "HEAD 0123") || !strings.HasSuffix(got, "bytes] TAIL") ||
+			!strings.Contains(got, fmt.Sprintf("[… %d of the result's %d bytes cut here (the tool result limit is %d bytes, tools.outputLimit); "+
+				"dsh keeps no copy of the whole result", whole-want, whole, want)) {
+			t.Errorf("limit %d: %d bytes: %.200q … %.200q", limit, len(got), got, got[max(len(got)-200, 0):])
+		}
+		if len(r.Content) != 2 || r.Content[1].Type != content.TypeImage {
+			t.Errorf("limit %d: blocks %+v", limit, r.Content)
 		}
 	}
 }
@@ -265,7 +286,7 @@ func TestBackoffAfterCrash(t *testing.T) {
 		t.Fatal(err)
 	}
 	st := set.Status()
-	if len(st) != 1 || st[0].Err == nil || len(st[0].Tools) != 10 {
+	if len(st) != 1 || st[0].Err == nil || len(st[0].Tools) != 11 {
 		t.Errorf("status %+v", st)
 	}
 }
@@ -281,7 +302,7 @@ func TestFirstStartFails(t *testing.T) {
 	set.Ready(context.Background())
 	st := set.Status()
 	if len(st) != 2 || st[0].Name != "fake" || st[0].Err == nil || !strings.Contains(st[0].Err.Error(), "exit status 3") ||
-		len(st[0].Tools) != 0 || st[0].Transport != "stdio: "+os.Args[0] || st[1].Err != nil || len(st[1].Tools) != 10 {
+		len(st[0].Tools) != 0 || st[0].Transport != "stdio: "+os.Args[0] || st[1].Err != nil || len(st[1].Tools) != 11 {
 		t.Fatalf("status %+v", st)
 	}
 	if slices.ContainsFunc(reg.Names(), func(n string) bool { return strings.HasPrefix(n, "mcp__fake__") }) {

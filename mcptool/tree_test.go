@@ -62,13 +62,13 @@ func TestAttachTree(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := visible(root.Tools(), "mcp__"); len(got) != 10 {
+	if got := visible(root.Tools(), "mcp__"); len(got) != 11 {
 		t.Errorf("root sees %v", got)
 	}
 	if got := visible(other.Tools(), "mcp__"); len(got) != 0 {
 		t.Errorf("another tree sees %v", got)
 	}
-	want := []string{"mcp__fake__block", "mcp__fake__echo", "mcp__fake__env", "mcp__fake__fail", "mcp__fake__weather", "mcp__fake__weird_name_with_spaces"}
+	want := []string{"mcp__fake__big", "mcp__fake__block", "mcp__fake__echo", "mcp__fake__env", "mcp__fake__fail", "mcp__fake__weather", "mcp__fake__weird_name_with_spaces"}
 	if got := visible(child.Tools(), "mcp__"); !slices.Equal(got, want) {
 		t.Errorf("filtered child sees %v, want %v", got, want)
 	}
@@ -99,7 +99,7 @@ func TestMountGlobalOnFirstTopLevelAgent(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := visible(root.Tools(), "mcp__fake__"); len(got) != 10 {
+	if got := visible(root.Tools(), "mcp__fake__"); len(got) != 11 {
 		t.Errorf("the first agent sees %v", got)
 	}
 }
