@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"slices"
 	"strings"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -120,6 +121,18 @@ func fakeServer() *mcp.Server {
 		func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "HEAD " + strings.Repeat("0123456789abcdef\n", 10000)},
 				&mcp.ImageContent{MIMEType: "image/png", Data: png}, &mcp.TextContent{Text: " TAIL"}}}, nil
+		})
+	srv.AddTool(&mcp.Tool{Name: "roots", Description: "Lists the client's roots.", InputSchema: object(``)},
+		func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			if len(req.Params.InputResponses) == 0 { // ask the client (a multi round-trip request)
+				return &mcp.CallToolResult{InputRequests: mcp.InputRequestMap{"roots": &mcp.ListRootsParams{}}}, nil
+			}
+			var uris []string
+			for _, r := range req.Params.InputResponses["roots"].(*mcp.ListRootsResult).Roots {
+				uris = append(uris, r.URI)
+			}
+			slices.Sort(uris)
+			return text(strings.Join(uris, " ")), nil
 		})
 	srv.AddTool(&mcp.Tool{Name: "weird.name with spaces", Description: strings.Repeat("long ", 1000),
 		InputSchema: object(`"x":{"$ref":"#/$defs/missing"}`)},

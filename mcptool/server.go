@@ -43,6 +43,8 @@ type server struct {
 
 // conn is one connection to a server.
 type conn struct {
+	client  *mcp.Client
+	rooted  map[string]bool // URIs of the roots client holds; under Set.rootsMu
 	session *mcp.ClientSession
 	proc    *proc.Process   // stdio only
 	life    context.Context // cancelled when the connection is closed: ends the calls in flight
@@ -175,6 +177,7 @@ func (s *server) dial(done chan struct{}) {
 	if err != nil {
 		return
 	}
+	s.set.syncRoots(c) // a root added or removed while it connected
 	s.set.wg.Add(1)
 	go s.watch(c)
 	if publish {
@@ -251,6 +254,8 @@ func (s *server) open() (*conn, []tool.Definition, error) {
 	}
 	client := mcp.NewClient(&mcp.Implementation{Name: "dsh", Version: cmp.Or(s.set.opts.Version, "dev")},
 		&mcp.ClientOptions{Logger: s.set.opts.Log, ProgressNotificationHandler: s.set.onProgress})
+	c.client, c.rooted = client, map[string]bool{}
+	s.set.syncRoots(c)
 	cs, err := client.Connect(ctx, transport, nil)
 	if err != nil {
 		return fail("the handshake (initialize)", err)

@@ -48,7 +48,9 @@ type Options struct {
 	// value counts as unset (default os.Getenv).
 	Getenv func(string) string
 	// Dir is the working directory of stdio servers without a cwd, and
-	// what a relative cwd is relative to (default: the process's).
+	// what a relative cwd is relative to (default: the process's). It is
+	// always one of the roots the servers are given (roots/list), with
+	// the working directory of each agent alive (see MountGlobal).
 	Dir string
 	// BaseEnv is the environment a stdio server's is scrubbed from
 	// (default os.Environ()).
@@ -102,6 +104,9 @@ type Set struct {
 	finishedMu sync.Mutex
 	finished   []string // tokens of the latest calls that ended, oldest first
 
+	rootsMu sync.Mutex
+	roots   map[string]*rootRef // by URI
+
 	mu      sync.Mutex
 	targets []*target
 	closed  bool
@@ -135,8 +140,9 @@ func New(servers map[string]ServerConfig, opts Options) (*Set, error) {
 	if opts.OutputLimit <= 0 {
 		opts.OutputLimit = tool.DefaultOutputLimit
 	}
-	s := &Set{opts: opts}
+	s := &Set{opts: opts, roots: map[string]*rootRef{}}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
+	s.addRoot(opts.Dir)
 	for _, name := range slices.Sorted(maps.Keys(servers)) {
 		cfg := servers[name]
 		if err := cfg.Validate(name); err != nil {
@@ -290,9 +296,11 @@ func (s *Set) Close(ctx context.Context) error {
 // (each server bounded by its startTimeout) for the tools to be listed, so
 // that its first model request shows them; a server that failed is tried
 // again, after its backoff, when the next top-level agent is created.
-// Children never wait. The disposer unmounts the tools.
+// Children never wait. Each agent's working directory is one of the roots
+// the servers are given while it lives. The disposer unmounts the tools.
 func MountGlobal(set *Set, reg *tool.Registry, bus *event.Bus) (dispose func()) {
 	unmount := set.Mount(reg)
+	unroot := set.followAgents(bus, func(*agent.Agent) bool { return true })
 	stop := event.On(bus, func(e agent.Created) {
 		if e.Agent.Owner() == nil {
 			set.Ready(context.Background())
@@ -300,6 +308,7 @@ func MountGlobal(set *Set, reg *tool.Registry, bus *event.Bus) (dispose func()) 
 	})
 	return func() {
 		stop()
+		unroot()
 		unmount()
 	}
 }

@@ -46,6 +46,9 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
+// fakeTools is how many tools the fake server lists.
+const fakeTools = 12
+
 func quiet() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
 
 // fake is the block of a fake server in mode.
@@ -129,7 +132,7 @@ func TestToolsAndResults(t *testing.T) {
 		}
 	}
 	want := []string{"mcp__fake__big", "mcp__fake__block", "mcp__fake__crash", "mcp__fake__echo", "mcp__fake__env", "mcp__fake__fail",
-		"mcp__fake__picture", "mcp__fake__pid", "mcp__fake__progress", "mcp__fake__weather", "mcp__fake__weird_name_with_spaces"}
+		"mcp__fake__picture", "mcp__fake__pid", "mcp__fake__progress", "mcp__fake__roots", "mcp__fake__weather", "mcp__fake__weird_name_with_spaces"}
 	if !slices.Equal(names, want) {
 		t.Fatalf("tools %v, want %v", names, want)
 	}
@@ -286,7 +289,7 @@ func TestBackoffAfterCrash(t *testing.T) {
 		t.Fatal(err)
 	}
 	st := set.Status()
-	if len(st) != 1 || st[0].Err == nil || len(st[0].Tools) != 11 {
+	if len(st) != 1 || st[0].Err == nil || len(st[0].Tools) != fakeTools {
 		t.Errorf("status %+v", st)
 	}
 }
@@ -302,7 +305,7 @@ func TestFirstStartFails(t *testing.T) {
 	set.Ready(context.Background())
 	st := set.Status()
 	if len(st) != 2 || st[0].Name != "fake" || st[0].Err == nil || !strings.Contains(st[0].Err.Error(), "exit status 3") ||
-		len(st[0].Tools) != 0 || st[0].Transport != "stdio: "+os.Args[0] || st[1].Err != nil || len(st[1].Tools) != 11 {
+		len(st[0].Tools) != 0 || st[0].Transport != "stdio: "+os.Args[0] || st[1].Err != nil || len(st[1].Tools) != fakeTools {
 		t.Fatalf("status %+v", st)
 	}
 	if slices.ContainsFunc(reg.Names(), func(n string) bool { return strings.HasPrefix(n, "mcp__fake__") }) {

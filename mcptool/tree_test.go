@@ -2,13 +2,18 @@ package mcptool_test
 
 import (
 	"context"
+	"fmt"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/dsh-go/dsh"
 	"github.com/dsh-go/dsh/agent"
 	"github.com/dsh-go/dsh/internal/proc"
+	"github.com/dsh-go/dsh/internal/testpeers"
 	"github.com/dsh-go/dsh/mcptool"
 	"github.com/dsh-go/dsh/tool"
 )
@@ -62,13 +67,13 @@ func TestAttachTree(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := visible(root.Tools(), "mcp__"); len(got) != 11 {
+	if got := visible(root.Tools(), "mcp__"); len(got) != fakeTools {
 		t.Errorf("root sees %v", got)
 	}
 	if got := visible(other.Tools(), "mcp__"); len(got) != 0 {
 		t.Errorf("another tree sees %v", got)
 	}
-	want := []string{"mcp__fake__big", "mcp__fake__block", "mcp__fake__echo", "mcp__fake__env", "mcp__fake__fail", "mcp__fake__weather", "mcp__fake__weird_name_with_spaces"}
+	want := []string{"mcp__fake__big", "mcp__fake__block", "mcp__fake__echo", "mcp__fake__env", "mcp__fake__fail", "mcp__fake__roots", "mcp__fake__weather", "mcp__fake__weird_name_with_spaces"}
 	if got := visible(child.Tools(), "mcp__"); !slices.Equal(got, want) {
 		t.Errorf("filtered child sees %v, want %v", got, want)
 	}
@@ -99,7 +104,72 @@ func TestMountGlobalOnFirstTopLevelAgent(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := visible(root.Tools(), "mcp__fake__"); len(got) != 11 {
+	if got := visible(root.Tools(), "mcp__fake__"); len(got) != fakeTools {
 		t.Errorf("the first agent sees %v", got)
 	}
+}
+
+// roots/list answers the folders the agents work in: the Set's folder, and
+// a child's own folder (a worktree) while the child lives.
+func TestRootsAreTheAgentsFolders(t *testing.T) {
+	rt := runtime(t)
+	dir, worktree := t.TempDir(), t.TempDir()
+	set := newSet(t, map[string]mcptool.ServerConfig{"fake": fake("ok")}, mcptool.Options{Dir: dir})
+	defer mcptool.MountGlobal(set, rt.Tools, rt.Events)()
+	ctx := context.Background()
+	root, err := rt.Agents.Create(ctx, agent.CreateOptions{Options: agent.Options{Provider: "test"}, Cwd: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	roots := func() string {
+		r := root.Tools().Execute(ctx, tool.Call{ID: "1", Name: "mcp__fake__roots", Arguments: []byte(`{}`)})
+		if r.IsError {
+			t.Fatalf("roots: %+v", r)
+		}
+		return text(r)
+	}
+	if got, want := roots(), mcptool.FileURI(dir); got != want {
+		t.Errorf("roots %q, want %q", got, want)
+	}
+	child, err := rt.Agents.Create(ctx, agent.CreateOptions{Owner: root, Options: agent.Options{Provider: "test"}, Cwd: worktree})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{mcptool.FileURI(dir), mcptool.FileURI(worktree)}
+	slices.Sort(want)
+	if got := roots(); got != strings.Join(want, " ") {
+		t.Errorf("with a worktree child, roots %q, want %q", got, want)
+	}
+	if err := child.Dispose(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := roots(), mcptool.FileURI(dir); got != want {
+		t.Errorf("after the child, roots %q, want %q", got, want)
+	}
+}
+
+// The pinned server-filesystem, started without a folder (its roots
+// mode), serves the folder dsh works in and nothing else. It asks for the
+// roots once initialized and takes them in asynchronously, so a call made
+// at once may find none yet: the first read is tried again for a while.
+func TestFilesystemServerInRootsMode(t *testing.T) {
+	server := testpeers.Path(t, "node_modules/@modelcontextprotocol/server-filesystem/dist/index.js")
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "r.txt"), []byte("read me"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	set := newSet(t, map[string]mcptool.ServerConfig{"files": {Command: "node", Args: []string{server}, StartTimeout: time.Minute}},
+		mcptool.Options{Dir: dir})
+	s := mounted(t, set)
+	args := fmt.Sprintf(`{"path":%q}`, filepath.Join(dir, "r.txt"))
+	r := call(t, s, "mcp__files__read_text_file", args)
+	for deadline := time.Now().Add(10 * time.Second); r.IsError && time.Now().Before(deadline); {
+		time.Sleep(50 * time.Millisecond)
+		r = call(t, s, "mcp__files__read_text_file", args)
+	}
+	if r.IsError || text(r) != "read me" {
+		t.Errorf("read in the root: %+v", r)
+	}
+	r = call(t, s, "mcp__files__read_text_file", `{"path":"/etc/hostname"}`)
+	wantError(t, r, mcptool.CodeToolError, "Access denied")
 }
