@@ -9,6 +9,7 @@ import (
 	"os"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -133,6 +134,14 @@ func fakeServer() *mcp.Server {
 			}
 			slices.Sort(uris)
 			return text(strings.Join(uris, " ")), nil
+		})
+	srv.AddTool(&mcp.Tool{Name: "grow", Description: "Adds the tool extra; its list_changed notification goes before the result.",
+		InputSchema: object(``)},
+		func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			srv.AddTool(&mcp.Tool{Name: "extra", Description: "Added later.", InputSchema: object(``)},
+				func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) { return text("extra"), nil })
+			time.Sleep(200 * time.Millisecond) // the SDK sends the notification 10ms after the change
+			return text("grown"), nil
 		})
 	srv.AddTool(&mcp.Tool{Name: "weird.name with spaces", Description: strings.Repeat("long ", 1000),
 		InputSchema: object(`"x":{"$ref":"#/$defs/missing"}`)},

@@ -37,20 +37,24 @@ type server struct {
 	failures int           // consecutive failures; a successful call resets it
 	retryAt  time.Time     // no new attempt before
 	defs     []tool.Definition
-	listed   bool // defs hold the first listing; they never change after
+	listed   bool // defs hold a listing: the first, or the latest after tools/list_changed
 	closed   bool
+
+	refreshMu sync.Mutex // one listing again at a time
 }
 
 // conn is one connection to a server.
 type conn struct {
-	client  *mcp.Client
-	rooted  map[string]bool // URIs of the roots client holds; under Set.rootsMu
-	session *mcp.ClientSession
-	proc    *proc.Process   // stdio only
-	life    context.Context // cancelled when the connection is closed: ends the calls in flight
-	end     context.CancelFunc
-	ended   chan struct{} // closed once the connection is over and the process reaped
-	cause   error         // why it ended; set before ended closes
+	client   *mcp.Client
+	rooted   map[string]bool // URIs of the roots client holds; under Set.rootsMu
+	obs      *observer
+	observed bool // obs sees the messages as they are read, not only this notification
+	session  *mcp.ClientSession
+	proc     *proc.Process   // stdio only
+	life     context.Context // cancelled when the connection is closed: ends the calls in flight
+	end      context.CancelFunc
+	ended    chan struct{} // closed once the connection is over and the process reaped
+	cause    error         // why it ended; set before ended closes
 
 	closeOnce sync.Once
 	closeErr  error
@@ -167,11 +171,9 @@ func (s *server) dial(done chan struct{}) {
 		}
 	case err != nil:
 		s.failedLocked(err)
-	default:
+	default: // a first listing, or a new one after a restart
 		s.live, s.lastErr = c, nil
-		if !s.listed {
-			s.defs, s.listed, publish = defs, true, true
-		}
+		s.defs, s.listed, publish = defs, true, true
 	}
 	s.mu.Unlock()
 	if err != nil {
@@ -223,6 +225,7 @@ func (s *server) open() (*conn, []tool.Definition, error) {
 	// lives as long as the context its transport connects with); the
 	// start timeout ends it from outside.
 	c := newConn(s.set.ctx)
+	c.obs = newObserver()
 	ctx := c.life
 	timeout := cmp.Or(s.cfg.StartTimeout, DefaultStartTimeout)
 	var timedOut atomic.Bool
@@ -252,8 +255,12 @@ func (s *server) open() (*conn, []tool.Definition, error) {
 		}
 		return nil, nil, &Error{Code: CodeUnavailable, Server: s.name, Msg: msg}
 	}
+	if _, streamable := transport.(*mcp.StreamableClientTransport); !streamable {
+		transport, c.observed = observed{transport, c.obs}, true
+	}
 	client := mcp.NewClient(&mcp.Implementation{Name: "dsh", Version: cmp.Or(s.set.opts.Version, "dev")},
-		&mcp.ClientOptions{Logger: s.set.opts.Log, ProgressNotificationHandler: s.set.onProgress})
+		&mcp.ClientOptions{Logger: s.set.opts.Log, ProgressNotificationHandler: s.set.onProgress,
+			ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) { s.changed(c) }})
 	c.client, c.rooted = client, map[string]bool{}
 	s.set.syncRoots(c)
 	cs, err := client.Connect(ctx, transport, nil)
@@ -261,23 +268,80 @@ func (s *server) open() (*conn, []tool.Definition, error) {
 		return fail("the handshake (initialize)", err)
 	}
 	c.session = cs
-	var tools []*mcp.Tool
-	if caps := cs.InitializeResult().Capabilities; caps != nil && caps.Tools != nil {
-		for t, err := range cs.Tools(ctx, nil) {
-			if err != nil {
-				return fail("listing the tools", err)
-			}
-			if len(tools) == MaxTools {
-				s.set.opts.Log.Warn("MCP server lists too many tools; dsh takes the first ones", "server", s.name, "max", MaxTools)
-				break
-			}
-			tools = append(tools, t)
-		}
+	c.obs.stale.Store(false) // the listing below is the latest
+	tools, err := s.list(ctx, c)
+	if err != nil {
+		return fail("listing the tools", err)
 	}
 	if !timer.Stop() { // the timeout fired as the listing ended
 		return fail("the start", context.DeadlineExceeded)
 	}
-	return c, s.toolDefinitions(tools), nil
+	return c, s.toolDefinitions(tools, c.obs), nil
+}
+
+// list lists the server's tools, at most MaxTools.
+func (s *server) list(ctx context.Context, c *conn) ([]*mcp.Tool, error) {
+	var tools []*mcp.Tool
+	if caps := c.session.InitializeResult().Capabilities; caps == nil || caps.Tools == nil {
+		return nil, nil
+	}
+	for t, err := range c.session.Tools(ctx, nil) {
+		if err != nil {
+			return nil, err
+		}
+		if len(tools) == MaxTools {
+			s.set.opts.Log.Warn("MCP server lists too many tools; dsh takes the first ones", "server", s.name, "max", MaxTools)
+			break
+		}
+		tools = append(tools, t)
+	}
+	return tools, nil
+}
+
+// changed handles a tools/list_changed notification that arrives between
+// calls: the tools are listed again in the background.
+func (s *server) changed(c *conn) {
+	if !c.observed {
+		c.obs.stale.Store(true)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed || s.live != c {
+		return
+	}
+	s.set.wg.Add(1)
+	go func() {
+		defer s.set.wg.Done()
+		s.refresh(c)
+	}()
+}
+
+// refresh lists the tools of c's server again when it said they changed,
+// and mounts the new listing in place of the old, bounded by the start
+// timeout.
+func (s *server) refresh(c *conn) {
+	s.refreshMu.Lock()
+	defer s.refreshMu.Unlock()
+	if !c.obs.stale.Swap(false) {
+		return
+	}
+	ctx, cancel := context.WithTimeout(c.life, cmp.Or(s.cfg.StartTimeout, DefaultStartTimeout))
+	defer cancel()
+	tools, err := s.list(ctx, c)
+	if err != nil {
+		s.set.opts.Log.Warn("MCP server's tools changed but listing them again failed; dsh keeps the former list", "server", s.name, "err", err)
+		return
+	}
+	defs := s.toolDefinitions(tools, c.obs)
+	s.mu.Lock()
+	if s.closed || s.live != c {
+		s.mu.Unlock()
+		return
+	}
+	s.defs = defs
+	s.mu.Unlock()
+	s.set.publish(s, defs)
+	s.set.opts.Log.Info("MCP server's tools changed", "server", s.name, "tools", len(defs))
 }
 
 // transport makes the server's transport; a stdio server's process starts
@@ -347,10 +411,15 @@ func (h headers) RoundTrip(r *http.Request) (*http.Response, error) {
 // toolDefinitions turns a listing into dsh tools. A name that two tools
 // end up sharing once sanitized gets a hash; a schema dsh cannot read
 // becomes an open object, and the description says so.
-func (s *server) toolDefinitions(tools []*mcp.Tool) []tool.Definition {
+func (s *server) toolDefinitions(tools []*mcp.Tool, obs *observer) []tool.Definition {
 	defs := make([]tool.Definition, 0, len(tools))
 	seen := map[string]bool{}
 	for _, t := range tools {
+		if obs.requiresTask(t.Name) {
+			s.set.opts.Log.Warn("MCP tool left out: it runs only as a task (execution.taskSupport: required), which dsh does not support",
+				"server", s.name, "tool", t.Name)
+			continue
+		}
 		name := ToolName(s.name, t.Name)
 		if seen[name] {
 			name = hashed(name, t.Name)
@@ -437,6 +506,9 @@ func (s *server) call(ctx context.Context, call tool.Call, mcpName string) (tool
 	defer cancel()
 	defer context.AfterFunc(c.life, cancel)()
 	res, err := c.session.CallTool(callCtx, params)
+	if c.obs.stale.Load() { // the call changed the tools: the next request lists the new ones
+		s.refresh(c)
+	}
 	var we *jsonrpc.Error
 	switch {
 	case err == nil:

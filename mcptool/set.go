@@ -115,7 +115,7 @@ type Set struct {
 // target is a Registrar the Set's tools are mounted in.
 type target struct {
 	r         Registrar
-	disposers []func()
+	disposers map[string][]func() // by server
 }
 
 // New validates the server blocks and returns a Set that has started
@@ -167,7 +167,7 @@ func (s *Set) Names() []string {
 // of servers listed later as they are; the disposer unregisters them all.
 // A tool r refuses (say, a duplicate name) is logged and left out.
 func (s *Set) Mount(r Registrar) (dispose func()) {
-	t := &target{r: r}
+	t := &target{r: r, disposers: map[string][]func(){}}
 	s.mu.Lock()
 	s.targets = append(s.targets, t)
 	for _, srv := range s.servers {
@@ -184,19 +184,25 @@ func (s *Set) Mount(r Registrar) (dispose func()) {
 			ds := t.disposers
 			t.disposers = nil
 			s.mu.Unlock()
-			for _, d := range ds {
-				d()
+			for _, server := range ds {
+				for _, d := range server {
+					d()
+				}
 			}
 		})
 	}
 }
 
-// publish registers a server's tools, listed for the first time, in every
-// target.
+// publish registers a server's tools, listed for the first time or again,
+// in every target, in place of those it registered before.
 func (s *Set) publish(srv *server, defs []tool.Definition) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, t := range s.targets {
+		for _, d := range t.disposers[srv.name] {
+			d()
+		}
+		delete(t.disposers, srv.name)
 		s.registerLocked(t, srv.name, defs)
 	}
 }
@@ -208,7 +214,7 @@ func (s *Set) registerLocked(t *target, server string, defs []tool.Definition) {
 			s.opts.Log.Warn("MCP tool left out", "server", server, "tool", d.Name, "err", err)
 			continue
 		}
-		t.disposers = append(t.disposers, dispose)
+		t.disposers[server] = append(t.disposers[server], dispose)
 	}
 }
 

@@ -47,7 +47,7 @@ func TestMain(m *testing.M) {
 }
 
 // fakeTools is how many tools the fake server lists.
-const fakeTools = 12
+const fakeTools = 13
 
 func quiet() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
 
@@ -132,7 +132,7 @@ func TestToolsAndResults(t *testing.T) {
 		}
 	}
 	want := []string{"mcp__fake__big", "mcp__fake__block", "mcp__fake__crash", "mcp__fake__echo", "mcp__fake__env", "mcp__fake__fail",
-		"mcp__fake__picture", "mcp__fake__pid", "mcp__fake__progress", "mcp__fake__roots", "mcp__fake__weather", "mcp__fake__weird_name_with_spaces"}
+		"mcp__fake__grow", "mcp__fake__picture", "mcp__fake__pid", "mcp__fake__progress", "mcp__fake__roots", "mcp__fake__weather", "mcp__fake__weird_name_with_spaces"}
 	if !slices.Equal(names, want) {
 		t.Fatalf("tools %v, want %v", names, want)
 	}

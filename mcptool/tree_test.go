@@ -73,7 +73,7 @@ func TestAttachTree(t *testing.T) {
 	if got := visible(other.Tools(), "mcp__"); len(got) != 0 {
 		t.Errorf("another tree sees %v", got)
 	}
-	want := []string{"mcp__fake__big", "mcp__fake__block", "mcp__fake__echo", "mcp__fake__env", "mcp__fake__fail", "mcp__fake__roots", "mcp__fake__weather", "mcp__fake__weird_name_with_spaces"}
+	want := []string{"mcp__fake__big", "mcp__fake__block", "mcp__fake__echo", "mcp__fake__env", "mcp__fake__fail", "mcp__fake__grow", "mcp__fake__roots", "mcp__fake__weather", "mcp__fake__weird_name_with_spaces"}
 	if got := visible(child.Tools(), "mcp__"); !slices.Equal(got, want) {
 		t.Errorf("filtered child sees %v, want %v", got, want)
 	}
@@ -172,4 +172,42 @@ func TestFilesystemServerInRootsMode(t *testing.T) {
 	}
 	r = call(t, s, "mcp__files__read_text_file", `{"path":"/etc/hostname"}`)
 	wantError(t, r, mcptool.CodeToolError, "Access denied")
+}
+
+// A server's tools/list_changed is followed: a call that changed the tools
+// returns once they are listed again, so the agent's next request offers
+// the new ones.
+func TestToolListChangedIsFollowed(t *testing.T) {
+	rt := runtime(t)
+	set := newSet(t, map[string]mcptool.ServerConfig{"fake": fake("ok")}, mcptool.Options{})
+	defer mcptool.MountGlobal(set, rt.Tools, rt.Events)()
+	ctx := context.Background()
+	root, err := rt.Agents.Create(ctx, agent.CreateOptions{Options: agent.Options{Provider: "test"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if slices.Contains(visible(root.Tools(), "mcp__"), "mcp__fake__extra") {
+		t.Fatal("extra before it was added")
+	}
+	if r := root.Tools().Execute(ctx, tool.Call{ID: "1", Name: "mcp__fake__grow", Arguments: []byte(`{}`)}); r.IsError {
+		t.Fatalf("grow: %+v", r)
+	}
+	if got := visible(root.Tools(), "mcp__"); !slices.Contains(got, "mcp__fake__extra") || len(got) != fakeTools+1 {
+		t.Fatalf("after grow, the agent sees %v", got)
+	}
+	if r := root.Tools().Execute(ctx, tool.Call{ID: "2", Name: "mcp__fake__extra", Arguments: []byte(`{}`)}); r.IsError || text(r) != "extra" {
+		t.Errorf("extra: %+v", r)
+	}
+}
+
+// The pinned server-everything's task-required tool is not offered (dsh
+// cannot call it); its other tools are.
+func TestTaskRequiredToolsAreLeftOut(t *testing.T) {
+	server := testpeers.Path(t, "node_modules/@modelcontextprotocol/server-everything/dist/index.js")
+	set := newSet(t, map[string]mcptool.ServerConfig{"everything": {Command: "node", Args: []string{server}, StartTimeout: time.Minute}},
+		mcptool.Options{})
+	got := visible(mounted(t, set), "mcp__")
+	if slices.Contains(got, "mcp__everything__simulate-research-query") || !slices.Contains(got, "mcp__everything__echo") {
+		t.Errorf("tools %v", got)
+	}
 }
