@@ -46,6 +46,9 @@ func runFake(mode string) {
 		select {}
 	}
 	srv := fakeServer()
+	if mode != "plain" {
+		addResources(srv)
+	}
 	if err := srv.Run(context.Background(), &mcp.StdioTransport{}); err != nil {
 		fmt.Fprintln(os.Stderr, "fake:", err)
 	}
@@ -149,4 +152,26 @@ func fakeServer() *mcp.Server {
 			return text("weird"), nil
 		})
 	return srv
+}
+
+// addResources gives the fake a text resource of 160 KB, a binary one and
+// a template, and a tool that links to the text one.
+func addResources(srv *mcp.Server) {
+	big := "BEGIN " + strings.Repeat("0123456789abcdef\n", 10000) + " END"
+	srv.AddResource(&mcp.Resource{URI: "fake://notes", Name: "notes", MIMEType: "text/plain", Description: "Long\nnotes."},
+		func(_ context.Context, req *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
+			return &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{{URI: req.Params.URI, MIMEType: "text/plain", Text: big}}}, nil
+		})
+	srv.AddResource(&mcp.Resource{URI: "fake://dot.png", Name: "dot", MIMEType: "image/png"},
+		func(_ context.Context, req *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
+			return &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{{URI: req.Params.URI, MIMEType: "image/png", Blob: png}}}, nil
+		})
+	srv.AddResourceTemplate(&mcp.ResourceTemplate{URITemplate: "fake://page/{n}", Name: "page"},
+		func(_ context.Context, req *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
+			return &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{{URI: req.Params.URI, Text: "page " + req.Params.URI}}}, nil
+		})
+	srv.AddTool(&mcp.Tool{Name: "link", Description: "Links to the notes.", InputSchema: map[string]any{"type": "object"}},
+		func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.ResourceLink{URI: "fake://notes", Name: "notes"}}}, nil
+		})
 }

@@ -30,7 +30,7 @@ func FuzzToResult(f *testing.F) {
 		if json.Unmarshal(data, &res) != nil {
 			return
 		}
-		r := toResult(&res, 1000)
+		r := toResult(&res, 1000, "fuzz")
 		if n := len(content.JoinText(r.Content)); n > 1000+400 {
 			t.Fatalf("%d bytes of text", n)
 		}

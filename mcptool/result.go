@@ -108,9 +108,10 @@ type resultMeta struct {
 // an image as an image block with a text line describing it (the model
 // adapters pass text), audio and resources as text lines, structured
 // content into the meta (and as JSON text when the server sent no text),
-// isError as an error result. Text over limit bytes (the tool result limit
+// isError as an error result; a resource link names the tool that reads
+// it. Text over limit bytes (the tool result limit
 // of the built-in tools) keeps its head and tail, and says what was cut.
-func toResult(res *mcp.CallToolResult, limit int) tool.Result {
+func toResult(res *mcp.CallToolResult, limit int, server string) tool.Result {
 	var blocks []content.Block
 	text := func(s string) { blocks = append(blocks, content.Text(s)) }
 	hasText := false
@@ -127,7 +128,7 @@ func toResult(res *mcp.CallToolResult, limit int) tool.Result {
 		case *mcp.AudioContent:
 			text(fmt.Sprintf("[audio: %s, %d bytes]", c.MIMEType, len(c.Data)))
 		case *mcp.ResourceLink:
-			text(fmt.Sprintf("[resource link: %s %s]", c.Name, c.URI))
+			text(fmt.Sprintf("[resource link: %s %s (%s reads it: server %q, uri %q)]", c.Name, c.URI, ReadResourceTool, server, c.URI))
 		case *mcp.EmbeddedResource:
 			switch r := c.Resource; {
 			case r == nil:

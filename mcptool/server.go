@@ -26,19 +26,21 @@ import (
 
 // server is one configured MCP server and its connection, if any.
 type server struct {
-	set  *Set
-	name string
-	cfg  ServerConfig
+	set        *Set
+	name       string
+	toolPrefix string // the name in its tools' names: mcp__<toolPrefix>__<tool>
+	cfg        ServerConfig
 
-	mu       sync.Mutex
-	live     *conn         // the connection calls use; nil when none
-	attempt  chan struct{} // closed when the connection attempt in flight ends
-	lastErr  error         // why the last attempt failed or the last connection ended
-	failures int           // consecutive failures; a successful call resets it
-	retryAt  time.Time     // no new attempt before
-	defs     []tool.Definition
-	listed   bool // defs hold a listing: the first, or the latest after tools/list_changed
-	closed   bool
+	mu        sync.Mutex
+	live      *conn         // the connection calls use; nil when none
+	attempt   chan struct{} // closed when the connection attempt in flight ends
+	lastErr   error         // why the last attempt failed or the last connection ended
+	failures  int           // consecutive failures; a successful call resets it
+	retryAt   time.Time     // no new attempt before
+	defs      []tool.Definition
+	listed    bool // defs hold a listing: the first, or the latest after tools/list_changed
+	resources bool // the server has resources
+	closed    bool
 
 	refreshMu sync.Mutex // one listing again at a time
 }
@@ -161,7 +163,7 @@ func (s *server) dial(done chan struct{}) {
 	c, defs, err := s.open()
 	s.mu.Lock()
 	s.attempt = nil
-	var publish bool
+	var publish, offer bool
 	switch {
 	case s.closed:
 		if c != nil {
@@ -174,6 +176,10 @@ func (s *server) dial(done chan struct{}) {
 	default: // a first listing, or a new one after a restart
 		s.live, s.lastErr = c, nil
 		s.defs, s.listed, publish = defs, true, true
+		if caps := c.session.InitializeResult().Capabilities; caps != nil && caps.Resources != nil {
+			s.resources = true
+		}
+		offer = s.resources
 	}
 	s.mu.Unlock()
 	if err != nil {
@@ -184,6 +190,9 @@ func (s *server) dial(done chan struct{}) {
 	go s.watch(c)
 	if publish {
 		s.set.publish(s, defs)
+	}
+	if offer {
+		s.set.offerResources()
 	}
 	s.set.opts.Log.Info("MCP server connected", "server", s.name, "tools", len(defs))
 }
@@ -485,48 +494,64 @@ var errCallTimeout = errors.New("call timeout")
 
 // call runs a tool of the server.
 func (s *server) call(ctx context.Context, call tool.Call, mcpName string) (tool.Result, error) {
-	c, err := s.connection(ctx)
+	var res *mcp.CallToolResult
+	err := s.request(ctx, "the call of "+mcpName, func(ctx context.Context, c *conn) (err error) {
+		token := fmt.Sprintf("dsh-%d", s.set.tokens.Add(1))
+		p := &pending{Progress{Server: s.name, Tool: call.Name, CallID: call.ID}}
+		if a, ok := call.Caller.(interface{ ID() string }); ok {
+			p.AgentID = a.ID()
+		}
+		defer s.set.track(token, p)()
+		params := &mcp.CallToolParams{Name: mcpName, Arguments: json.RawMessage(call.Arguments)}
+		params.SetProgressToken(token)
+		res, err = c.session.CallTool(ctx, params)
+		if c.obs.stale.Load() { // the call changed the tools: the next request lists the new ones
+			s.refresh(c)
+		}
+		return err
+	})
 	if err != nil {
 		return tool.Result{}, err
+	}
+	return toResult(res, s.set.opts.OutputLimit, s.name), nil
+}
+
+// request runs do over the server's connection (started when there is
+// none), bounded by the server's callTimeout and ended with the
+// connection, and maps its failure onto an *Error; what names the request
+// ("the call of echo").
+func (s *server) request(ctx context.Context, what string, do func(ctx context.Context, c *conn) error) error {
+	c, err := s.connection(ctx)
+	if err != nil {
+		return err
 	}
 	if t := s.cfg.CallTimeout; t > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeoutCause(ctx, t, errCallTimeout)
 		defer cancel()
 	}
-	token := fmt.Sprintf("dsh-%d", s.set.tokens.Add(1))
-	p := &pending{Progress{Server: s.name, Tool: call.Name, CallID: call.ID}}
-	if a, ok := call.Caller.(interface{ ID() string }); ok {
-		p.AgentID = a.ID()
-	}
-	defer s.set.track(token, p)()
-	params := &mcp.CallToolParams{Name: mcpName, Arguments: json.RawMessage(call.Arguments)}
-	params.SetProgressToken(token)
 	callCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	defer context.AfterFunc(c.life, cancel)()
-	res, err := c.session.CallTool(callCtx, params)
-	if c.obs.stale.Load() { // the call changed the tools: the next request lists the new ones
-		s.refresh(c)
-	}
+	err = do(callCtx, c)
 	var we *jsonrpc.Error
 	switch {
 	case err == nil:
 		s.mu.Lock()
 		s.failures = 0
 		s.mu.Unlock()
-		return toResult(res, s.set.opts.OutputLimit), nil
+		return nil
 	case errors.Is(context.Cause(ctx), errCallTimeout):
-		return tool.Result{}, &Error{Code: CodeTimeout, Server: s.name,
-			Msg: fmt.Sprintf("the call of %s outlived the server's callTimeout (%s)", mcpName, s.cfg.CallTimeout)}
+		return &Error{Code: CodeTimeout, Server: s.name,
+			Msg: fmt.Sprintf("%s outlived the server's callTimeout (%s)", what, s.cfg.CallTimeout)}
 	case c.life.Err() != nil:
-		return tool.Result{}, s.broken(c, err)
+		return s.broken(c, err)
 	case ctx.Err() != nil:
-		return tool.Result{}, context.Cause(ctx)
+		return context.Cause(ctx)
 	case !errors.Is(err, mcp.ErrConnectionClosed) && errors.As(err, &we):
-		return tool.Result{}, &Error{Code: CodeProtocol, Server: s.name, Msg: cut(we.Message, 4096)}
+		return &Error{Code: CodeProtocol, Server: s.name, Msg: what + ": " + cut(we.Message, 4096)}
 	}
-	return tool.Result{}, s.broken(c, err)
+	return s.broken(c, err)
 }
 
 // broken handles a call that failed because the connection did: the

@@ -107,9 +107,10 @@ type Set struct {
 	rootsMu sync.Mutex
 	roots   map[string]*rootRef // by URI
 
-	mu      sync.Mutex
-	targets []*target
-	closed  bool
+	mu               sync.Mutex
+	targets          []*target
+	resourcesOffered bool // the resource tools are registered in the targets
+	closed           bool
 }
 
 // target is a Registrar the Set's tools are mounted in.
@@ -149,7 +150,7 @@ func New(servers map[string]ServerConfig, opts Options) (*Set, error) {
 			s.cancel()
 			return nil, err
 		}
-		s.servers = append(s.servers, &server{set: s, name: name, cfg: cfg})
+		s.servers = append(s.servers, &server{set: s, name: name, toolPrefix: name, cfg: cfg})
 	}
 	return s, nil
 }
@@ -174,6 +175,9 @@ func (s *Set) Mount(r Registrar) (dispose func()) {
 		if defs := srv.definitions(); defs != nil {
 			s.registerLocked(t, srv.name, defs)
 		}
+	}
+	if s.resourcesOffered {
+		s.registerLocked(t, resourcesKey, s.resourceTools())
 	}
 	s.mu.Unlock()
 	var once sync.Once

@@ -47,7 +47,7 @@ func TestMain(m *testing.M) {
 }
 
 // fakeTools is how many tools the fake server lists.
-const fakeTools = 13
+const fakeTools = 14
 
 func quiet() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
 
@@ -126,13 +126,16 @@ func TestToolsAndResults(t *testing.T) {
 	var names []string
 	var weird content.ToolSpec
 	for _, spec := range s.Specs() {
+		if !strings.HasPrefix(spec.Name, "mcp__") {
+			continue
+		}
 		names = append(names, spec.Name)
 		if spec.Name == "mcp__fake__weird_name_with_spaces" {
 			weird = spec
 		}
 	}
 	want := []string{"mcp__fake__big", "mcp__fake__block", "mcp__fake__crash", "mcp__fake__echo", "mcp__fake__env", "mcp__fake__fail",
-		"mcp__fake__grow", "mcp__fake__picture", "mcp__fake__pid", "mcp__fake__progress", "mcp__fake__roots", "mcp__fake__weather", "mcp__fake__weird_name_with_spaces"}
+		"mcp__fake__grow", "mcp__fake__link", "mcp__fake__picture", "mcp__fake__pid", "mcp__fake__progress", "mcp__fake__roots", "mcp__fake__weather", "mcp__fake__weird_name_with_spaces"}
 	if !slices.Equal(names, want) {
 		t.Fatalf("tools %v, want %v", names, want)
 	}
@@ -214,6 +217,47 @@ func TestResultsAreCapped(t *testing.T) {
 			t.Errorf("limit %d: blocks %+v", limit, r.Content)
 		}
 	}
+}
+
+// A server with resources brings list_mcp_resources and read_mcp_resource:
+// they list its resources and templates, read text (capped) and summarise
+// binary content; a resource link in a tool's result names them. Without
+// such a server they are not offered.
+func TestResources(t *testing.T) {
+	plain := mounted(t, newSet(t, map[string]mcptool.ServerConfig{"plain": fake("plain")}, mcptool.Options{}))
+	for _, spec := range plain.Specs() {
+		if !strings.HasPrefix(spec.Name, "mcp__") {
+			t.Errorf("without resources, %s is offered", spec.Name)
+		}
+	}
+
+	s := mounted(t, newSet(t, map[string]mcptool.ServerConfig{"fake": fake("ok"), "plain": fake("plain")}, mcptool.Options{OutputLimit: 2000}))
+	r := call(t, s, mcptool.ListResourcesTool, `{}`)
+	want := "server \"fake\": 2 resources\n- fake://dot.png  dot (image/png)\n- fake://notes  notes (text/plain): Long notes.\n" +
+		"server \"fake\": 1 resource templates (fill the {…} parts to make a URI)\n- fake://page/{n}  page\n"
+	if r.IsError || text(r) != want {
+		t.Errorf("list: %+v\n%s", r, text(r))
+	}
+	wantError(t, call(t, s, mcptool.ListResourcesTool, `{"server":"nope"}`), tool.CodeInvalidArgs, `no MCP server "nope"; the servers with resources are "fake"`)
+
+	r = call(t, s, "mcp__fake__link", `{}`)
+	if want := `[resource link: notes fake://notes (read_mcp_resource reads it: server "fake", uri "fake://notes")]`; text(r) != want {
+		t.Errorf("link: %q, want %q", text(r), want)
+	}
+	r = call(t, s, mcptool.ReadResourceTool, `{"server":"fake","uri":"fake://notes"}`)
+	if got := text(r); r.IsError || len(got) > 2400 || !strings.HasPrefix(got, "BEGIN 0123") || !strings.HasSuffix(got, "def\n END") ||
+		!strings.Contains(got, "of the resource's 170010 bytes cut here") {
+		t.Errorf("read notes: %d bytes: %q", len(got), got)
+	}
+	r = call(t, s, mcptool.ReadResourceTool, `{"server":"fake","uri":"fake://dot.png"}`)
+	if want := fmt.Sprintf("[binary resource: fake://dot.png (image/png), %d bytes; dsh does not show binary content]\n", len(png)); text(r) != want {
+		t.Errorf("read dot: %q", text(r))
+	}
+	if r = call(t, s, mcptool.ReadResourceTool, `{"server":"fake","uri":"fake://page/7"}`); text(r) != "page fake://page/7" {
+		t.Errorf("read page: %+v", r)
+	}
+	wantError(t, call(t, s, mcptool.ReadResourceTool, `{"server":"fake","uri":"fake://none"}`), mcptool.CodeProtocol, "fake://none")
+	wantError(t, call(t, s, mcptool.ReadResourceTool, `{"server":"fake"}`), tool.CodeInvalidArgs)
 }
 
 // Every call of every agent shares one connection: concurrent first calls
