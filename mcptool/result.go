@@ -35,7 +35,8 @@ const Prefix = "mcp__"
 
 var unsafeName = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`[^A-Za-z0-9_-]`) })
 
-// ToolName returns the dsh name of a server's tool, mcp__<server>__<tool>:
+// ToolName returns the dsh name of a server's tool, mcp__<server>__<tool>
+// (server as ServerPrefix gives it):
 // characters model APIs refuse become _, and a name longer than 64 bytes is
 // cut and ended with a hash of the tool's own name, to keep it distinct.
 func ToolName(server, name string) string {

@@ -429,7 +429,7 @@ func (s *server) toolDefinitions(tools []*mcp.Tool, obs *observer) []tool.Defini
 				"server", s.name, "tool", t.Name)
 			continue
 		}
-		name := ToolName(s.name, t.Name)
+		name := ToolName(s.toolPrefix, t.Name)
 		if seen[name] {
 			name = hashed(name, t.Name)
 		}

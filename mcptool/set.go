@@ -13,6 +13,8 @@ package mcptool
 import (
 	"cmp"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -150,7 +152,19 @@ func New(servers map[string]ServerConfig, opts Options) (*Set, error) {
 			s.cancel()
 			return nil, err
 		}
-		s.servers = append(s.servers, &server{set: s, name: name, toolPrefix: name, cfg: cfg})
+		s.servers = append(s.servers, &server{set: s, name: name, toolPrefix: ServerPrefix(name), cfg: cfg})
+	}
+	for _, srv := range s.servers {
+		if srv.toolPrefix == srv.name {
+			continue
+		}
+		for _, other := range s.servers {
+			if other != srv && (other.name == srv.toolPrefix || ServerPrefix(other.name) == srv.toolPrefix) {
+				sum := sha256.Sum256([]byte(srv.name))
+				srv.toolPrefix += "-" + hex.EncodeToString(sum[:3]) // stable: a hash of its own name
+				break
+			}
+		}
 	}
 	return s, nil
 }

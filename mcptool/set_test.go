@@ -473,6 +473,39 @@ func TestHTTPAndSSE(t *testing.T) {
 	sse.CloseClientConnections()
 }
 
+// A server name with spaces is kept: its tools carry it with _ for each
+// space, as Claude Code names them; a name that would then collide with
+// another server's gets a hash of itself, whatever the order, and the
+// resource tools know it by both names.
+func TestServerNamesWithSpaces(t *testing.T) {
+	set := newSet(t, map[string]mcptool.ServerConfig{"GSD-2 Code": fake("ok"), "GSD-2_Code": fake("plain"), "my docs": fake("ok")},
+		mcptool.Options{})
+	s := mounted(t, set)
+	if r := call(t, s, "mcp__my_docs__echo", `{"message":"hi"}`); r.IsError || text(r) != "echo: hi" {
+		t.Errorf("echo: %+v", r)
+	}
+	if r := call(t, s, "mcp__GSD-2_Code__echo", `{"message":"plain"}`); r.IsError {
+		t.Errorf("the plain name's echo: %+v", r)
+	}
+	var hashed []string
+	for _, spec := range s.Specs() {
+		if strings.HasSuffix(spec.Name, "__echo") {
+			hashed = append(hashed, spec.Name)
+		}
+	}
+	if want := []string{"mcp__GSD-2_Code-0e736b__echo", "mcp__GSD-2_Code__echo", "mcp__my_docs__echo"}; !slices.Equal(hashed, want) {
+		t.Errorf("echo tools %v, want %v", hashed, want)
+	}
+	for _, name := range []string{"my docs", "my_docs"} {
+		if r := call(t, s, mcptool.ReadResourceTool, fmt.Sprintf(`{"server":%q,"uri":"fake://page/1"}`, name)); r.IsError {
+			t.Errorf("read from %q: %+v", name, r)
+		}
+	}
+	if got := set.Names(); !slices.Equal(got, []string{"GSD-2 Code", "GSD-2_Code", "my docs"}) {
+		t.Errorf("names %v", got)
+	}
+}
+
 func TestValidate(t *testing.T) {
 	for _, tc := range []struct {
 		name string
@@ -481,8 +514,12 @@ func TestValidate(t *testing.T) {
 	}{
 		{"ok", mcptool.ServerConfig{Command: "srv"}, ""},
 		{"ok-url", mcptool.ServerConfig{URL: "https://example.com/mcp", Headers: map[string]string{"A": "${B:-c}"}}, ""},
-		{"bad name", mcptool.ServerConfig{Command: "srv"}, "letters, digits"},
+		{"GSD-2 Code", mcptool.ServerConfig{Command: "srv"}, ""},
+		{"bad\nname", mcptool.ServerConfig{Command: "srv"}, "without control characters"},
+		{"", mcptool.ServerConfig{Command: "srv"}, "1 to 64 bytes"},
+		{strings.Repeat("x", 65), mcptool.ServerConfig{Command: "srv"}, "1 to 64 bytes"},
 		{"a__b", mcptool.ServerConfig{Command: "srv"}, `must not contain "__"`},
+		{"a  b", mcptool.ServerConfig{Command: "srv"}, `must not contain "__"`},
 		{"none", mcptool.ServerConfig{}, "command: is required"},
 		{"both", mcptool.ServerConfig{Command: "srv", URL: "http://x"}, "not a url"},
 		{"type", mcptool.ServerConfig{Type: "ws", URL: "ws://x"}, `want stdio, http or sse, got "ws"`},
