@@ -55,6 +55,10 @@ type ServerConfig struct {
 	// URL and Headers reach an http or sse server.
 	URL     string            `yaml:"url"`
 	Headers map[string]string `yaml:"headers"`
+	// HeadersHelper is a shell command that prints a JSON object of more
+	// headers for an http or sse server, run at each connection (Claude
+	// Code's headersHelper); PassEnv names the variables it gets.
+	HeadersHelper string `yaml:"headersHelper"`
 	// StartTimeout bounds the start, handshake and tool listing (default
 	// 30s).
 	StartTimeout time.Duration `yaml:"startTimeout"`
@@ -145,15 +149,17 @@ func (c ServerConfig) Validate(name string) error {
 		switch {
 		case c.Command == "":
 			return bad("command", "is required for a stdio server")
-		case c.URL != "" || len(c.Headers) > 0:
-			return bad("url", "a stdio server has a command, not a url or headers")
+		case c.URL != "" || len(c.Headers) > 0 || c.HeadersHelper != "":
+			return bad("url", "a stdio server has a command, not a url, headers or a headersHelper")
 		}
 	case TypeHTTP, TypeSSE:
 		switch {
 		case c.URL == "":
 			return bad("url", "is required for an %s server", t)
-		case c.Command != "" || len(c.Args) > 0 || len(c.Env) > 0 || len(c.PassEnv) > 0 || c.Cwd != "" || c.Sandbox != "":
-			return bad("command", "an %s server has a url, not a command, args, env, passEnv, cwd or sandbox", t)
+		case c.Command != "" || len(c.Args) > 0 || len(c.Env) > 0 || c.Cwd != "" || c.Sandbox != "":
+			return bad("command", "an %s server has a url, not a command, args, env, cwd or sandbox", t)
+		case len(c.PassEnv) > 0 && c.HeadersHelper == "":
+			return bad("passEnv", "an %s server's passEnv is for its headersHelper, which it lacks", t)
 		}
 		if c.Literal || !strings.Contains(c.URL, "${") {
 			if u, err := url.Parse(c.URL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {

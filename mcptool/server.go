@@ -230,6 +230,11 @@ func (s *server) open() (*conn, []tool.Definition, error) {
 	if err != nil {
 		return nil, nil, &Error{Code: CodeUnavailable, Server: s.name, Msg: err.Error()}
 	}
+	if cfg.HeadersHelper != "" {
+		if cfg.Headers, err = s.helperHeaders(s.set.ctx, cfg); err != nil {
+			return nil, nil, err
+		}
+	}
 	// The connection's context governs the attempt too (an SSE stream
 	// lives as long as the context its transport connects with); the
 	// start timeout ends it from outside.

@@ -506,6 +506,63 @@ func TestServerNamesWithSpaces(t *testing.T) {
 	}
 }
 
+// A headersHelper's JSON headers go with the requests, over the block's
+// own; it runs with dsh's environment minus credentials, and knows the
+// server's name and URL. A helper that fails, or prints something else,
+// makes the server unavailable with an error naming it and why.
+func TestHeadersHelper(t *testing.T) {
+	srv := fakeServer()
+	var mu sync.Mutex
+	seen := map[string]http.Header{}
+	handler := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, nil)
+	streamable := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		seen[r.URL.Path] = r.Header.Clone()
+		mu.Unlock()
+		handler.ServeHTTP(w, r)
+	}))
+	defer streamable.Close()
+	set := newSet(t, map[string]mcptool.ServerConfig{
+		"my web": {URL: streamable.URL + "/ok", Headers: map[string]string{"Authorization": "Bearer static", "X-Static": "kept"},
+			HeadersHelper: `printf '{"Authorization": "Bearer %s", "X-Server": "%s", "X-Secret": "%s", "X-Url": "%s"}' "$TOKEN_FILE_VALUE" ` +
+				`"$CLAUDE_CODE_MCP_SERVER_NAME" "$DEEPSEEK_API_KEY" "$CLAUDE_CODE_MCP_SERVER_URL"`, PassEnv: []string{"TOKEN_FILE_VALUE"}},
+		"failing": {URL: streamable.URL + "/failing", HeadersHelper: "echo no token for you >&2; exit 3"},
+		"garbage": {URL: streamable.URL + "/garbage", HeadersHelper: "echo hello"},
+	}, mcptool.Options{BaseEnv: []string{"PATH=" + os.Getenv("PATH"), "DEEPSEEK_API_KEY=sk-secret", "TOKEN_FILE_VALUE=dyn"}})
+	s := mounted(t, set)
+	if r := call(t, s, "mcp__my_web__echo", `{"message":"hi"}`); text(r) != "echo: hi" {
+		t.Errorf("echo: %+v", r)
+	}
+	mu.Lock()
+	h := seen["/ok"]
+	mu.Unlock()
+	if h.Get("Authorization") != "Bearer dyn" || h.Get("X-Static") != "kept" || h.Get("X-Server") != "my web" ||
+		h.Get("X-Url") != streamable.URL+"/ok" || h.Get("X-Secret") != "" {
+		t.Errorf("headers %v", h)
+	}
+	for _, st := range set.Status() {
+		var want string
+		switch st.Name {
+		case "my web":
+			continue
+		case "failing":
+			want = "MCP server failing: headersHelper failed: exit status 3; stderr: no token for you"
+		case "garbage":
+			want = `MCP server garbage: headersHelper must print a JSON object of header names to string values, printed "hello"`
+		}
+		if st.Err == nil || st.Err.Error() != want {
+			t.Errorf("%s: %v, want %s", st.Name, st.Err, want)
+		}
+	}
+	mu.Lock()
+	if seen["/failing"] != nil || seen["/garbage"] != nil {
+		t.Error("a server whose helper failed was reached")
+	}
+	mu.Unlock()
+	set.Close(context.Background())
+	streamable.CloseClientConnections()
+}
+
 func TestValidate(t *testing.T) {
 	for _, tc := range []struct {
 		name string
@@ -521,6 +578,8 @@ func TestValidate(t *testing.T) {
 		{"a__b", mcptool.ServerConfig{Command: "srv"}, `must not contain "__"`},
 		{"a  b", mcptool.ServerConfig{Command: "srv"}, `must not contain "__"`},
 		{"none", mcptool.ServerConfig{}, "command: is required"},
+		{"helper-stdio", mcptool.ServerConfig{Command: "srv", HeadersHelper: "x"}, "not a url, headers or a headersHelper"},
+		{"pass-http", mcptool.ServerConfig{URL: "http://x", PassEnv: []string{"A"}}, "passEnv is for its headersHelper"},
 		{"both", mcptool.ServerConfig{Command: "srv", URL: "http://x"}, "not a url"},
 		{"type", mcptool.ServerConfig{Type: "ws", URL: "ws://x"}, `want stdio, http or sse, got "ws"`},
 		{"scheme", mcptool.ServerConfig{URL: "ftp://x"}, "want an http:// or https:// URL"},
