@@ -146,6 +146,13 @@ func fakeServer() *mcp.Server {
 			time.Sleep(200 * time.Millisecond) // the SDK sends the notification 10ms after the change
 			return text("grown"), nil
 		})
+	srv.AddTool(&mcp.Tool{Name: "log", Description: "Logs twice, then answers.", InputSchema: object(``)},
+		func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			req.Session.Log(ctx, &mcp.LoggingMessageParams{Level: "debug", Data: "not asked for"})
+			req.Session.Log(ctx, &mcp.LoggingMessageParams{Level: "warning", Logger: "disk", Data: "almost full"})
+			req.Session.Log(ctx, &mcp.LoggingMessageParams{Level: "error", Data: map[string]any{"free": 0}})
+			return text("logged"), nil
+		})
 	srv.AddTool(&mcp.Tool{Name: "weird.name with spaces", Description: strings.Repeat("long ", 1000),
 		InputSchema: object(`"x":{"$ref":"#/$defs/missing"}`)},
 		func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {

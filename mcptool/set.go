@@ -15,6 +15,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -376,6 +377,44 @@ type Unavailable struct {
 
 // EventType implements event.Event.
 func (Unavailable) EventType() string { return "mcp/unavailable" }
+
+// Log is a logging notification of an MCP server (dsh asks servers that
+// log for level info and above).
+type Log struct {
+	Server  string
+	Level   string // debug, info, notice, warning, error, critical, alert or emergency
+	Logger  string // "" when the server names none
+	Message string // the data: a string as it is, anything else as JSON; bounded
+}
+
+// EventType implements event.Event.
+func (Log) EventType() string { return "mcp/log" }
+
+// maxLogMessage bounds the message of a Log, in bytes.
+const maxLogMessage = 4096
+
+// onLog relays a server's logging notification to the log and the bus.
+func (s *Set) onLog(server string, p *mcp.LoggingMessageParams) {
+	msg, ok := p.Data.(string)
+	if !ok {
+		raw, _ := json.Marshal(p.Data)
+		msg = string(raw)
+	}
+	ev := Log{Server: server, Level: string(p.Level), Logger: cut(p.Logger, 200), Message: cut(msg, maxLogMessage)}
+	level := slog.LevelError
+	switch p.Level {
+	case "debug":
+		level = slog.LevelDebug
+	case "info", "notice":
+		level = slog.LevelInfo
+	case "warning":
+		level = slog.LevelWarn
+	}
+	s.opts.Log.Log(context.Background(), level, "MCP server log", "server", server, "logger", ev.Logger, "level", ev.Level, "msg", ev.Message)
+	if s.opts.Events != nil {
+		s.opts.Events.Emit(ev)
+	}
+}
 
 // pending is a call that may receive progress.
 type pending struct{ Progress }

@@ -47,7 +47,7 @@ func TestMain(m *testing.M) {
 }
 
 // fakeTools is how many tools the fake server lists.
-const fakeTools = 14
+const fakeTools = 15
 
 func quiet() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
 
@@ -135,7 +135,7 @@ func TestToolsAndResults(t *testing.T) {
 		}
 	}
 	want := []string{"mcp__fake__big", "mcp__fake__block", "mcp__fake__crash", "mcp__fake__echo", "mcp__fake__env", "mcp__fake__fail",
-		"mcp__fake__grow", "mcp__fake__link", "mcp__fake__picture", "mcp__fake__pid", "mcp__fake__progress", "mcp__fake__roots", "mcp__fake__weather", "mcp__fake__weird_name_with_spaces"}
+		"mcp__fake__grow", "mcp__fake__link", "mcp__fake__log", "mcp__fake__picture", "mcp__fake__pid", "mcp__fake__progress", "mcp__fake__roots", "mcp__fake__weather", "mcp__fake__weird_name_with_spaces"}
 	if !slices.Equal(names, want) {
 		t.Fatalf("tools %v, want %v", names, want)
 	}
@@ -258,6 +258,38 @@ func TestResources(t *testing.T) {
 	}
 	wantError(t, call(t, s, mcptool.ReadResourceTool, `{"server":"fake","uri":"fake://none"}`), mcptool.CodeProtocol, "fake://none")
 	wantError(t, call(t, s, mcptool.ReadResourceTool, `{"server":"fake"}`), tool.CodeInvalidArgs)
+}
+
+// A server's logging notifications (info and above, which dsh asks for)
+// reach the bus as mcp/log events.
+func TestLogNotifications(t *testing.T) {
+	bus := event.New(quiet())
+	var mu sync.Mutex
+	var got []mcptool.Log
+	two := make(chan struct{})
+	defer event.On(bus, func(l mcptool.Log) {
+		mu.Lock()
+		defer mu.Unlock()
+		if got = append(got, l); len(got) == 2 {
+			close(two)
+		}
+	})()
+	s := mounted(t, newSet(t, map[string]mcptool.ServerConfig{"fake": fake("ok")}, mcptool.Options{Events: bus}))
+	if r := call(t, s, "mcp__fake__log", `{}`); text(r) != "logged" {
+		t.Fatalf("log: %+v", r)
+	}
+	select {
+	case <-two:
+	case <-time.After(10 * time.Second):
+		t.Fatal("timed out waiting for two log events")
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	want := []mcptool.Log{{Server: "fake", Level: "warning", Logger: "disk", Message: "almost full"},
+		{Server: "fake", Level: "error", Message: `{"free":0}`}}
+	if !slices.Equal(got, want) {
+		t.Errorf("logs %+v, want %+v", got, want)
+	}
 }
 
 // Every call of every agent shares one connection: concurrent first calls

@@ -73,7 +73,7 @@ func TestAttachTree(t *testing.T) {
 	if got := visible(other.Tools(), "mcp__"); len(got) != 0 {
 		t.Errorf("another tree sees %v", got)
 	}
-	want := []string{"mcp__fake__big", "mcp__fake__block", "mcp__fake__echo", "mcp__fake__env", "mcp__fake__fail", "mcp__fake__grow", "mcp__fake__link", "mcp__fake__roots", "mcp__fake__weather", "mcp__fake__weird_name_with_spaces"}
+	want := []string{"mcp__fake__big", "mcp__fake__block", "mcp__fake__echo", "mcp__fake__env", "mcp__fake__fail", "mcp__fake__grow", "mcp__fake__link", "mcp__fake__log", "mcp__fake__roots", "mcp__fake__weather", "mcp__fake__weird_name_with_spaces"}
 	if got := visible(child.Tools(), "mcp__"); !slices.Equal(got, want) {
 		t.Errorf("filtered child sees %v, want %v", got, want)
 	}
