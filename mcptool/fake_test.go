@@ -146,8 +146,13 @@ func fakeServer() *mcp.Server {
 			time.Sleep(200 * time.Millisecond) // the SDK sends the notification 10ms after the change
 			return text("grown"), nil
 		})
-	srv.AddTool(&mcp.Tool{Name: "log", Description: "Logs twice, then answers.", InputSchema: object(``)},
+	srv.AddTool(&mcp.Tool{Name: "log", Description: "Logs twice (and flood times more), then answers.", InputSchema: object(`"flood":{"type":"integer"}`)},
 		func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			var a struct{ Flood int }
+			json.Unmarshal(req.Params.Arguments, &a)
+			for i := range a.Flood {
+				req.Session.Log(ctx, &mcp.LoggingMessageParams{Level: "info", Data: fmt.Sprint("flood ", i)})
+			}
 			req.Session.Log(ctx, &mcp.LoggingMessageParams{Level: "debug", Data: "not asked for"})
 			req.Session.Log(ctx, &mcp.LoggingMessageParams{Level: "warning", Logger: "disk", Data: "almost full"})
 			req.Session.Log(ctx, &mcp.LoggingMessageParams{Level: "error", Data: map[string]any{"free": 0}})

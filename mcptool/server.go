@@ -43,6 +43,11 @@ type server struct {
 	closed    bool
 
 	refreshMu sync.Mutex // one listing again at a time
+
+	logMu      sync.Mutex // the budget of logging notifications (see logBudget)
+	logTokens  float64
+	logAt      time.Time
+	logDropped int
 }
 
 // conn is one connection to a server.
@@ -275,7 +280,7 @@ func (s *server) open() (*conn, []tool.Definition, error) {
 	client := mcp.NewClient(&mcp.Implementation{Name: "dsh", Version: cmp.Or(s.set.opts.Version, "dev")},
 		&mcp.ClientOptions{Logger: s.set.opts.Log, ProgressNotificationHandler: s.set.onProgress,
 			ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) { s.changed(c) },
-			LoggingMessageHandler:  func(_ context.Context, req *mcp.LoggingMessageRequest) { s.set.onLog(s.name, req.Params) }})
+			LoggingMessageHandler:  func(_ context.Context, req *mcp.LoggingMessageRequest) { s.set.onLog(s, req.Params) }})
 	c.client, c.rooted = client, map[string]bool{}
 	s.set.syncRoots(c)
 	cs, err := client.Connect(ctx, transport, nil)

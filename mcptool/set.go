@@ -390,11 +390,42 @@ type Log struct {
 // EventType implements event.Event.
 func (Log) EventType() string { return "mcp/log" }
 
-// maxLogMessage bounds the message of a Log, in bytes.
-const maxLogMessage = 4096
+// Bounds on a server's logging notifications.
+const (
+	// maxLogMessage bounds the message of a Log, in bytes.
+	maxLogMessage = 4096
+	// logBurst is how many notifications a server may send at once; after
+	// that, dsh relays one a second and drops the rest.
+	logBurst = 100
+)
+
+// logBudget spends one of a server's log notifications, refilled at one a
+// second up to logBurst; false when there is none left.
+func (s *server) logBudget() bool {
+	s.logMu.Lock()
+	defer s.logMu.Unlock()
+	now := time.Now()
+	if s.logAt.IsZero() {
+		s.logTokens = logBurst
+	}
+	s.logTokens = min(logBurst, s.logTokens+now.Sub(s.logAt).Seconds())
+	s.logAt = now
+	if s.logTokens < 1 {
+		if s.logDropped++; s.logDropped == 1 {
+			s.set.opts.Log.Warn("MCP server logs too fast; dsh relays one notification a second and drops the rest", "server", s.name)
+		}
+		return false
+	}
+	s.logTokens--
+	return true
+}
 
 // onLog relays a server's logging notification to the log and the bus.
-func (s *Set) onLog(server string, p *mcp.LoggingMessageParams) {
+func (s *Set) onLog(srv *server, p *mcp.LoggingMessageParams) {
+	if !srv.logBudget() {
+		return
+	}
+	server := srv.name
 	msg, ok := p.Data.(string)
 	if !ok {
 		raw, _ := json.Marshal(p.Data)

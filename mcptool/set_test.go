@@ -292,6 +292,37 @@ func TestLogNotifications(t *testing.T) {
 	}
 }
 
+// A server that floods dsh with logging notifications has 100 relayed at
+// once, then one a second.
+func TestLogFloodIsBounded(t *testing.T) {
+	bus := event.New(quiet())
+	var mu sync.Mutex
+	n := 0
+	defer event.On(bus, func(mcptool.Log) {
+		mu.Lock()
+		defer mu.Unlock()
+		n++
+	})()
+	s := mounted(t, newSet(t, map[string]mcptool.ServerConfig{"fake": fake("ok")}, mcptool.Options{Events: bus}))
+	if r := call(t, s, "mcp__fake__log", `{"flood":1000}`); text(r) != "logged" {
+		t.Fatalf("log: %+v", r)
+	}
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		mu.Lock()
+		got := n
+		mu.Unlock()
+		if got >= 100 || time.Now().After(deadline) {
+			break
+		}
+	}
+	time.Sleep(300 * time.Millisecond)
+	mu.Lock()
+	defer mu.Unlock()
+	if n < 100 || n > 103 {
+		t.Errorf("%d of 1002 log notifications relayed", n)
+	}
+}
+
 // Every call of every agent shares one connection: concurrent first calls
 // start one process.
 func TestOneConnectionPerServer(t *testing.T) {
