@@ -62,19 +62,22 @@ func (s *Set) resourceTools() []tool.Definition {
 	}
 }
 
-// withResources returns the servers that have resources: the one named
-// (by its configured or its tool name), else every connected one that
-// does.
-func (s *Set) withResources(name string) ([]*server, error) {
+// withResources returns the servers that have resources and whose tools
+// the caller may use: the one named (by its configured or its tool name),
+// else every connected one.
+func (s *Set) withResources(call tool.Call, name string) ([]*server, error) {
 	var all []*server
 	for _, srv := range s.servers {
 		srv.mu.Lock()
 		has := srv.resources
 		srv.mu.Unlock()
-		if has {
+		if has && sees(call, srv) {
 			all = append(all, srv)
 		}
 		if name != "" && (srv.name == name || srv.toolPrefix == name) {
+			if !sees(call, srv) {
+				return nil, tool.Errorf(tool.CodeDenied, "the tools of MCP server %q are not this agent's (its tool filter leaves them out)", srv.name)
+			}
 			return []*server{srv}, nil
 		}
 	}
@@ -88,6 +91,23 @@ func (s *Set) withResources(name string) ([]*server, error) {
 	return nil, tool.Errorf(tool.CodeInvalidArgs, "no MCP server %q; the servers with resources are %s", name, orNone(names))
 }
 
+// sees reports whether the calling agent may use srv: whether it sees one
+// of srv's tools (through its tool filter), or srv has none to filter.
+func sees(call tool.Call, srv *server) bool {
+	caller, ok := call.Caller.(interface{ Tools() *tool.Scope })
+	defs := srv.definitions()
+	if !ok || len(defs) == 0 {
+		return true
+	}
+	scope := caller.Tools()
+	for _, d := range defs {
+		if scope.Has(d.Name) {
+			return true
+		}
+	}
+	return false
+}
+
 func orNone(names []string) string {
 	if len(names) == 0 {
 		return "none"
@@ -96,8 +116,8 @@ func orNone(names []string) string {
 }
 
 // listResources lists the resources and templates of the servers.
-func (s *Set) listResources(ctx context.Context, _ tool.Call, args listResourcesArgs) (tool.Result, error) {
-	servers, err := s.withResources(args.Server)
+func (s *Set) listResources(ctx context.Context, call tool.Call, args listResourcesArgs) (tool.Result, error) {
+	servers, err := s.withResources(call, args.Server)
 	if err != nil {
 		return tool.Result{}, err
 	}
@@ -168,11 +188,11 @@ func about(d string) string {
 
 // readResource reads a resource: text as text, capped; binary content
 // summarised.
-func (s *Set) readResource(ctx context.Context, _ tool.Call, args readResourceArgs) (tool.Result, error) {
+func (s *Set) readResource(ctx context.Context, call tool.Call, args readResourceArgs) (tool.Result, error) {
 	if args.Server == "" || args.URI == "" {
 		return tool.Result{}, tool.Errorf(tool.CodeInvalidArgs, "give the server and the uri of the resource")
 	}
-	servers, err := s.withResources(args.Server)
+	servers, err := s.withResources(call, args.Server)
 	if err != nil {
 		return tool.Result{}, err
 	}

@@ -211,3 +211,35 @@ func TestTaskRequiredToolsAreLeftOut(t *testing.T) {
 		t.Errorf("tools %v", got)
 	}
 }
+
+// The resource tools follow the caller's tool filter: a child that does
+// not see a server's tools cannot list or read its resources.
+func TestResourcesFollowTheToolFilter(t *testing.T) {
+	rt := runtime(t)
+	set := newSet(t, map[string]mcptool.ServerConfig{"fake": fake("ok")}, mcptool.Options{})
+	defer mcptool.MountGlobal(set, rt.Tools, rt.Events)()
+	ctx := context.Background()
+	opts := agent.Options{Provider: "test"}
+	root, err := rt.Agents.Create(ctx, agent.CreateOptions{Options: opts})
+	if err != nil {
+		t.Fatal(err)
+	}
+	child, err := rt.Agents.Create(ctx, agent.CreateOptions{Owner: root, Options: opts, Setup: func(a *agent.Agent) error {
+		_, err := a.Tools().Restrict(tool.Restriction{Deny: []string{"mcp__fake__*"}})
+		return err
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	read := func(a *agent.Agent) tool.Result {
+		return a.Tools().Execute(ctx, tool.Call{ID: "1", Name: mcptool.ReadResourceTool, Arguments: []byte(`{"server":"fake","uri":"fake://page/2"}`), Caller: a})
+	}
+	if r := read(root); r.IsError || text(r) != "page fake://page/2" {
+		t.Errorf("root: %+v", r)
+	}
+	wantError(t, read(child), tool.CodeDenied, `the tools of MCP server "fake" are not this agent's`)
+	r := child.Tools().Execute(ctx, tool.Call{ID: "2", Name: mcptool.ListResourcesTool, Arguments: []byte(`{}`), Caller: child})
+	if text(r) != "no connected MCP server has resources" {
+		t.Errorf("child's list: %+v", r)
+	}
+}
