@@ -1,5 +1,7 @@
 package mcptool_test
 
+//lint:file-ignore SA1019 the fake serves roots and logging, deprecated as of protocol 2026-07-28, as servers of today do
+
 import (
 	"context"
 	"encoding/json"

@@ -1,5 +1,7 @@
 package mcptool
 
+//lint:file-ignore SA1019 MCP roots are deprecated as of protocol 2026-07-28, but the servers of today (and Claude Code) use them
+
 import (
 	"net/url"
 	"path/filepath"

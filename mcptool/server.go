@@ -277,10 +277,10 @@ func (s *server) open() (*conn, []tool.Definition, error) {
 	if _, streamable := transport.(*mcp.StreamableClientTransport); !streamable {
 		transport, c.observed = observed{transport, c.obs}, true
 	}
-	client := mcp.NewClient(&mcp.Implementation{Name: "dsh", Version: cmp.Or(s.set.opts.Version, "dev")},
-		&mcp.ClientOptions{Logger: s.set.opts.Log, ProgressNotificationHandler: s.set.onProgress,
-			ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) { s.changed(c) },
-			LoggingMessageHandler:  func(_ context.Context, req *mcp.LoggingMessageRequest) { s.set.onLog(s, req.Params) }})
+	copts := &mcp.ClientOptions{Logger: s.set.opts.Log, ProgressNotificationHandler: s.set.onProgress,
+		ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) { s.changed(c) }}
+	s.takeLogs(copts)
+	client := mcp.NewClient(&mcp.Implementation{Name: "dsh", Version: cmp.Or(s.set.opts.Version, "dev")}, copts)
 	c.client, c.rooted = client, map[string]bool{}
 	s.set.syncRoots(c)
 	cs, err := client.Connect(ctx, transport, nil)
@@ -288,12 +288,7 @@ func (s *server) open() (*conn, []tool.Definition, error) {
 		return fail("the handshake (initialize)", err)
 	}
 	c.session = cs
-	if caps := cs.InitializeResult().Capabilities; caps != nil && caps.Logging != nil {
-		// Some servers log only once asked to; a server that refuses still works.
-		if err := cs.SetLoggingLevel(ctx, &mcp.SetLoggingLevelParams{Level: logLevel}); err != nil {
-			s.set.opts.Log.Debug("MCP server refused logging/setLevel", "server", s.name, "err", err)
-		}
-	}
+	s.askForLogs(ctx, cs)
 	c.obs.stale.Store(false) // the listing below is the latest
 	tools, err := s.list(ctx, c)
 	if err != nil {
@@ -506,9 +501,6 @@ func (s *server) connection(ctx context.Context) (*conn, error) {
 	}
 }
 
-// logLevel is the lowest level of the logging notifications dsh asks for.
-const logLevel = "info"
-
 // errCallTimeout is the cause of a call that outlived callTimeout.
 var errCallTimeout = errors.New("call timeout")
 
@@ -524,7 +516,7 @@ func (s *server) call(ctx context.Context, call tool.Call, mcpName string) (tool
 		defer s.set.track(token, p)()
 		params := &mcp.CallToolParams{Name: mcpName, Arguments: json.RawMessage(call.Arguments)}
 		params.SetProgressToken(token)
-		params.Meta[mcp.MetaKeyLogLevel] = logLevel // the level asked for this call (protocol 2026-07-28)
+		askForCallLogs(params)
 		res, err = c.session.CallTool(ctx, params)
 		if c.obs.stale.Load() { // the call changed the tools: the next request lists the new ones
 			s.refresh(c)

@@ -15,7 +15,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -341,14 +340,19 @@ func MountGlobal(set *Set, reg *tool.Registry, bus *event.Bus) (dispose func()) 
 // AttachTree gives root's delegation tree the tools of set, in a layer of
 // its own: root and every in-process child it creates later see them as
 // they see global tools, subject to their tool filters. Call set.Ready
-// first for root's first request to list them. The returned detach takes
-// them away.
+// first for root's first request to list them. The working directories of
+// root and of the children it creates (seen on set's Events) are the
+// roots the servers are given. The returned detach takes them away.
 func AttachTree(root *agent.Agent, set *Set) (detach func()) {
 	layer := tool.NewLayer()
 	unmount := set.Mount(layer)
 	remove := root.Tools().AddLayers(layer)
+	unrootSelf := set.addRoot(root.Cwd())
+	unroot := set.followAgents(set.opts.Events, inTree(root))
 	return func() {
 		remove()
+		unroot()
+		unrootSelf()
 		unmount()
 	}
 }
@@ -377,75 +381,6 @@ type Unavailable struct {
 
 // EventType implements event.Event.
 func (Unavailable) EventType() string { return "mcp/unavailable" }
-
-// Log is a logging notification of an MCP server (dsh asks servers that
-// log for level info and above).
-type Log struct {
-	Server  string
-	Level   string // debug, info, notice, warning, error, critical, alert or emergency
-	Logger  string // "" when the server names none
-	Message string // the data: a string as it is, anything else as JSON; bounded
-}
-
-// EventType implements event.Event.
-func (Log) EventType() string { return "mcp/log" }
-
-// Bounds on a server's logging notifications.
-const (
-	// maxLogMessage bounds the message of a Log, in bytes.
-	maxLogMessage = 4096
-	// logBurst is how many notifications a server may send at once; after
-	// that, dsh relays one a second and drops the rest.
-	logBurst = 100
-)
-
-// logBudget spends one of a server's log notifications, refilled at one a
-// second up to logBurst; false when there is none left.
-func (s *server) logBudget() bool {
-	s.logMu.Lock()
-	defer s.logMu.Unlock()
-	now := time.Now()
-	if s.logAt.IsZero() {
-		s.logTokens = logBurst
-	}
-	s.logTokens = min(logBurst, s.logTokens+now.Sub(s.logAt).Seconds())
-	s.logAt = now
-	if s.logTokens < 1 {
-		if s.logDropped++; s.logDropped == 1 {
-			s.set.opts.Log.Warn("MCP server logs too fast; dsh relays one notification a second and drops the rest", "server", s.name)
-		}
-		return false
-	}
-	s.logTokens--
-	return true
-}
-
-// onLog relays a server's logging notification to the log and the bus.
-func (s *Set) onLog(srv *server, p *mcp.LoggingMessageParams) {
-	if !srv.logBudget() {
-		return
-	}
-	server := srv.name
-	msg, ok := p.Data.(string)
-	if !ok {
-		raw, _ := json.Marshal(p.Data)
-		msg = string(raw)
-	}
-	ev := Log{Server: server, Level: string(p.Level), Logger: cut(p.Logger, 200), Message: cut(msg, maxLogMessage)}
-	level := slog.LevelError
-	switch p.Level {
-	case "debug":
-		level = slog.LevelDebug
-	case "info", "notice":
-		level = slog.LevelInfo
-	case "warning":
-		level = slog.LevelWarn
-	}
-	s.opts.Log.Log(context.Background(), level, "MCP server log", "server", server, "logger", ev.Logger, "level", ev.Level, "msg", ev.Message)
-	if s.opts.Events != nil {
-		s.opts.Events.Emit(ev)
-	}
-}
 
 // pending is a call that may receive progress.
 type pending struct{ Progress }

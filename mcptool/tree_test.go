@@ -243,3 +243,31 @@ func TestResourcesFollowTheToolFilter(t *testing.T) {
 		t.Errorf("child's list: %+v", r)
 	}
 }
+
+// A tree's servers (an ACP session's) get the folders of that tree's
+// agents as roots, and not another tree's.
+func TestAttachTreeRoots(t *testing.T) {
+	rt := runtime(t)
+	dir, worktree, elsewhere := t.TempDir(), t.TempDir(), t.TempDir()
+	set := newSet(t, map[string]mcptool.ServerConfig{"fake": fake("ok")}, mcptool.Options{Dir: dir, Events: rt.Events})
+	set.Ready(context.Background())
+	ctx := context.Background()
+	opts := agent.Options{Provider: "test"}
+	root, err := rt.Agents.Create(ctx, agent.CreateOptions{Options: opts, Cwd: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer mcptool.AttachTree(root, set)()
+	if _, err := rt.Agents.Create(ctx, agent.CreateOptions{Options: opts, Cwd: elsewhere}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := rt.Agents.Create(ctx, agent.CreateOptions{Owner: root, Options: opts, Cwd: worktree}); err != nil {
+		t.Fatal(err)
+	}
+	r := root.Tools().Execute(ctx, tool.Call{ID: "1", Name: "mcp__fake__roots", Arguments: []byte(`{}`)})
+	want := []string{mcptool.FileURI(dir), mcptool.FileURI(worktree)}
+	slices.Sort(want)
+	if text(r) != strings.Join(want, " ") {
+		t.Errorf("roots %q, want %q", text(r), want)
+	}
+}
