@@ -42,7 +42,8 @@ type server struct {
 	resources bool // the server has resources
 	closed    bool
 
-	refreshMu sync.Mutex // one listing again at a time
+	refreshMu     sync.Mutex  // one listing again at a time
+	refreshQueued atomic.Bool // a background listing is due
 
 	logMu      sync.Mutex // the budget of logging notifications (see logBudget)
 	logTokens  float64
@@ -320,19 +321,21 @@ func (s *server) list(ctx context.Context, c *conn) ([]*mcp.Tool, error) {
 }
 
 // changed handles a tools/list_changed notification that arrives between
-// calls: the tools are listed again in the background.
+// calls: the tools are listed again in the background, by one goroutine at
+// most whatever the number of notifications.
 func (s *server) changed(c *conn) {
 	if !c.observed {
 		c.obs.stale.Store(true)
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.closed || s.live != c {
+	if s.closed || s.live != c || !s.refreshQueued.CompareAndSwap(false, true) {
 		return
 	}
 	s.set.wg.Add(1)
 	go func() {
 		defer s.set.wg.Done()
+		s.refreshQueued.Store(false) // a notification from now on queues another
 		s.refresh(c)
 	}()
 }

@@ -3,12 +3,16 @@ package mcptool_test
 import (
 	"context"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/dsh-go/dsh"
 	"github.com/dsh-go/dsh/agent"
@@ -269,5 +273,26 @@ func TestAttachTreeRoots(t *testing.T) {
 	slices.Sort(want)
 	if text(r) != strings.Join(want, " ") {
 		t.Errorf("roots %q, want %q", text(r), want)
+	}
+}
+
+// Over streamable HTTP, whose messages dsh does not see as they are read,
+// a tools/list_changed is followed in the background.
+func TestToolListChangedOverHTTP(t *testing.T) {
+	srv := fakeServer()
+	web := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, nil))
+	t.Cleanup(func() { // after the Set's close (cleanups run last first)
+		web.CloseClientConnections()
+		web.Close()
+	})
+	set := newSet(t, map[string]mcptool.ServerConfig{"web": {URL: web.URL}}, mcptool.Options{})
+	s := mounted(t, set)
+	if r := call(t, s, "mcp__web__grow", `{}`); r.IsError {
+		t.Fatalf("grow: %+v", r)
+	}
+	for deadline := time.Now().Add(10 * time.Second); !s.Has("mcp__web__extra"); time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("extra never listed: %v", visible(s, "mcp__"))
+		}
 	}
 }
