@@ -405,13 +405,18 @@ func (s *Set) track(token string, p *pending) (ended func()) {
 	}
 }
 
-// onProgress relays a server's progress notification for a call in flight.
+// onProgress relays a server's progress notification for a call in flight
+// to the log (debug) and the bus.
 func (s *Set) onProgress(_ context.Context, req *mcp.ProgressNotificationClientRequest) {
 	p, ok := s.progress.Load(req.Params.ProgressToken)
-	if !ok || s.opts.Events == nil {
+	if !ok {
 		return
 	}
 	ev := p.(*pending).Progress
 	ev.Progress, ev.Total, ev.Message = req.Params.Progress, req.Params.Total, cut(req.Params.Message, 1024)
-	s.opts.Events.Emit(ev)
+	s.opts.Log.Debug("MCP progress", "server", ev.Server, "tool", ev.Tool, "call", ev.CallID, "progress", ev.Progress, "total", ev.Total,
+		"msg", ev.Message)
+	if s.opts.Events != nil {
+		s.opts.Events.Emit(ev)
+	}
 }
