@@ -1,12 +1,15 @@
 // Package mcptool gives dsh agents the tools of Model Context Protocol
-// servers. A Set holds one connection per configured server, shared by
-// every agent and child of the process: it connects lazily, lists each
-// server's tools once and registers them as mcp__<server>__<tool> (in the
+// servers, as Claude Code runs them. A Set holds one connection per
+// configured server, shared by every agent and child of the process: it
+// connects lazily, lists each server's tools (again when the server says
+// they changed) and registers them as mcp__<server>__<tool> (in the
 // runtime's global registry, or in a tool.Layer for one delegation tree),
-// maps their results onto tool results, relays their progress
-// notifications to the event bus, and restarts a server that failed or
-// crashed on a later call, after a backoff, failing its tools with a clear
-// error meanwhile. Stdio servers run through internal/proc: their own
+// with list_mcp_resources and read_mcp_resource when a server has
+// resources; it maps their results onto tool results capped like the
+// built-in tools', answers roots/list with the agents' folders, relays
+// progress and logging notifications to the event bus, and restarts a
+// server that failed or crashed on a later call, after a backoff, failing
+// its tools with a clear error meanwhile. Stdio servers run through internal/proc: their own
 // process group, a scrubbed environment, reaped with the group on close.
 package mcptool
 
