@@ -1,6 +1,7 @@
 package mcptool
 
 import (
+	"bytes"
 	"encoding/json"
 	"testing"
 
@@ -29,4 +30,25 @@ func TestObserver(t *testing.T) {
 	if !o.stale.Load() || o.requiresTask("a") {
 		t.Errorf("after the notification and a new listing: %v, stale %v", o.taskRequired, o.stale.Load())
 	}
+}
+
+// FuzzObserver reads a server's raw results and notifications as the
+// observer does: never a panic; tools are task-required only from a
+// JSON listing that names taskSupport; stale only after the notification.
+func FuzzObserver(f *testing.F) {
+	f.Add([]byte(`{"tools":[{"name":"a","execution":{"taskSupport":"required"}}]}`), "")
+	f.Add([]byte(`{"tools":[{"name":"a","execution":{"taskSupport":5}}],"nextCursor":"x"}`), toolListChanged)
+	f.Add([]byte(`{"content":[{"type":"text","text":"taskSupport"}]}`), "notifications/message")
+	f.Fuzz(func(t *testing.T, result []byte, method string) {
+		o := newObserver()
+		id, _ := jsonrpc.MakeID(float64(1))
+		o.message(&jsonrpc.Response{ID: id, Result: json.RawMessage(result)})
+		o.message(&jsonrpc.Request{Method: method, Params: json.RawMessage(result)})
+		if o.stale.Load() != (method == toolListChanged) {
+			t.Fatalf("stale %v after %q", o.stale.Load(), method)
+		}
+		if len(o.taskRequired) > 0 && (!json.Valid(result) || !bytes.Contains(result, []byte(`"taskSupport"`))) {
+			t.Fatalf("task-required %v from %q", o.taskRequired, result)
+		}
+	})
 }
