@@ -71,6 +71,14 @@ subagents:
 	}
 }
 
+// The resource tools can be named in permissions (say, to ask before a
+// resource is read).
+func TestResourceToolsInPermissions(t *testing.T) {
+	if _, err := config.Parse("dsh.yaml", []byte("permissions:\n  tools:\n    read_mcp_resource: ask\n    list_mcp_resources: allow\n"), env(nil)); err != nil {
+		t.Error(err)
+	}
+}
+
 func TestMCPServerErrors(t *testing.T) {
 	for _, tc := range []struct{ yaml, want string }{
 		{"mcpServers:\n  web:\n    type: ws\n    url: ws://x\n", `line 3: mcpServers.web.type: want stdio, http or sse, got "ws"`},
