@@ -176,7 +176,7 @@ func (cfg Config) knownTools() []string {
 	for _, d := range builtin.Tools(builtin.Options{}) {
 		names = append(names, d.Name)
 	}
-	names = append(names, task.ToolList, task.ToolOutput, task.ToolKill)
+	names = append(names, task.ToolList, task.ToolOutput, task.ToolKill, mcptool.ListResourcesTool, mcptool.ReadResourceTool)
 	if cfg.Subagents != nil {
 		for _, t := range cfg.Subagents.Tools {
 			names = append(names, toolNameOf(t.ToolName))

@@ -107,16 +107,17 @@ func (cfg Config) withProjectMCP(dir string, data []byte) Config {
 // projectServer is the part of a .mcp.json server block dsh reads; other
 // keys (oauth, …) are ignored.
 type projectServer struct {
-	Type         string            `json:"type"`
-	Command      string            `json:"command"`
-	Args         []string          `json:"args"`
-	Env          map[string]string `json:"env"`
-	PassEnv      []string          `json:"passEnv"`
-	Cwd          string            `json:"cwd"`
-	URL          string            `json:"url"`
-	Headers      map[string]string `json:"headers"`
-	StartTimeout jsonDuration      `json:"startTimeout"`
-	CallTimeout  jsonDuration      `json:"callTimeout"`
+	Type          string            `json:"type"`
+	Command       string            `json:"command"`
+	Args          []string          `json:"args"`
+	Env           map[string]string `json:"env"`
+	PassEnv       []string          `json:"passEnv"`
+	Cwd           string            `json:"cwd"`
+	URL           string            `json:"url"`
+	Headers       map[string]string `json:"headers"`
+	HeadersHelper string            `json:"headersHelper"`
+	StartTimeout  jsonDuration      `json:"startTimeout"`
+	CallTimeout   jsonDuration      `json:"callTimeout"`
 }
 
 // jsonDuration is a duration written as a string such as "30s".
@@ -137,7 +138,7 @@ func (d *jsonDuration) UnmarshalJSON(b []byte) error {
 
 func (p projectServer) config() mcptool.ServerConfig {
 	return mcptool.ServerConfig{Type: p.Type, Command: p.Command, Args: p.Args, Env: p.Env, PassEnv: p.PassEnv, Cwd: p.Cwd,
-		URL: p.URL, Headers: p.Headers, StartTimeout: time.Duration(p.StartTimeout), CallTimeout: time.Duration(p.CallTimeout)}
+		URL: p.URL, Headers: p.Headers, HeadersHelper: p.HeadersHelper, StartTimeout: time.Duration(p.StartTimeout), CallTimeout: time.Duration(p.CallTimeout)}
 }
 
 // parseProjectMCP reads a .mcp.json, a JSON file: the servers dsh can use,
@@ -312,6 +313,7 @@ func (cfg Config) MCPSet(opts mcptool.Options) (*mcptool.Set, error) {
 	}
 	opts.Sandbox = cmp.Or(opts.Sandbox, cfg.Tools.Sandbox)
 	opts.Network = cmp.Or(opts.Network, cfg.Tools.Network)
+	opts.OutputLimit = cmp.Or(opts.OutputLimit, cfg.Tools.OutputLimit)
 	if opts.CacheDir == "" {
 		getenv := opts.Getenv
 		if getenv == nil {

@@ -71,6 +71,14 @@ subagents:
 	}
 }
 
+// The resource tools can be named in permissions (say, to ask before a
+// resource is read).
+func TestResourceToolsInPermissions(t *testing.T) {
+	if _, err := config.Parse("dsh.yaml", []byte("permissions:\n  tools:\n    read_mcp_resource: ask\n    list_mcp_resources: allow\n"), env(nil)); err != nil {
+		t.Error(err)
+	}
+}
+
 func TestMCPServerErrors(t *testing.T) {
 	for _, tc := range []struct{ yaml, want string }{
 		{"mcpServers:\n  web:\n    type: ws\n    url: ws://x\n", `line 3: mcpServers.web.type: want stdio, http or sse, got "ws"`},
@@ -99,7 +107,8 @@ func TestProjectMCPFile(t *testing.T) {
     "remote": {"type": "http", "url": "https://example.com/mcp", "headers": {"X-Tenant": "${TENANT:-me}"}, "oauth": {"clientId": "x"}},
     "mine": {"command": "from-the-project"},
     "broken": {"type": "http"},
-    "dsh": {"command": "dsh", "args": ["mcp"]}
+    "dsh": {"command": "dsh", "args": ["mcp"]},
+    "GSD-2 Code": {"type": "http", "url": "https://example.com/gsd", "headersHelper": "print-headers"}
   }
 }`), 0o600)
 	cfg, err := config.Parse("dsh.yaml", []byte("mcpServers:\n  mine: {command: from-dsh-yaml}\n"), env(nil))
@@ -107,8 +116,11 @@ func TestProjectMCPFile(t *testing.T) {
 		t.Fatal(err)
 	}
 	got := cfg.WithProjectMCP(dir)
-	if names := slices.Sorted(mapsKeys(got.MCPServers)); !slices.Equal(names, []string{"files", "mine", "remote"}) {
+	if names := slices.Sorted(mapsKeys(got.MCPServers)); !slices.Equal(names, []string{"GSD-2 Code", "files", "mine", "remote"}) {
 		t.Fatalf("servers %v", names)
+	}
+	if got.MCPServers["GSD-2 Code"].HeadersHelper != "print-headers" {
+		t.Errorf("headersHelper lost: %+v", got.MCPServers["GSD-2 Code"])
 	}
 	if got.MCPServers["mine"].Command != "from-dsh-yaml" || got.MCPSource("mine") != "" {
 		t.Errorf("dsh.yaml's server lost: %+v", got.MCPServers["mine"])

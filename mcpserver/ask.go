@@ -240,7 +240,7 @@ func (a *asks) start(s *Server, parent *agent.Agent, name string, arguments json
 			c.child = id
 			c.mu.Unlock()
 			rel.follow(id)
-		})
+		}, false)
 		c.events <- callEvent{out: out} // a round or drop takes it
 	}()
 	return c

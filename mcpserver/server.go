@@ -24,6 +24,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/google/jsonschema-go/jsonschema"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/dsh-go/dsh/agent"
@@ -112,6 +113,10 @@ func New(opts Options) (*Server, error) {
 	for _, spec := range opts.Tools.NewScope().Specs() {
 		specs[spec.Name] = spec
 	}
+	outcome, err := jsonschema.For[Outcome](nil)
+	if err != nil {
+		return nil, fmt.Errorf("mcpserver: the output schema: %w", err)
+	}
 	background := false
 	for _, inst := range opts.Instances {
 		inst.ToolName = cmp.Or(inst.ToolName, "subagent")
@@ -120,7 +125,9 @@ func New(opts Options) (*Server, error) {
 			return nil, fmt.Errorf("mcpserver: the subagent tool %s is not mounted (is provider %q registered?)", inst.ToolName, inst.Provider)
 		}
 		background = background || inst.EnableRunInBackground == nil || *inst.EnableRunInBackground
-		s.mcp.AddTool(mcpTool(spec, "delegate to "+inst.Provider), s.delegate(inst))
+		t := mcpTool(spec, "delegate to "+inst.Provider)
+		t.OutputSchema = outcome
+		s.mcp.AddTool(t, s.delegate(inst))
 	}
 	if background {
 		for _, name := range []string{task.ToolList, task.ToolOutput, task.ToolKill} {
@@ -257,13 +264,15 @@ type args struct {
 	Isolation       string `json:"isolation"`
 }
 
-// Outcome is the structured content of a delegation's result.
+// Outcome is the structured content of a delegation's result, which the
+// subagent tools declare as their output schema.
 type Outcome struct {
-	Output     string                   `json:"output"`
-	StopReason subagent.StopReason      `json:"stopReason"`
-	Diagnostic string                   `json:"diagnostic,omitempty"`
-	Usage      map[string]content.Usage `json:"usage,omitempty"`
-	CostUSD    float64                  `json:"costUSD,omitempty"`
+	Output     string                   `json:"output" jsonschema:"the child's answer, or what went wrong"`
+	StopReason subagent.StopReason      `json:"stopReason,omitempty" jsonschema:"why the child stopped (completed, error, …); absent for a background start"`
+	Diagnostic string                   `json:"diagnostic,omitempty" jsonschema:"what went wrong, when the child did not complete"`
+	TaskID     string                   `json:"taskId,omitempty" jsonschema:"the background task a run_in_background call started: collect it with task_output"`
+	Usage      map[string]content.Usage `json:"usage,omitempty" jsonschema:"the tokens the child used, by provider/model"`
+	CostUSD    float64                  `json:"costUSD,omitempty" jsonschema:"what the child cost, in US dollars, when its routes have prices"`
 }
 
 // delegate handles the calls of one subagent tool instance.
@@ -300,19 +309,21 @@ func (s *Server) delegate(inst subagenttool.Config) mcp.ToolHandler {
 		if asks != nil && inRounds(req.Session) && (a.RunInBackground == nil || !*a.RunInBackground) {
 			return asks.round(ctx, asks.start(s, parent, inst.ToolName, req.Params.Arguments, rel)), nil
 		}
-		return s.delegateByTool(ctx, parent, inst.ToolName, req.Params.Arguments, rel.follow), nil
+		return s.delegateByTool(ctx, parent, inst.ToolName, req.Params.Arguments, rel.follow, a.RunInBackground != nil && *a.RunInBackground), nil
 	}
 }
 
 // delegateByTool runs the subagent tool name as parent's call, following
-// its child with follow, and gives a foreground child's result as
-// structured content (Outcome).
-func (s *Server) delegateByTool(ctx context.Context, parent *agent.Agent, name string, arguments json.RawMessage, follow func(string)) *mcp.CallToolResult {
+// its child with follow, and gives its structured content (Outcome): a
+// foreground child's result, or a background call's task.
+func (s *Server) delegateByTool(ctx context.Context, parent *agent.Agent, name string, arguments json.RawMessage, follow func(string), background bool) *mcp.CallToolResult {
 	var settled *subagent.Result
 	tr := &subagenttool.Trace{Started: follow, Settled: func(res subagent.Result) { settled = &res }}
-	out := s.execute(subagenttool.WithTrace(ctx, tr), parent, name, arguments)
+	out, r := s.execute(subagenttool.WithTrace(ctx, tr), parent, name, arguments)
 	if settled != nil {
 		out.StructuredContent = outcomeOf(*settled)
+	} else {
+		out.StructuredContent = toolOutcome(textOf(out), r, background)
 	}
 	return out
 }
@@ -335,13 +346,15 @@ func (s *Server) passThrough(name string) mcp.ToolHandler {
 		if err != nil {
 			return errorResult(err), nil
 		}
-		return s.execute(ctx, parent, name, req.Params.Arguments), nil
+		res, _ := s.execute(ctx, parent, name, req.Params.Arguments)
+		return res, nil
 	}
 }
 
-// execute runs a dsh tool as parent and renders its result.
-func (s *Server) execute(ctx context.Context, parent *agent.Agent, name string, arguments json.RawMessage) *mcp.CallToolResult {
-	r := parent.Tools().Execute(ctx, tool.Call{ID: "mcp-" + name, Name: name, Arguments: arguments, Cwd: parent.Cwd(), Caller: parent})
+// execute runs a dsh tool as parent and renders its result; r is the
+// tool's.
+func (s *Server) execute(ctx context.Context, parent *agent.Agent, name string, arguments json.RawMessage) (_ *mcp.CallToolResult, r tool.Result) {
+	r = parent.Tools().Execute(ctx, tool.Call{ID: "mcp-" + name, Name: name, Arguments: arguments, Cwd: parent.Cwd(), Caller: parent})
 	out := &mcp.CallToolResult{IsError: r.IsError}
 	for _, b := range r.Content {
 		if b.Type == content.TypeText {
@@ -351,7 +364,37 @@ func (s *Server) execute(ctx context.Context, parent *agent.Agent, name string, 
 	if out.Content == nil {
 		out.Content = []mcp.Content{}
 	}
+	return out, r
+}
+
+// backgroundStarted opens the subagent tool's answer to a background call,
+// before the task id.
+const backgroundStarted = "started background subagent task "
+
+// toolOutcome is the structured content of a subagent tool's own result:
+// a background start (with its task id), or a foreground call for an agent
+// type or a worktree.
+func toolOutcome(text string, r tool.Result, background bool) Outcome {
+	if background && !r.IsError {
+		id, _ := strings.CutPrefix(text, backgroundStarted)
+		return Outcome{Output: text, TaskID: strings.TrimSpace(id)}
+	}
+	out := Outcome{Output: text, StopReason: subagent.Completed, Usage: r.Usage}
+	if r.IsError {
+		out.StopReason, out.Diagnostic = subagent.Failed, text
+	}
 	return out
+}
+
+// textOf joins the text of a result.
+func textOf(r *mcp.CallToolResult) string {
+	var b strings.Builder
+	for _, c := range r.Content {
+		if t, ok := c.(*mcp.TextContent); ok {
+			b.WriteString(t.Text)
+		}
+	}
+	return b.String()
 }
 
 // progressMessage describes a child's activity in one line, "" for

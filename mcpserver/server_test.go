@@ -15,6 +15,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/google/jsonschema-go/jsonschema"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"go.uber.org/goleak"
 
@@ -413,4 +414,51 @@ func TestBackgroundEndOpensNoTurn(t *testing.T) {
 			t.Fatalf("task_output: %+v %v", out, err)
 		}
 	})
+}
+
+// The subagent tools declare an output schema, and their results'
+// structured content validates against it: a foreground run, a failed
+// one, and a background start (which names its task); the task tools,
+// whose results carry none, declare none.
+func TestOutputSchema(t *testing.T) {
+	cs, _ := serve(t, nil)
+	res, err := cs.ListTools(context.Background(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var schema *jsonschema.Resolved
+	for _, tl := range res.Tools {
+		switch {
+		case tl.Name == "delegate" && tl.OutputSchema != nil:
+			raw, _ := json.Marshal(tl.OutputSchema)
+			var s jsonschema.Schema
+			if err := json.Unmarshal(raw, &s); err != nil {
+				t.Fatal(err)
+			}
+			if schema, err = s.Resolve(nil); err != nil {
+				t.Fatalf("the output schema %s does not resolve: %v", raw, err)
+			}
+		case tl.Name != "delegate" && tl.OutputSchema != nil:
+			t.Errorf("%s declares an output schema", tl.Name)
+		}
+	}
+	if schema == nil {
+		t.Fatal("delegate declares no output schema")
+	}
+	for _, tc := range []struct{ args, want string }{
+		{`{"description":"x","prompt":"hi"}`, `"stopReason":"completed"`},
+		{`{"description":"x","prompt":"fail"}`, `"stopReason":"error"`},
+		{`{"description":"bg","prompt":"later","run_in_background":true}`, `"taskId":"`},
+	} {
+		res, err := callDelegate(context.Background(), cs, tc.args, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		raw, _ := json.Marshal(res.StructuredContent)
+		var v any
+		json.Unmarshal(raw, &v)
+		if err := schema.Validate(v); err != nil || !strings.Contains(string(raw), tc.want) {
+			t.Errorf("%s: structured content %s (%v), want %s", tc.args, raw, err, tc.want)
+		}
+	}
 }

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/dsh-go/dsh/sandbox"
 )
@@ -53,6 +55,10 @@ type ServerConfig struct {
 	// URL and Headers reach an http or sse server.
 	URL     string            `yaml:"url"`
 	Headers map[string]string `yaml:"headers"`
+	// HeadersHelper is a shell command that prints a JSON object of more
+	// headers for an http or sse server, run at each connection (Claude
+	// Code's headersHelper); PassEnv names the variables it gets.
+	HeadersHelper string `yaml:"headersHelper"`
 	// StartTimeout bounds the start, handshake and tool listing (default
 	// 30s).
 	StartTimeout time.Duration `yaml:"startTimeout"`
@@ -109,7 +115,15 @@ func (e *ConfigError) Error() string {
 // ErrorCode implements the code convention of dsh errors.
 func (e *ConfigError) ErrorCode() string { return CodeConfig }
 
-var serverName = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`) })
+// maxServerName bounds a server's name, in bytes.
+const maxServerName = 64
+
+// ServerPrefix returns a server's name as its tools' names carry it,
+// mcp__<prefix>__<tool>: the characters model APIs refuse become _, as
+// Claude Code does ("GSD-2 Code" gives mcp__GSD-2_Code__…). Set gives a
+// server whose prefix another server's name or prefix already is a hash
+// of its name besides.
+func ServerPrefix(name string) string { return unsafeName().ReplaceAllString(name, "_") }
 
 // Validate checks the block of the server called name.
 func (c ServerConfig) Validate(name string) error {
@@ -117,10 +131,11 @@ func (c ServerConfig) Validate(name string) error {
 		return &ConfigError{Server: name, Field: field, Msg: fmt.Sprintf(format, args...)}
 	}
 	switch {
-	case !serverName().MatchString(name):
-		return bad("", "a server name is 1 to 64 letters, digits, _ and -")
-	case strings.Contains(name, "__"):
-		return bad("", `a server name must not contain "__", which separates it from the tool in mcp__<server>__<tool>`)
+	case name == "" || len(name) > maxServerName || !utf8.ValidString(name) || strings.ContainsFunc(name, unicode.IsControl):
+		return bad("", "a server name is 1 to %d bytes of text, without control characters", maxServerName)
+	case strings.Contains(ServerPrefix(name), "__"):
+		return bad("", `a server name must not contain "__" (nor characters that become "__" in tool names, such as two spaces), `+
+			"which separates it from the tool in mcp__<server>__<tool>")
 	case c.StartTimeout < 0:
 		return bad("startTimeout", "must not be negative")
 	case c.CallTimeout < 0:
@@ -134,15 +149,17 @@ func (c ServerConfig) Validate(name string) error {
 		switch {
 		case c.Command == "":
 			return bad("command", "is required for a stdio server")
-		case c.URL != "" || len(c.Headers) > 0:
-			return bad("url", "a stdio server has a command, not a url or headers")
+		case c.URL != "" || len(c.Headers) > 0 || c.HeadersHelper != "":
+			return bad("url", "a stdio server has a command, not a url, headers or a headersHelper")
 		}
 	case TypeHTTP, TypeSSE:
 		switch {
 		case c.URL == "":
 			return bad("url", "is required for an %s server", t)
-		case c.Command != "" || len(c.Args) > 0 || len(c.Env) > 0 || len(c.PassEnv) > 0 || c.Cwd != "" || c.Sandbox != "":
-			return bad("command", "an %s server has a url, not a command, args, env, passEnv, cwd or sandbox", t)
+		case c.Command != "" || len(c.Args) > 0 || len(c.Env) > 0 || c.Cwd != "" || c.Sandbox != "":
+			return bad("command", "an %s server has a url, not a command, args, env, cwd or sandbox", t)
+		case len(c.PassEnv) > 0 && c.HeadersHelper == "":
+			return bad("passEnv", "an %s server's passEnv is for its headersHelper, which it lacks", t)
 		}
 		if c.Literal || !strings.Contains(c.URL, "${") {
 			if u, err := url.Parse(c.URL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {

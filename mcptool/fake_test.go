@@ -1,5 +1,7 @@
 package mcptool_test
 
+//lint:file-ignore SA1019 the fake serves roots and logging, deprecated as of protocol 2026-07-28, as servers of today do
+
 import (
 	"context"
 	"encoding/json"
@@ -7,7 +9,9 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"slices"
 	"strings"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -44,6 +48,9 @@ func runFake(mode string) {
 		select {}
 	}
 	srv := fakeServer()
+	if mode != "plain" {
+		addResources(srv)
+	}
 	if err := srv.Run(context.Background(), &mcp.StdioTransport{}); err != nil {
 		fmt.Fprintln(os.Stderr, "fake:", err)
 	}
@@ -116,10 +123,69 @@ func fakeServer() *mcp.Server {
 			os.Exit(2)
 			return nil, nil
 		})
+	srv.AddTool(&mcp.Tool{Name: "big", Description: "Returns 160 KB of text, then an image.", InputSchema: object(``)},
+		func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "HEAD " + strings.Repeat("0123456789abcdef\n", 10000)},
+				&mcp.ImageContent{MIMEType: "image/png", Data: png}, &mcp.TextContent{Text: " TAIL"}}}, nil
+		})
+	srv.AddTool(&mcp.Tool{Name: "roots", Description: "Lists the client's roots.", InputSchema: object(``)},
+		func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			if len(req.Params.InputResponses) == 0 { // ask the client (a multi round-trip request)
+				return &mcp.CallToolResult{InputRequests: mcp.InputRequestMap{"roots": &mcp.ListRootsParams{}}}, nil
+			}
+			var uris []string
+			for _, r := range req.Params.InputResponses["roots"].(*mcp.ListRootsResult).Roots {
+				uris = append(uris, r.URI)
+			}
+			slices.Sort(uris)
+			return text(strings.Join(uris, " ")), nil
+		})
+	srv.AddTool(&mcp.Tool{Name: "grow", Description: "Adds the tool extra; its list_changed notification goes before the result.",
+		InputSchema: object(``)},
+		func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			srv.AddTool(&mcp.Tool{Name: "extra", Description: "Added later.", InputSchema: object(``)},
+				func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) { return text("extra"), nil })
+			time.Sleep(200 * time.Millisecond) // the SDK sends the notification 10ms after the change
+			return text("grown"), nil
+		})
+	srv.AddTool(&mcp.Tool{Name: "log", Description: "Logs twice (and flood times more), then answers.", InputSchema: object(`"flood":{"type":"integer"}`)},
+		func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			var a struct{ Flood int }
+			json.Unmarshal(req.Params.Arguments, &a)
+			for i := range a.Flood {
+				req.Session.Log(ctx, &mcp.LoggingMessageParams{Level: "info", Data: fmt.Sprint("flood ", i)})
+			}
+			req.Session.Log(ctx, &mcp.LoggingMessageParams{Level: "debug", Data: "not asked for"})
+			req.Session.Log(ctx, &mcp.LoggingMessageParams{Level: "warning", Logger: "disk", Data: "almost full"})
+			req.Session.Log(ctx, &mcp.LoggingMessageParams{Level: "error", Data: map[string]any{"free": 0}})
+			return text("logged"), nil
+		})
 	srv.AddTool(&mcp.Tool{Name: "weird.name with spaces", Description: strings.Repeat("long ", 1000),
 		InputSchema: object(`"x":{"$ref":"#/$defs/missing"}`)},
 		func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 			return text("weird"), nil
 		})
 	return srv
+}
+
+// addResources gives the fake a text resource of 160 KB, a binary one and
+// a template, and a tool that links to the text one.
+func addResources(srv *mcp.Server) {
+	big := "BEGIN " + strings.Repeat("0123456789abcdef\n", 10000) + " END"
+	srv.AddResource(&mcp.Resource{URI: "fake://notes", Name: "notes", MIMEType: "text/plain", Description: "Long\nnotes."},
+		func(_ context.Context, req *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
+			return &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{{URI: req.Params.URI, MIMEType: "text/plain", Text: big}}}, nil
+		})
+	srv.AddResource(&mcp.Resource{URI: "fake://dot.png", Name: "dot", MIMEType: "image/png"},
+		func(_ context.Context, req *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
+			return &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{{URI: req.Params.URI, MIMEType: "image/png", Blob: png}}}, nil
+		})
+	srv.AddResourceTemplate(&mcp.ResourceTemplate{URITemplate: "fake://page/{n}", Name: "page"},
+		func(_ context.Context, req *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
+			return &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{{URI: req.Params.URI, Text: "page " + req.Params.URI}}}, nil
+		})
+	srv.AddTool(&mcp.Tool{Name: "link", Description: "Links to the notes.", InputSchema: map[string]any{"type": "object"}},
+		func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.ResourceLink{URI: "fake://notes", Name: "notes"}}}, nil
+		})
 }

@@ -12,7 +12,7 @@ import (
 )
 
 // FuzzToResult reads a server's tools/call result as dsh does: never a
-// panic, text bounded by MaxResultText, an error result exactly when the
+// panic, text bounded by the limit, an error result exactly when the
 // server said isError.
 func FuzzToResult(f *testing.F) {
 	for _, seed := range []string{
@@ -30,8 +30,8 @@ func FuzzToResult(f *testing.F) {
 		if json.Unmarshal(data, &res) != nil {
 			return
 		}
-		r := toResult(&res)
-		if n := len(content.JoinText(r.Content)); n > MaxResultText+64 {
+		r := toResult(&res, 1000, "fuzz")
+		if n := len(content.JoinText(r.Content)); n > 1000+400 {
 			t.Fatalf("%d bytes of text", n)
 		}
 		if r.IsError != res.IsError || (r.IsError && r.Code != CodeToolError) {

@@ -23,8 +23,9 @@ const (
 	MaxTools = 512
 	// MaxDescription bounds a tool's description, in bytes.
 	MaxDescription = 2048
-	// MaxResultText bounds the text of one call's result, in bytes.
-	MaxResultText = 256 << 10
+	// maxStructured bounds the structured content a result's meta keeps,
+	// in bytes.
+	maxStructured = 256 << 10
 	// maxToolName is the longest tool name model APIs accept.
 	maxToolName = 64
 )
@@ -34,7 +35,8 @@ const Prefix = "mcp__"
 
 var unsafeName = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`[^A-Za-z0-9_-]`) })
 
-// ToolName returns the dsh name of a server's tool, mcp__<server>__<tool>:
+// ToolName returns the dsh name of a server's tool, mcp__<server>__<tool>
+// (server as ServerPrefix gives it):
 // characters model APIs refuse become _, and a name longer than 64 bytes is
 // cut and ended with a hash of the tool's own name, to keep it distinct.
 func ToolName(server, name string) string {
@@ -107,18 +109,12 @@ type resultMeta struct {
 // an image as an image block with a text line describing it (the model
 // adapters pass text), audio and resources as text lines, structured
 // content into the meta (and as JSON text when the server sent no text),
-// isError as an error result. The text is bounded by MaxResultText.
-func toResult(res *mcp.CallToolResult) tool.Result {
+// isError as an error result; a resource link names the tool that reads
+// it. Text over limit bytes (the tool result limit
+// of the built-in tools) keeps its head and tail, and says what was cut.
+func toResult(res *mcp.CallToolResult, limit int, server string) tool.Result {
 	var blocks []content.Block
-	budget := MaxResultText
-	text := func(s string) {
-		if budget <= 0 {
-			return
-		}
-		s = cut(s, budget)
-		budget -= len(s)
-		blocks = append(blocks, content.Text(s))
-	}
+	text := func(s string) { blocks = append(blocks, content.Text(s)) }
 	hasText := false
 	for _, c := range res.Content {
 		switch c := c.(type) {
@@ -133,7 +129,7 @@ func toResult(res *mcp.CallToolResult) tool.Result {
 		case *mcp.AudioContent:
 			text(fmt.Sprintf("[audio: %s, %d bytes]", c.MIMEType, len(c.Data)))
 		case *mcp.ResourceLink:
-			text(fmt.Sprintf("[resource link: %s %s]", c.Name, c.URI))
+			text(fmt.Sprintf("[resource link: %s %s (%s reads it: server %q, uri %q)]", c.Name, c.URI, ReadResourceTool, server, c.URI))
 		case *mcp.EmbeddedResource:
 			switch r := c.Resource; {
 			case r == nil:
@@ -153,11 +149,12 @@ func toResult(res *mcp.CallToolResult) tool.Result {
 			if !hasText {
 				text(string(raw))
 			}
-			if len(raw) <= MaxResultText {
+			if len(raw) <= maxStructured {
 				r.Meta, _ = json.Marshal(resultMeta{StructuredContent: raw})
 			}
 		}
 	}
+	blocks = capText(blocks, limit, "result")
 	if res.IsError {
 		r.IsError, r.Code = true, CodeToolError
 		if len(blocks) == 0 || blocks[0].Type != content.TypeText {
@@ -167,4 +164,36 @@ func toResult(res *mcp.CallToolResult) tool.Result {
 	}
 	r.Content = blocks
 	return r
+}
+
+// capText returns blocks with their text bounded by limit bytes: when the
+// text is longer, its head and tail become one text block, in place of the
+// first, that says how much of the result (what) was cut, and that dsh keeps no
+// copy of the rest; the other blocks (images) stay.
+func capText(blocks []content.Block, limit int, what string) []content.Block {
+	all := content.JoinText(blocks)
+	if len(all) <= limit {
+		return blocks
+	}
+	head, tail := limit/2, len(all)-(limit-limit/2)
+	for head > 0 && !utf8.RuneStart(all[head]) {
+		head--
+	}
+	for tail < len(all) && !utf8.RuneStart(all[tail]) {
+		tail++
+	}
+	capped := content.Text(fmt.Sprintf("%s\n[… %d of the %s's %d bytes cut here (the tool result limit is %d bytes, tools.outputLimit); "+
+		"dsh keeps no copy of the whole %s: ask the server for less (a range, a page, a narrower query) …]\n%s",
+		all[:head], tail-head, what, len(all), limit, what, all[tail:]))
+	out := make([]content.Block, 0, len(blocks))
+	placed := false
+	for _, b := range blocks {
+		switch {
+		case b.Type != content.TypeText:
+			out = append(out, b)
+		case !placed:
+			out, placed = append(out, capped), true
+		}
+	}
+	return out
 }

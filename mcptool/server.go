@@ -26,29 +26,43 @@ import (
 
 // server is one configured MCP server and its connection, if any.
 type server struct {
-	set  *Set
-	name string
-	cfg  ServerConfig
+	set        *Set
+	name       string
+	toolPrefix string // the name in its tools' names: mcp__<toolPrefix>__<tool>
+	cfg        ServerConfig
 
-	mu       sync.Mutex
-	live     *conn         // the connection calls use; nil when none
-	attempt  chan struct{} // closed when the connection attempt in flight ends
-	lastErr  error         // why the last attempt failed or the last connection ended
-	failures int           // consecutive failures; a successful call resets it
-	retryAt  time.Time     // no new attempt before
-	defs     []tool.Definition
-	listed   bool // defs hold the first listing; they never change after
-	closed   bool
+	mu        sync.Mutex
+	live      *conn         // the connection calls use; nil when none
+	attempt   chan struct{} // closed when the connection attempt in flight ends
+	lastErr   error         // why the last attempt failed or the last connection ended
+	failures  int           // consecutive failures; a successful call resets it
+	retryAt   time.Time     // no new attempt before
+	defs      []tool.Definition
+	listed    bool // defs hold a listing: the first, or the latest after tools/list_changed
+	resources bool // the server has resources
+	closed    bool
+
+	refreshMu     sync.Mutex  // one listing again at a time
+	refreshQueued atomic.Bool // a background listing is due
+
+	logMu      sync.Mutex // the budget of logging notifications (see logBudget)
+	logTokens  float64
+	logAt      time.Time
+	logDropped int
 }
 
 // conn is one connection to a server.
 type conn struct {
-	session *mcp.ClientSession
-	proc    *proc.Process   // stdio only
-	life    context.Context // cancelled when the connection is closed: ends the calls in flight
-	end     context.CancelFunc
-	ended   chan struct{} // closed once the connection is over and the process reaped
-	cause   error         // why it ended; set before ended closes
+	client   *mcp.Client
+	rooted   map[string]bool // URIs of the roots client holds; under Set.rootsMu
+	obs      *observer
+	observed bool // obs sees the messages as they are read, not only this notification
+	session  *mcp.ClientSession
+	proc     *proc.Process   // stdio only
+	life     context.Context // cancelled when the connection is closed: ends the calls in flight
+	end      context.CancelFunc
+	ended    chan struct{} // closed once the connection is over and the process reaped
+	cause    error         // why it ended; set before ended closes
 
 	closeOnce sync.Once
 	closeErr  error
@@ -155,7 +169,7 @@ func (s *server) dial(done chan struct{}) {
 	c, defs, err := s.open()
 	s.mu.Lock()
 	s.attempt = nil
-	var publish bool
+	var publish, offer bool
 	switch {
 	case s.closed:
 		if c != nil {
@@ -165,20 +179,26 @@ func (s *server) dial(done chan struct{}) {
 		}
 	case err != nil:
 		s.failedLocked(err)
-	default:
+	default: // a first listing, or a new one after a restart
 		s.live, s.lastErr = c, nil
-		if !s.listed {
-			s.defs, s.listed, publish = defs, true, true
+		s.defs, s.listed, publish = defs, true, true
+		if caps := c.session.InitializeResult().Capabilities; caps != nil && caps.Resources != nil {
+			s.resources = true
 		}
+		offer = s.resources
 	}
 	s.mu.Unlock()
 	if err != nil {
 		return
 	}
+	s.set.syncRoots(c) // a root added or removed while it connected
 	s.set.wg.Add(1)
 	go s.watch(c)
 	if publish {
 		s.set.publish(s, defs)
+	}
+	if offer {
+		s.set.offerResources()
 	}
 	s.set.opts.Log.Info("MCP server connected", "server", s.name, "tools", len(defs))
 }
@@ -216,10 +236,16 @@ func (s *server) open() (*conn, []tool.Definition, error) {
 	if err != nil {
 		return nil, nil, &Error{Code: CodeUnavailable, Server: s.name, Msg: err.Error()}
 	}
+	if cfg.HeadersHelper != "" {
+		if cfg.Headers, err = s.helperHeaders(s.set.ctx, cfg); err != nil {
+			return nil, nil, err
+		}
+	}
 	// The connection's context governs the attempt too (an SSE stream
 	// lives as long as the context its transport connects with); the
 	// start timeout ends it from outside.
 	c := newConn(s.set.ctx)
+	c.obs = newObserver()
 	ctx := c.life
 	timeout := cmp.Or(s.cfg.StartTimeout, DefaultStartTimeout)
 	var timedOut atomic.Bool
@@ -249,30 +275,97 @@ func (s *server) open() (*conn, []tool.Definition, error) {
 		}
 		return nil, nil, &Error{Code: CodeUnavailable, Server: s.name, Msg: msg}
 	}
-	client := mcp.NewClient(&mcp.Implementation{Name: "dsh", Version: cmp.Or(s.set.opts.Version, "dev")},
-		&mcp.ClientOptions{Logger: s.set.opts.Log, ProgressNotificationHandler: s.set.onProgress})
+	if _, streamable := transport.(*mcp.StreamableClientTransport); !streamable {
+		transport, c.observed = observed{transport, c.obs}, true
+	}
+	copts := &mcp.ClientOptions{Logger: s.set.opts.Log, ProgressNotificationHandler: s.set.onProgress,
+		ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) { s.changed(c) }}
+	s.takeLogs(copts)
+	client := mcp.NewClient(&mcp.Implementation{Name: "dsh", Version: cmp.Or(s.set.opts.Version, "dev")}, copts)
+	c.client, c.rooted = client, map[string]bool{}
+	s.set.syncRoots(c)
 	cs, err := client.Connect(ctx, transport, nil)
 	if err != nil {
 		return fail("the handshake (initialize)", err)
 	}
 	c.session = cs
-	var tools []*mcp.Tool
-	if caps := cs.InitializeResult().Capabilities; caps != nil && caps.Tools != nil {
-		for t, err := range cs.Tools(ctx, nil) {
-			if err != nil {
-				return fail("listing the tools", err)
-			}
-			if len(tools) == MaxTools {
-				s.set.opts.Log.Warn("MCP server lists too many tools; dsh takes the first ones", "server", s.name, "max", MaxTools)
-				break
-			}
-			tools = append(tools, t)
-		}
+	s.askForLogs(ctx, cs)
+	c.obs.stale.Store(false) // the listing below is the latest
+	tools, err := s.list(ctx, c)
+	if err != nil {
+		return fail("listing the tools", err)
 	}
 	if !timer.Stop() { // the timeout fired as the listing ended
 		return fail("the start", context.DeadlineExceeded)
 	}
-	return c, s.toolDefinitions(tools), nil
+	return c, s.toolDefinitions(tools, c.obs), nil
+}
+
+// list lists the server's tools, at most MaxTools.
+func (s *server) list(ctx context.Context, c *conn) ([]*mcp.Tool, error) {
+	var tools []*mcp.Tool
+	if caps := c.session.InitializeResult().Capabilities; caps == nil || caps.Tools == nil {
+		return nil, nil
+	}
+	for t, err := range c.session.Tools(ctx, nil) {
+		if err != nil {
+			return nil, err
+		}
+		if len(tools) == MaxTools {
+			s.set.opts.Log.Warn("MCP server lists too many tools; dsh takes the first ones", "server", s.name, "max", MaxTools)
+			break
+		}
+		tools = append(tools, t)
+	}
+	return tools, nil
+}
+
+// changed handles a tools/list_changed notification that arrives between
+// calls: the tools are listed again in the background, by one goroutine at
+// most whatever the number of notifications.
+func (s *server) changed(c *conn) {
+	if !c.observed {
+		c.obs.stale.Store(true)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed || s.live != c || !s.refreshQueued.CompareAndSwap(false, true) {
+		return
+	}
+	s.set.wg.Add(1)
+	go func() {
+		defer s.set.wg.Done()
+		s.refreshQueued.Store(false) // a notification from now on queues another
+		s.refresh(c)
+	}()
+}
+
+// refresh lists the tools of c's server again when it said they changed,
+// and mounts the new listing in place of the old, bounded by the start
+// timeout.
+func (s *server) refresh(c *conn) {
+	s.refreshMu.Lock()
+	defer s.refreshMu.Unlock()
+	if !c.obs.stale.Swap(false) {
+		return
+	}
+	ctx, cancel := context.WithTimeout(c.life, cmp.Or(s.cfg.StartTimeout, DefaultStartTimeout))
+	defer cancel()
+	tools, err := s.list(ctx, c)
+	if err != nil {
+		s.set.opts.Log.Warn("MCP server's tools changed but listing them again failed; dsh keeps the former list", "server", s.name, "err", err)
+		return
+	}
+	defs := s.toolDefinitions(tools, c.obs)
+	s.mu.Lock()
+	if s.closed || s.live != c {
+		s.mu.Unlock()
+		return
+	}
+	s.defs = defs
+	s.mu.Unlock()
+	s.set.publish(s, defs)
+	s.set.opts.Log.Info("MCP server's tools changed", "server", s.name, "tools", len(defs))
 }
 
 // transport makes the server's transport; a stdio server's process starts
@@ -342,11 +435,16 @@ func (h headers) RoundTrip(r *http.Request) (*http.Response, error) {
 // toolDefinitions turns a listing into dsh tools. A name that two tools
 // end up sharing once sanitized gets a hash; a schema dsh cannot read
 // becomes an open object, and the description says so.
-func (s *server) toolDefinitions(tools []*mcp.Tool) []tool.Definition {
+func (s *server) toolDefinitions(tools []*mcp.Tool, obs *observer) []tool.Definition {
 	defs := make([]tool.Definition, 0, len(tools))
 	seen := map[string]bool{}
 	for _, t := range tools {
-		name := ToolName(s.name, t.Name)
+		if obs.requiresTask(t.Name) {
+			s.set.opts.Log.Warn("MCP tool left out: it runs only as a task (execution.taskSupport: required), which dsh does not support",
+				"server", s.name, "tool", t.Name)
+			continue
+		}
+		name := ToolName(s.toolPrefix, t.Name)
 		if seen[name] {
 			name = hashed(name, t.Name)
 		}
@@ -411,45 +509,65 @@ var errCallTimeout = errors.New("call timeout")
 
 // call runs a tool of the server.
 func (s *server) call(ctx context.Context, call tool.Call, mcpName string) (tool.Result, error) {
-	c, err := s.connection(ctx)
+	var res *mcp.CallToolResult
+	err := s.request(ctx, "the call of "+mcpName, func(ctx context.Context, c *conn) (err error) {
+		token := fmt.Sprintf("dsh-%d", s.set.tokens.Add(1))
+		p := &pending{Progress{Server: s.name, Tool: call.Name, CallID: call.ID}}
+		if a, ok := call.Caller.(interface{ ID() string }); ok {
+			p.AgentID = a.ID()
+		}
+		defer s.set.track(token, p)()
+		params := &mcp.CallToolParams{Name: mcpName, Arguments: json.RawMessage(call.Arguments)}
+		params.SetProgressToken(token)
+		askForCallLogs(params)
+		res, err = c.session.CallTool(ctx, params)
+		if c.obs.stale.Load() { // the call changed the tools: the next request lists the new ones
+			s.refresh(c)
+		}
+		return err
+	})
 	if err != nil {
 		return tool.Result{}, err
+	}
+	return toResult(res, s.set.opts.OutputLimit, s.name), nil
+}
+
+// request runs do over the server's connection (started when there is
+// none), bounded by the server's callTimeout and ended with the
+// connection, and maps its failure onto an *Error; what names the request
+// ("the call of echo").
+func (s *server) request(ctx context.Context, what string, do func(ctx context.Context, c *conn) error) error {
+	c, err := s.connection(ctx)
+	if err != nil {
+		return err
 	}
 	if t := s.cfg.CallTimeout; t > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeoutCause(ctx, t, errCallTimeout)
 		defer cancel()
 	}
-	token := fmt.Sprintf("dsh-%d", s.set.tokens.Add(1))
-	p := &pending{Progress{Server: s.name, Tool: call.Name, CallID: call.ID}}
-	if a, ok := call.Caller.(interface{ ID() string }); ok {
-		p.AgentID = a.ID()
-	}
-	defer s.set.track(token, p)()
-	params := &mcp.CallToolParams{Name: mcpName, Arguments: json.RawMessage(call.Arguments)}
-	params.SetProgressToken(token)
 	callCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	defer context.AfterFunc(c.life, cancel)()
-	res, err := c.session.CallTool(callCtx, params)
+	err = do(callCtx, c)
 	var we *jsonrpc.Error
 	switch {
 	case err == nil:
 		s.mu.Lock()
 		s.failures = 0
 		s.mu.Unlock()
-		return toResult(res), nil
+		return nil
 	case errors.Is(context.Cause(ctx), errCallTimeout):
-		return tool.Result{}, &Error{Code: CodeTimeout, Server: s.name,
-			Msg: fmt.Sprintf("the call of %s outlived the server's callTimeout (%s)", mcpName, s.cfg.CallTimeout)}
+		return &Error{Code: CodeTimeout, Server: s.name,
+			Msg: fmt.Sprintf("%s outlived the server's callTimeout (%s)", what, s.cfg.CallTimeout)}
 	case c.life.Err() != nil:
-		return tool.Result{}, s.broken(c, err)
+		return s.broken(c, err)
 	case ctx.Err() != nil:
-		return tool.Result{}, context.Cause(ctx)
+		return context.Cause(ctx)
 	case !errors.Is(err, mcp.ErrConnectionClosed) && errors.As(err, &we):
-		return tool.Result{}, &Error{Code: CodeProtocol, Server: s.name, Msg: cut(we.Message, 4096)}
+		return &Error{Code: CodeProtocol, Server: s.name, Msg: what + ": " + cut(we.Message, 4096)}
 	}
-	return tool.Result{}, s.broken(c, err)
+	return s.broken(c, err)
 }
 
 // broken handles a call that failed because the connection did: the

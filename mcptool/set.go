@@ -1,18 +1,23 @@
 // Package mcptool gives dsh agents the tools of Model Context Protocol
-// servers. A Set holds one connection per configured server, shared by
-// every agent and child of the process: it connects lazily, lists each
-// server's tools once and registers them as mcp__<server>__<tool> (in the
+// servers, as Claude Code runs them. A Set holds one connection per
+// configured server, shared by every agent and child of the process: it
+// connects lazily, lists each server's tools (again when the server says
+// they changed) and registers them as mcp__<server>__<tool> (in the
 // runtime's global registry, or in a tool.Layer for one delegation tree),
-// maps their results onto tool results, relays their progress
-// notifications to the event bus, and restarts a server that failed or
-// crashed on a later call, after a backoff, failing its tools with a clear
-// error meanwhile. Stdio servers run through internal/proc: their own
+// with list_mcp_resources and read_mcp_resource when a server has
+// resources; it maps their results onto tool results capped like the
+// built-in tools', answers roots/list with the agents' folders, relays
+// progress and logging notifications to the event bus, and restarts a
+// server that failed or crashed on a later call, after a backoff, failing
+// its tools with a clear error meanwhile. Stdio servers run through internal/proc: their own
 // process group, a scrubbed environment, reaped with the group on close.
 package mcptool
 
 import (
 	"cmp"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -48,7 +53,9 @@ type Options struct {
 	// value counts as unset (default os.Getenv).
 	Getenv func(string) string
 	// Dir is the working directory of stdio servers without a cwd, and
-	// what a relative cwd is relative to (default: the process's).
+	// what a relative cwd is relative to (default: the process's). It is
+	// always one of the roots the servers are given (roots/list), with
+	// the working directory of each agent alive (see MountGlobal).
 	Dir string
 	// BaseEnv is the environment a stdio server's is scrubbed from
 	// (default os.Environ()).
@@ -65,6 +72,10 @@ type Options struct {
 	// env sets them: so that `npx -y …` and `uvx …` servers run sandboxed,
 	// without a way to write the user's own caches.
 	CacheDir string
+	// OutputLimit caps in bytes the text of one call's result, as
+	// tools.outputLimit caps the built-in tools' (default
+	// tool.DefaultOutputLimit).
+	OutputLimit int
 	// Version is dsh's version, sent as the client's.
 	Version string
 	// RestartBackoff is the wait after a server failed before a call
@@ -98,15 +109,19 @@ type Set struct {
 	finishedMu sync.Mutex
 	finished   []string // tokens of the latest calls that ended, oldest first
 
-	mu      sync.Mutex
-	targets []*target
-	closed  bool
+	rootsMu sync.Mutex
+	roots   map[string]*rootRef // by URI
+
+	mu               sync.Mutex
+	targets          []*target
+	resourcesOffered bool // the resource tools are registered in the targets
+	closed           bool
 }
 
 // target is a Registrar the Set's tools are mounted in.
 type target struct {
 	r         Registrar
-	disposers []func()
+	disposers map[string][]func() // by server
 }
 
 // New validates the server blocks and returns a Set that has started
@@ -128,15 +143,31 @@ func New(servers map[string]ServerConfig, opts Options) (*Set, error) {
 	opts.RestartBackoff = cmp.Or(opts.RestartBackoff, DefaultRestartBackoff)
 	opts.MaxRestartBackoff = cmp.Or(opts.MaxRestartBackoff, DefaultMaxRestartBackoff)
 	opts.StopGrace = cmp.Or(opts.StopGrace, DefaultStopGrace)
-	s := &Set{opts: opts}
+	if opts.OutputLimit <= 0 {
+		opts.OutputLimit = tool.DefaultOutputLimit
+	}
+	s := &Set{opts: opts, roots: map[string]*rootRef{}}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
+	s.addRoot(opts.Dir)
 	for _, name := range slices.Sorted(maps.Keys(servers)) {
 		cfg := servers[name]
 		if err := cfg.Validate(name); err != nil {
 			s.cancel()
 			return nil, err
 		}
-		s.servers = append(s.servers, &server{set: s, name: name, cfg: cfg})
+		s.servers = append(s.servers, &server{set: s, name: name, toolPrefix: ServerPrefix(name), cfg: cfg})
+	}
+	for _, srv := range s.servers {
+		if srv.toolPrefix == srv.name {
+			continue
+		}
+		for _, other := range s.servers {
+			if other != srv && (other.name == srv.toolPrefix || ServerPrefix(other.name) == srv.toolPrefix) {
+				sum := sha256.Sum256([]byte(srv.name))
+				srv.toolPrefix += "-" + hex.EncodeToString(sum[:3]) // stable: a hash of its own name
+				break
+			}
+		}
 	}
 	return s, nil
 }
@@ -154,13 +185,16 @@ func (s *Set) Names() []string {
 // of servers listed later as they are; the disposer unregisters them all.
 // A tool r refuses (say, a duplicate name) is logged and left out.
 func (s *Set) Mount(r Registrar) (dispose func()) {
-	t := &target{r: r}
+	t := &target{r: r, disposers: map[string][]func(){}}
 	s.mu.Lock()
 	s.targets = append(s.targets, t)
 	for _, srv := range s.servers {
 		if defs := srv.definitions(); defs != nil {
 			s.registerLocked(t, srv.name, defs)
 		}
+	}
+	if s.resourcesOffered {
+		s.registerLocked(t, resourcesKey, s.resourceTools())
 	}
 	s.mu.Unlock()
 	var once sync.Once
@@ -171,19 +205,25 @@ func (s *Set) Mount(r Registrar) (dispose func()) {
 			ds := t.disposers
 			t.disposers = nil
 			s.mu.Unlock()
-			for _, d := range ds {
-				d()
+			for _, server := range ds {
+				for _, d := range server {
+					d()
+				}
 			}
 		})
 	}
 }
 
-// publish registers a server's tools, listed for the first time, in every
-// target.
+// publish registers a server's tools, listed for the first time or again,
+// in every target, in place of those it registered before.
 func (s *Set) publish(srv *server, defs []tool.Definition) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, t := range s.targets {
+		for _, d := range t.disposers[srv.name] {
+			d()
+		}
+		delete(t.disposers, srv.name)
 		s.registerLocked(t, srv.name, defs)
 	}
 }
@@ -195,7 +235,7 @@ func (s *Set) registerLocked(t *target, server string, defs []tool.Definition) {
 			s.opts.Log.Warn("MCP tool left out", "server", server, "tool", d.Name, "err", err)
 			continue
 		}
-		t.disposers = append(t.disposers, dispose)
+		t.disposers[server] = append(t.disposers[server], dispose)
 	}
 }
 
@@ -283,9 +323,11 @@ func (s *Set) Close(ctx context.Context) error {
 // (each server bounded by its startTimeout) for the tools to be listed, so
 // that its first model request shows them; a server that failed is tried
 // again, after its backoff, when the next top-level agent is created.
-// Children never wait. The disposer unmounts the tools.
+// Children never wait. Each agent's working directory is one of the roots
+// the servers are given while it lives. The disposer unmounts the tools.
 func MountGlobal(set *Set, reg *tool.Registry, bus *event.Bus) (dispose func()) {
 	unmount := set.Mount(reg)
+	unroot := set.followAgents(bus, func(*agent.Agent) bool { return true })
 	stop := event.On(bus, func(e agent.Created) {
 		if e.Agent.Owner() == nil {
 			set.Ready(context.Background())
@@ -293,6 +335,7 @@ func MountGlobal(set *Set, reg *tool.Registry, bus *event.Bus) (dispose func()) 
 	})
 	return func() {
 		stop()
+		unroot()
 		unmount()
 	}
 }
@@ -300,14 +343,19 @@ func MountGlobal(set *Set, reg *tool.Registry, bus *event.Bus) (dispose func()) 
 // AttachTree gives root's delegation tree the tools of set, in a layer of
 // its own: root and every in-process child it creates later see them as
 // they see global tools, subject to their tool filters. Call set.Ready
-// first for root's first request to list them. The returned detach takes
-// them away.
+// first for root's first request to list them. The working directories of
+// root and of the children it creates (seen on set's Events) are the
+// roots the servers are given. The returned detach takes them away.
 func AttachTree(root *agent.Agent, set *Set) (detach func()) {
 	layer := tool.NewLayer()
 	unmount := set.Mount(layer)
 	remove := root.Tools().AddLayers(layer)
+	unrootSelf := set.addRoot(root.Cwd())
+	unroot := set.followAgents(set.opts.Events, inTree(root))
 	return func() {
 		remove()
+		unroot()
+		unrootSelf()
 		unmount()
 	}
 }
@@ -360,13 +408,18 @@ func (s *Set) track(token string, p *pending) (ended func()) {
 	}
 }
 
-// onProgress relays a server's progress notification for a call in flight.
+// onProgress relays a server's progress notification for a call in flight
+// to the log (debug) and the bus.
 func (s *Set) onProgress(_ context.Context, req *mcp.ProgressNotificationClientRequest) {
 	p, ok := s.progress.Load(req.Params.ProgressToken)
-	if !ok || s.opts.Events == nil {
+	if !ok {
 		return
 	}
 	ev := p.(*pending).Progress
 	ev.Progress, ev.Total, ev.Message = req.Params.Progress, req.Params.Total, cut(req.Params.Message, 1024)
-	s.opts.Events.Emit(ev)
+	s.opts.Log.Debug("MCP progress", "server", ev.Server, "tool", ev.Tool, "call", ev.CallID, "progress", ev.Progress, "total", ev.Total,
+		"msg", ev.Message)
+	if s.opts.Events != nil {
+		s.opts.Events.Emit(ev)
+	}
 }

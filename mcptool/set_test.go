@@ -1,6 +1,7 @@
 package mcptool_test
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -44,6 +45,9 @@ func TestMain(m *testing.M) {
 	}
 	os.Exit(code)
 }
+
+// fakeTools is how many tools the fake server lists.
+const fakeTools = 15
 
 func quiet() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
 
@@ -122,13 +126,16 @@ func TestToolsAndResults(t *testing.T) {
 	var names []string
 	var weird content.ToolSpec
 	for _, spec := range s.Specs() {
+		if !strings.HasPrefix(spec.Name, "mcp__") {
+			continue
+		}
 		names = append(names, spec.Name)
 		if spec.Name == "mcp__fake__weird_name_with_spaces" {
 			weird = spec
 		}
 	}
-	want := []string{"mcp__fake__block", "mcp__fake__crash", "mcp__fake__echo", "mcp__fake__env", "mcp__fake__fail",
-		"mcp__fake__picture", "mcp__fake__pid", "mcp__fake__progress", "mcp__fake__weather", "mcp__fake__weird_name_with_spaces"}
+	want := []string{"mcp__fake__big", "mcp__fake__block", "mcp__fake__crash", "mcp__fake__echo", "mcp__fake__env", "mcp__fake__fail",
+		"mcp__fake__grow", "mcp__fake__link", "mcp__fake__log", "mcp__fake__picture", "mcp__fake__pid", "mcp__fake__progress", "mcp__fake__roots", "mcp__fake__weather", "mcp__fake__weird_name_with_spaces"}
 	if !slices.Equal(names, want) {
 		t.Fatalf("tools %v, want %v", names, want)
 	}
@@ -189,6 +196,130 @@ func TestToolsAndResults(t *testing.T) {
 			p.Message != fmt.Sprintf("step %d", i+1) {
 			t.Errorf("progress %d: %+v", i, p)
 		}
+	}
+}
+
+// A result longer than the tool result limit keeps its head and tail, and
+// says what was cut and that dsh keeps no copy; its image stays.
+func TestResultsAreCapped(t *testing.T) {
+	for _, limit := range []int{0, 1000} {
+		set := newSet(t, map[string]mcptool.ServerConfig{"fake": fake("ok")}, mcptool.Options{OutputLimit: limit})
+		r := call(t, mounted(t, set), "mcp__fake__big", `{}`)
+		want := cmp.Or(limit, tool.DefaultOutputLimit)
+		got := text(r)
+		whole := 5 + 170000 + len("[image: image/png, 00 bytes]") + 5
+		if r.IsError || len(got) > want+400 || !strings.HasPrefix(got, "HEAD 0123") || !strings.HasSuffix(got, "bytes] TAIL") ||
+			!strings.Contains(got, fmt.Sprintf("[… %d of the result's %d bytes cut here (the tool result limit is %d bytes, tools.outputLimit); "+
+				"dsh keeps no copy of the whole result", whole-want, whole, want)) {
+			t.Errorf("limit %d: %d bytes: %.200q … %.200q", limit, len(got), got, got[max(len(got)-200, 0):])
+		}
+		if len(r.Content) != 2 || r.Content[1].Type != content.TypeImage {
+			t.Errorf("limit %d: blocks %+v", limit, r.Content)
+		}
+	}
+}
+
+// A server with resources brings list_mcp_resources and read_mcp_resource:
+// they list its resources and templates, read text (capped) and summarise
+// binary content; a resource link in a tool's result names them. Without
+// such a server they are not offered.
+func TestResources(t *testing.T) {
+	plain := mounted(t, newSet(t, map[string]mcptool.ServerConfig{"plain": fake("plain")}, mcptool.Options{}))
+	for _, spec := range plain.Specs() {
+		if !strings.HasPrefix(spec.Name, "mcp__") {
+			t.Errorf("without resources, %s is offered", spec.Name)
+		}
+	}
+
+	s := mounted(t, newSet(t, map[string]mcptool.ServerConfig{"fake": fake("ok"), "plain": fake("plain")}, mcptool.Options{OutputLimit: 2000}))
+	r := call(t, s, mcptool.ListResourcesTool, `{}`)
+	want := "server \"fake\": 2 resources\n- fake://dot.png  dot (image/png)\n- fake://notes  notes (text/plain): Long notes.\n" +
+		"server \"fake\": 1 resource templates (fill the {…} parts to make a URI)\n- fake://page/{n}  page\n"
+	if r.IsError || text(r) != want {
+		t.Errorf("list: %+v\n%s", r, text(r))
+	}
+	wantError(t, call(t, s, mcptool.ListResourcesTool, `{"server":"nope"}`), tool.CodeInvalidArgs, `no MCP server "nope"; the servers with resources are "fake"`)
+
+	r = call(t, s, "mcp__fake__link", `{}`)
+	if want := `[resource link: notes fake://notes (read_mcp_resource reads it: server "fake", uri "fake://notes")]`; text(r) != want {
+		t.Errorf("link: %q, want %q", text(r), want)
+	}
+	r = call(t, s, mcptool.ReadResourceTool, `{"server":"fake","uri":"fake://notes"}`)
+	if got := text(r); r.IsError || len(got) > 2400 || !strings.HasPrefix(got, "BEGIN 0123") || !strings.HasSuffix(got, "def\n END") ||
+		!strings.Contains(got, "of the resource's 170010 bytes cut here") {
+		t.Errorf("read notes: %d bytes: %q", len(got), got)
+	}
+	r = call(t, s, mcptool.ReadResourceTool, `{"server":"fake","uri":"fake://dot.png"}`)
+	if want := fmt.Sprintf("[binary resource: fake://dot.png (image/png), %d bytes; dsh does not show binary content]\n", len(png)); text(r) != want {
+		t.Errorf("read dot: %q", text(r))
+	}
+	if r = call(t, s, mcptool.ReadResourceTool, `{"server":"fake","uri":"fake://page/7"}`); text(r) != "page fake://page/7" {
+		t.Errorf("read page: %+v", r)
+	}
+	wantError(t, call(t, s, mcptool.ReadResourceTool, `{"server":"fake","uri":"fake://none"}`), mcptool.CodeProtocol, "fake://none")
+	wantError(t, call(t, s, mcptool.ReadResourceTool, `{"server":"fake"}`), tool.CodeInvalidArgs)
+}
+
+// A server's logging notifications (info and above, which dsh asks for)
+// reach the bus as mcp/log events.
+func TestLogNotifications(t *testing.T) {
+	bus := event.New(quiet())
+	var mu sync.Mutex
+	var got []mcptool.Log
+	two := make(chan struct{})
+	defer event.On(bus, func(l mcptool.Log) {
+		mu.Lock()
+		defer mu.Unlock()
+		if got = append(got, l); len(got) == 2 {
+			close(two)
+		}
+	})()
+	s := mounted(t, newSet(t, map[string]mcptool.ServerConfig{"fake": fake("ok")}, mcptool.Options{Events: bus}))
+	if r := call(t, s, "mcp__fake__log", `{}`); text(r) != "logged" {
+		t.Fatalf("log: %+v", r)
+	}
+	select {
+	case <-two:
+	case <-time.After(10 * time.Second):
+		t.Fatal("timed out waiting for two log events")
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	want := []mcptool.Log{{Server: "fake", Level: "warning", Logger: "disk", Message: "almost full"},
+		{Server: "fake", Level: "error", Message: `{"free":0}`}}
+	if !slices.Equal(got, want) {
+		t.Errorf("logs %+v, want %+v", got, want)
+	}
+}
+
+// A server that floods dsh with logging notifications has 100 relayed at
+// once, then one a second.
+func TestLogFloodIsBounded(t *testing.T) {
+	bus := event.New(quiet())
+	var mu sync.Mutex
+	n := 0
+	defer event.On(bus, func(mcptool.Log) {
+		mu.Lock()
+		defer mu.Unlock()
+		n++
+	})()
+	s := mounted(t, newSet(t, map[string]mcptool.ServerConfig{"fake": fake("ok")}, mcptool.Options{Events: bus}))
+	if r := call(t, s, "mcp__fake__log", `{"flood":1000}`); text(r) != "logged" {
+		t.Fatalf("log: %+v", r)
+	}
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		mu.Lock()
+		got := n
+		mu.Unlock()
+		if got >= 100 || time.Now().After(deadline) {
+			break
+		}
+	}
+	time.Sleep(300 * time.Millisecond)
+	mu.Lock()
+	defer mu.Unlock()
+	if n < 100 || n > 103 {
+		t.Errorf("%d of 1002 log notifications relayed", n)
 	}
 }
 
@@ -265,7 +396,7 @@ func TestBackoffAfterCrash(t *testing.T) {
 		t.Fatal(err)
 	}
 	st := set.Status()
-	if len(st) != 1 || st[0].Err == nil || len(st[0].Tools) != 10 {
+	if len(st) != 1 || st[0].Err == nil || len(st[0].Tools) != fakeTools {
 		t.Errorf("status %+v", st)
 	}
 }
@@ -281,7 +412,7 @@ func TestFirstStartFails(t *testing.T) {
 	set.Ready(context.Background())
 	st := set.Status()
 	if len(st) != 2 || st[0].Name != "fake" || st[0].Err == nil || !strings.Contains(st[0].Err.Error(), "exit status 3") ||
-		len(st[0].Tools) != 0 || st[0].Transport != "stdio: "+os.Args[0] || st[1].Err != nil || len(st[1].Tools) != 10 {
+		len(st[0].Tools) != 0 || st[0].Transport != "stdio: "+os.Args[0] || st[1].Err != nil || len(st[1].Tools) != fakeTools {
 		t.Fatalf("status %+v", st)
 	}
 	if slices.ContainsFunc(reg.Names(), func(n string) bool { return strings.HasPrefix(n, "mcp__fake__") }) {
@@ -405,6 +536,96 @@ func TestHTTPAndSSE(t *testing.T) {
 	sse.CloseClientConnections()
 }
 
+// A server name with spaces is kept: its tools carry it with _ for each
+// space, as Claude Code names them; a name that would then collide with
+// another server's gets a hash of itself, whatever the order, and the
+// resource tools know it by both names.
+func TestServerNamesWithSpaces(t *testing.T) {
+	set := newSet(t, map[string]mcptool.ServerConfig{"GSD-2 Code": fake("ok"), "GSD-2_Code": fake("plain"), "my docs": fake("ok")},
+		mcptool.Options{})
+	s := mounted(t, set)
+	if r := call(t, s, "mcp__my_docs__echo", `{"message":"hi"}`); r.IsError || text(r) != "echo: hi" {
+		t.Errorf("echo: %+v", r)
+	}
+	if r := call(t, s, "mcp__GSD-2_Code__echo", `{"message":"plain"}`); r.IsError {
+		t.Errorf("the plain name's echo: %+v", r)
+	}
+	var hashed []string
+	for _, spec := range s.Specs() {
+		if strings.HasSuffix(spec.Name, "__echo") {
+			hashed = append(hashed, spec.Name)
+		}
+	}
+	if want := []string{"mcp__GSD-2_Code-0e736b__echo", "mcp__GSD-2_Code__echo", "mcp__my_docs__echo"}; !slices.Equal(hashed, want) {
+		t.Errorf("echo tools %v, want %v", hashed, want)
+	}
+	for _, name := range []string{"my docs", "my_docs"} {
+		if r := call(t, s, mcptool.ReadResourceTool, fmt.Sprintf(`{"server":%q,"uri":"fake://page/1"}`, name)); r.IsError {
+			t.Errorf("read from %q: %+v", name, r)
+		}
+	}
+	if got := set.Names(); !slices.Equal(got, []string{"GSD-2 Code", "GSD-2_Code", "my docs"}) {
+		t.Errorf("names %v", got)
+	}
+}
+
+// A headersHelper's JSON headers go with the requests, over the block's
+// own; it runs with dsh's environment minus credentials, and knows the
+// server's name and URL. A helper that fails, or prints something else,
+// makes the server unavailable with an error naming it and why.
+func TestHeadersHelper(t *testing.T) {
+	srv := fakeServer()
+	var mu sync.Mutex
+	seen := map[string]http.Header{}
+	handler := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, nil)
+	streamable := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		seen[r.URL.Path] = r.Header.Clone()
+		mu.Unlock()
+		handler.ServeHTTP(w, r)
+	}))
+	defer streamable.Close()
+	set := newSet(t, map[string]mcptool.ServerConfig{
+		"my web": {URL: streamable.URL + "/ok", Headers: map[string]string{"Authorization": "Bearer static", "X-Static": "kept"},
+			HeadersHelper: `printf '{"Authorization": "Bearer %s", "X-Server": "%s", "X-Secret": "%s", "X-Url": "%s"}' "$TOKEN_FILE_VALUE" ` +
+				`"$CLAUDE_CODE_MCP_SERVER_NAME" "$DEEPSEEK_API_KEY" "$CLAUDE_CODE_MCP_SERVER_URL"`, PassEnv: []string{"TOKEN_FILE_VALUE"}},
+		"failing": {URL: streamable.URL + "/failing", HeadersHelper: "echo no token for you >&2; exit 3"},
+		"garbage": {URL: streamable.URL + "/garbage", HeadersHelper: "echo hello"},
+	}, mcptool.Options{BaseEnv: []string{"PATH=" + os.Getenv("PATH"), "DEEPSEEK_API_KEY=sk-secret", "TOKEN_FILE_VALUE=dyn"}})
+	s := mounted(t, set)
+	if r := call(t, s, "mcp__my_web__echo", `{"message":"hi"}`); text(r) != "echo: hi" {
+		t.Errorf("echo: %+v", r)
+	}
+	mu.Lock()
+	h := seen["/ok"]
+	mu.Unlock()
+	if h.Get("Authorization") != "Bearer dyn" || h.Get("X-Static") != "kept" || h.Get("X-Server") != "my web" ||
+		h.Get("X-Url") != streamable.URL+"/ok" || h.Get("X-Secret") != "" {
+		t.Errorf("headers %v", h)
+	}
+	for _, st := range set.Status() {
+		var want string
+		switch st.Name {
+		case "my web":
+			continue
+		case "failing":
+			want = "MCP server failing: headersHelper failed: exit status 3; stderr: no token for you"
+		case "garbage":
+			want = `MCP server garbage: headersHelper must print a JSON object of header names to string values, printed "hello"`
+		}
+		if st.Err == nil || st.Err.Error() != want {
+			t.Errorf("%s: %v, want %s", st.Name, st.Err, want)
+		}
+	}
+	mu.Lock()
+	if seen["/failing"] != nil || seen["/garbage"] != nil {
+		t.Error("a server whose helper failed was reached")
+	}
+	mu.Unlock()
+	set.Close(context.Background())
+	streamable.CloseClientConnections()
+}
+
 func TestValidate(t *testing.T) {
 	for _, tc := range []struct {
 		name string
@@ -413,9 +634,15 @@ func TestValidate(t *testing.T) {
 	}{
 		{"ok", mcptool.ServerConfig{Command: "srv"}, ""},
 		{"ok-url", mcptool.ServerConfig{URL: "https://example.com/mcp", Headers: map[string]string{"A": "${B:-c}"}}, ""},
-		{"bad name", mcptool.ServerConfig{Command: "srv"}, "letters, digits"},
+		{"GSD-2 Code", mcptool.ServerConfig{Command: "srv"}, ""},
+		{"bad\nname", mcptool.ServerConfig{Command: "srv"}, "without control characters"},
+		{"", mcptool.ServerConfig{Command: "srv"}, "1 to 64 bytes"},
+		{strings.Repeat("x", 65), mcptool.ServerConfig{Command: "srv"}, "1 to 64 bytes"},
 		{"a__b", mcptool.ServerConfig{Command: "srv"}, `must not contain "__"`},
+		{"a  b", mcptool.ServerConfig{Command: "srv"}, `must not contain "__"`},
 		{"none", mcptool.ServerConfig{}, "command: is required"},
+		{"helper-stdio", mcptool.ServerConfig{Command: "srv", HeadersHelper: "x"}, "not a url, headers or a headersHelper"},
+		{"pass-http", mcptool.ServerConfig{URL: "http://x", PassEnv: []string{"A"}}, "passEnv is for its headersHelper"},
 		{"both", mcptool.ServerConfig{Command: "srv", URL: "http://x"}, "not a url"},
 		{"type", mcptool.ServerConfig{Type: "ws", URL: "ws://x"}, `want stdio, http or sse, got "ws"`},
 		{"scheme", mcptool.ServerConfig{URL: "ftp://x"}, "want an http:// or https:// URL"},

@@ -47,7 +47,7 @@ func (c *cli) acpCmd() *cobra.Command {
 				Policy: cfg.ACPPolicy(acpserver.DefaultAskPermission()), TokenBudget: cfg.Budget.Tokens,
 				PermissionTimeout: cfg.ACP.PermissionTimeout, MaxSessions: cfg.ACP.MaxSessions, Sessions: rt.Sessions, Subagents: rt.Subagents, Version: version, Log: rt.Log,
 				StopBackground: func(root *agent.Agent, reason string) { rt.Tasks.Stop(root, subagenttool.TaskKind, reason) },
-				MCP: mcptool.Options{Log: rt.Log, Events: rt.Events, Version: version,
+				MCP: mcptool.Options{Log: rt.Log, Events: rt.Events, Version: version, OutputLimit: cfg.Tools.OutputLimit,
 					Sandbox: cfg.Tools.Sandbox, Network: cfg.Tools.Network, CacheDir: config.MCPCacheDir(c.getenv)}}, c.stdin, c.stdout)
 			return errors.Join(err, rt.Close(cmd.Context()))
 		},

@@ -163,7 +163,7 @@ func TestDoctorListsMCPServers(t *testing.T) {
 		t.Fatalf("doctor passed:\n%s", out)
 	}
 	for _, want := range []string{
-		"ok   MCP server everything (stdio: " + everything + ") from " + filepath.Join(project, ".mcp.json") + ": 14 tools: mcp__everything__echo,",
+		"ok   MCP server everything (stdio: " + everything + ") from " + filepath.Join(project, ".mcp.json") + ": 13 tools: mcp__everything__echo,",
 		"FAIL MCP server broken (stdio: sh -c echo no such thing >&2; exit 3) from " + filepath.Join(project, ".mcp.json") +
 			": the handshake (initialize) failed: the server closed the connection; exit status 3; stderr: no such thing",
 	} {

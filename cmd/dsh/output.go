@@ -278,6 +278,10 @@ type jsonLine struct {
 	Label      string                   `json:"label,omitempty"`
 	Kind       string                   `json:"kind,omitempty"`
 	Tool       string                   `json:"tool,omitempty"`
+	Progress   *float64                 `json:"progress,omitempty"`
+	Of         float64                  `json:"of,omitempty"`
+	Level      string                   `json:"level,omitempty"`
+	Logger     string                   `json:"logger,omitempty"`
 	StopReason string                   `json:"stop_reason,omitempty"`
 	Diagnostic string                   `json:"diagnostic,omitempty"`
 	Usage      map[string]content.Usage `json:"usage,omitempty"`
@@ -352,6 +356,10 @@ func (j *jsonOutput) child(e event.Event) {
 		j.write(jsonLine{Type: "child_progress", RunID: e.RunID, ChildID: e.ChildID, Kind: string(e.Kind), Tool: e.Tool})
 	case mcptool.Unavailable:
 		j.write(jsonLine{Type: "mcp_unavailable", Server: e.Server, Error: e.Err, DelayMs: e.RetryIn.Milliseconds()})
+	case mcptool.Progress:
+		j.write(jsonLine{Type: "mcp_progress", Server: e.Server, Tool: e.Tool, ID: e.CallID, Progress: &e.Progress, Of: e.Total, Text: e.Message})
+	case mcptool.Log:
+		j.write(jsonLine{Type: "mcp_log", Server: e.Server, Level: e.Level, Logger: e.Logger, Text: e.Message})
 	case subagent.Ended:
 		l := jsonLine{Type: "child_end", RunID: e.RunID, ChildID: e.ChildID, ParentID: e.ParentID, Provider: e.Provider, Label: e.Label,
 			StopReason: string(e.StopReason), Diagnostic: e.Diagnostic, Usage: e.Usage}
