@@ -23,6 +23,7 @@ import (
 
 	"github.com/dsh-go/dsh/content"
 	"github.com/dsh-go/dsh/llm"
+	ssereader "github.com/dsh-go/dsh/llm/internal/sse"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -820,10 +821,10 @@ func TestSSEFraming(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			r := newSSEReader(strings.NewReader(tt.in))
+			r := ssereader.NewReader(strings.NewReader(tt.in))
 			var got []string
 			for {
-				d, err := r.next()
+				d, err := r.Next()
 				if err == io.EOF {
 					break
 				}
@@ -842,7 +843,7 @@ func TestSSEFraming(t *testing.T) {
 func TestSSESizeCap(t *testing.T) {
 	big := strings.Repeat("a", 1<<20)
 	for name, body := range map[string]string{
-		"line":  "data: " + strings.Repeat("a", maxEvent+1) + "\n\n",
+		"line":  "data: " + strings.Repeat("a", ssereader.MaxEvent+1) + "\n\n",
 		"event": strings.Repeat("data: "+big+"\n", 9) + "\n",
 	} {
 		t.Run(name, func(t *testing.T) {
