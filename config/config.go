@@ -4,7 +4,6 @@
 package config
 
 import (
-	"bytes"
 	"cmp"
 	"context"
 	"errors"
@@ -30,6 +29,7 @@ import (
 	"github.com/dsh-go/dsh/hook"
 	"github.com/dsh-go/dsh/internal/secret"
 	"github.com/dsh-go/dsh/llm"
+	"github.com/dsh-go/dsh/llm/anthropic"
 	"github.com/dsh-go/dsh/llm/openai"
 	"github.com/dsh-go/dsh/mcptool"
 	"github.com/dsh-go/dsh/permission"
@@ -92,10 +92,13 @@ type Config struct {
 	// telemetry/otlp). It is not read from the file.
 	Tracer *telemetry.Tracer `yaml:"-"`
 
-	path       string            // the file Load read, absolute; "" for none
-	warnings   []string          // what is legal but probably not meant
-	kinds      []Kind            // the provider kinds the file was checked against
-	mcpSources map[string]string // server name → the .mcp.json it came from
+	path        string            // the file Load read, absolute; "" for none
+	warnings    []string          // what is legal but probably not meant
+	kinds       []Kind            // the provider kinds the file was checked against
+	mcpSources  map[string]string // server name → the .mcp.json it came from
+	routeKey    string            // "provider" when the file names the route by its old key
+	picked      bool              // the route was picked from the variables set, not named (see RouteChoice)
+	pickedByKey bool              // … because its variable is set
 }
 
 // Loader loads configuration files against a table of provider kinds.
@@ -120,9 +123,13 @@ func (cfg Config) Warnings() []string { return cfg.warnings }
 // from, or "" when it is the built-in default.
 func (cfg Config) Path() string { return cfg.path }
 
-// Model is one OpenAI-compatible chat-completions endpoint.
+// Model is one model route: an endpoint, the key it takes and the model
+// it serves by default.
 type Model struct {
-	Name        string        `yaml:"name"`
+	Name string `yaml:"name"`
+	// API is the protocol the endpoint speaks: openai (chat completions,
+	// the default) or anthropic (the Messages API).
+	API         string        `yaml:"api"`
 	BaseURL     string        `yaml:"baseURL"`
 	APIKeyEnv   string        `yaml:"apiKeyEnv"`
 	Model       string        `yaml:"model"`
@@ -135,19 +142,33 @@ type Model struct {
 	// the endpoint's own, which is enabled on DeepSeek).
 	Thinking string `yaml:"thinking"`
 	// ReasoningEffort is sent as reasoning_effort: low, high or max on
-	// DeepSeek.
+	// DeepSeek (openai routes only).
 	ReasoningEffort string `yaml:"reasoningEffort"`
+	// ThinkingBudget is budget_tokens of an anthropic route with thinking
+	// enabled (default half of maxTokens).
+	ThinkingBudget int `yaml:"thinkingBudget"`
 	// PassBackReasoning sends reasoning_content, "" when empty, with every
 	// assistant message that made tool calls, as DeepSeek's thinking mode
 	// requires. Default: on for a DeepSeek route, off elsewhere.
 	PassBackReasoning *bool `yaml:"passBackReasoning"`
 	// Price, when set, lets usage lines show what a run cost.
 	Price *Price `yaml:"price"`
+
+	builtin bool // a built-in route no file mentions
 }
+
+// Builtin reports whether m is a built-in route that no configuration
+// file mentions.
+func (m Model) Builtin() bool { return m.builtin }
 
 // overlay returns m with the fields that o sets: a route named like a
 // built-in one tunes it, keeping its URL and key unless it sets them.
 func (m Model) overlay(o Model) Model {
+	m.builtin = false
+	if o.Model != "" && o.Model != m.Model && o.Price == nil {
+		m.Price = builtinPrice(m.Name, o.Model) // the old model's price is not the new one's
+	}
+	m.API = cmp.Or(o.API, m.API)
 	m.BaseURL = cmp.Or(o.BaseURL, m.BaseURL)
 	m.APIKeyEnv = cmp.Or(o.APIKeyEnv, m.APIKeyEnv)
 	m.Model = cmp.Or(o.Model, m.Model)
@@ -157,6 +178,7 @@ func (m Model) overlay(o Model) Model {
 	m.MaxRetries = cmp.Or(o.MaxRetries, m.MaxRetries)
 	m.Thinking = cmp.Or(o.Thinking, m.Thinking)
 	m.ReasoningEffort = cmp.Or(o.ReasoningEffort, m.ReasoningEffort)
+	m.ThinkingBudget = cmp.Or(o.ThinkingBudget, m.ThinkingBudget)
 	if o.PassBackReasoning != nil {
 		m.PassBackReasoning = o.PassBackReasoning
 	}
@@ -182,6 +204,28 @@ func (m Model) OpenAI(getenv func(string) string, log *slog.Logger) openai.Confi
 	return openai.Config{Provider: m.Name, BaseURL: m.BaseURL, APIKeyEnv: m.APIKeyEnv, Model: m.Model,
 		MaxTokens: maxTokens, IdleTimeout: m.IdleTimeout, RequestTimeout: m.RequestTimeout, MaxRetries: m.MaxRetries,
 		Thinking: m.Thinking, ReasoningEffort: m.ReasoningEffort, PassBackReasoning: passBack, Getenv: getenv, Logger: log}
+}
+
+// Anthropic is the adapter configuration of route m when it speaks the
+// Messages API.
+func (m Model) Anthropic(getenv func(string) string, log *slog.Logger) anthropic.Config {
+	return anthropic.Config{Provider: m.Name, BaseURL: m.BaseURL, APIKeyEnv: m.APIKeyEnv, Model: m.Model, MaxTokens: m.MaxTokens,
+		IdleTimeout: m.IdleTimeout, RequestTimeout: m.RequestTimeout, MaxRetries: m.MaxRetries, Thinking: m.Thinking,
+		ThinkingBudget: m.ThinkingBudget, Getenv: getenv, Logger: log}
+}
+
+// Adapter returns the model adapter of route m.
+func (m Model) Adapter(getenv func(string) string, log *slog.Logger) (Lister, error) {
+	if m.API == APIAnthropic {
+		return anthropic.New(m.Anthropic(getenv, log))
+	}
+	return openai.New(m.OpenAI(getenv, log))
+}
+
+// Lister is a model adapter that lists the models its endpoint serves.
+type Lister interface {
+	llm.Model
+	ListModels(ctx context.Context) ([]string, error)
 }
 
 func hostOf(rawURL string) string {
@@ -229,12 +273,16 @@ func CheckMaxSteps(n int) error {
 type Price struct {
 	Input       float64 `yaml:"input"`
 	CachedInput float64 `yaml:"cachedInput"`
-	Output      float64 `yaml:"output"`
+	// CacheWrite is the price of input written to the prompt cache
+	// (Anthropic's cache_creation_input_tokens); 0 charges it as Input.
+	CacheWrite float64 `yaml:"cacheWrite"`
+	Output     float64 `yaml:"output"`
 }
 
 // Cost returns what u costs at p, in US dollars.
 func (p Price) Cost(u content.Usage) float64 {
-	return (float64(u.Input)*p.Input + float64(u.CacheRead)*p.CachedInput + float64(u.Output)*p.Output) / 1e6
+	return (float64(u.Input)*p.Input + float64(u.CacheRead)*p.CachedInput + float64(u.CacheWrite)*cmp.Or(p.CacheWrite, p.Input) +
+		float64(u.Output)*p.Output) / 1e6
 }
 
 // Tools configure the built-in tools.
@@ -321,22 +369,28 @@ func DefaultSubagents() *Subagents {
 	}
 }
 
-// Default returns the configuration used when no file exists: DeepSeek's
-// current model (openai.DeepSeekModel) through DEEPSEEK_API_KEY, and the
-// default subagents.
+// Default returns the configuration used when no file exists: the
+// built-in model routes (BuiltinRoutes), the agent on the first whose key
+// is set (DeepSeek when none is), and the default subagents.
 func Default(getenv func(string) string) Config { return Loader{}.Default(getenv) }
 
 // Default is the package's Default over the loader's kinds.
 func (l Loader) Default(getenv func(string) string) Config {
-	ds := openai.DeepSeek()
-	ds.BaseURL = cmp.Or(getenv(baseURLEnv), ds.BaseURL, "https://api.deepseek.com")
-	return Config{
-		Agent:     agent.Options{Provider: ds.Provider, Model: ds.Model},
-		Budget:    Budget{Tokens: DefaultBudgetTokens},
-		Models:    []Model{{Name: ds.Provider, BaseURL: ds.BaseURL, APIKeyEnv: ds.APIKeyEnv, Model: ds.Model}},
-		Subagents: DefaultSubagents(),
-		kinds:     l.kinds(),
+	var models []Model
+	for _, r := range BuiltinRoutes() {
+		models = append(models, r.model(getenv))
 	}
+	pick, byKey := pickRoute(getenv)
+	cfg := Config{
+		Budget:      Budget{Tokens: DefaultBudgetTokens},
+		Models:      models,
+		Subagents:   DefaultSubagents(),
+		kinds:       l.kinds(),
+		picked:      true,
+		pickedByKey: byKey,
+	}
+	cfg.Agent = agent.Options{Provider: pick.Name, Model: cfg.ModelOf(pick.Name)}
+	return cfg
 }
 
 // protected returns the files no tool may write, whatever the sandbox:
@@ -435,8 +489,12 @@ func (l Loader) Parse(name string, data []byte, getenv func(string) string) (Con
 		return cfg, fmt.Errorf("config %s: %w", name, err)
 	}
 	var file Config
-	if err := yaml.NewDecoder(bytes.NewReader(data), yaml.Strict(), yaml.CustomUnmarshaler(decodeDuration)).Decode(&file); err != nil {
-		return cfg, fmt.Errorf("config %s: %s", name, withSourceLine(data, yaml.FormatError(err, false, false)))
+	aliased, err := decodeFile(data, &file)
+	if err != nil {
+		return cfg, fmt.Errorf("config %s: %w", name, err)
+	}
+	if aliased {
+		cfg.routeKey = "provider"
 	}
 	if err := cfg.decodeBlocks(&file); err != nil {
 		return cfg, fmt.Errorf("config %s: %w", name, err)
@@ -532,7 +590,9 @@ func (cfg Config) merge(file Config) (Config, error) {
 		case m.Name == "":
 			return cfg, bad(at, "name is required")
 		case m.BaseURL == "" && base < 0:
-			return cfg, bad(at, "baseURL is required (a new route; only the built-in deepseek route has one)")
+			return cfg, bad(at, "baseURL is required (a new route; the built-in routes %s have one)", strings.Join(builtinNames(), ", "))
+		case m.API != "" && m.API != APIOpenAI && m.API != APIAnthropic:
+			return cfg, bad(at+".api", "want %s or %s, got %q", APIOpenAI, APIAnthropic, m.API)
 		case m.MaxTokens < 0:
 			return cfg, bad(at+".maxTokens", "must not be negative")
 		case m.Thinking != "" && m.Thinking != openai.ThinkingEnabled && m.Thinking != openai.ThinkingDisabled:
@@ -548,6 +608,7 @@ func (cfg Config) merge(file Config) (Config, error) {
 	}
 	if file.Agent.Provider != "" {
 		cfg.Agent.Provider, cfg.Agent.Model = file.Agent.Provider, ""
+		cfg.picked, cfg.pickedByKey = false, false
 	}
 	cfg.Agent.Model = cmp.Or(file.Agent.Model, cfg.Agent.Model, cfg.ModelOf(cfg.Agent.Provider))
 	if file.Agent.MaxTokens < 0 {
@@ -613,6 +674,9 @@ func (cfg Config) merge(file Config) (Config, error) {
 		return cfg, err
 	}
 	cfg.warnings = cfg.lint()
+	if cfg.routeKey != "" {
+		cfg.warnings = append(cfg.warnings, `"provider" in agent options is the old name of "route" (a model route; a subagent provider is another thing): rename it, as the old name will go`)
+	}
 	return cfg, nil
 }
 
@@ -646,7 +710,19 @@ func (cfg Config) validate() error {
 		known = known || m.Name == cfg.Agent.Provider
 	}
 	if !known {
-		return bad("$.agent.provider", "%q is not a configured model route", cfg.Agent.Provider)
+		return bad("$.agent."+cmp.Or(cfg.routeKey, "route"), "%q is not a configured model route (the routes are %s; declare another under models:)",
+			cfg.Agent.Provider, strings.Join(cfg.routeNames(), ", "))
+	}
+	for i, m := range cfg.Models {
+		at := fmt.Sprintf("$.models[%d]", i)
+		switch {
+		case m.API == APIAnthropic && m.ReasoningEffort != "":
+			return bad(at+".reasoningEffort", "route %s speaks the anthropic API, which takes thinking and thinkingBudget instead", m.Name)
+		case m.API == APIAnthropic && m.PassBackReasoning != nil:
+			return bad(at+".passBackReasoning", "route %s speaks the anthropic API, which always passes thinking back", m.Name)
+		case m.ThinkingBudget != 0 && (m.API != APIAnthropic || m.ThinkingBudget < 1024):
+			return bad(at+".thinkingBudget", "at least 1024, on a route of api: anthropic")
+		}
 	}
 	if cfg.Tools.BashTimeout < 0 || cfg.Tools.OutputLimit < 0 {
 		return bad("$.tools", "bashTimeout and outputLimit must not be negative")
@@ -791,7 +867,7 @@ func (cfg Config) Build(ctx context.Context, log *slog.Logger, backend session.B
 	for _, m := range cfg.Models {
 		var model llm.Model = cfg.ModelOverride
 		if model == nil {
-			if model, err = openai.New(m.OpenAI(getenv, log)); err != nil {
+			if model, err = m.Adapter(getenv, log); err != nil {
 				return nil, fmt.Errorf("model route %s: %w", m.Name, err)
 			}
 		}

@@ -28,7 +28,8 @@ import (
 )
 
 func (c *cli) runCmd() *cobra.Command {
-	var model, provider, cwd, resume string
+	var rf routeFlags
+	var cwd, resume string
 	var maxSteps int
 	var yes, cont, jsonOut, quiet bool
 	cmd := &cobra.Command{
@@ -81,11 +82,8 @@ Exit status:
 			if err != nil {
 				return err
 			}
-			if provider != "" {
-				cfg.Agent.Provider, cfg.Agent.Model = provider, cfg.ModelOf(provider)
-			}
-			if model != "" {
-				cfg.Agent.Model = model
+			if err := rf.apply(&cfg); err != nil {
+				return err
 			}
 			if maxSteps != 0 {
 				if err := config.CheckMaxSteps(maxSteps); err != nil {
@@ -103,7 +101,11 @@ Exit status:
 				return err
 			}
 			if err := c.checkKey(cfg); err != nil {
+				rt.Close(context.Background())
 				return err
+			}
+			if !quiet {
+				c.sayRoute(cfg)
 			}
 			policy := cfg.Policy()
 			root := agent.CreateOptions{Cwd: cwd, Options: cfg.Agent, Policy: &policy, TokenBudget: cfg.Budget.Tokens,
@@ -126,8 +128,7 @@ Exit status:
 	cmd.Flags().BoolVarP(&quiet, "quiet", "q", false, "write only the answer, errors and the last line")
 	cmd.Flags().IntVar(&maxSteps, "max-steps", 0, "model calls a turn may make, 1 to 10000 (default agent.maxSteps, else 100)")
 	cmd.Flags().BoolVarP(&yes, "yes", "y", false, "approve every tool call the permission policy says to ask about")
-	cmd.Flags().StringVar(&provider, "provider", "", "model route (a configured model name)")
-	cmd.Flags().StringVarP(&model, "model", "m", "", "model id")
+	rf.add(cmd)
 	cmd.Flags().StringVar(&cwd, "cwd", "", "working directory of the agent (default: the current directory)")
 	cmd.Flags().BoolVarP(&cont, "continue", "c", false, "continue the latest top-level session of the working directory")
 	cmd.Flags().StringVarP(&resume, "resume", "r", "", "continue session `ID` (an id, or an unambiguous prefix of one)")
@@ -195,16 +196,6 @@ func (c *cli) sessionToResume(st *session.Store, cont bool, resume, cwd string) 
 		fmt.Fprintf(&b, "\n  %s  %s  %s", h.ID, time.UnixMilli(h.CreatedAt).Format(time.DateTime), dash(h.Cwd))
 	}
 	return "", errors.New(b.String())
-}
-
-// checkKey fails fast, naming the variable, when the route's key is unset.
-func (c *cli) checkKey(cfg config.Config) error {
-	for _, m := range cfg.Models {
-		if m.Name == cfg.Agent.Provider && m.APIKeyEnv != "" && strings.TrimSpace(c.getenv(m.APIKeyEnv)) == "" {
-			return fmt.Errorf("%s is not set: export it to use model route %q, or try the offline `dsh demo`", m.APIKeyEnv, m.Name)
-		}
-	}
-	return nil
 }
 
 // refuseAsks answers the asks of a non-interactive run: a call that needs

@@ -75,7 +75,8 @@ func Classify(status int, text string) string {
 	}
 	quota := has("quota", "balance", "insufficient")
 	unknownModel := strings.Contains(b, "model") &&
-		has("not exist", "does not exist", "not found", "not supported", "supported api model names", "unknown model", "invalid model", "model_not_found")
+		has("not exist", "does not exist", "not found", "not supported", "supported api model names", "unknown model", "invalid model", "model_not_found") ||
+		status == http.StatusNotFound && strings.HasPrefix(b, "model: ") // Anthropic's
 	switch {
 	case status == http.StatusUnauthorized || status == http.StatusForbidden:
 		return llm.CodeAuth
