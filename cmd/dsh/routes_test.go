@@ -1,0 +1,164 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/dsh-go/dsh/internal/llmtest"
+)
+
+// routeCommand is the dsh binary run with args, its environment PATH,
+// HOME and DSH_HOME and vars alone (no DeepSeek key).
+func routeCommand(t *testing.T, home string, vars []string, args ...string) *exec.Cmd {
+	t.Helper()
+	cmd := exec.Command(dshBinary, args...)
+	cmd.Dir = t.TempDir()
+	cmd.Env = append([]string{"PATH=" + os.Getenv("PATH"), "HOME=" + home, "DSH_HOME=" + home}, vars...)
+	return cmd
+}
+
+// The anthropic route, started with only ANTHROPIC_API_KEY and
+// ANTHROPIC_BASE_URL set, against the strict Messages API: a full turn
+// with a tool call and a delegation (a forked child), then, with thinking
+// enabled in the user's dsh.yaml, the same turn with the thinking blocks
+// sent back as the API requires. The parent's requests mark the tools,
+// the system prompt and the conversation for the cache, and the forked
+// child's first request reads the prefix its parent wrote.
+func TestAnthropicRouteFromItsKeyAlone(t *testing.T) {
+	for _, thinking := range []bool{false, true} {
+		t.Run(map[bool]string{false: "plain", true: "thinking"}[thinking], func(t *testing.T) {
+			var mu sync.Mutex
+			var childFirst *llmtest.MessagesRequest
+			srv := llmtest.NewMessages(t, func(r llmtest.MessagesRequest) llmtest.MessagesReply {
+				if r.Child || strings.Contains(r.LastUser, "child: count") {
+					mu.Lock()
+					if childFirst == nil {
+						childFirst = &r
+					}
+					mu.Unlock()
+					return llmtest.MessagesReply{Thinking: "counting", Text: "child done: 3"}
+				}
+				results := strings.Join(r.ToolResults, "\n")
+				switch {
+				case strings.Contains(results, "child done"):
+					return llmtest.MessagesReply{Thinking: "wrapping up", Text: "all done"}
+				case strings.Contains(results, "routed"):
+					return llmtest.MessagesReply{Thinking: "now delegate", ToolUses: []llmtest.MessagesToolUse{{Name: "subagent_fork",
+						Input: `{"description":"count","prompt":"child: count the files"}`}}}
+				}
+				return llmtest.MessagesReply{Thinking: "run it", Text: "Running.", ToolUses: []llmtest.MessagesToolUse{{Name: "bash", Input: `{"command":"echo routed"}`}}}
+			})
+			home := t.TempDir()
+			if thinking {
+				os.WriteFile(filepath.Join(home, "dsh.yaml"), []byte("models:\n  - {name: anthropic, thinking: enabled}\n"), 0o600)
+			}
+			cmd := routeCommand(t, home, []string{"ANTHROPIC_API_KEY=sk-ant-loopback", "ANTHROPIC_BASE_URL=" + srv.URL}, "run", "go")
+			var stderr bytes.Buffer
+			cmd.Stderr = &stderr
+			out, err := cmd.Output()
+			if err != nil || strings.TrimSpace(string(out)) != "Running.\nall done" {
+				t.Fatalf("run: %v\nstdout %q\nstderr:\n%s", err, out, stderr.String())
+			}
+			for _, want := range []string{"dsh: model route anthropic, model claude-sonnet-4-5: ANTHROPIC_API_KEY is set", "↳ fork · count", "· $0.0"} {
+				if !strings.Contains(stderr.String(), want) {
+					t.Errorf("stderr lacks %q:\n%s", want, stderr.String())
+				}
+			}
+			seen := srv.Seen()
+			var parent []llmtest.MessagesRequest
+			for _, r := range seen {
+				if !r.Child && !strings.Contains(r.LastUser, "child: count") {
+					parent = append(parent, r)
+				}
+			}
+			if len(parent) != 3 || childFirst == nil {
+				t.Fatalf("%d parent requests (want 3), child seen %v", len(parent), childFirst != nil)
+			}
+			if thinking != parent[2].Thinking {
+				t.Errorf("thinking %v on the wire, want %v", parent[2].Thinking, thinking)
+			}
+			// The parent's third request: tools, system, the end of the
+			// conversation and the end of the previous request's.
+			bp := parent[2].Breakpoints
+			if len(bp) != 4 || !strings.HasPrefix(bp[0], "tools[") || bp[1] != "system[0]" || !strings.HasPrefix(bp[2], "messages[") || !strings.HasPrefix(bp[3], "messages[") {
+				t.Errorf("parent's breakpoints %v", bp)
+			}
+			if parent[1].CacheRead == 0 || parent[2].CacheRead == 0 {
+				t.Errorf("the parent's later requests read nothing from the cache: %d, %d", parent[1].CacheRead, parent[2].CacheRead)
+			}
+			if !slices.Contains(childFirst.Breakpoints, "system[0]") || childFirst.CacheRead == 0 {
+				t.Errorf("the forked child's first request: breakpoints %v, cache read %d: it does not share its parent's prefix", childFirst.Breakpoints, childFirst.CacheRead)
+			}
+		})
+	}
+}
+
+// The openai route, started with only OPENAI_API_KEY and OPENAI_BASE_URL
+// set: the key goes as a bearer token to OPENAI_BASE_URL, the model is
+// the route's default, and a turn with a tool call and a delegation
+// completes.
+func TestOpenAIRouteFromItsKeyAlone(t *testing.T) {
+	backend := chatServer(t, func(r chatRequest) chatReply {
+		results := strings.Join(r.ToolResults, "\n")
+		switch {
+		case strings.Contains(r.First, "child: count"):
+			return chatReply{Deltas: []string{"child done: 3"}}
+		case strings.Contains(results, "child done"):
+			return chatReply{Deltas: []string{"all done"}}
+		case strings.Contains(results, "routed"):
+			return chatReply{Tool: "subagent", Args: `{"description":"count","prompt":"child: count the files"}`}
+		}
+		return chatReply{Tool: "bash", Args: `{"command":"echo routed"}`}
+	}, nil)
+	target, _ := url.Parse(backend.URL)
+	proxy := httputil.NewSingleHostReverseProxy(target)
+	proxy.FlushInterval = -1
+	var mu sync.Mutex
+	var problems []string
+	front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		var b struct {
+			Model string `json:"model"`
+		}
+		json.Unmarshal(body, &b)
+		mu.Lock()
+		if r.URL.Path != "/v1/chat/completions" || r.Header.Get("Authorization") != "Bearer sk-openai-loopback" || b.Model != "gpt-5" {
+			problems = append(problems, r.URL.Path+" "+r.Header.Get("Authorization")+" "+b.Model)
+		}
+		mu.Unlock()
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		r.ContentLength = int64(len(body))
+		proxy.ServeHTTP(w, r)
+	}))
+	t.Cleanup(front.Close)
+	home := t.TempDir()
+	cmd := routeCommand(t, home, []string{"OPENAI_API_KEY=sk-openai-loopback", "OPENAI_BASE_URL=" + front.URL + "/v1"}, "run", "go")
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil || strings.TrimSpace(string(out)) != "all done" {
+		t.Fatalf("run: %v\nstdout %q\nstderr:\n%s", err, out, stderr.String())
+	}
+	for _, want := range []string{"dsh: model route openai, model gpt-5: OPENAI_API_KEY is set", "↳ spawn · count", "· $0.0"} {
+		if !strings.Contains(stderr.String(), want) {
+			t.Errorf("stderr lacks %q:\n%s", want, stderr.String())
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(problems) > 0 {
+		t.Errorf("requests not as the openai route sends them: %q", problems)
+	}
+}
