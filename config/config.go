@@ -40,6 +40,7 @@ import (
 	"github.com/dsh-go/dsh/task"
 	"github.com/dsh-go/dsh/telemetry"
 	"github.com/dsh-go/dsh/tool/builtin"
+	"github.com/dsh-go/dsh/trust"
 )
 
 // Config is the content of a dsh configuration file.
@@ -92,11 +93,14 @@ type Config struct {
 	// telemetry/otlp). It is not read from the file.
 	Tracer *telemetry.Tracer `yaml:"-"`
 
-	path        string            // the file Load read, absolute; "" for none
+	path        string            // the last file read, absolute (Parse: as named); "" for none
+	files       []File            // the files read, in order
+	notes       []string          // warnings of the files read
 	warnings    []string          // what is legal but probably not meant
 	kinds       []Kind            // the provider kinds the file was checked against
 	mcpSources  map[string]string // server name → the .mcp.json it came from
 	routeKey    string            // "provider" when the file names the route by its old key
+	modelSet    bool              // a file named agent.model (the route's own model is not used)
 	picked      bool              // the route was picked from the variables set, not named (see RouteChoice)
 	pickedByKey bool              // … because its variable is set
 }
@@ -119,8 +123,8 @@ func (l Loader) kinds() []Kind {
 // meant, such as a provider no tool is bound to.
 func (cfg Config) Warnings() []string { return cfg.warnings }
 
-// Path returns the absolute path of the file the configuration was loaded
-// from, or "" when it is the built-in default.
+// Path returns the absolute path of the last file the configuration was
+// read from, or "" when it is the built-in default.
 func (cfg Config) Path() string { return cfg.path }
 
 // Model is one model route: an endpoint, the key it takes and the model
@@ -342,6 +346,31 @@ type Subagents struct {
 	ControlTools *bool `yaml:"controlTools"`
 }
 
+// over lays a file's subagents section over s: the providers and the
+// tools it declares replace s's (a file that declares providers and no
+// tools binds none of the earlier tools, which may name providers it
+// dropped; one that declares only tools keeps the earlier providers, the
+// default spawn and fork among them), the limits it sets replace s's.
+func (s *Subagents) over(file *Subagents) *Subagents {
+	if file == nil {
+		return s
+	}
+	if s == nil {
+		return file
+	}
+	out := *s
+	if file.Providers != nil {
+		out.Providers, out.Tools = file.Providers, file.Tools
+	}
+	if file.Tools != nil {
+		out.Tools = file.Tools
+	}
+	out.MaxLiveChildren = cmp.Or(file.MaxLiveChildren, s.MaxLiveChildren)
+	out.MaxChildrenPerTurn = cmp.Or(file.MaxChildrenPerTurn, s.MaxChildrenPerTurn)
+	out.ControlTools = cmp.Or(file.ControlTools, s.ControlTools)
+	return &out
+}
+
 // DefaultMaxLiveChildren is subagents.maxLiveChildren when unset.
 const DefaultMaxLiveChildren = 64
 
@@ -405,7 +434,11 @@ func (cfg Config) protected(getenv func(string) string) (files []string, worktre
 	if home, err = filepath.Abs(home); err != nil {
 		return nil, "", fmt.Errorf("config: %w", err)
 	}
-	for _, p := range []string{cfg.path, home, cfg.SessionsDir} {
+	paths := []string{home, cfg.SessionsDir}
+	for _, f := range cfg.files {
+		paths = append(paths, f.Path)
+	}
+	for _, p := range paths {
 		if p == "" {
 			continue
 		}
@@ -429,51 +462,127 @@ func Home(getenv func(string) string) (string, error) {
 	return filepath.Join(home, ".dsh"), nil
 }
 
-// Load reads the configuration file over the defaults. The file is path,
-// else $DSH_CONFIG, else $DSH_HOME/dsh.yaml when it exists. Unknown keys
-// and bad values are errors naming the key and its line. Unless the file
-// sets projectMCP: false, the MCP servers of the working directory's
-// .mcp.json join it when the user trusts that folder (see package trust
-// and WithProjectMCP); a trust record dsh cannot read is an error.
+// Load reads the configuration files over the defaults, each over the
+// ones before it: the user's $DSH_HOME/dsh.yaml, then the project's
+// .dsh/dsh.yaml of the working directory when the user trusts that folder
+// (see package trust; a project file may not redirect a route's key or
+// loosen the sandbox, see projectOnly), then path, else $DSH_CONFIG. A
+// missing user or project file is skipped; a missing path is an error.
+// Unknown keys and bad values are errors naming the file, the key and its
+// line. Unless the result sets projectMCP: false, the MCP servers of the
+// working directory's .mcp.json join it when the user trusts that folder
+// (see WithProjectMCP); a trust record dsh cannot read is an error.
 func Load(path string, getenv func(string) string) (Config, error) {
 	return Loader{}.Load(path, getenv)
 }
 
 // Load is the package's Load over the loader's kinds.
 func (l Loader) Load(path string, getenv func(string) string) (Config, error) {
-	cfg, err := l.loadFile(path, getenv)
-	if err != nil {
+	wd, _ := os.Getwd()
+	return l.LoadIn(wd, path, getenv)
+}
+
+// LoadIn is Load for the working directory wd ("" for none: no project
+// items).
+func (l Loader) LoadIn(wd, path string, getenv func(string) string) (Config, error) {
+	cfg := l.Default(getenv)
+	explicit := cmp.Or(path, getenv("DSH_CONFIG"))
+	home, err := Home(getenv)
+	if err != nil && explicit == "" {
 		return cfg, err
 	}
-	if wd, werr := os.Getwd(); werr == nil {
+	if err == nil {
+		if cfg, err = l.layer(cfg, LayerUser, filepath.Join(home, "dsh.yaml"), false, getenv); err != nil {
+			return cfg, err
+		}
+	}
+	if wd != "" {
+		if cfg, err = l.withTrustedProject(cfg, wd, getenv); err != nil {
+			return cfg, err
+		}
+	}
+	if explicit != "" {
+		layer := LayerFlag
+		if path == "" {
+			layer = LayerEnv
+		}
+		if cfg, err = l.layer(cfg, layer, explicit, true, getenv); err != nil {
+			return cfg, err
+		}
+	}
+	if wd != "" {
 		return cfg.withTrustedProjectMCP(wd, getenv)
 	}
 	return cfg, nil
 }
 
-func (l Loader) loadFile(path string, getenv func(string) string) (Config, error) {
-	cfg := l.Default(getenv)
-	explicit := path != "" || getenv("DSH_CONFIG") != ""
-	path = cmp.Or(path, getenv("DSH_CONFIG"))
-	if path == "" {
-		home, err := Home(getenv)
-		if err != nil {
-			return cfg, err
-		}
-		path = filepath.Join(home, "dsh.yaml")
+// The layers a configuration file is read as (File.Layer).
+const (
+	LayerUser    = "user"       // $DSH_HOME/dsh.yaml
+	LayerProject = "project"    // .dsh/dsh.yaml of a trusted folder
+	LayerFlag    = "--config"   // the file --config names
+	LayerEnv     = "DSH_CONFIG" // the file $DSH_CONFIG names
+)
+
+// File is a configuration file a Config was read from.
+type File struct {
+	Path  string // absolute
+	Layer string // LayerUser, LayerProject, LayerFlag or LayerEnv
+}
+
+// Files returns the files the configuration was read from, in the order
+// they were laid over the defaults.
+func (cfg Config) Files() []File { return slices.Clone(cfg.files) }
+
+// layer reads the file at path over cfg; a missing file is skipped unless
+// required, and a file read already (as DSH_CONFIG naming the user's file)
+// is not read again.
+func (l Loader) layer(cfg Config, layer, path string, required bool, getenv func(string) string) (Config, error) {
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return cfg, fmt.Errorf("config: %w", err)
+	}
+	if slices.ContainsFunc(cfg.files, func(f File) bool { return sameFile(f.Path, abs) }) {
+		return cfg, nil
 	}
 	data, err := os.ReadFile(path)
-	if errors.Is(err, os.ErrNotExist) && !explicit {
+	if errors.Is(err, os.ErrNotExist) && !required {
 		return cfg, nil
 	}
 	if err != nil {
 		return cfg, fmt.Errorf("config: %w", err)
 	}
-	cfg, err = l.Parse(path, data, getenv)
-	if abs, aerr := filepath.Abs(path); aerr == nil {
-		cfg.path = abs
+	return l.parseOver(cfg, layer, abs, data, getenv)
+}
+
+// withTrustedProject lays the project's .dsh/dsh.yaml over cfg when the
+// user trusts dir as it is now (an untrusted folder's file is reported by
+// dsh's one-line notice, with the folder's other items).
+func (l Loader) withTrustedProject(cfg Config, dir string, getenv func(string) string) (Config, error) {
+	store, err := TrustStore(getenv)
+	if err != nil {
+		return cfg, nil // no record: nothing is trusted
 	}
-	return cfg, err
+	st, err := store.Check(dir)
+	if err != nil || st.State != trust.Trusted {
+		return cfg, err
+	}
+	it, ok := st.Item(trust.ConfigFile)
+	if !ok || it.Problem != "" {
+		return cfg, nil
+	}
+	// The bytes the user trusted, not the file as it may be by now.
+	return l.parseOver(cfg, LayerProject, filepath.Join(st.Dir, filepath.FromSlash(trust.ConfigFile)), it.Data, getenv)
+}
+
+// sameFile reports whether a and b name the same file.
+func sameFile(a, b string) bool {
+	if a == b {
+		return true
+	}
+	ra, errA := filepath.EvalSymlinks(a)
+	rb, errB := filepath.EvalSymlinks(b)
+	return errA == nil && errB == nil && ra == rb
 }
 
 // Parse reads a configuration file's content over the defaults; name is
@@ -484,7 +593,17 @@ func Parse(name string, data []byte, getenv func(string) string) (Config, error)
 
 // Parse is the package's Parse over the loader's kinds.
 func (l Loader) Parse(name string, data []byte, getenv func(string) string) (Config, error) {
-	cfg := l.Default(getenv)
+	cfg, err := l.parseOver(l.Default(getenv), LayerFlag, name, data, getenv)
+	if len(cfg.files) > 0 && !filepath.IsAbs(name) {
+		cfg.files[len(cfg.files)-1].Path, cfg.path = name, name
+	}
+	return cfg, err
+}
+
+// parseOver reads the content of the file at path, a file of layer, over
+// cfg.
+func (l Loader) parseOver(cfg Config, layer, path string, data []byte, getenv func(string) string) (Config, error) {
+	name := path
 	if err := checkTypes(data); err != nil {
 		return cfg, fmt.Errorf("config %s: %w", name, err)
 	}
@@ -493,17 +612,58 @@ func (l Loader) Parse(name string, data []byte, getenv func(string) string) (Con
 	if err != nil {
 		return cfg, fmt.Errorf("config %s: %w", name, err)
 	}
-	if aliased {
-		cfg.routeKey = "provider"
-	}
+	file.kinds = cfg.kinds
 	if err := cfg.decodeBlocks(&file); err != nil {
 		return cfg, fmt.Errorf("config %s: %w", name, err)
 	}
+	if aliased {
+		cfg.routeKey = "provider"
+		cfg.notes = append(slices.Clip(cfg.notes), fmt.Sprintf(`%s: "provider" in agent options is the old name of "route" (a model route; a subagent provider is another thing): rename it, as the old name will go`, name))
+	}
+	if layer == LayerProject {
+		for _, key := range file.projectOnly() {
+			cfg.notes = append(slices.Clip(cfg.notes), fmt.Sprintf("%s: %s: left out (only your own dsh.yaml or --config may set it)", name, key))
+		}
+	}
+	cfg.files = append(slices.Clip(cfg.files), File{Path: path, Layer: layer})
+	cfg.path = path
 	cfg, verr := cfg.merge(file)
 	if verr != nil {
 		return cfg, fmt.Errorf("config %s: %w", name, locate(data, verr))
 	}
 	return cfg, nil
+}
+
+// projectOnly clears, from a project's file, what only the user's own
+// configuration may set, and returns the keys it cleared: a route's
+// baseURL and apiKeyEnv (they would send a key the user holds to an
+// endpoint the repository chose), the sandbox and network of commands,
+// the sessions folder and an MCP server's sandbox.
+func (file *Config) projectOnly() []string {
+	var keys []string
+	for i := range file.Models {
+		m := &file.Models[i]
+		if m.BaseURL != "" || m.APIKeyEnv != "" {
+			keys = append(keys, fmt.Sprintf("models[%d].baseURL and apiKeyEnv", i))
+			m.BaseURL, m.APIKeyEnv = "", ""
+		}
+	}
+	if file.Tools.Sandbox != "" || file.Tools.Network != "" {
+		keys = append(keys, "tools.sandbox and tools.network")
+		file.Tools.Sandbox, file.Tools.Network = "", ""
+	}
+	if file.SessionsDir != "" {
+		keys = append(keys, "sessionsDir")
+		file.SessionsDir = ""
+	}
+	for _, name := range slices.Sorted(maps.Keys(file.MCPServers)) {
+		if srv := file.MCPServers[name]; srv.Sandbox != "" {
+			keys = append(keys, "mcpServers."+name+".sandbox")
+			srv.Sandbox = ""
+			file.MCPServers[name] = srv
+		}
+	}
+	return keys
 }
 
 // decodeDuration reads a duration such as 30s or 1m30s.
@@ -607,10 +767,17 @@ func (cfg Config) merge(file Config) (Config, error) {
 		cfg.Models[base] = cfg.Models[base].overlay(m)
 	}
 	if file.Agent.Provider != "" {
-		cfg.Agent.Provider, cfg.Agent.Model = file.Agent.Provider, ""
+		if file.Agent.Provider != cfg.Agent.Provider {
+			cfg.modelSet = false // another route: its own model, unless this file names one
+		}
+		cfg.Agent.Provider = file.Agent.Provider
 		cfg.picked, cfg.pickedByKey = false, false
 	}
-	cfg.Agent.Model = cmp.Or(file.Agent.Model, cfg.Agent.Model, cfg.ModelOf(cfg.Agent.Provider))
+	if file.Agent.Model != "" {
+		cfg.Agent.Model, cfg.modelSet = file.Agent.Model, true
+	} else if !cfg.modelSet {
+		cfg.Agent.Model = cfg.ModelOf(cfg.Agent.Provider) // the route's, as this file may have tuned it
+	}
 	if file.Agent.MaxTokens < 0 {
 		return cfg, bad("$.agent.maxTokens", "must not be negative")
 	}
@@ -638,17 +805,13 @@ func (cfg Config) merge(file Config) (Config, error) {
 	}
 	cfg.Budget = cmp.Or(file.Budget, cfg.Budget)
 	cfg.Persona = cmp.Or(file.Persona, cfg.Persona)
-	if file.Tools != (Tools{}) {
-		cfg.Tools = file.Tools
-	}
-	if file.Tasks != (Tasks{}) {
-		cfg.Tasks = file.Tasks
-	}
+	cfg.Tools = Tools{BashTimeout: cmp.Or(file.Tools.BashTimeout, cfg.Tools.BashTimeout), OutputLimit: cmp.Or(file.Tools.OutputLimit, cfg.Tools.OutputLimit),
+		Sandbox: cmp.Or(file.Tools.Sandbox, cfg.Tools.Sandbox), Network: cmp.Or(file.Tools.Network, cfg.Tools.Network)}
+	cfg.Tasks = Tasks{MaxPerOwner: cmp.Or(file.Tasks.MaxPerOwner, cfg.Tasks.MaxPerOwner), MaxWakes: cmp.Or(file.Tasks.MaxWakes, cfg.Tasks.MaxWakes)}
 	cfg.SessionsDir = cmp.Or(file.SessionsDir, cfg.SessionsDir)
-	if file.Subagents != nil {
-		cfg.Subagents = file.Subagents
-	}
-	cfg.ACP = file.ACP
+	cfg.Subagents = cfg.Subagents.over(file.Subagents)
+	cfg.ACP = ACP{AskPermission: cmp.Or(file.ACP.AskPermission, cfg.ACP.AskPermission),
+		PermissionTimeout: cmp.Or(file.ACP.PermissionTimeout, cfg.ACP.PermissionTimeout), MaxSessions: cmp.Or(file.ACP.MaxSessions, cfg.ACP.MaxSessions)}
 	if err := file.Hooks.Validate(); err != nil {
 		var ce *hook.ConfigError
 		if errors.As(err, &ce) {
@@ -673,10 +836,7 @@ func (cfg Config) merge(file Config) (Config, error) {
 	if err := cfg.validate(); err != nil {
 		return cfg, err
 	}
-	cfg.warnings = cfg.lint()
-	if cfg.routeKey != "" {
-		cfg.warnings = append(cfg.warnings, `"provider" in agent options is the old name of "route" (a model route; a subagent provider is another thing): rename it, as the old name will go`)
-	}
+	cfg.warnings = append(slices.Clone(cfg.notes), cfg.lint()...)
 	return cfg, nil
 }
 
@@ -780,7 +940,12 @@ func (cfg Config) validate() error {
 			return err
 		}
 		if !providers[t.Provider] {
-			return bad(at+".provider", "%q is not a declared subagent provider", t.Provider)
+			var names []string
+			for _, p := range cfg.Subagents.Providers {
+				names = append(names, p.Name)
+			}
+			return bad(at+".provider", "%q is not a declared subagent provider (the declared ones are %s: declare it under subagents.providers)",
+				t.Provider, cmp.Or(strings.Join(names, ", "), "none"))
 		}
 		if f := t.ToolFilter; f != nil {
 			for _, list := range []struct {

@@ -1,7 +1,7 @@
 // Package trust records the folders whose project items the user trusts.
 // Project items are what a repository supplies that can run code or change
-// what dsh does (a .mcp.json, agent definitions): they take effect only in
-// a trusted folder. The record, $DSH_HOME/trust.json, keys each folder by
+// what dsh does (a .mcp.json, agent definitions, a .dsh/dsh.yaml): they
+// take effect only in a trusted folder. The record, $DSH_HOME/trust.json, keys each folder by
 // its absolute, symlink-resolved path and holds a SHA-256 of its items, so
 // a changed item makes the folder untrusted again.
 package trust
@@ -27,10 +27,15 @@ const (
 	KindMCP = "mcp"
 	// KindAgent is an agent definition (a *.md file of an agents folder).
 	KindAgent = "agent"
+	// KindConfig is the project's dsh configuration file.
+	KindConfig = "config"
 )
 
 // MCPFile is the project's file of MCP servers.
 const MCPFile = ".mcp.json"
+
+// ConfigFile is the project's dsh configuration, slash-separated.
+const ConfigFile = ".dsh/dsh.yaml"
 
 // MaxItem bounds the bytes of one item that are read.
 const MaxItem = 1 << 20
@@ -48,6 +53,7 @@ type source struct {
 func sources() []source {
 	return []source{
 		{path: MCPFile, kind: KindMCP},
+		{path: ConfigFile, kind: KindConfig},
 		{path: ".dsh/agents", dir: true, kind: KindAgent},
 		{path: ".claude/agents", dir: true, kind: KindAgent},
 	}
@@ -70,7 +76,7 @@ type Item struct {
 	// Path is the item's path relative to the folder, slash-separated
 	// (".mcp.json", ".claude/agents/explore.md").
 	Path string
-	// Kind is KindMCP or KindAgent.
+	// Kind is KindMCP, KindConfig or KindAgent.
 	Kind string
 	// Data is the item's content; nil when Problem is set.
 	Data []byte
@@ -143,7 +149,8 @@ func Resolve(dir string) (string, error) {
 // regular files (a symlink is followed; a FIFO or a device is an item with
 // a Problem, never opened for long). A folder of items that is one of
 // user, the user's own folders (as .dsh/agents is $DSH_HOME/agents when
-// dir is the home directory), holds none.
+// dir is the home directory) or one of the user's own files (as
+// .dsh/dsh.yaml is $DSH_HOME/dsh.yaml then), holds none.
 func Scan(dir string, user ...string) (Inventory, error) {
 	real, err := Resolve(dir)
 	if err != nil {
@@ -152,7 +159,7 @@ func Scan(dir string, user ...string) (Inventory, error) {
 	inv := Inventory{Dir: real}
 	for _, s := range sources() {
 		path := filepath.Join(real, filepath.FromSlash(s.path))
-		if s.dir && isUserDir(path, user) {
+		if isUserDir(path, user) {
 			continue
 		}
 		if !s.dir {
@@ -187,7 +194,7 @@ func Scan(dir string, user ...string) (Inventory, error) {
 	return inv, nil
 }
 
-// isUserDir reports whether path is one of the folders user.
+// isUserDir reports whether path is one of the folders (or files) user.
 func isUserDir(path string, user []string) bool {
 	real, err := filepath.EvalSymlinks(path)
 	if err != nil {

@@ -61,7 +61,7 @@ route.`,
 			if err := c.reportProject(cfg); err != nil {
 				return err
 			}
-			var checks []check
+			checks := []check{configFiles(cfg)}
 			checks = append(checks, c.checkRoutes(cmd.Context(), cfg)...)
 			checks = append(checks, c.checkProviders(cfg)...)
 			checks = append(checks, c.checkMCP(cmd.Context(), cfg)...)
@@ -87,6 +87,18 @@ route.`,
 	}
 	rf.add(cmd)
 	return cmd
+}
+
+// configFiles names the configuration files read, as dsh config does.
+func configFiles(cfg config.Config) check {
+	var files []string
+	for _, f := range cfg.Files() {
+		files = append(files, f.Layer+" "+f.Path)
+	}
+	if len(files) == 0 {
+		return check{ok: true, what: "configuration", detail: "the built-in defaults (no dsh.yaml; dsh config prints them)"}
+	}
+	return check{ok: true, what: "configuration", detail: strings.Join(files, ", then ") + " (dsh config prints the result)"}
 }
 
 // checkRoutes checks the route and model dsh run would use (with the

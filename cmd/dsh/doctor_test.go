@@ -19,6 +19,7 @@ func TestDoctor(t *testing.T) {
 	}
 	for _, want := range []string{"ok   model route deepseek (dsh run uses it, model deepseek-flash): DEEPSEEK_API_KEY set; " + srv.URL + " serves deepseek-flash",
 		"skip built-in model routes anthropic, openai, openrouter, local: not checked: their variables are not set (dsh doctor --route NAME checks one)",
+		"ok   configuration: the built-in defaults (no dsh.yaml; dsh config prints them)",
 		"ok   DSH_HOME: " + home + " is writable"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("output lacks %q:\n%s", want, out)
@@ -41,7 +42,7 @@ subagents:
       acp: {command: self}
 `), 0o600)
 	out, _, err = runCLI(t, env, "--config", cfg, "doctor")
-	if err == nil || !strings.Contains(err.Error(), "3 of 6 checks failed") {
+	if err == nil || !strings.Contains(err.Error(), "3 of 7 checks failed") {
 		t.Fatalf("err = %v\n%s", err, out)
 	}
 	for _, want := range []string{

@@ -162,3 +162,61 @@ func TestOpenAIRouteFromItsKeyAlone(t *testing.T) {
 		t.Errorf("requests not as the openai route sends them: %q", problems)
 	}
 }
+
+// dsh config prints the files read here, in order (the project's only
+// once the folder is trusted), the route dsh run would use and why, and
+// the merged configuration with secrets hidden; the old name of
+// agent.route is a warning on stderr.
+func TestConfigCommand(t *testing.T) {
+	home, project := t.TempDir(), t.TempDir()
+	os.WriteFile(filepath.Join(home, "dsh.yaml"), []byte(`agent: {provider: openai, maxSteps: 50}
+models:
+  - {name: gw, baseURL: "https://user:pw-hidden-1@gw.example/v1", model: q}
+mcpServers:
+  docs: {command: docs-server, env: {DOCS_TOKEN: tok-hidden-2}}
+`), 0o600)
+	os.MkdirAll(filepath.Join(project, ".dsh"), 0o700)
+	os.WriteFile(filepath.Join(project, ".dsh", "dsh.yaml"), []byte("persona: the project's persona\n"), 0o600)
+	run := func() (string, string) {
+		t.Helper()
+		cmd := routeCommand(t, home, []string{"OPENAI_API_KEY=sk-x"}, "config")
+		cmd.Dir = project
+		var stderr bytes.Buffer
+		cmd.Stderr = &stderr
+		out, err := cmd.Output()
+		if err != nil {
+			t.Fatalf("dsh config: %v\n%s", err, stderr.String())
+		}
+		return string(out), stderr.String()
+	}
+	out, errOut := run()
+	real, _ := filepath.EvalSymlinks(project)
+	wantHead := "# files read, each over the ones before it:\n" +
+		"#   user       " + filepath.Join(home, "dsh.yaml") + "\n" +
+		"#   skipped    " + real + "/.dsh/dsh.yaml: this folder is not trusted (run \"dsh trust\" to use it)\n" +
+		"# model route openai, model gpt-5\n" +
+		"agent:\n  route: openai\n  model: gpt-5\n  maxSteps: 50\n"
+	if !strings.HasPrefix(out, wantHead) {
+		t.Errorf("untrusted: output starts\n%s\nwant\n%s", out, wantHead)
+	}
+	for _, leak := range []string{"pw-hidden-1", "tok-hidden-2", "sk-x"} {
+		if strings.Contains(out, leak) {
+			t.Errorf("dsh config shows %s:\n%s", leak, out)
+		}
+	}
+	if !strings.Contains(out, "DOCS_TOKEN: (hidden)") || !strings.Contains(errOut, `"provider" in agent options is the old name of "route"`) {
+		t.Errorf("stdout:\n%s\nstderr:\n%s", out, errOut)
+	}
+	if strings.Contains(out, "the project's persona") {
+		t.Errorf("an untrusted project's file was read:\n%s", out)
+	}
+	trustCmd := routeCommand(t, home, nil, "trust")
+	trustCmd.Dir = project
+	if b, err := trustCmd.CombinedOutput(); err != nil {
+		t.Fatalf("dsh trust: %v\n%s", err, b)
+	}
+	out, _ = run()
+	if !strings.Contains(out, "#   project    "+real+"/.dsh/dsh.yaml\n") || !strings.Contains(out, "persona: the project's persona") {
+		t.Errorf("trusted:\n%s", out)
+	}
+}
