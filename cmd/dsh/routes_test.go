@@ -220,3 +220,49 @@ mcpServers:
 		t.Errorf("trusted:\n%s", out)
 	}
 }
+
+// dsh doctor on each built-in route, picked from its variables alone.
+func TestDoctorOnEachRoute(t *testing.T) {
+	messages := llmtest.NewMessages(t, nil)
+	chat := llmtest.NewServer(t, func(llmtest.Request) llmtest.Reply { return llmtest.Reply{Text: "unused"} })
+	for _, tc := range []struct {
+		name string
+		vars map[string]string
+		want string
+	}{
+		{"anthropic", map[string]string{"ANTHROPIC_API_KEY": "sk-ant", "ANTHROPIC_BASE_URL": messages.URL},
+			"ok   model route anthropic (dsh run uses it, model claude-sonnet-4-5): ANTHROPIC_API_KEY set; " + messages.URL + " serves claude-sonnet-4-5; model route anthropic, model claude-sonnet-4-5: ANTHROPIC_API_KEY is set"},
+		{"openai", map[string]string{"OPENAI_API_KEY": "sk-oa", "OPENAI_BASE_URL": chat.URL},
+			`FAIL model route openai (dsh run uses it, model gpt-5): ` + chat.URL + ` does not list model "gpt-5"; it serves: deepseek-flash, deepseek-v4-flash, deepseek-v4-pro (set agent.model or models[].model in dsh.yaml, or pass -m MODEL to dsh run and dsh doctor)`},
+		{"openrouter", map[string]string{"OPENROUTER_API_KEY": "sk-or", "OPENROUTER_BASE_URL": "http://127.0.0.1:1/api/v1"},
+			"FAIL model route openrouter (dsh run uses it, model anthropic/claude-sonnet-4.5): llm: openrouter: connection refused by 127.0.0.1:1: is the server at http://127.0.0.1:1/api/v1 running?"},
+		{"local", map[string]string{"DSH_LOCAL_BASE_URL": chat.URL, "DSH_LOCAL_MODEL": "deepseek-v4-pro"},
+			"FAIL model route local (dsh run uses it, model deepseek-v4-pro): llm: local: HTTP 401 Unauthorized: Authentication Fails, Your api key is invalid (this route sends no key: set models[].apiKeyEnv to the variable holding one)"},
+		{"anthropic, bad key", map[string]string{"ANTHROPIC_API_KEY": "sk ant", "ANTHROPIC_BASE_URL": messages.URL},
+			"FAIL model route anthropic (dsh run uses it, model claude-sonnet-4-5): llm: anthropic: ANTHROPIC_API_KEY holds spaces or non-printable characters"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tc.vars["DSH_HOME"] = t.TempDir()
+			tc.vars["PATH"] = ""
+			out, _, _ := runCLI(t, tc.vars, "doctor")
+			if !strings.Contains(out, tc.want) {
+				t.Errorf("doctor lacks\n%s\n%s", tc.want, out)
+			}
+		})
+	}
+}
+
+// An unknown --route (or --provider, its old name) is refused before any
+// session exists.
+func TestUnknownRouteBeforeAnySession(t *testing.T) {
+	home := t.TempDir()
+	for _, flag := range []string{"--route", "--provider"} {
+		_, errOut, err := runCLI(t, map[string]string{"DSH_HOME": home, "DEEPSEEK_API_KEY": "sk-x"}, "run", flag, "nosuch", "hi")
+		if err == nil || !strings.Contains(err.Error(), `--route "nosuch": not a configured model route (the routes are deepseek, anthropic, openai, openrouter, local; declare another under models: in dsh.yaml)`) {
+			t.Fatalf("%s nosuch: %v\n%s", flag, err, errOut)
+		}
+	}
+	if entries, _ := os.ReadDir(filepath.Join(home, "sessions")); len(entries) != 0 {
+		t.Fatalf("sessions were created: %v", entries)
+	}
+}
