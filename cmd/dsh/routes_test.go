@@ -31,14 +31,19 @@ func routeCommand(t *testing.T, home string, vars []string, args ...string) *exe
 
 // The anthropic route, started with only ANTHROPIC_API_KEY and
 // ANTHROPIC_BASE_URL set, against the strict Messages API: a full turn
-// with a tool call and a delegation (a forked child), then, with thinking
-// enabled in the user's dsh.yaml, the same turn with the thinking blocks
-// sent back as the API requires. The parent's requests mark the tools,
-// the system prompt and the conversation for the cache, and the forked
-// child's first request reads the prefix its parent wrote.
+// with a tool call and a delegation (a spawned child), then, with thinking
+// enabled in the user's dsh.yaml, the same turn with a forked child and
+// the thinking blocks sent back as the API requires. The parent's
+// requests mark the tools, the system prompt and the conversation for the
+// cache, and the child's first request marks the same tools-and-system
+// prefix and reads what its parent wrote.
 func TestAnthropicRouteFromItsKeyAlone(t *testing.T) {
 	for _, thinking := range []bool{false, true} {
 		t.Run(map[bool]string{false: "plain", true: "thinking"}[thinking], func(t *testing.T) {
+			tool, kind := "subagent", "spawn"
+			if thinking {
+				tool, kind = "subagent_fork", "fork"
+			}
 			var mu sync.Mutex
 			var childFirst *llmtest.MessagesRequest
 			srv := llmtest.NewMessages(t, func(r llmtest.MessagesRequest) llmtest.MessagesReply {
@@ -55,7 +60,7 @@ func TestAnthropicRouteFromItsKeyAlone(t *testing.T) {
 				case strings.Contains(results, "child done"):
 					return llmtest.MessagesReply{Thinking: "wrapping up", Text: "all done"}
 				case strings.Contains(results, "routed"):
-					return llmtest.MessagesReply{Thinking: "now delegate", ToolUses: []llmtest.MessagesToolUse{{Name: "subagent_fork",
+					return llmtest.MessagesReply{Thinking: "now delegate", ToolUses: []llmtest.MessagesToolUse{{Name: tool,
 						Input: `{"description":"count","prompt":"child: count the files"}`}}}
 				}
 				return llmtest.MessagesReply{Thinking: "run it", Text: "Running.", ToolUses: []llmtest.MessagesToolUse{{Name: "bash", Input: `{"command":"echo routed"}`}}}
@@ -71,7 +76,7 @@ func TestAnthropicRouteFromItsKeyAlone(t *testing.T) {
 			if err != nil || strings.TrimSpace(string(out)) != "Running.\nall done" {
 				t.Fatalf("run: %v\nstdout %q\nstderr:\n%s", err, out, stderr.String())
 			}
-			for _, want := range []string{"dsh: model route anthropic, model claude-sonnet-4-5: ANTHROPIC_API_KEY is set", "↳ fork · count", "· $0.0"} {
+			for _, want := range []string{"dsh: model route anthropic, model claude-sonnet-4-5: ANTHROPIC_API_KEY is set", "↳ " + kind + " · count", "· $0.0"} {
 				if !strings.Contains(stderr.String(), want) {
 					t.Errorf("stderr lacks %q:\n%s", want, stderr.String())
 				}
@@ -98,8 +103,9 @@ func TestAnthropicRouteFromItsKeyAlone(t *testing.T) {
 			if parent[1].CacheRead == 0 || parent[2].CacheRead == 0 {
 				t.Errorf("the parent's later requests read nothing from the cache: %d, %d", parent[1].CacheRead, parent[2].CacheRead)
 			}
-			if !slices.Contains(childFirst.Breakpoints, "system[0]") || childFirst.CacheRead == 0 {
-				t.Errorf("the forked child's first request: breakpoints %v, cache read %d: it does not share its parent's prefix", childFirst.Breakpoints, childFirst.CacheRead)
+			if !slices.Contains(childFirst.Breakpoints, "system[0]") || !slices.Contains(childFirst.Prefixes, parent[0].Prefixes[1]) || childFirst.CacheRead == 0 {
+				t.Errorf("the %s child's first request: breakpoints %v, prefixes %v (the parent's tools and system: %s), cache read %d: it does not share its parent's prefix",
+					kind, childFirst.Breakpoints, childFirst.Prefixes, parent[0].Prefixes[1], childFirst.CacheRead)
 			}
 		})
 	}
