@@ -158,8 +158,12 @@ type Model struct {
 	// Price, when set, lets usage lines show what a run cost.
 	Price *Price `yaml:"price"`
 
-	builtin bool // a built-in route no file mentions
+	builtin   bool // a built-in route no file mentions
+	filePrice bool // Price is a file's, for every model of the route
 }
+
+// builtinRoute reports whether m is (a tuning of) a built-in route.
+func (m Model) builtinRoute() bool { return slices.Contains(builtinNames(), m.Name) }
 
 // Builtin reports whether m is a built-in route that no configuration
 // file mentions.
@@ -187,7 +191,7 @@ func (m Model) overlay(o Model) Model {
 		m.PassBackReasoning = o.PassBackReasoning
 	}
 	if o.Price != nil {
-		m.Price = o.Price
+		m.Price, m.filePrice = o.Price, true
 	}
 	return m
 }
@@ -761,6 +765,7 @@ func (cfg Config) merge(file Config) (Config, error) {
 			return cfg, bad(at+".reasoningEffort", "want low, high or max (DeepSeek), got %q", m.ReasoningEffort)
 		}
 		if base < 0 {
+			m.filePrice = m.Price != nil
 			cfg.Models = append(cfg.Models, m)
 			continue
 		}
@@ -985,11 +990,21 @@ func (cfg Config) ACPPolicy(defaultAsk []string) permission.Policy {
 	return cfg.Policy().Narrow(permission.AskFor(ask...))
 }
 
-// PriceOf returns the price of a model route, if configured.
-func (cfg Config) PriceOf(route string) (Price, bool) {
+// PriceOf returns the price of a model route, if it has one: of key, a
+// route ("openai") or a route and a model ("openai/gpt-5-mini", as usage
+// is keyed). A route's price block applies to every model it serves; a
+// built-in price only to the model it is listed for.
+func (cfg Config) PriceOf(key string) (Price, bool) {
+	route, model, _ := strings.Cut(key, "/")
 	for _, m := range cfg.Models {
-		if m.Name == route && m.Price != nil {
+		if m.Name != route {
+			continue
+		}
+		if m.Price != nil && (model == "" || model == m.Model || m.filePrice) {
 			return *m.Price, true
+		}
+		if p := builtinPrice(route, model); p != nil && m.builtinRoute() {
+			return *p, true
 		}
 	}
 	return Price{}, false

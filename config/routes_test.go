@@ -88,8 +88,15 @@ func TestBuiltinPrices(t *testing.T) {
 			t.Errorf("PriceOf(%s) = %v, want %v", route, ok, want)
 		}
 	}
-	if p, _ := cfg.PriceOf("openrouter"); p.Input != 1 {
-		t.Errorf("openrouter price %+v, want the file's", p)
+	if p, _ := cfg.PriceOf("openrouter/any/model"); p.Input != 1 {
+		t.Errorf("openrouter price %+v, want the file's for every model", p)
+	}
+	// Usage is keyed route/model: a built-in price is the listed model's only.
+	for key, want := range map[string]bool{"deepseek/deepseek-flash": true, "deepseek/deepseek-v4-pro": false, "anthropic/claude-sonnet-4-5": true,
+		"anthropic/claude-opus-4-1": false, "openai/gpt-5": true, "local/llama3.2": false} {
+		if _, ok := cfg.PriceOf(key); ok != want {
+			t.Errorf("PriceOf(%s) = %v, want %v", key, ok, want)
+		}
 	}
 	p, _ := cfg.PriceOf("anthropic")
 	if p.CacheWrite == 0 || p.Cost(usage(1_000_000, 0, 0, 1_000_000)) != p.Input+p.CacheWrite {

@@ -272,3 +272,16 @@ func TestUnknownRouteBeforeAnySession(t *testing.T) {
 		t.Fatalf("sessions were created: %v", entries)
 	}
 }
+
+// dsh chat with no key at all (its first run) lists every route's
+// variable before anything starts.
+func TestChatWithoutAnyKey(t *testing.T) {
+	home := t.TempDir()
+	_, _, err := runCLIWithStdin(t, map[string]string{"DSH_HOME": home}, "hello\n", "chat")
+	if err == nil || !strings.Contains(err.Error(), "no model key is set: export one of these") || !strings.Contains(err.Error(), "ANTHROPIC_API_KEY") {
+		t.Fatalf("err = %v", err)
+	}
+	if entries, _ := os.ReadDir(filepath.Join(home, "sessions")); len(entries) != 0 {
+		t.Fatalf("sessions were created: %v", entries)
+	}
+}

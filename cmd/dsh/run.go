@@ -341,8 +341,7 @@ func spentLine(byModel map[string]content.Usage, price func(string) (config.Pric
 	for _, key := range slices.Sorted(maps.Keys(byModel)) {
 		u := byModel[key]
 		total = total.Add(u)
-		route, _, _ := strings.Cut(key, "/")
-		if p, ok := priceOf(price, route); ok {
+		if p, ok := priceOf(price, key); ok {
 			cost, priced = cost+p.Cost(u), true
 		} else {
 			unpriced = append(unpriced, key)
@@ -358,11 +357,13 @@ func spentLine(byModel map[string]content.Usage, price func(string) (config.Pric
 	return line, cost, priced
 }
 
-func priceOf(price func(string) (config.Price, bool), route string) (config.Price, bool) {
+// priceOf is price(key), key a "route/model" of usage; false without
+// prices.
+func priceOf(price func(string) (config.Price, bool), key string) (config.Price, bool) {
 	if price == nil {
 		return config.Price{}, false
 	}
-	return price(route)
+	return price(key)
 }
 
 // settle waits while the agent still has background tasks running,
