@@ -538,6 +538,17 @@ type File struct {
 // they were laid over the defaults.
 func (cfg Config) Files() []File { return slices.Clone(cfg.files) }
 
+// explicitFile is the path of the file --config or $DSH_CONFIG named, or
+// "".
+func (cfg Config) explicitFile() string {
+	for _, f := range cfg.files {
+		if f.Layer == LayerFlag || f.Layer == LayerEnv {
+			return f.Path
+		}
+	}
+	return ""
+}
+
 // layer reads the file at path over cfg; a missing file is skipped unless
 // required, and a file read already (as DSH_CONFIG naming the user's file)
 // is not read again.
