@@ -2,9 +2,14 @@ package anthropic_test
 
 import (
 	"context"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/dsh-go/dsh/content"
 	"github.com/dsh-go/dsh/internal/llmtest"
@@ -141,5 +146,65 @@ func TestListModels(t *testing.T) {
 	ids, err := newModel(t, srv.URL, "").ListModels(context.Background())
 	if err != nil || !slices.Contains(ids, "claude-sonnet-4-5") {
 		t.Fatalf("ids %v, err %v", ids, err)
+	}
+}
+
+// A cancelled call ends at once with an aborted finish, mid-stream; a
+// stream that stalls past the idle timeout ends with TIMEOUT.
+func TestCancelAndIdle(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		fmt.Fprint(w, "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"usage\":{\"input_tokens\":3}}}\n\n")
+		fmt.Fprint(w, "event: content_block_start\ndata: {\"type\":\"content_block_start\",\"index\":0,\"content_block\":{\"type\":\"text\",\"text\":\"\"}}\n\n")
+		fmt.Fprint(w, "event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"text_delta\",\"text\":\"hel\"}}\n\n")
+		w.(http.Flusher).Flush()
+		<-r.Context().Done()
+	}))
+	defer srv.Close()
+	req := &llm.Request{Messages: []content.Message{{Role: content.RoleUser, Content: []content.Block{content.Text("hi")}}}}
+	ctx, cancel := context.WithCancel(context.Background())
+	var last content.Chunk
+	start := time.Now()
+	for c := range newModel(t, srv.URL, "").Stream(ctx, req) {
+		if c.Type == content.ChunkTextDelta {
+			cancel()
+		}
+		last = c
+	}
+	if last.Finish == nil || last.Finish.Kind != content.FinishAborted || time.Since(start) > 5*time.Second {
+		t.Fatalf("cancelled: last %+v after %v", last, time.Since(start))
+	}
+	m, err := anthropic.New(anthropic.Config{BaseURL: srv.URL, Model: "claude-sonnet-4-5", IdleTimeout: 200 * time.Millisecond, MaxRetries: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var a content.Assembler
+	for c := range m.Stream(context.Background(), req) {
+		a.Add(c)
+	}
+	if f := a.Finish(); f.Failure == nil || f.Failure.Code != llm.CodeTimeout {
+		t.Fatalf("idle: finish %+v %+v", f, f.Failure)
+	}
+}
+
+// An overload before any output is retried; the retry's answer streams.
+func TestOverloadRetried(t *testing.T) {
+	var n atomic.Int32
+	srv := llmtest.NewMessages(t, func(llmtest.MessagesRequest) llmtest.MessagesReply {
+		if n.Add(1) == 1 {
+			return llmtest.MessagesReply{Status: 529, Body: `{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}`}
+		}
+		return llmtest.MessagesReply{Text: "fine"}
+	})
+	m, err := anthropic.New(anthropic.Config{BaseURL: srv.URL, APIKeyEnv: "K", Model: "claude-sonnet-4-5", InitialBackoff: time.Millisecond,
+		Getenv: func(string) string { return "k" }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var retries int
+	req := &llm.Request{Messages: []content.Message{{Role: content.RoleUser, Content: []content.Block{content.Text("hi")}}},
+		OnRetry: func(llm.Retry) { retries++ }}
+	if got := content.JoinText(collect(t, m, req).Content); got != "fine" || retries != 1 {
+		t.Fatalf("answer %q after %d retries", got, retries)
 	}
 }
