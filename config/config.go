@@ -636,7 +636,7 @@ func (l Loader) parseOver(cfg Config, layer, path string, data []byte, getenv fu
 		cfg.notes = append(slices.Clip(cfg.notes), fmt.Sprintf(`%s: "provider" in agent options is the old name of "route" (a model route; a subagent provider is another thing): rename it, as the old name will go`, name))
 	}
 	if layer == LayerProject {
-		for _, key := range file.projectOnly() {
+		for _, key := range file.projectOnly(cfg.routeNames()) {
 			cfg.notes = append(slices.Clip(cfg.notes), fmt.Sprintf("%s: %s: left out (only your own dsh.yaml or --config may set it)", name, key))
 		}
 	}
@@ -651,18 +651,24 @@ func (l Loader) parseOver(cfg Config, layer, path string, data []byte, getenv fu
 
 // projectOnly clears, from a project's file, what only the user's own
 // configuration may set, and returns the keys it cleared: a route's
-// baseURL and apiKeyEnv (they would send a key the user holds to an
-// endpoint the repository chose), the sandbox and network of commands,
+// baseURL and apiKeyEnv, and a route not among routes (they would send a
+// key the user holds to an endpoint the repository chose), the sandbox and network of commands,
 // the sessions folder and an MCP server's sandbox.
-func (file *Config) projectOnly() []string {
+func (file *Config) projectOnly(routes []string) []string {
 	var keys []string
-	for i := range file.Models {
-		m := &file.Models[i]
-		if m.BaseURL != "" || m.APIKeyEnv != "" {
+	var models []Model
+	for i, m := range file.Models {
+		switch {
+		case !slices.Contains(routes, m.Name):
+			keys = append(keys, fmt.Sprintf("models[%d] (a new route, %s, whose endpoint and key)", i, m.Name))
+			continue
+		case m.BaseURL != "" || m.APIKeyEnv != "":
 			keys = append(keys, fmt.Sprintf("models[%d].baseURL and apiKeyEnv", i))
 			m.BaseURL, m.APIKeyEnv = "", ""
 		}
+		models = append(models, m)
 	}
+	file.Models = models
 	if file.Tools.Sandbox != "" || file.Tools.Network != "" {
 		keys = append(keys, "tools.sandbox and tools.network")
 		file.Tools.Sandbox, file.Tools.Network = "", ""
