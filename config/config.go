@@ -282,14 +282,16 @@ type Price struct {
 	Input       float64 `yaml:"input"`
 	CachedInput float64 `yaml:"cachedInput"`
 	// CacheWrite is the price of input written to the prompt cache
-	// (Anthropic's cache_creation_input_tokens); 0 charges it as Input.
+	// (Anthropic's cache_creation_input_tokens, counted in Usage.Input
+	// and again in Usage.CacheWrite); 0 charges it as Input.
 	CacheWrite float64 `yaml:"cacheWrite"`
 	Output     float64 `yaml:"output"`
 }
 
 // Cost returns what u costs at p, in US dollars.
 func (p Price) Cost(u content.Usage) float64 {
-	return (float64(u.Input)*p.Input + float64(u.CacheRead)*p.CachedInput + float64(u.CacheWrite)*cmp.Or(p.CacheWrite, p.Input) +
+	written := min(u.CacheWrite, u.Input)
+	return (float64(u.Input-written)*p.Input + float64(written)*cmp.Or(p.CacheWrite, p.Input) + float64(u.CacheRead)*p.CachedInput +
 		float64(u.Output)*p.Output) / 1e6
 }
 

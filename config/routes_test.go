@@ -99,7 +99,7 @@ func TestBuiltinPrices(t *testing.T) {
 		}
 	}
 	p, _ := cfg.PriceOf("anthropic")
-	if p.CacheWrite == 0 || p.Cost(usage(1_000_000, 0, 0, 1_000_000)) != p.Input+p.CacheWrite {
+	if p.CacheWrite == 0 || p.Cost(usage(2_000_000, 0, 0, 1_000_000)) != p.Input+p.CacheWrite {
 		t.Errorf("anthropic %+v: cache writes are not charged", p)
 	}
 }

@@ -71,7 +71,7 @@ func TestToolTurnWithThinkingAndCache(t *testing.T) {
 	if len(calls) != 1 || calls[0].Arguments != `{"command":"ls"}` || first.Content[0].Type != content.TypeReasoning || first.Content[0].Signature == "" {
 		t.Fatalf("first answer %+v", first.Content)
 	}
-	if u := first.Usage; u == nil || u.CacheWrite != 7 || u.Input == 0 {
+	if u := first.Usage; u == nil || u.CacheWrite != 7 || u.Input <= 7 || u.Output == 0 {
 		t.Fatalf("usage %+v", first.Usage)
 	}
 	history = append(history, first.Message, content.Message{Role: content.RoleUser, Content: []content.Block{content.ToolResult(calls[0].ID, []content.Block{content.Text("a.go b.go")}, false)}})

@@ -53,6 +53,7 @@ type translator struct {
 	blocks   map[int]*part
 	order    []int
 	usage    content.Usage
+	input    int64 // the API's input_tokens
 	reason   string
 }
 
@@ -155,10 +156,15 @@ func (t *translator) addUsage(u *wireUsage) {
 			*dst = *v
 		}
 	}
-	set(&t.usage.Input, u.InputTokens)
+	set(&t.input, u.InputTokens)
 	set(&t.usage.Output, u.OutputTokens)
 	set(&t.usage.CacheWrite, u.CacheCreationInputTokens)
 	set(&t.usage.CacheRead, u.CacheReadInputTokens)
+	// The API's input_tokens leaves out what was read from the cache and
+	// what was written to it; dsh's Input leaves out only the reads, so
+	// that budgets and usage lines count the writes (CacheWrite says how
+	// many of Input they were).
+	t.usage.Input = t.input + t.usage.CacheWrite
 }
 
 func (t *translator) start(i int, typ, id, name, data string, yield func(content.Chunk) bool) bool {
