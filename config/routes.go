@@ -310,3 +310,14 @@ func PickVariables() []string {
 	}
 	return out
 }
+
+// BaseURLEnv returns the variable that sets the endpoint of the built-in
+// route named route, or "".
+func BaseURLEnv(route string) string {
+	for _, r := range BuiltinRoutes() {
+		if r.Name == route {
+			return r.BaseURLEnv
+		}
+	}
+	return ""
+}

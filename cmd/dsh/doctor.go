@@ -15,6 +15,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/dsh-go/dsh/config"
+	"github.com/dsh-go/dsh/llm"
 	"github.com/dsh-go/dsh/mcptool"
 	"github.com/dsh-go/dsh/trust"
 	"github.com/dsh-go/dsh/worktree"
@@ -145,7 +146,7 @@ func (c *cli) checkRoute(ctx context.Context, cfg config.Config, m config.Model,
 	}
 	ids, err := adapter.ListModels(ctx)
 	if err != nil {
-		return check{what: what, detail: err.Error()}
+		return check{what: what, detail: listFailure(err, m)}
 	}
 	if model != "" && !slices.Contains(ids, model) {
 		return check{what: what, detail: fmt.Sprintf("%s does not list model %q; it serves: %s (set agent.model or models[].model in dsh.yaml, or pass -m MODEL to dsh run and dsh doctor)",
@@ -156,6 +157,26 @@ func (c *cli) checkRoute(ctx context.Context, cfg config.Config, m config.Model,
 		detail += "; " + choice
 	}
 	return check{ok: true, what: what, detail: detail}
+}
+
+// listFailure is the detail of a route whose model list could not be
+// read: the adapter's message, which says what to do for a key, a model,
+// a balance or a server that is down, and otherwise where the endpoint is
+// set.
+func listFailure(err error, m config.Model) string {
+	le := (*llm.Error)(nil)
+	if !errors.As(err, &le) {
+		return err.Error()
+	}
+	switch le.Code {
+	case llm.CodeAuth, llm.CodeUnreachable, llm.CodeQuota, llm.CodeUnknownModel, llm.CodeMissingKey, llm.CodeInvalidKey:
+		return le.Msg
+	}
+	where := "models[].baseURL in dsh.yaml"
+	if v := config.BaseURLEnv(m.Name); v != "" {
+		where = v + " or " + where
+	}
+	return fmt.Sprintf("%s (is %s this route's endpoint? set %s)", le.Msg, m.BaseURL, where)
 }
 
 // checkProviders checks that each out-of-process provider's program is on

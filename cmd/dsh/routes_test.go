@@ -231,6 +231,8 @@ mcpServers:
 func TestDoctorOnEachRoute(t *testing.T) {
 	messages := llmtest.NewMessages(t, nil)
 	chat := llmtest.NewServer(t, func(llmtest.Request) llmtest.Reply { return llmtest.Reply{Text: "unused"} })
+	page := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.Write([]byte("<html>a web page</html>")) }))
+	t.Cleanup(page.Close)
 	for _, tc := range []struct {
 		name string
 		vars map[string]string
@@ -241,11 +243,13 @@ func TestDoctorOnEachRoute(t *testing.T) {
 		{"openai", map[string]string{"OPENAI_API_KEY": "sk-oa", "OPENAI_BASE_URL": chat.URL},
 			`FAIL model route openai (dsh run uses it, model gpt-5): ` + chat.URL + ` does not list model "gpt-5"; it serves: deepseek-flash, deepseek-v4-flash, deepseek-v4-pro (set agent.model or models[].model in dsh.yaml, or pass -m MODEL to dsh run and dsh doctor)`},
 		{"openrouter", map[string]string{"OPENROUTER_API_KEY": "sk-or", "OPENROUTER_BASE_URL": "http://127.0.0.1:1/api/v1"},
-			"FAIL model route openrouter (dsh run uses it, model anthropic/claude-sonnet-4.5): llm: openrouter: connection refused by 127.0.0.1:1: is the server at http://127.0.0.1:1/api/v1 running?"},
+			"FAIL model route openrouter (dsh run uses it, model anthropic/claude-sonnet-4.5): openrouter: connection refused by 127.0.0.1:1: is the server at http://127.0.0.1:1/api/v1 running?"},
 		{"local", map[string]string{"DSH_LOCAL_BASE_URL": chat.URL, "DSH_LOCAL_MODEL": "deepseek-v4-pro"},
-			"FAIL model route local (dsh run uses it, model deepseek-v4-pro): llm: local: HTTP 401 Unauthorized: Authentication Fails, Your api key is invalid (this route sends no key: set models[].apiKeyEnv to the variable holding one)"},
+			"FAIL model route local (dsh run uses it, model deepseek-v4-pro): local: HTTP 401 Unauthorized: Authentication Fails, Your api key is invalid (this route sends no key: set models[].apiKeyEnv to the variable holding one)"},
+		{"openai, not an endpoint", map[string]string{"OPENAI_API_KEY": "sk-oa", "OPENAI_BASE_URL": page.URL},
+			"FAIL model route openai (dsh run uses it, model gpt-5): openai: bad model list: invalid character '<' looking for beginning of value (is " + page.URL + " this route's endpoint? set OPENAI_BASE_URL or models[].baseURL in dsh.yaml)"},
 		{"anthropic, bad key", map[string]string{"ANTHROPIC_API_KEY": "sk ant", "ANTHROPIC_BASE_URL": messages.URL},
-			"FAIL model route anthropic (dsh run uses it, model claude-sonnet-4-5): llm: anthropic: ANTHROPIC_API_KEY holds spaces or non-printable characters"},
+			"FAIL model route anthropic (dsh run uses it, model claude-sonnet-4-5): anthropic: ANTHROPIC_API_KEY holds spaces or non-printable characters"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			tc.vars["DSH_HOME"] = t.TempDir()
