@@ -211,7 +211,8 @@ func (m Model) OpenAI(getenv func(string) string, log *slog.Logger) openai.Confi
 	}
 	return openai.Config{Provider: m.Name, BaseURL: m.BaseURL, APIKeyEnv: m.APIKeyEnv, Model: m.Model,
 		MaxTokens: maxTokens, IdleTimeout: m.IdleTimeout, RequestTimeout: m.RequestTimeout, MaxRetries: m.MaxRetries,
-		Thinking: m.Thinking, ReasoningEffort: m.ReasoningEffort, PassBackReasoning: passBack, Getenv: getenv, Logger: log}
+		Thinking: m.Thinking, ReasoningEffort: m.ReasoningEffort, PassBackReasoning: passBack, Getenv: getenv, Logger: log,
+		MaxCompletionTokens: hostOf(m.BaseURL) == "api.openai.com"}
 }
 
 // Anthropic is the adapter configuration of route m when it speaks the

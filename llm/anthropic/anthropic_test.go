@@ -163,6 +163,7 @@ func TestCancelAndIdle(t *testing.T) {
 	defer srv.Close()
 	req := &llm.Request{Messages: []content.Message{{Role: content.RoleUser, Content: []content.Block{content.Text("hi")}}}}
 	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
 	var last content.Chunk
 	start := time.Now()
 	for c := range newModel(t, srv.URL, "").Stream(ctx, req) {

@@ -29,13 +29,17 @@ import (
 
 // Config configures a Model. Zero values take the defaults noted per field.
 type Config struct {
-	Provider       string        // route name used in messages and logs, e.g. "deepseek"; default "openai"
-	BaseURL        string        // endpoint root; "chat/completions" is joined to its path
-	APIKeyEnv      string        // environment variable holding the API key, read per request
-	Model          string        // model used when Request.Model is empty
-	MaxTokens      int           // max_tokens when Request.MaxTokens is 0; 0 omits it
-	IdleTimeout    time.Duration // bounds each wait for the response headers and for body data; default 5m
-	RequestTimeout time.Duration // bounds a whole model call, retries included; default 30m
+	Provider  string // route name used in messages and logs, e.g. "deepseek"; default "openai"
+	BaseURL   string // endpoint root; "chat/completions" is joined to its path
+	APIKeyEnv string // environment variable holding the API key, read per request
+	Model     string // model used when Request.Model is empty
+	MaxTokens int    // max_tokens when Request.MaxTokens is 0; 0 omits it
+	// MaxCompletionTokens sends the cap as max_completion_tokens, which
+	// OpenAI's own endpoint requires of its reasoning models, instead of
+	// max_tokens.
+	MaxCompletionTokens bool
+	IdleTimeout         time.Duration // bounds each wait for the response headers and for body data; default 5m
+	RequestTimeout      time.Duration // bounds a whole model call, retries included; default 30m
 	// Thinking is sent as DeepSeek's thinking switch, {"thinking":
 	// {"type": Thinking}}, when set: ThinkingEnabled or ThinkingDisabled.
 	Thinking string

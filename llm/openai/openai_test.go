@@ -1079,3 +1079,23 @@ func TestKeylessRoute(t *testing.T) {
 		t.Errorf("Authorization = %q, want none", auth)
 	}
 }
+
+// OpenAI's own endpoint takes the cap as max_completion_tokens.
+func TestMaxCompletionTokens(t *testing.T) {
+	bodies := make(chan string, 1)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		bodies <- string(b)
+		w.Header().Set("Content-Type", "text/event-stream")
+		io.WriteString(w, "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"ok\"},\"finish_reason\":\"stop\"}]}\n\ndata: [DONE]\n\n")
+	}))
+	defer srv.Close()
+	m, err := New(Config{BaseURL: srv.URL, Model: "gpt-5", MaxTokens: 99, MaxCompletionTokens: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	collect(t, m.Stream(t.Context(), &llm.Request{Messages: []content.Message{content.UserText("hi")}}))
+	if b := <-bodies; !strings.Contains(b, `"max_completion_tokens":99`) || strings.Contains(b, `"max_tokens"`) {
+		t.Fatalf("body %s", b)
+	}
+}
