@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -111,10 +112,65 @@ func TestAnthropicRouteFromItsKeyAlone(t *testing.T) {
 	}
 }
 
+// openAIRules applies the rules of OpenAI's chat completions that a
+// request of the openai route could break, and returns the first broken
+// one, or "": the bearer key, the path under OPENAI_BASE_URL, the route's
+// model, only parameters the API knows (no DeepSeek thinking or
+// reasoning_content, max_completion_tokens rather than max_tokens), and
+// every assistant tool call answered by a tool message before the next
+// other message.
+func openAIRules(r *http.Request, raw []byte) string {
+	if r.URL.Path != "/v1/chat/completions" || r.Header.Get("Authorization") != "Bearer sk-openai-loopback" {
+		return "path or key: " + r.URL.Path + " " + r.Header.Get("Authorization")
+	}
+	var body map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &body); err != nil {
+		return err.Error()
+	}
+	known := []string{"model", "messages", "stream", "stream_options", "tools", "max_completion_tokens", "temperature", "reasoning_effort"}
+	for k := range body {
+		if !slices.Contains(known, k) {
+			return "Unrecognized request argument supplied: " + k
+		}
+	}
+	var req struct {
+		Model    string `json:"model"`
+		Messages []struct {
+			Role       string `json:"role"`
+			ToolCallID string `json:"tool_call_id"`
+			ToolCalls  []struct {
+				ID string `json:"id"`
+			} `json:"tool_calls"`
+			ReasoningContent *string `json:"reasoning_content"`
+		} `json:"messages"`
+	}
+	json.Unmarshal(raw, &req)
+	if req.Model != "gpt-5" {
+		return "The model `" + req.Model + "` does not exist or you do not have access to it."
+	}
+	var open []string
+	for i, m := range req.Messages {
+		switch {
+		case m.ReasoningContent != nil:
+			return "messages: reasoning_content is not a known field"
+		case m.Role == "tool":
+			if !slices.Contains(open, m.ToolCallID) {
+				return "Invalid parameter: messages with role 'tool' must be a response to a preceeding message with 'tool_calls'."
+			}
+			open = slices.DeleteFunc(open, func(id string) bool { return id == m.ToolCallID })
+		case len(open) > 0:
+			return "An assistant message with 'tool_calls' must be followed by tool messages responding to each 'tool_call_id'. (messages." + strconv.Itoa(i) + ")"
+		}
+		for _, c := range m.ToolCalls {
+			open = append(open, c.ID)
+		}
+	}
+	return ""
+}
+
 // The openai route, started with only OPENAI_API_KEY and OPENAI_BASE_URL
-// set: the key goes as a bearer token to OPENAI_BASE_URL, the model is
-// the route's default, and a turn with a tool call and a delegation
-// completes.
+// set, against a loopback endpoint that enforces OpenAI's rules
+// (openAIRules): a turn with a tool call and a delegation completes.
 func TestOpenAIRouteFromItsKeyAlone(t *testing.T) {
 	backend := chatServer(t, func(r chatRequest) chatReply {
 		results := strings.Join(r.ToolResults, "\n")
@@ -135,15 +191,15 @@ func TestOpenAIRouteFromItsKeyAlone(t *testing.T) {
 	var problems []string
 	front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
-		var b struct {
-			Model string `json:"model"`
+		if msg := openAIRules(r, body); msg != "" {
+			mu.Lock()
+			problems = append(problems, msg)
+			mu.Unlock()
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusBadRequest)
+			json.NewEncoder(w).Encode(map[string]any{"error": map[string]string{"message": msg, "type": "invalid_request_error"}})
+			return
 		}
-		json.Unmarshal(body, &b)
-		mu.Lock()
-		if r.URL.Path != "/v1/chat/completions" || r.Header.Get("Authorization") != "Bearer sk-openai-loopback" || b.Model != "gpt-5" {
-			problems = append(problems, r.URL.Path+" "+r.Header.Get("Authorization")+" "+b.Model)
-		}
-		mu.Unlock()
 		r.Body = io.NopCloser(bytes.NewReader(body))
 		r.ContentLength = int64(len(body))
 		proxy.ServeHTTP(w, r)
@@ -166,6 +222,15 @@ func TestOpenAIRouteFromItsKeyAlone(t *testing.T) {
 	defer mu.Unlock()
 	if len(problems) > 0 {
 		t.Errorf("requests not as the openai route sends them: %q", problems)
+	}
+	// The rules do refuse what the API refuses.
+	probe := httptest.NewRequest(http.MethodPost, "/v1/chat/completions", nil)
+	probe.Header.Set("Authorization", "Bearer sk-openai-loopback")
+	for _, body := range []string{`{"model":"gpt-5","max_tokens":5,"messages":[]}`, `{"model":"gpt-5","thinking":{"type":"enabled"},"messages":[]}`,
+		`{"model":"gpt-5","messages":[{"role":"assistant","tool_calls":[{"id":"c1"}]},{"role":"user","content":"x"}]}`} {
+		if openAIRules(probe, []byte(body)) == "" {
+			t.Errorf("the rules let %s through", body)
+		}
 	}
 }
 
