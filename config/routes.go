@@ -96,7 +96,7 @@ func (r BuiltinRoute) model(getenv func(string) string) Model {
 func pickRoute(getenv func(string) string) (BuiltinRoute, bool) {
 	routes := BuiltinRoutes()
 	for _, r := range routes {
-		if strings.TrimSpace(getenv(r.pickEnv())) != "" {
+		if RouteKeySet(r.Name, getenv) {
 			return r, true
 		}
 	}
@@ -104,9 +104,9 @@ func pickRoute(getenv func(string) string) (BuiltinRoute, bool) {
 }
 
 // RouteChoice says how the configuration's route was chosen, in one line
-// for stderr and dsh doctor: "model route anthropic (ANTHROPIC_API_KEY is
-// set; …)" when dsh picked it from the keys that are set, "" when a file
-// or flag named it.
+// for stderr and dsh doctor: "model route anthropic, model
+// claude-sonnet-4-5: ANTHROPIC_API_KEY is set (…)" when dsh picked it from
+// the variables that are set, "" when a file or flag named it.
 func (cfg Config) RouteChoice() string {
 	if !cfg.picked {
 		return ""
