@@ -4,7 +4,6 @@
 package config
 
 import (
-	"bytes"
 	"cmp"
 	"context"
 	"errors"
@@ -30,6 +29,7 @@ import (
 	"github.com/dsh-go/dsh/hook"
 	"github.com/dsh-go/dsh/internal/secret"
 	"github.com/dsh-go/dsh/llm"
+	"github.com/dsh-go/dsh/llm/anthropic"
 	"github.com/dsh-go/dsh/llm/openai"
 	"github.com/dsh-go/dsh/mcptool"
 	"github.com/dsh-go/dsh/permission"
@@ -40,6 +40,7 @@ import (
 	"github.com/dsh-go/dsh/task"
 	"github.com/dsh-go/dsh/telemetry"
 	"github.com/dsh-go/dsh/tool/builtin"
+	"github.com/dsh-go/dsh/trust"
 )
 
 // Config is the content of a dsh configuration file.
@@ -92,10 +93,16 @@ type Config struct {
 	// telemetry/otlp). It is not read from the file.
 	Tracer *telemetry.Tracer `yaml:"-"`
 
-	path       string            // the file Load read, absolute; "" for none
-	warnings   []string          // what is legal but probably not meant
-	kinds      []Kind            // the provider kinds the file was checked against
-	mcpSources map[string]string // server name → the .mcp.json it came from
+	path        string            // the last file read, absolute (Parse: as named); "" for none
+	files       []File            // the files read, in order
+	notes       []string          // warnings of the files read
+	warnings    []string          // what is legal but probably not meant
+	kinds       []Kind            // the provider kinds the file was checked against
+	mcpSources  map[string]string // server name → the .mcp.json it came from
+	routeKey    string            // "provider" when the file names the route by its old key
+	modelSet    bool              // a file named agent.model (the route's own model is not used)
+	picked      bool              // the route was picked from the variables set, not named (see RouteChoice)
+	pickedByKey bool              // … because its variable is set
 	// hookSources are Claude Code's settings files whose hooks run after
 	// Hooks.
 	hookSources []hookSource
@@ -119,13 +126,17 @@ func (l Loader) kinds() []Kind {
 // meant, such as a provider no tool is bound to.
 func (cfg Config) Warnings() []string { return cfg.warnings }
 
-// Path returns the absolute path of the file the configuration was loaded
-// from, or "" when it is the built-in default.
+// Path returns the absolute path of the last file the configuration was
+// read from, or "" when it is the built-in default.
 func (cfg Config) Path() string { return cfg.path }
 
-// Model is one OpenAI-compatible chat-completions endpoint.
+// Model is one model route: an endpoint, the key it takes and the model
+// it serves by default.
 type Model struct {
-	Name        string        `yaml:"name"`
+	Name string `yaml:"name"`
+	// API is the protocol the endpoint speaks: openai (chat completions,
+	// the default) or anthropic (the Messages API).
+	API         string        `yaml:"api"`
 	BaseURL     string        `yaml:"baseURL"`
 	APIKeyEnv   string        `yaml:"apiKeyEnv"`
 	Model       string        `yaml:"model"`
@@ -138,19 +149,37 @@ type Model struct {
 	// the endpoint's own, which is enabled on DeepSeek).
 	Thinking string `yaml:"thinking"`
 	// ReasoningEffort is sent as reasoning_effort: low, high or max on
-	// DeepSeek.
+	// DeepSeek (openai routes only).
 	ReasoningEffort string `yaml:"reasoningEffort"`
+	// ThinkingBudget is budget_tokens of an anthropic route with thinking
+	// enabled (default half of maxTokens).
+	ThinkingBudget int `yaml:"thinkingBudget"`
 	// PassBackReasoning sends reasoning_content, "" when empty, with every
 	// assistant message that made tool calls, as DeepSeek's thinking mode
 	// requires. Default: on for a DeepSeek route, off elsewhere.
 	PassBackReasoning *bool `yaml:"passBackReasoning"`
 	// Price, when set, lets usage lines show what a run cost.
 	Price *Price `yaml:"price"`
+
+	builtin   bool // a built-in route no file mentions
+	filePrice bool // Price is a file's, for every model of the route
 }
+
+// builtinRoute reports whether m is (a tuning of) a built-in route.
+func (m Model) builtinRoute() bool { return slices.Contains(builtinNames(), m.Name) }
+
+// Builtin reports whether m is a built-in route that no configuration
+// file mentions.
+func (m Model) Builtin() bool { return m.builtin }
 
 // overlay returns m with the fields that o sets: a route named like a
 // built-in one tunes it, keeping its URL and key unless it sets them.
 func (m Model) overlay(o Model) Model {
+	m.builtin = false
+	if o.Model != "" && o.Model != m.Model && o.Price == nil {
+		m.Price = builtinPrice(m.Name, o.Model) // the old model's price is not the new one's
+	}
+	m.API = cmp.Or(o.API, m.API)
 	m.BaseURL = cmp.Or(o.BaseURL, m.BaseURL)
 	m.APIKeyEnv = cmp.Or(o.APIKeyEnv, m.APIKeyEnv)
 	m.Model = cmp.Or(o.Model, m.Model)
@@ -160,11 +189,12 @@ func (m Model) overlay(o Model) Model {
 	m.MaxRetries = cmp.Or(o.MaxRetries, m.MaxRetries)
 	m.Thinking = cmp.Or(o.Thinking, m.Thinking)
 	m.ReasoningEffort = cmp.Or(o.ReasoningEffort, m.ReasoningEffort)
+	m.ThinkingBudget = cmp.Or(o.ThinkingBudget, m.ThinkingBudget)
 	if o.PassBackReasoning != nil {
 		m.PassBackReasoning = o.PassBackReasoning
 	}
 	if o.Price != nil {
-		m.Price = o.Price
+		m.Price, m.filePrice = o.Price, true
 	}
 	return m
 }
@@ -184,7 +214,30 @@ func (m Model) OpenAI(getenv func(string) string, log *slog.Logger) openai.Confi
 	}
 	return openai.Config{Provider: m.Name, BaseURL: m.BaseURL, APIKeyEnv: m.APIKeyEnv, Model: m.Model,
 		MaxTokens: maxTokens, IdleTimeout: m.IdleTimeout, RequestTimeout: m.RequestTimeout, MaxRetries: m.MaxRetries,
-		Thinking: m.Thinking, ReasoningEffort: m.ReasoningEffort, PassBackReasoning: passBack, Getenv: getenv, Logger: log}
+		Thinking: m.Thinking, ReasoningEffort: m.ReasoningEffort, PassBackReasoning: passBack, Getenv: getenv, Logger: log,
+		MaxCompletionTokens: hostOf(m.BaseURL) == "api.openai.com"}
+}
+
+// Anthropic is the adapter configuration of route m when it speaks the
+// Messages API.
+func (m Model) Anthropic(getenv func(string) string, log *slog.Logger) anthropic.Config {
+	return anthropic.Config{Provider: m.Name, BaseURL: m.BaseURL, APIKeyEnv: m.APIKeyEnv, Model: m.Model, MaxTokens: m.MaxTokens,
+		IdleTimeout: m.IdleTimeout, RequestTimeout: m.RequestTimeout, MaxRetries: m.MaxRetries, Thinking: m.Thinking,
+		ThinkingBudget: m.ThinkingBudget, Getenv: getenv, Logger: log}
+}
+
+// Adapter returns the model adapter of route m.
+func (m Model) Adapter(getenv func(string) string, log *slog.Logger) (Lister, error) {
+	if m.API == APIAnthropic {
+		return anthropic.New(m.Anthropic(getenv, log))
+	}
+	return openai.New(m.OpenAI(getenv, log))
+}
+
+// Lister is a model adapter that lists the models its endpoint serves.
+type Lister interface {
+	llm.Model
+	ListModels(ctx context.Context) ([]string, error)
 }
 
 func hostOf(rawURL string) string {
@@ -232,12 +285,18 @@ func CheckMaxSteps(n int) error {
 type Price struct {
 	Input       float64 `yaml:"input"`
 	CachedInput float64 `yaml:"cachedInput"`
-	Output      float64 `yaml:"output"`
+	// CacheWrite is the price of input written to the prompt cache
+	// (Anthropic's cache_creation_input_tokens, counted in Usage.Input
+	// and again in Usage.CacheWrite); 0 charges it as Input.
+	CacheWrite float64 `yaml:"cacheWrite"`
+	Output     float64 `yaml:"output"`
 }
 
 // Cost returns what u costs at p, in US dollars.
 func (p Price) Cost(u content.Usage) float64 {
-	return (float64(u.Input)*p.Input + float64(u.CacheRead)*p.CachedInput + float64(u.Output)*p.Output) / 1e6
+	written := min(u.CacheWrite, u.Input)
+	return (float64(u.Input-written)*p.Input + float64(written)*cmp.Or(p.CacheWrite, p.Input) + float64(u.CacheRead)*p.CachedInput +
+		float64(u.Output)*p.Output) / 1e6
 }
 
 // Tools configure the built-in tools.
@@ -297,6 +356,31 @@ type Subagents struct {
 	ControlTools *bool `yaml:"controlTools"`
 }
 
+// over lays a file's subagents section over s: the providers and the
+// tools it declares replace s's (a file that declares providers and no
+// tools binds none of the earlier tools, which may name providers it
+// dropped; one that declares only tools keeps the earlier providers, the
+// default spawn and fork among them), the limits it sets replace s's.
+func (s *Subagents) over(file *Subagents) *Subagents {
+	if file == nil {
+		return s
+	}
+	if s == nil {
+		return file
+	}
+	out := *s
+	if file.Providers != nil {
+		out.Providers, out.Tools = file.Providers, file.Tools
+	}
+	if file.Tools != nil {
+		out.Tools = file.Tools
+	}
+	out.MaxLiveChildren = cmp.Or(file.MaxLiveChildren, s.MaxLiveChildren)
+	out.MaxChildrenPerTurn = cmp.Or(file.MaxChildrenPerTurn, s.MaxChildrenPerTurn)
+	out.ControlTools = cmp.Or(file.ControlTools, s.ControlTools)
+	return &out
+}
+
 // DefaultMaxLiveChildren is subagents.maxLiveChildren when unset.
 const DefaultMaxLiveChildren = 64
 
@@ -324,22 +408,28 @@ func DefaultSubagents() *Subagents {
 	}
 }
 
-// Default returns the configuration used when no file exists: DeepSeek's
-// current model (openai.DeepSeekModel) through DEEPSEEK_API_KEY, and the
-// default subagents.
+// Default returns the configuration used when no file exists: the
+// built-in model routes (BuiltinRoutes), the agent on the first whose key
+// is set (DeepSeek when none is), and the default subagents.
 func Default(getenv func(string) string) Config { return Loader{}.Default(getenv) }
 
 // Default is the package's Default over the loader's kinds.
 func (l Loader) Default(getenv func(string) string) Config {
-	ds := openai.DeepSeek()
-	ds.BaseURL = cmp.Or(getenv(baseURLEnv), ds.BaseURL, "https://api.deepseek.com")
-	return Config{
-		Agent:     agent.Options{Provider: ds.Provider, Model: ds.Model},
-		Budget:    Budget{Tokens: DefaultBudgetTokens},
-		Models:    []Model{{Name: ds.Provider, BaseURL: ds.BaseURL, APIKeyEnv: ds.APIKeyEnv, Model: ds.Model}},
-		Subagents: DefaultSubagents(),
-		kinds:     l.kinds(),
+	var models []Model
+	for _, r := range BuiltinRoutes() {
+		models = append(models, r.model(getenv))
 	}
+	pick, byKey := pickRoute(getenv)
+	cfg := Config{
+		Budget:      Budget{Tokens: DefaultBudgetTokens},
+		Models:      models,
+		Subagents:   DefaultSubagents(),
+		kinds:       l.kinds(),
+		picked:      true,
+		pickedByKey: byKey,
+	}
+	cfg.Agent = agent.Options{Provider: pick.Name, Model: cfg.ModelOf(pick.Name)}
+	return cfg
 }
 
 // protected returns the files no tool may write, whatever the sandbox:
@@ -354,7 +444,11 @@ func (cfg Config) protected(getenv func(string) string) (files []string, worktre
 	if home, err = filepath.Abs(home); err != nil {
 		return nil, "", fmt.Errorf("config: %w", err)
 	}
-	for _, p := range []string{cfg.path, home, cfg.SessionsDir} {
+	paths := []string{home, cfg.SessionsDir}
+	for _, f := range cfg.files {
+		paths = append(paths, f.Path)
+	}
+	for _, p := range paths {
 		if p == "" {
 			continue
 		}
@@ -378,23 +472,55 @@ func Home(getenv func(string) string) (string, error) {
 	return filepath.Join(home, ".dsh"), nil
 }
 
-// Load reads the configuration file over the defaults. The file is path,
-// else $DSH_CONFIG, else $DSH_HOME/dsh.yaml when it exists. Unknown keys
-// and bad values are errors naming the key and its line. Unless the file
-// sets projectMCP: false, the MCP servers of the working directory's
-// .mcp.json join it when the user trusts that folder (see package trust
-// and WithProjectMCP); a trust record dsh cannot read is an error.
+// Load reads the configuration files over the defaults, each over the
+// ones before it: the user's $DSH_HOME/dsh.yaml, then the project's
+// .dsh/dsh.yaml of the working directory when the user trusts that folder
+// (see package trust; a project file may not redirect a route's key or
+// loosen the sandbox, see projectOnly), then path, else $DSH_CONFIG. A
+// missing user or project file is skipped; a missing path is an error.
+// Unknown keys and bad values are errors naming the file, the key and its
+// line. Unless the result sets projectMCP: false, the MCP servers of the
+// working directory's .mcp.json join it when the user trusts that folder
+// (see WithProjectMCP); a trust record dsh cannot read is an error.
 func Load(path string, getenv func(string) string) (Config, error) {
 	return Loader{}.Load(path, getenv)
 }
 
 // Load is the package's Load over the loader's kinds.
 func (l Loader) Load(path string, getenv func(string) string) (Config, error) {
-	cfg, err := l.loadFile(path, getenv)
-	if err != nil {
+	wd, _ := os.Getwd()
+	return l.LoadIn(wd, path, getenv)
+}
+
+// LoadIn is Load for the working directory wd ("" for none: no project
+// items).
+func (l Loader) LoadIn(wd, path string, getenv func(string) string) (Config, error) {
+	cfg := l.Default(getenv)
+	explicit := cmp.Or(path, getenv("DSH_CONFIG"))
+	home, err := Home(getenv)
+	if err != nil && explicit == "" {
 		return cfg, err
 	}
-	if wd, werr := os.Getwd(); werr == nil {
+	if err == nil {
+		if cfg, err = l.layer(cfg, LayerUser, filepath.Join(home, "dsh.yaml"), false, getenv); err != nil {
+			return cfg, err
+		}
+	}
+	if wd != "" {
+		if cfg, err = l.withTrustedProject(cfg, wd, getenv); err != nil {
+			return cfg, err
+		}
+	}
+	if explicit != "" {
+		layer := LayerFlag
+		if path == "" {
+			layer = LayerEnv
+		}
+		if cfg, err = l.layer(cfg, layer, explicit, true, getenv); err != nil {
+			return cfg, err
+		}
+	}
+	if wd != "" {
 		if cfg, err = cfg.withTrustedProjectMCP(wd, getenv); err != nil {
 			return cfg, err
 		}
@@ -403,29 +529,84 @@ func (l Loader) Load(path string, getenv func(string) string) (Config, error) {
 	return cfg, nil
 }
 
-func (l Loader) loadFile(path string, getenv func(string) string) (Config, error) {
-	cfg := l.Default(getenv)
-	explicit := path != "" || getenv("DSH_CONFIG") != ""
-	path = cmp.Or(path, getenv("DSH_CONFIG"))
-	if path == "" {
-		home, err := Home(getenv)
-		if err != nil {
-			return cfg, err
+// The layers a configuration file is read as (File.Layer).
+const (
+	LayerUser    = "user"       // $DSH_HOME/dsh.yaml
+	LayerProject = "project"    // .dsh/dsh.yaml of a trusted folder
+	LayerFlag    = "--config"   // the file --config names
+	LayerEnv     = "DSH_CONFIG" // the file $DSH_CONFIG names
+)
+
+// File is a configuration file a Config was read from.
+type File struct {
+	Path  string // absolute
+	Layer string // LayerUser, LayerProject, LayerFlag or LayerEnv
+}
+
+// Files returns the files the configuration was read from, in the order
+// they were laid over the defaults.
+func (cfg Config) Files() []File { return slices.Clone(cfg.files) }
+
+// explicitFile is the path of the file --config or $DSH_CONFIG named, or
+// "".
+func (cfg Config) explicitFile() string {
+	for _, f := range cfg.files {
+		if f.Layer == LayerFlag || f.Layer == LayerEnv {
+			return f.Path
 		}
-		path = filepath.Join(home, "dsh.yaml")
+	}
+	return ""
+}
+
+// layer reads the file at path over cfg; a missing file is skipped unless
+// required, and a file read already (as DSH_CONFIG naming the user's file)
+// is not read again.
+func (l Loader) layer(cfg Config, layer, path string, required bool, getenv func(string) string) (Config, error) {
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return cfg, fmt.Errorf("config: %w", err)
+	}
+	if slices.ContainsFunc(cfg.files, func(f File) bool { return sameFile(f.Path, abs) }) {
+		return cfg, nil
 	}
 	data, err := os.ReadFile(path)
-	if errors.Is(err, os.ErrNotExist) && !explicit {
+	if errors.Is(err, os.ErrNotExist) && !required {
 		return cfg, nil
 	}
 	if err != nil {
 		return cfg, fmt.Errorf("config: %w", err)
 	}
-	cfg, err = l.Parse(path, data, getenv)
-	if abs, aerr := filepath.Abs(path); aerr == nil {
-		cfg.path = abs
+	return l.parseOver(cfg, layer, abs, data, getenv)
+}
+
+// withTrustedProject lays the project's .dsh/dsh.yaml over cfg when the
+// user trusts dir as it is now (an untrusted folder's file is reported by
+// dsh's one-line notice, with the folder's other items).
+func (l Loader) withTrustedProject(cfg Config, dir string, getenv func(string) string) (Config, error) {
+	store, err := TrustStore(getenv)
+	if err != nil {
+		return cfg, nil // no record: nothing is trusted
 	}
-	return cfg, err
+	st, err := store.Check(dir)
+	if err != nil || st.State != trust.Trusted {
+		return cfg, err
+	}
+	it, ok := st.Item(trust.ConfigFile)
+	if !ok || it.Problem != "" {
+		return cfg, nil
+	}
+	// The bytes the user trusted, not the file as it may be by now.
+	return l.parseOver(cfg, LayerProject, filepath.Join(st.Dir, filepath.FromSlash(trust.ConfigFile)), it.Data, getenv)
+}
+
+// sameFile reports whether a and b name the same file.
+func sameFile(a, b string) bool {
+	if a == b {
+		return true
+	}
+	ra, errA := filepath.EvalSymlinks(a)
+	rb, errB := filepath.EvalSymlinks(b)
+	return errA == nil && errB == nil && ra == rb
 }
 
 // Parse reads a configuration file's content over the defaults; name is
@@ -436,22 +617,83 @@ func Parse(name string, data []byte, getenv func(string) string) (Config, error)
 
 // Parse is the package's Parse over the loader's kinds.
 func (l Loader) Parse(name string, data []byte, getenv func(string) string) (Config, error) {
-	cfg := l.Default(getenv)
+	cfg, err := l.parseOver(l.Default(getenv), LayerFlag, name, data, getenv)
+	if len(cfg.files) > 0 && !filepath.IsAbs(name) {
+		cfg.files[len(cfg.files)-1].Path, cfg.path = name, name
+	}
+	return cfg, err
+}
+
+// parseOver reads the content of the file at path, a file of layer, over
+// cfg.
+func (l Loader) parseOver(cfg Config, layer, path string, data []byte, getenv func(string) string) (Config, error) {
+	name := path
 	if err := checkTypes(data); err != nil {
 		return cfg, fmt.Errorf("config %s: %w", name, err)
 	}
 	var file Config
-	if err := yaml.NewDecoder(bytes.NewReader(data), yaml.Strict(), yaml.CustomUnmarshaler(decodeDuration)).Decode(&file); err != nil {
-		return cfg, fmt.Errorf("config %s: %s", name, withSourceLine(data, yaml.FormatError(err, false, false)))
+	aliased, err := decodeFile(data, &file)
+	if err != nil {
+		return cfg, fmt.Errorf("config %s: %w", name, err)
 	}
+	file.kinds = cfg.kinds
 	if err := cfg.decodeBlocks(&file); err != nil {
 		return cfg, fmt.Errorf("config %s: %w", name, err)
 	}
+	if aliased {
+		cfg.routeKey = "provider"
+		cfg.notes = append(slices.Clip(cfg.notes), fmt.Sprintf(`%s: "provider" in agent options is the old name of "route" (a model route; a subagent provider is another thing): rename it, as the old name will go`, name))
+	}
+	if layer == LayerProject {
+		for _, key := range file.projectOnly(cfg.routeNames()) {
+			cfg.notes = append(slices.Clip(cfg.notes), fmt.Sprintf("%s: %s: left out (only your own dsh.yaml or --config may set it)", name, key))
+		}
+	}
+	cfg.files = append(slices.Clip(cfg.files), File{Path: path, Layer: layer})
+	cfg.path = path
 	cfg, verr := cfg.merge(file)
 	if verr != nil {
 		return cfg, fmt.Errorf("config %s: %w", name, locate(data, verr))
 	}
 	return cfg, nil
+}
+
+// projectOnly clears, from a project's file, what only the user's own
+// configuration may set, and returns the keys it cleared: a route's
+// baseURL and apiKeyEnv, and a route not among routes (they would send a
+// key the user holds to an endpoint the repository chose), the sandbox and network of commands,
+// the sessions folder and an MCP server's sandbox.
+func (file *Config) projectOnly(routes []string) []string {
+	var keys []string
+	var models []Model
+	for i, m := range file.Models {
+		switch {
+		case !slices.Contains(routes, m.Name):
+			keys = append(keys, fmt.Sprintf("models[%d] (a new route, %s, whose endpoint and key)", i, m.Name))
+			continue
+		case m.BaseURL != "" || m.APIKeyEnv != "":
+			keys = append(keys, fmt.Sprintf("models[%d].baseURL and apiKeyEnv", i))
+			m.BaseURL, m.APIKeyEnv = "", ""
+		}
+		models = append(models, m)
+	}
+	file.Models = models
+	if file.Tools.Sandbox != "" || file.Tools.Network != "" {
+		keys = append(keys, "tools.sandbox and tools.network")
+		file.Tools.Sandbox, file.Tools.Network = "", ""
+	}
+	if file.SessionsDir != "" {
+		keys = append(keys, "sessionsDir")
+		file.SessionsDir = ""
+	}
+	for _, name := range slices.Sorted(maps.Keys(file.MCPServers)) {
+		if srv := file.MCPServers[name]; srv.Sandbox != "" {
+			keys = append(keys, "mcpServers."+name+".sandbox")
+			srv.Sandbox = ""
+			file.MCPServers[name] = srv
+		}
+	}
+	return keys
 }
 
 // decodeDuration reads a duration such as 30s or 1m30s.
@@ -538,7 +780,9 @@ func (cfg Config) merge(file Config) (Config, error) {
 		case m.Name == "":
 			return cfg, bad(at, "name is required")
 		case m.BaseURL == "" && base < 0:
-			return cfg, bad(at, "baseURL is required (a new route; only the built-in deepseek route has one)")
+			return cfg, bad(at, "baseURL is required (a new route; the built-in routes %s have one)", strings.Join(builtinNames(), ", "))
+		case m.API != "" && m.API != APIOpenAI && m.API != APIAnthropic:
+			return cfg, bad(at+".api", "want %s or %s, got %q", APIOpenAI, APIAnthropic, m.API)
 		case m.MaxTokens < 0:
 			return cfg, bad(at+".maxTokens", "must not be negative")
 		case m.Thinking != "" && m.Thinking != openai.ThinkingEnabled && m.Thinking != openai.ThinkingDisabled:
@@ -547,15 +791,24 @@ func (cfg Config) merge(file Config) (Config, error) {
 			return cfg, bad(at+".reasoningEffort", "want low, high or max (DeepSeek), got %q", m.ReasoningEffort)
 		}
 		if base < 0 {
+			m.filePrice = m.Price != nil
 			cfg.Models = append(cfg.Models, m)
 			continue
 		}
 		cfg.Models[base] = cfg.Models[base].overlay(m)
 	}
 	if file.Agent.Provider != "" {
-		cfg.Agent.Provider, cfg.Agent.Model = file.Agent.Provider, ""
+		if file.Agent.Provider != cfg.Agent.Provider {
+			cfg.modelSet = false // another route: its own model, unless this file names one
+		}
+		cfg.Agent.Provider = file.Agent.Provider
+		cfg.picked, cfg.pickedByKey = false, false
 	}
-	cfg.Agent.Model = cmp.Or(file.Agent.Model, cfg.Agent.Model, cfg.ModelOf(cfg.Agent.Provider))
+	if file.Agent.Model != "" {
+		cfg.Agent.Model, cfg.modelSet = file.Agent.Model, true
+	} else if !cfg.modelSet {
+		cfg.Agent.Model = cfg.ModelOf(cfg.Agent.Provider) // the route's, as this file may have tuned it
+	}
 	if file.Agent.MaxTokens < 0 {
 		return cfg, bad("$.agent.maxTokens", "must not be negative")
 	}
@@ -583,17 +836,13 @@ func (cfg Config) merge(file Config) (Config, error) {
 	}
 	cfg.Budget = cmp.Or(file.Budget, cfg.Budget)
 	cfg.Persona = cmp.Or(file.Persona, cfg.Persona)
-	if file.Tools != (Tools{}) {
-		cfg.Tools = file.Tools
-	}
-	if file.Tasks != (Tasks{}) {
-		cfg.Tasks = file.Tasks
-	}
+	cfg.Tools = Tools{BashTimeout: cmp.Or(file.Tools.BashTimeout, cfg.Tools.BashTimeout), OutputLimit: cmp.Or(file.Tools.OutputLimit, cfg.Tools.OutputLimit),
+		Sandbox: cmp.Or(file.Tools.Sandbox, cfg.Tools.Sandbox), Network: cmp.Or(file.Tools.Network, cfg.Tools.Network)}
+	cfg.Tasks = Tasks{MaxPerOwner: cmp.Or(file.Tasks.MaxPerOwner, cfg.Tasks.MaxPerOwner), MaxWakes: cmp.Or(file.Tasks.MaxWakes, cfg.Tasks.MaxWakes)}
 	cfg.SessionsDir = cmp.Or(file.SessionsDir, cfg.SessionsDir)
-	if file.Subagents != nil {
-		cfg.Subagents = file.Subagents
-	}
-	cfg.ACP = file.ACP
+	cfg.Subagents = cfg.Subagents.over(file.Subagents)
+	cfg.ACP = ACP{AskPermission: cmp.Or(file.ACP.AskPermission, cfg.ACP.AskPermission),
+		PermissionTimeout: cmp.Or(file.ACP.PermissionTimeout, cfg.ACP.PermissionTimeout), MaxSessions: cmp.Or(file.ACP.MaxSessions, cfg.ACP.MaxSessions)}
 	usableHooks, hookWarnings, err := file.Hooks.Usable(true)
 	if err != nil {
 		var ce *hook.ConfigError
@@ -619,7 +868,7 @@ func (cfg Config) merge(file Config) (Config, error) {
 	if err := cfg.validate(); err != nil {
 		return cfg, err
 	}
-	cfg.warnings = cfg.lint()
+	cfg.warnings = append(slices.Clone(cfg.notes), cfg.lint()...)
 	for _, w := range hookWarnings {
 		cfg.warnings = append(cfg.warnings, "dsh.yaml "+w)
 	}
@@ -656,7 +905,19 @@ func (cfg Config) validate() error {
 		known = known || m.Name == cfg.Agent.Provider
 	}
 	if !known {
-		return bad("$.agent.provider", "%q is not a configured model route", cfg.Agent.Provider)
+		return bad("$.agent."+cmp.Or(cfg.routeKey, "route"), "%q is not a configured model route (the routes are %s; declare another under models:)",
+			cfg.Agent.Provider, strings.Join(cfg.routeNames(), ", "))
+	}
+	for i, m := range cfg.Models {
+		at := fmt.Sprintf("$.models[%d]", i)
+		switch {
+		case m.API == APIAnthropic && m.ReasoningEffort != "":
+			return bad(at+".reasoningEffort", "route %s speaks the anthropic API, which takes thinking and thinkingBudget instead", m.Name)
+		case m.API == APIAnthropic && m.PassBackReasoning != nil:
+			return bad(at+".passBackReasoning", "route %s speaks the anthropic API, which always passes thinking back", m.Name)
+		case m.ThinkingBudget != 0 && (m.API != APIAnthropic || m.ThinkingBudget < 1024):
+			return bad(at+".thinkingBudget", "at least 1024, on a route of api: anthropic")
+		}
 	}
 	if cfg.Tools.BashTimeout < 0 || cfg.Tools.OutputLimit < 0 {
 		return bad("$.tools", "bashTimeout and outputLimit must not be negative")
@@ -714,7 +975,12 @@ func (cfg Config) validate() error {
 			return err
 		}
 		if !providers[t.Provider] {
-			return bad(at+".provider", "%q is not a declared subagent provider", t.Provider)
+			var names []string
+			for _, p := range cfg.Subagents.Providers {
+				names = append(names, p.Name)
+			}
+			return bad(at+".provider", "%q is not a declared subagent provider (the declared ones are %s: declare it under subagents.providers)",
+				t.Provider, cmp.Or(strings.Join(names, ", "), "none"))
 		}
 		if f := t.ToolFilter; f != nil {
 			for _, list := range []struct {
@@ -754,11 +1020,21 @@ func (cfg Config) ACPPolicy(defaultAsk []string) permission.Policy {
 	return cfg.Policy().Narrow(permission.AskFor(ask...))
 }
 
-// PriceOf returns the price of a model route, if configured.
-func (cfg Config) PriceOf(route string) (Price, bool) {
+// PriceOf returns the price of a model route, if it has one: of key, a
+// route ("openai") or a route and a model ("openai/gpt-5-mini", as usage
+// is keyed). A route's price block applies to every model it serves; a
+// built-in price only to the model it is listed for.
+func (cfg Config) PriceOf(key string) (Price, bool) {
+	route, model, _ := strings.Cut(key, "/")
 	for _, m := range cfg.Models {
-		if m.Name == route && m.Price != nil {
+		if m.Name != route {
+			continue
+		}
+		if m.Price != nil && (model == "" || model == m.Model || m.filePrice) {
 			return *m.Price, true
+		}
+		if p := builtinPrice(route, model); p != nil && m.builtinRoute() {
+			return *p, true
 		}
 	}
 	return Price{}, false
@@ -803,7 +1079,7 @@ func (cfg Config) Build(ctx context.Context, log *slog.Logger, backend session.B
 	for _, m := range cfg.Models {
 		var model llm.Model = cfg.ModelOverride
 		if model == nil {
-			if model, err = openai.New(m.OpenAI(getenv, log)); err != nil {
+			if model, err = m.Adapter(getenv, log); err != nil {
 				return nil, fmt.Errorf("model route %s: %w", m.Name, err)
 			}
 		}

@@ -24,7 +24,7 @@ func TestDefaults(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if cfg.Agent.Provider != "deepseek" || cfg.Agent.Model != "deepseek-flash" || len(cfg.Models) != 1 || cfg.Models[0].APIKeyEnv != "DEEPSEEK_API_KEY" {
+	if cfg.Agent.Provider != "deepseek" || cfg.Agent.Model != "deepseek-flash" || len(cfg.Models) != 5 || cfg.Models[0].APIKeyEnv != "DEEPSEEK_API_KEY" {
 		t.Fatalf("defaults %+v", cfg)
 	}
 	rt, err := cfg.Build(context.Background(), nil, session.NewMemoryBackend(), env(nil))
@@ -80,7 +80,7 @@ subagents:
 	if err != nil {
 		t.Fatal(err)
 	}
-	if cfg.Agent.Provider != "local" || cfg.Agent.Model != "qwen" || len(cfg.Models) != 2 || cfg.Persona != "Be brief." {
+	if cfg.Agent.Provider != "local" || cfg.Agent.Model != "qwen" || len(cfg.Models) != 5 || cfg.Persona != "Be brief." {
 		t.Fatalf("cfg %+v", cfg)
 	}
 	ps := cfg.Subagents.Providers
@@ -192,7 +192,7 @@ func TestConfigErrorMessages(t *testing.T) {
 // A keyless route (Ollama, llama.cpp) is valid; a provider bound to no
 // tool is a warning, not an error.
 func TestKeylessRouteAndUnboundProvider(t *testing.T) {
-	cfg, err := config.Parse("dsh.yaml", []byte(`agent: {provider: local}
+	cfg, err := config.Parse("dsh.yaml", []byte(`agent: {route: local}
 models:
   - {name: local, baseURL: "http://127.0.0.1:11434/v1", model: qwen3}
 subagents:

@@ -6,14 +6,15 @@ import (
 	"github.com/dsh-go/dsh/internal/secret"
 )
 
-// baseURLEnv overrides the default route's endpoint (see Default).
+// baseURLEnv overrides the DeepSeek route's endpoint (see BuiltinRoutes).
 const baseURLEnv = "DEEPSEEK_BASE_URL"
 
 // CredentialEnv lists the variables that hold credentials under cfg: every
 // model route's apiKeyEnv, those of the subagent providers' blocks (a
-// temporal provider's apiKeyEnv), and DEEPSEEK_BASE_URL when its URL
-// carries a secret (user-info, or a key in its query). dsh takes them out
-// of its environment at start-up (see internal/secret).
+// temporal provider's apiKeyEnv), and a built-in route's base-URL
+// variable (DEEPSEEK_BASE_URL, …) when its URL carries a secret
+// (user-info, or a key in its query). dsh takes them out of its
+// environment at start-up (see internal/secret).
 func (cfg Config) CredentialEnv(getenv func(string) string) []string {
 	var names []string
 	for _, name := range cfg.keyEnv() {
@@ -21,8 +22,10 @@ func (cfg Config) CredentialEnv(getenv func(string) string) []string {
 			names = append(names, name)
 		}
 	}
-	if len(secret.URLSecrets(getenv(baseURLEnv))) > 0 {
-		names = append(names, baseURLEnv)
+	for _, r := range BuiltinRoutes() {
+		if len(secret.URLSecrets(getenv(r.BaseURLEnv))) > 0 {
+			names = append(names, r.BaseURLEnv)
+		}
 	}
 	return names
 }

@@ -14,14 +14,14 @@ import (
 
 // TrustStore returns the record of trusted folders of $DSH_HOME (see
 // package trust), which knows the user's own folders of definitions
-// ($DSH_HOME/agents, ~/.claude/agents) and settings
-// (~/.claude/settings.json) from the project's.
+// ($DSH_HOME/agents, ~/.claude/agents), settings (~/.claude/settings.json)
+// and configuration file ($DSH_HOME/dsh.yaml) from the project's.
 func TrustStore(getenv func(string) string) (*trust.Store, error) {
 	home, err := Home(getenv)
 	if err != nil {
 		return nil, err
 	}
-	user := []string{filepath.Join(home, "agents")}
+	user := []string{filepath.Join(home, "agents"), filepath.Join(home, "dsh.yaml")}
 	if h := getenv("HOME"); h != "" {
 		user = append(user, filepath.Join(h, ".claude", "agents"), filepath.Join(h, filepath.FromSlash(trust.SettingsFile)))
 	}
@@ -143,6 +143,9 @@ func (cfg Config) Project(dir string, getenv func(string) string) (Project, erro
 // replaces the built-in NAME, runs hooks", then the warnings.
 func (p Project) Describe(indent string) string {
 	var b strings.Builder
+	if it, ok := p.Item(trust.ConfigFile); ok {
+		fmt.Fprintf(&b, "%sdsh configuration %s (laid over yours: models, agent, permissions, hooks, subagents, …)\n", indent, filepath.Join(p.Dir, it.Path))
+	}
 	for _, s := range p.Servers {
 		fmt.Fprintf(&b, "%sMCP server %s (%s)\n", indent, s.Name, s.Describe)
 	}
@@ -170,10 +173,14 @@ func (p Project) Describe(indent string) string {
 }
 
 // Skipped says in a few words what an untrusted project's items that dsh
-// would use are: ".mcp.json (2 MCP servers) and 1 agent definition"; ""
+// would use are: ".dsh/dsh.yaml and .mcp.json (2 MCP servers) and 1 agent
+// definition"; ""
 // for none (a .mcp.json under projectMCP: false).
 func (p Project) Skipped() string {
 	var parts []string
+	if _, ok := p.Item(trust.ConfigFile); ok {
+		parts = append(parts, trust.ConfigFile)
+	}
 	if _, ok := p.Item(trust.MCPFile); ok && !p.mcpOff {
 		parts = append(parts, fmt.Sprintf("%s (%s)", trust.MCPFile, plural(len(p.Servers), "MCP server")))
 	}

@@ -50,11 +50,11 @@ func TestCredentials(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := strings.Join(cfg.CredentialEnv(env(vars)), " "); got != "DEEPSEEK_API_KEY LLM_BEARER DEEPSEEK_BASE_URL" {
+	if got := strings.Join(cfg.CredentialEnv(env(vars)), " "); got != "DEEPSEEK_API_KEY ANTHROPIC_API_KEY OPENAI_API_KEY OPENROUTER_API_KEY LLM_BEARER DEEPSEEK_BASE_URL" {
 		t.Fatalf("CredentialEnv = %s", got)
 	}
 	delete(vars, "DEEPSEEK_BASE_URL")
-	if got := strings.Join(cfg.CredentialEnv(env(vars)), " "); got != "DEEPSEEK_API_KEY LLM_BEARER" {
+	if got := strings.Join(cfg.CredentialEnv(env(vars)), " "); got != "DEEPSEEK_API_KEY ANTHROPIC_API_KEY OPENAI_API_KEY OPENROUTER_API_KEY LLM_BEARER" {
 		t.Fatalf("CredentialEnv without a secret URL = %s", got)
 	}
 	got := strings.Join(cfg.Credentials(env(vars)), " ")

@@ -259,7 +259,7 @@ func (cfg Config) selfHost(ac *acpchild.Config, getenv func(string) string) erro
 		return err
 	}
 	ac.Env["DSH_HOME"] = cmp.Or(ac.Env["DSH_HOME"], home)
-	if c := cmp.Or(cfg.path, getenv("DSH_CONFIG")); c != "" { // the file this dsh loaded, --config included
+	if c := cmp.Or(cfg.explicitFile(), getenv("DSH_CONFIG")); c != "" { // the --config file this dsh read (the child reads the user's and the project's itself)
 		ac.Env["DSH_CONFIG"] = cmp.Or(ac.Env["DSH_CONFIG"], c)
 	}
 	// The credentials left this process's environment (internal/secret):

@@ -23,7 +23,7 @@ const (
 )
 
 // Block is one piece of message content. Which fields are meaningful depends
-// on Type: Text for text and reasoning; ID, Name and Arguments for a tool
+// on Type: Text (and Signature) for text and reasoning; ID, Name and Arguments for a tool
 // call; ToolCallID, Content and IsError for a tool result; Image for an image.
 type Block struct {
 	Type BlockType `json:"type"`
@@ -38,6 +38,11 @@ type Block struct {
 	IsError    bool    `json:"isError,omitempty"`
 
 	Image *ImageRef `json:"attachment,omitempty"`
+
+	// Signature is a reasoning block's opaque proof from the model that
+	// made it (Anthropic's thinking signature; for a redacted block, whose
+	// Text is empty, its encrypted data), sent back with the block.
+	Signature string `json:"signature,omitempty"`
 }
 
 // ImageRef is a durable, content-addressed reference to an image.

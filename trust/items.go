@@ -1,8 +1,8 @@
 // Package trust records the folders whose project items the user trusts.
 // Project items are what a repository supplies that can run code or change
-// what dsh does (a .mcp.json, agent definitions, Claude Code's settings
-// files with their hooks): they take effect only in
-// a trusted folder. The record, $DSH_HOME/trust.json, keys each folder by
+// what dsh does (a .mcp.json, a .dsh/dsh.yaml, agent definitions, Claude
+// Code's settings files with their hooks): they take effect only in a
+// trusted folder. The record, $DSH_HOME/trust.json, keys each folder by
 // its absolute, symlink-resolved path and holds a SHA-256 of its items, so
 // a changed item makes the folder untrusted again.
 //
@@ -35,6 +35,8 @@ const (
 	KindMCP = "mcp"
 	// KindAgent is an agent definition (a *.md file of an agents folder).
 	KindAgent = "agent"
+	// KindConfig is the project's dsh configuration file.
+	KindConfig = "config"
 	// KindSettings is one of Claude Code's project settings files, whose
 	// hooks dsh runs.
 	KindSettings = "settings"
@@ -49,6 +51,9 @@ const (
 
 // MCPFile is the project's file of MCP servers.
 const MCPFile = ".mcp.json"
+
+// ConfigFile is the project's dsh configuration, slash-separated.
+const ConfigFile = ".dsh/dsh.yaml"
 
 // MaxItem bounds the bytes of one item that are read.
 const MaxItem = 1 << 20
@@ -66,6 +71,7 @@ type source struct {
 func sources() []source {
 	return []source{
 		{path: MCPFile, kind: KindMCP},
+		{path: ConfigFile, kind: KindConfig},
 		{path: ".dsh/agents", dir: true, kind: KindAgent},
 		{path: ".claude/agents", dir: true, kind: KindAgent},
 		{path: SettingsFile, kind: KindSettings},
@@ -90,7 +96,7 @@ type Item struct {
 	// Path is the item's path relative to the folder, slash-separated
 	// (".mcp.json", ".claude/agents/explore.md").
 	Path string
-	// Kind is KindMCP, KindAgent or KindSettings.
+	// Kind is KindMCP, KindConfig, KindAgent or KindSettings.
 	Kind string
 	// Data is the item's content; nil when Problem is set.
 	Data []byte
@@ -163,8 +169,9 @@ func Resolve(dir string) (string, error) {
 // regular files (a symlink is followed; a FIFO or a device is an item with
 // a Problem, never opened for long). A folder of items or an item that is
 // one of user, the user's own folders and files (as .dsh/agents is
-// $DSH_HOME/agents, and .claude/settings.json the user's settings, when
-// dir is the home directory), holds none or is none.
+// $DSH_HOME/agents, .dsh/dsh.yaml $DSH_HOME/dsh.yaml and
+// .claude/settings.json the user's settings, when dir is the home
+// directory), holds none or is none.
 func Scan(dir string, user ...string) (Inventory, error) {
 	real, err := Resolve(dir)
 	if err != nil {

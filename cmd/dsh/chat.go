@@ -27,9 +27,10 @@ import (
 
 // chatFlags are the flags of `dsh chat` (bare `dsh` takes the defaults).
 type chatFlags struct {
-	provider, model, cwd, resume string
-	maxSteps                     int
-	yes, cont                    bool
+	routeFlags
+	cwd, resume string
+	maxSteps    int
+	yes, cont   bool
 }
 
 const chatLong = `Talk with an agent, turn after turn, in one session.
@@ -60,7 +61,7 @@ func (c *cli) chatCmd() *cobra.Command {
 		Short: "Talk with an agent: interactive on a terminal, prompts from stdin otherwise",
 		Long:  chatLong,
 		Example: `  dsh                                       # the same as dsh chat, on a terminal
-  dsh chat --provider local
+  dsh chat --route local
   printf 'list the Go files\nnow count them\n' | dsh chat`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -70,8 +71,7 @@ func (c *cli) chatCmd() *cobra.Command {
 			return c.chat(cmd.Context(), f)
 		},
 	}
-	cmd.Flags().StringVar(&f.provider, "provider", "", "model route (a configured model name)")
-	cmd.Flags().StringVarP(&f.model, "model", "m", "", "model id")
+	f.routeFlags.add(cmd)
 	cmd.Flags().StringVar(&f.cwd, "cwd", "", "working directory of the agent (default: the current directory)")
 	cmd.Flags().IntVar(&f.maxSteps, "max-steps", 0, "model calls a turn may make, 1 to 10000 (default agent.maxSteps, else 100)")
 	cmd.Flags().BoolVarP(&f.yes, "yes", "y", false, "without a terminal: approve every tool call the permission policy says to ask about")
@@ -98,11 +98,8 @@ func (c *cli) chat(ctx context.Context, f chatFlags) error {
 	if err != nil {
 		return err
 	}
-	if f.provider != "" {
-		cfg.Agent.Provider, cfg.Agent.Model = f.provider, cfg.ModelOf(f.provider)
-	}
-	if f.model != "" {
-		cfg.Agent.Model = f.model
+	if err := f.apply(&cfg); err != nil {
+		return err
 	}
 	if f.maxSteps != 0 {
 		if err := config.CheckMaxSteps(f.maxSteps); err != nil {
@@ -131,6 +128,7 @@ func (c *cli) chat(ctx context.Context, f chatFlags) error {
 		rt.Close(context.Background())
 		return err
 	}
+	c.sayRoute(cfg)
 	policy := cfg.Policy()
 	root := agent.CreateOptions{Cwd: f.cwd, Options: cfg.Agent, Policy: &policy, TokenBudget: cfg.Budget.Tokens}
 	if f.cont || f.resume != "" {

@@ -15,7 +15,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/dsh-go/dsh/config"
-	"github.com/dsh-go/dsh/llm/openai"
+	"github.com/dsh-go/dsh/llm"
 	"github.com/dsh-go/dsh/mcptool"
 	"github.com/dsh-go/dsh/trust"
 	"github.com/dsh-go/dsh/worktree"
@@ -31,12 +31,14 @@ type check struct {
 }
 
 func (c *cli) doctorCmd() *cobra.Command {
-	return &cobra.Command{
+	var rf routeFlags
+	cmd := &cobra.Command{
 		Use:   "doctor",
 		Short: "Check the configured model routes, subagent providers and $DSH_HOME",
-		Long: `Check what dsh needs, one line per check: each model route's key variable
-is set, its endpoint answers and serves the configured model (the list the
-endpoint serves is printed when it does not); each configured subagent
+		Long: `Check what dsh needs, one line per check: the model route dsh run would use
+(with the same --route and -m) and every other route dsh.yaml configures or
+whose key is set: its key variable is set, its endpoint answers and serves
+the model (the list the endpoint serves is printed when it does not); each configured subagent
 provider's program is on PATH; each MCP server (mcpServers in dsh.yaml,
 and the project's .mcp.json in a trusted folder) starts and lists its
 tools, and an untrusted folder's servers are listed as skipped; each problem
@@ -46,21 +48,25 @@ writable; no git worktree that a child was given (isolation: worktree) was
 left behind by a dsh that was killed (each one found is listed with how to
 clean it up). Exits 1 when a check fails.
 
-Environment: DEEPSEEK_API_KEY, DEEPSEEK_BASE_URL, DSH_HOME, DSH_CONFIG, and
-the key variable of every configured route.`,
+Every FAIL line says what to do about it.
+
+Environment: the built-in routes' key and base-URL variables (see dsh run
+--help), DSH_HOME, DSH_CONFIG, and the key variable of every configured
+route.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			cfg, err := c.loadConfig()
 			if err != nil {
 				return err
 			}
+			if err := rf.apply(&cfg); err != nil {
+				return err
+			}
 			if err := c.reportProject(cfg); err != nil {
 				return err
 			}
-			var checks []check
-			for _, m := range cfg.Models {
-				checks = append(checks, c.checkRoute(cmd.Context(), m))
-			}
+			checks := []check{configFiles(cfg)}
+			checks = append(checks, c.checkRoutes(cmd.Context(), cfg)...)
 			checks = append(checks, c.checkProviders(cfg)...)
 			checks = append(checks, c.checkMCP(cmd.Context(), cfg)...)
 			checks = append(checks, c.checkUntrustedMCP(cfg)...)
@@ -86,31 +92,97 @@ the key variable of every configured route.`,
 			return nil
 		},
 	}
+	rf.add(cmd)
+	return cmd
+}
+
+// configFiles names the configuration files read, as dsh config does.
+func configFiles(cfg config.Config) check {
+	var files []string
+	for _, f := range cfg.Files() {
+		files = append(files, f.Layer+" "+f.Path)
+	}
+	if len(files) == 0 {
+		return check{ok: true, what: "configuration", detail: "the built-in defaults (no dsh.yaml; dsh config prints them)"}
+	}
+	return check{ok: true, what: "configuration", detail: strings.Join(files, ", then ") + " (dsh config prints the result)"}
+}
+
+// checkRoutes checks the route and model dsh run would use (with the
+// same flags), and every other route a file configures or whose key is
+// set; the built-in routes with no key are one skip line.
+func (c *cli) checkRoutes(ctx context.Context, cfg config.Config) []check {
+	var out []check
+	var idle []string
+	for _, m := range cfg.Models {
+		used := m.Name == cfg.Agent.Provider
+		if !used && m.Builtin() && !config.RouteKeySet(m.Name, c.getenv) {
+			idle = append(idle, m.Name)
+			continue
+		}
+		out = append(out, c.checkRoute(ctx, cfg, m, used))
+	}
+	if len(idle) > 0 {
+		out = append(out, check{skipped: true, what: "built-in model routes " + strings.Join(idle, ", "),
+			detail: "not checked: their variables are not set (dsh doctor --route NAME checks one)"})
+	}
+	return out
 }
 
 // checkRoute checks a model route's key and endpoint, and that the endpoint
-// serves the route's model.
-func (c *cli) checkRoute(ctx context.Context, m config.Model) check {
-	what := "model route " + m.Name
+// serves the model: for the route dsh run uses, the model it would ask for.
+func (c *cli) checkRoute(ctx context.Context, cfg config.Config, m config.Model, used bool) check {
+	what, model := "model route "+m.Name, m.Model
+	if used {
+		what, model = fmt.Sprintf("model route %s (dsh run uses it, model %s)", m.Name, cfg.Agent.Model), cfg.Agent.Model
+	}
 	keyNote := m.APIKeyEnv + " set"
 	if m.APIKeyEnv == "" {
 		keyNote = "no key needed"
 	} else if strings.TrimSpace(c.getenv(m.APIKeyEnv)) == "" {
-		return check{what: what, detail: m.APIKeyEnv + " is not set"}
+		if used && cfg.RoutePicked() {
+			return check{what: what, detail: "no model key is set: export one of " + strings.Join(config.PickVariables(), ", ") +
+				" (dsh uses the first that is set), or name a route with agent.route in dsh.yaml or --route"}
+		}
+		return check{what: what, detail: fmt.Sprintf("%s is not set: export it to use this route", m.APIKeyEnv)}
 	}
-	model, err := openai.New(m.OpenAI(c.getenv, nil))
+	adapter, err := m.Adapter(c.getenv, nil)
 	if err != nil {
-		return check{what: what, detail: err.Error()}
+		return check{what: what, detail: err.Error() + " (fix models[].baseURL in dsh.yaml)"}
 	}
-	ids, err := model.ListModels(ctx)
+	ids, err := adapter.ListModels(ctx)
 	if err != nil {
-		return check{what: what, detail: err.Error()}
+		return check{what: what, detail: listFailure(err, m)}
 	}
-	if m.Model != "" && !slices.Contains(ids, m.Model) {
-		return check{what: what, detail: fmt.Sprintf("%s does not list model %q; it serves: %s (set models[].model or agent.model, or pass -m)",
-			m.BaseURL, m.Model, strings.Join(ids, ", "))}
+	if model != "" && !slices.Contains(ids, model) {
+		return check{what: what, detail: fmt.Sprintf("%s does not list model %q; it serves: %s (set agent.model or models[].model in dsh.yaml, or pass -m MODEL to dsh run and dsh doctor)",
+			m.BaseURL, model, strings.Join(ids, ", "))}
 	}
-	return check{ok: true, what: what, detail: fmt.Sprintf("%s; %s serves %s", keyNote, m.BaseURL, cmp.Or(m.Model, strings.Join(ids, ", ")))}
+	detail := fmt.Sprintf("%s; %s serves %s", keyNote, m.BaseURL, cmp.Or(model, strings.Join(ids, ", ")))
+	if choice := cfg.RouteChoice(); used && choice != "" {
+		detail += "; " + choice
+	}
+	return check{ok: true, what: what, detail: detail}
+}
+
+// listFailure is the detail of a route whose model list could not be
+// read: the adapter's message, which says what to do for a key, a model,
+// a balance or a server that is down, and otherwise where the endpoint is
+// set.
+func listFailure(err error, m config.Model) string {
+	le := (*llm.Error)(nil)
+	if !errors.As(err, &le) {
+		return err.Error()
+	}
+	switch le.Code {
+	case llm.CodeAuth, llm.CodeUnreachable, llm.CodeQuota, llm.CodeUnknownModel, llm.CodeMissingKey, llm.CodeInvalidKey:
+		return le.Msg
+	}
+	where := "models[].baseURL in dsh.yaml"
+	if v := config.BaseURLEnv(m.Name); v != "" {
+		where = v + " or " + where
+	}
+	return fmt.Sprintf("%s (is %s this route's endpoint? set %s)", le.Msg, m.BaseURL, where)
 }
 
 // checkProviders checks that each out-of-process provider's program is on
@@ -135,6 +207,8 @@ func (c *cli) checkProviders(cfg config.Config) []check {
 			detail := fmt.Sprintf("%s is not on PATH", program)
 			if install != "" {
 				detail += "; install it with: " + install
+			} else {
+				detail += "; install it, or point the provider's command at it in subagents.providers of dsh.yaml"
 			}
 			out = append(out, check{what: what, detail: detail})
 			continue
@@ -152,7 +226,7 @@ func (c *cli) checkMCP(ctx context.Context, cfg config.Config) []check {
 	}
 	set, err := cfg.MCPSet(mcptool.Options{Log: log, Getenv: c.getenv, Version: version})
 	if err != nil {
-		return []check{{what: "MCP servers", detail: err.Error()}}
+		return []check{{what: "MCP servers", detail: err.Error() + " (fix mcpServers in dsh.yaml)"}}
 	}
 	if set == nil {
 		return nil
@@ -169,6 +243,11 @@ func (c *cli) checkMCP(ctx context.Context, cfg config.Config) []check {
 			detail := st.Err.Error()
 			if e := (*mcptool.Error)(nil); errors.As(st.Err, &e) {
 				detail = e.Msg // the line names the server already
+			}
+			if src := cfg.MCPSource(st.Name); src != "" {
+				detail += fmt.Sprintf(" (fix or remove the server %s in %s)", st.Name, src)
+			} else {
+				detail += fmt.Sprintf(" (fix or remove mcpServers.%s in dsh.yaml)", st.Name)
 			}
 			out = append(out, check{what: what, detail: detail})
 			continue
@@ -219,14 +298,14 @@ func (c *cli) checkAgents(cfg config.Config) []check {
 func (c *cli) checkHome() check {
 	home, err := config.Home(c.getenv)
 	if err != nil {
-		return check{what: "DSH_HOME", detail: err.Error()}
+		return check{what: "DSH_HOME", detail: err.Error() + " (set DSH_HOME)"}
 	}
 	if err := os.MkdirAll(home, 0o700); err != nil {
-		return check{what: "DSH_HOME", detail: err.Error()}
+		return check{what: "DSH_HOME", detail: err.Error() + " (set DSH_HOME to a folder dsh may create and write)"}
 	}
 	f, err := os.CreateTemp(home, ".doctor-*")
 	if err != nil {
-		return check{what: "DSH_HOME", detail: fmt.Sprintf("%s is not writable: %v", home, err)}
+		return check{what: "DSH_HOME", detail: fmt.Sprintf("%s is not writable: %v (set DSH_HOME to a folder dsh may write)", home, err)}
 	}
 	f.Close()
 	os.Remove(f.Name())

@@ -100,10 +100,21 @@ func TestDemoDelegatesAndPersists(t *testing.T) {
 	}
 }
 
+// With no key at all, dsh says which variable each built-in route needs;
+// with a route named, the variable of that route.
 func TestRunWithoutKeyNamesTheVariable(t *testing.T) {
 	_, _, err := runCLI(t, map[string]string{"DSH_HOME": t.TempDir()}, "run", "hi")
-	if err == nil || !strings.Contains(err.Error(), "DEEPSEEK_API_KEY is not set") {
+	if err == nil || !strings.Contains(err.Error(), "no model key is set") {
 		t.Fatalf("err = %v", err)
+	}
+	for _, v := range []string{"DEEPSEEK_API_KEY", "ANTHROPIC_API_KEY", "OPENAI_API_KEY", "OPENROUTER_API_KEY", "DSH_LOCAL_BASE_URL", "never writes them to a file"} {
+		if !strings.Contains(err.Error(), v) {
+			t.Errorf("the help lacks %s:\n%v", v, err)
+		}
+	}
+	_, _, err = runCLI(t, map[string]string{"DSH_HOME": t.TempDir()}, "run", "--route", "openai", "hi")
+	if err == nil || !strings.Contains(err.Error(), `OPENAI_API_KEY is not set: export it to use model route "openai"`) {
+		t.Fatalf("--route openai: err = %v", err)
 	}
 }
 

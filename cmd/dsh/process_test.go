@@ -210,7 +210,7 @@ func TestCommandsCannotReadCredentials(t *testing.T) {
 			t.Run(fmt.Sprintf("uid=%d/%s", uid, mode), func(t *testing.T) {
 				home, cwd := ownedDir(t, uid), ownedDir(t, uid)
 				config := filepath.Join(home, "dsh.yaml")
-				os.WriteFile(config, []byte(fmt.Sprintf(`agent: {provider: bearer}
+				os.WriteFile(config, []byte(fmt.Sprintf(`agent: {route: bearer}
 models:
   - name: bearer
     baseURL: %s/v1?key=%s

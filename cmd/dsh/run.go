@@ -29,7 +29,8 @@ import (
 )
 
 func (c *cli) runCmd() *cobra.Command {
-	var model, provider, cwd, resume string
+	var rf routeFlags
+	var cwd, resume string
 	var maxSteps int
 	var yes, cont, jsonOut, quiet bool
 	cmd := &cobra.Command{
@@ -82,11 +83,8 @@ Exit status:
 			if err != nil {
 				return err
 			}
-			if provider != "" {
-				cfg.Agent.Provider, cfg.Agent.Model = provider, cfg.ModelOf(provider)
-			}
-			if model != "" {
-				cfg.Agent.Model = model
+			if err := rf.apply(&cfg); err != nil {
+				return err
 			}
 			if maxSteps != 0 {
 				if err := config.CheckMaxSteps(maxSteps); err != nil {
@@ -104,7 +102,11 @@ Exit status:
 				return err
 			}
 			if err := c.checkKey(cfg); err != nil {
+				rt.Close(context.Background())
 				return err
+			}
+			if !quiet {
+				c.sayRoute(cfg)
 			}
 			policy := cfg.Policy()
 			root := agent.CreateOptions{Cwd: cwd, Options: cfg.Agent, Policy: &policy, TokenBudget: cfg.Budget.Tokens,
@@ -127,8 +129,7 @@ Exit status:
 	cmd.Flags().BoolVarP(&quiet, "quiet", "q", false, "write only the answer, errors and the last line")
 	cmd.Flags().IntVar(&maxSteps, "max-steps", 0, "model calls a turn may make, 1 to 10000 (default agent.maxSteps, else 100)")
 	cmd.Flags().BoolVarP(&yes, "yes", "y", false, "approve every tool call the permission policy says to ask about")
-	cmd.Flags().StringVar(&provider, "provider", "", "model route (a configured model name)")
-	cmd.Flags().StringVarP(&model, "model", "m", "", "model id")
+	rf.add(cmd)
 	cmd.Flags().StringVar(&cwd, "cwd", "", "working directory of the agent (default: the current directory)")
 	cmd.Flags().BoolVarP(&cont, "continue", "c", false, "continue the latest top-level session of the working directory")
 	cmd.Flags().StringVarP(&resume, "resume", "r", "", "continue session `ID` (an id, or an unambiguous prefix of one)")
@@ -196,16 +197,6 @@ func (c *cli) sessionToResume(st *session.Store, cont bool, resume, cwd string) 
 		fmt.Fprintf(&b, "\n  %s  %s  %s", h.ID, time.UnixMilli(h.CreatedAt).Format(time.DateTime), dash(h.Cwd))
 	}
 	return "", errors.New(b.String())
-}
-
-// checkKey fails fast, naming the variable, when the route's key is unset.
-func (c *cli) checkKey(cfg config.Config) error {
-	for _, m := range cfg.Models {
-		if m.Name == cfg.Agent.Provider && m.APIKeyEnv != "" && strings.TrimSpace(c.getenv(m.APIKeyEnv)) == "" {
-			return fmt.Errorf("%s is not set: export it to use model route %q, or try the offline `dsh demo`", m.APIKeyEnv, m.Name)
-		}
-	}
-	return nil
 }
 
 // refuseAsks answers the asks of a non-interactive run: a call that needs
@@ -351,8 +342,7 @@ func spentLine(byModel map[string]content.Usage, price func(string) (config.Pric
 	for _, key := range slices.Sorted(maps.Keys(byModel)) {
 		u := byModel[key]
 		total = total.Add(u)
-		route, _, _ := strings.Cut(key, "/")
-		if p, ok := priceOf(price, route); ok {
+		if p, ok := priceOf(price, key); ok {
 			cost, priced = cost+p.Cost(u), true
 		} else {
 			unpriced = append(unpriced, key)
@@ -368,11 +358,13 @@ func spentLine(byModel map[string]content.Usage, price func(string) (config.Pric
 	return line, cost, priced
 }
 
-func priceOf(price func(string) (config.Price, bool), route string) (config.Price, bool) {
+// priceOf is price(key), key a "route/model" of usage; false without
+// prices.
+func priceOf(price func(string) (config.Price, bool), key string) (config.Price, bool) {
 	if price == nil {
 		return config.Price{}, false
 	}
-	return price(route)
+	return price(key)
 }
 
 // settle waits while the agent still has background tasks running,

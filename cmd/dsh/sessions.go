@@ -111,10 +111,16 @@ child's session id. ID may be any unambiguous prefix.` + envHelp,
 const envHelp = `
 
 Environment:
-  DEEPSEEK_API_KEY    the key of the default model route
-  DEEPSEEK_BASE_URL   the default route's endpoint (default https://api.deepseek.com)
+  DEEPSEEK_API_KEY, ANTHROPIC_API_KEY, OPENAI_API_KEY, OPENROUTER_API_KEY
+                      the built-in model routes' keys: with no route named
+                      (agent.route, --route), dsh uses the first that is set
+  DEEPSEEK_BASE_URL, ANTHROPIC_BASE_URL, OPENAI_BASE_URL, OPENROUTER_BASE_URL
+                      their endpoints
+  DSH_LOCAL_BASE_URL  a local OpenAI-compatible server (route local, picked
+                      last; DSH_LOCAL_MODEL names its model)
   DSH_HOME            where sessions, logs and dsh.yaml live (default ~/.dsh)
-  DSH_CONFIG          the configuration file (default $DSH_HOME/dsh.yaml)
+  DSH_CONFIG          a configuration file laid over $DSH_HOME/dsh.yaml and
+                      the trusted project's .dsh/dsh.yaml (dsh config)
   DSH_LOG             the log file's level: debug, info, warn or error`
 
 // resolveID finds the session an id or an unambiguous prefix names.

@@ -13,7 +13,6 @@ import (
 	"iter"
 	"log/slog"
 	"math/rand/v2"
-	"net"
 	"net/http"
 	"net/url"
 	"os"
@@ -21,22 +20,26 @@ import (
 	"strings"
 	"syscall"
 	"time"
-	"unicode/utf8"
 
 	"github.com/dsh-go/dsh/content"
 	"github.com/dsh-go/dsh/llm"
+	"github.com/dsh-go/dsh/llm/internal/httpfail"
 	"github.com/dsh-go/dsh/telemetry"
 )
 
 // Config configures a Model. Zero values take the defaults noted per field.
 type Config struct {
-	Provider       string        // route name used in messages and logs, e.g. "deepseek"; default "openai"
-	BaseURL        string        // endpoint root; "chat/completions" is joined to its path
-	APIKeyEnv      string        // environment variable holding the API key, read per request
-	Model          string        // model used when Request.Model is empty
-	MaxTokens      int           // max_tokens when Request.MaxTokens is 0; 0 omits it
-	IdleTimeout    time.Duration // bounds each wait for the response headers and for body data; default 5m
-	RequestTimeout time.Duration // bounds a whole model call, retries included; default 30m
+	Provider  string // route name used in messages and logs, e.g. "deepseek"; default "openai"
+	BaseURL   string // endpoint root; "chat/completions" is joined to its path
+	APIKeyEnv string // environment variable holding the API key, read per request
+	Model     string // model used when Request.Model is empty
+	MaxTokens int    // max_tokens when Request.MaxTokens is 0; 0 omits it
+	// MaxCompletionTokens sends the cap as max_completion_tokens, which
+	// OpenAI's own endpoint requires of its reasoning models, instead of
+	// max_tokens.
+	MaxCompletionTokens bool
+	IdleTimeout         time.Duration // bounds each wait for the response headers and for body data; default 5m
+	RequestTimeout      time.Duration // bounds a whole model call, retries included; default 30m
 	// Thinking is sent as DeepSeek's thinking switch, {"thinking":
 	// {"type": Thinking}}, when set: ThinkingEnabled or ThinkingDisabled.
 	Thinking string
@@ -341,21 +344,12 @@ func (m *Model) attempt(ctx context.Context, key, model string, body []byte, yie
 func (m *Model) transportFailure(err error) *content.Failure {
 	p := m.cfg.Provider
 	if errors.Is(err, syscall.ECONNREFUSED) {
-		if u, perr := url.Parse(m.url); perr == nil && isLoopback(u.Hostname()) {
+		if u, perr := url.Parse(m.url); perr == nil && httpfail.IsLoopback(u.Hostname()) {
 			return &content.Failure{Code: llm.CodeUnreachable,
 				Message: fmt.Sprintf("%s: connection refused by %s: is the server at %s running?", p, u.Host, m.cfg.BaseURL)}
 		}
 	}
 	return &content.Failure{Code: llm.CodeTransport, Message: fmt.Sprintf("%s: %v", p, err)}
-}
-
-// isLoopback reports whether host names this machine.
-func isLoopback(host string) bool {
-	if host == "localhost" || strings.HasSuffix(host, ".localhost") {
-		return true
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
 }
 
 // idleReader arms the idle timer for the duration of each read.
@@ -378,24 +372,9 @@ func (r *idleReader) Read(b []byte) (int, error) {
 func (m *Model) httpFailure(resp *http.Response, body io.Reader, model string) *content.Failure {
 	p := m.cfg.Provider
 	raw, _ := io.ReadAll(io.LimitReader(body, 64<<10))
-	text := errorText(raw)
-	code := classify(resp.StatusCode, text)
-	msg := fmt.Sprintf("%s: HTTP %s: %s", p, resp.Status, text)
-	switch code {
-	case llm.CodeAuth:
-		if m.cfg.APIKeyEnv == "" {
-			msg += " (this route sends no key: set models[].apiKeyEnv to the variable holding one)"
-		} else {
-			msg += fmt.Sprintf(" (the key is read from %s: check that it holds a valid key for %s)", m.cfg.APIKeyEnv, m.cfg.BaseURL)
-		}
-	case llm.CodeQuota:
-		if resp.StatusCode == http.StatusPaymentRequired {
-			msg = fmt.Sprintf("%s: insufficient balance (HTTP %s): %s: top up the account behind %s", p, resp.Status, text, m.cfg.APIKeyEnv)
-		}
-	case llm.CodeUnknownModel:
-		msg = fmt.Sprintf("%s: the endpoint does not serve model %q: %s. Pick a model with `dsh run -m MODEL`, or agent.model "+
-			"or models[].model in dsh.yaml; `dsh doctor` lists the models %s serves", p, model, text, m.cfg.BaseURL)
-	}
+	text := httpfail.Text(raw)
+	code := httpfail.Classify(resp.StatusCode, text)
+	msg := httpfail.Message(httpfail.Route{Name: p, KeyEnv: m.cfg.APIKeyEnv, BaseURL: m.cfg.BaseURL}, resp, text, code, model)
 	f := &content.Failure{
 		Code:      code,
 		Message:   msg,
@@ -410,79 +389,6 @@ func (m *Model) httpFailure(resp *http.Response, body io.Reader, model string) *
 		}
 	}
 	return f
-}
-
-// errorText is the message of an error body: error.message (or error,
-// message, detail) of a JSON body, else the body's text, on one line and at
-// most 512 bytes.
-func errorText(raw []byte) string {
-	var body struct {
-		Error   json.RawMessage `json:"error"`
-		Message string          `json:"message"`
-		Detail  string          `json:"detail"`
-	}
-	text := ""
-	if json.Unmarshal(raw, &body) == nil {
-		var nested struct {
-			Message string `json:"message"`
-		}
-		var plain string
-		switch {
-		case json.Unmarshal(body.Error, &nested) == nil && nested.Message != "":
-			text = nested.Message
-		case json.Unmarshal(body.Error, &plain) == nil && plain != "":
-			text = plain
-		default:
-			text = cmp.Or(body.Message, body.Detail)
-		}
-	}
-	if text == "" {
-		text = string(raw)
-	}
-	text = strings.Join(strings.Fields(strings.ToValidUTF8(text, "\uFFFD")), " ")
-	if len(text) > 512 {
-		i := 512
-		for i > 0 && !utf8.RuneStart(text[i]) {
-			i--
-		}
-		text = text[:i] + "…"
-	}
-	return cmp.Or(text, "(empty body)")
-}
-
-// classify maps an error status and its message to a failure code.
-func classify(status int, text string) string {
-	b := strings.ToLower(text)
-	has := func(words ...string) bool {
-		for _, w := range words {
-			if strings.Contains(b, w) {
-				return true
-			}
-		}
-		return false
-	}
-	quota := has("quota", "balance", "insufficient")
-	unknownModel := strings.Contains(b, "model") &&
-		has("not exist", "does not exist", "not found", "not supported", "supported api model names", "unknown model", "invalid model", "model_not_found")
-	switch {
-	case status == http.StatusUnauthorized || status == http.StatusForbidden:
-		return llm.CodeAuth
-	case status == http.StatusPaymentRequired, status == http.StatusTooManyRequests && quota:
-		return llm.CodeQuota
-	case status == http.StatusTooManyRequests:
-		return llm.CodeRateLimit
-	case (status == http.StatusBadRequest || status == http.StatusNotFound) && unknownModel:
-		return llm.CodeUnknownModel
-	case status == http.StatusBadRequest && has("context length", "context_length", "context window", "overflow"):
-		return llm.CodeContextExceeded
-	case status == http.StatusBadRequest || status == http.StatusRequestEntityTooLarge:
-		return llm.CodeInvalidRequest
-	case status == http.StatusUnprocessableEntity:
-		return llm.CodeInvalidParams
-	case status >= 500:
-		return llm.CodeServer
-	}
-	return "HTTP_" + strconv.Itoa(status)
 }
 
 // ListModels returns the ids of the models the endpoint serves (GET

@@ -23,6 +23,7 @@ import (
 
 	"github.com/dsh-go/dsh/content"
 	"github.com/dsh-go/dsh/llm"
+	ssereader "github.com/dsh-go/dsh/llm/internal/sse"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -820,10 +821,10 @@ func TestSSEFraming(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			r := newSSEReader(strings.NewReader(tt.in))
+			r := ssereader.NewReader(strings.NewReader(tt.in))
 			var got []string
 			for {
-				d, err := r.next()
+				d, err := r.Next()
 				if err == io.EOF {
 					break
 				}
@@ -842,7 +843,7 @@ func TestSSEFraming(t *testing.T) {
 func TestSSESizeCap(t *testing.T) {
 	big := strings.Repeat("a", 1<<20)
 	for name, body := range map[string]string{
-		"line":  "data: " + strings.Repeat("a", maxEvent+1) + "\n\n",
+		"line":  "data: " + strings.Repeat("a", ssereader.MaxEvent+1) + "\n\n",
 		"event": strings.Repeat("data: "+big+"\n", 9) + "\n",
 	} {
 		t.Run(name, func(t *testing.T) {
@@ -1076,5 +1077,25 @@ func TestKeylessRoute(t *testing.T) {
 	}
 	if auth := (<-seen).header.Get("Authorization"); auth != "" {
 		t.Errorf("Authorization = %q, want none", auth)
+	}
+}
+
+// OpenAI's own endpoint takes the cap as max_completion_tokens.
+func TestMaxCompletionTokens(t *testing.T) {
+	bodies := make(chan string, 1)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		bodies <- string(b)
+		w.Header().Set("Content-Type", "text/event-stream")
+		io.WriteString(w, "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"ok\"},\"finish_reason\":\"stop\"}]}\n\ndata: [DONE]\n\n")
+	}))
+	defer srv.Close()
+	m, err := New(Config{BaseURL: srv.URL, Model: "gpt-5", MaxTokens: 99, MaxCompletionTokens: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	collect(t, m.Stream(t.Context(), &llm.Request{Messages: []content.Message{content.UserText("hi")}}))
+	if b := <-bodies; !strings.Contains(b, `"max_completion_tokens":99`) || strings.Contains(b, `"max_tokens"`) {
+		t.Fatalf("body %s", b)
 	}
 }

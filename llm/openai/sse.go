@@ -1,8 +1,6 @@
 package openai
 
 import (
-	"bufio"
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -11,91 +9,8 @@ import (
 
 	"github.com/dsh-go/dsh/content"
 	"github.com/dsh-go/dsh/llm"
+	events "github.com/dsh-go/dsh/llm/internal/sse"
 )
-
-// maxEvent caps a single SSE line and a single event's data.
-const maxEvent = 8 << 20
-
-var errTooLarge = errors.New("SSE line or event exceeds 8 MiB")
-
-// sseReader splits a server-sent-events stream into the data of its events.
-type sseReader struct {
-	r    *bufio.Reader
-	line []byte // a line longer than the bufio buffer
-	data []byte
-	err  error // sticky
-}
-
-func newSSEReader(r io.Reader) *sseReader { return &sseReader{r: bufio.NewReaderSize(r, 64<<10)} }
-
-// next returns the data of the next event, its data lines joined by "\n";
-// events without data are skipped and the other fields ignored. The result
-// is valid until the next call. At the end of input an unterminated event is
-// still returned, then io.EOF.
-func (s *sseReader) next() ([]byte, error) {
-	s.data = s.data[:0]
-	seen := false
-	for {
-		line, err := s.readLine()
-		switch {
-		case err != nil:
-			if err == io.EOF && len(s.data) > 0 {
-				return s.data, nil
-			}
-			return nil, err
-		case len(line) == 0: // blank line: dispatch
-			if len(s.data) > 0 {
-				return s.data, nil
-			}
-			seen = false
-			continue
-		case line[0] == ':': // comment: activity only
-			continue
-		}
-		field, value, ok := bytes.Cut(line, []byte(":"))
-		if !ok || string(field) != "data" {
-			continue
-		}
-		value = bytes.TrimPrefix(value, []byte(" "))
-		if seen {
-			s.data = append(s.data, '\n')
-		}
-		if len(s.data)+len(value) > maxEvent {
-			s.err = errTooLarge
-			return nil, s.err
-		}
-		s.data = append(s.data, value...)
-		seen = true
-	}
-}
-
-// readLine returns the next line without its LF or CRLF terminator.
-func (s *sseReader) readLine() ([]byte, error) {
-	if s.err != nil {
-		return nil, s.err
-	}
-	line, err := s.r.ReadSlice('\n')
-	if err == bufio.ErrBufferFull {
-		s.line = append(s.line[:0], line...)
-		for err == bufio.ErrBufferFull {
-			line, err = s.r.ReadSlice('\n')
-			if len(s.line)+len(line) > maxEvent {
-				err = errTooLarge
-				break
-			}
-			s.line = append(s.line, line...)
-		}
-		line = s.line
-	}
-	if err != nil {
-		s.err = err
-		if err != io.EOF || len(line) == 0 {
-			return nil, err
-		}
-	}
-	line = bytes.TrimSuffix(line, []byte("\n"))
-	return bytes.TrimSuffix(line, []byte("\r")), nil
-}
 
 // The chat-completions stream chunk.
 type (
@@ -154,10 +69,10 @@ func (u *wireUsage) usage() *content.Usage {
 // non-nil, is consulted after every read; a finish it reports (caller abort,
 // idle timeout) ends the stream.
 func decode(r io.Reader, provider string, yield func(content.Chunk) bool, interrupted func() (content.Chunk, bool)) {
-	sr := newSSEReader(r)
+	sr := events.NewReader(r)
 	t := translator{provider: provider, text: -1, reasoning: -1}
 	for {
-		data, err := sr.next()
+		data, err := sr.Next()
 		if interrupted != nil {
 			if c, ok := interrupted(); ok {
 				yield(c)
@@ -168,7 +83,7 @@ func decode(r io.Reader, provider string, yield func(content.Chunk) bool, interr
 		case err == io.EOF:
 			yield(llm.FinishError(llm.CodeStreamClosed, "%s: stream ended before [DONE]", provider))
 			return
-		case errors.Is(err, errTooLarge):
+		case errors.Is(err, events.ErrTooLarge):
 			yield(llm.FinishError(llm.CodeMalformed, "%s: %v", provider, err))
 			return
 		case err != nil:

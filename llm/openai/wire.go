@@ -21,6 +21,7 @@ type (
 		} `json:"stream_options"`
 		Tools           []wireTool    `json:"tools,omitempty"`
 		MaxTokens       int           `json:"max_tokens,omitempty"`
+		MaxCompletion   int           `json:"max_completion_tokens,omitempty"`
 		Temperature     *float64      `json:"temperature,omitempty"`
 		Thinking        *wireThinking `json:"thinking,omitempty"`
 		ReasoningEffort string        `json:"reasoning_effort,omitempty"`
@@ -61,6 +62,9 @@ func (m *Model) body(req *llm.Request) ([]byte, string, error) {
 		MaxTokens: cmp.Or(req.MaxTokens, m.cfg.MaxTokens), Temperature: req.Temperature, ReasoningEffort: m.cfg.ReasoningEffort}
 	if m.cfg.Thinking != "" {
 		w.Thinking = &wireThinking{Type: m.cfg.Thinking}
+	}
+	if m.cfg.MaxCompletionTokens {
+		w.MaxTokens, w.MaxCompletion = 0, w.MaxTokens
 	}
 	if w.Model == "" {
 		return nil, "", errors.New("no model named by the request or the configuration")

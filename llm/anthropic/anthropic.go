@@ -1,0 +1,413 @@
+// Package anthropic is an llm.Model adapter for Anthropic's Messages API:
+// streaming, tool use, extended thinking (thinking blocks, with their
+// signatures, are sent back as the API requires) and prompt caching, with
+// cache_control breakpoints placed so that a parent agent and its children
+// share the cached prefix (see breakpoints).
+//
+// It is hand-written over net/http, as package openai is, rather than
+// built on github.com/anthropics/anthropic-sdk-go: dsh needs an idle
+// timeout on every read of the stream, retries that stop once output was
+// yielded, and failure codes and hints that are the same on every route;
+// the SDK brings its own retry loop and error types, which would be
+// switched off or translated back, for a protocol of a few event types.
+package anthropic
+
+import (
+	"bytes"
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"iter"
+	"log/slog"
+	"math/rand/v2"
+	"net/http"
+	"net/url"
+	"os"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/dsh-go/dsh/content"
+	"github.com/dsh-go/dsh/llm"
+	"github.com/dsh-go/dsh/llm/internal/httpfail"
+	"github.com/dsh-go/dsh/telemetry"
+)
+
+// Version is the anthropic-version header the adapter speaks.
+const Version = "2023-06-01"
+
+// DefaultMaxTokens is max_tokens when neither the request nor the
+// configuration sets it.
+const DefaultMaxTokens = 16384
+
+// Values of Config.Thinking.
+const (
+	ThinkingEnabled  = "enabled"
+	ThinkingDisabled = "disabled"
+)
+
+// Config configures a Model. Zero values take the defaults noted per field.
+type Config struct {
+	Provider       string        // route name used in messages and logs; default "anthropic"
+	BaseURL        string        // endpoint root, such as https://api.anthropic.com; "v1/messages" is joined to it
+	APIKeyEnv      string        // environment variable holding the key, sent as x-api-key, read per request
+	Model          string        // model used when Request.Model is empty
+	MaxTokens      int           // max_tokens when Request.MaxTokens is 0; default DefaultMaxTokens
+	IdleTimeout    time.Duration // bounds each wait for the response headers and for body data; default 5m
+	RequestTimeout time.Duration // bounds a whole model call, retries included; default 30m
+	// Thinking turns extended thinking on (ThinkingEnabled) or off (the
+	// default). With it on, the model's thinking blocks stream as
+	// reasoning and are sent back with their signatures.
+	Thinking string
+	// ThinkingBudget is budget_tokens with thinking on: at least 1024 and
+	// below max_tokens; default half of max_tokens.
+	ThinkingBudget int
+	MaxRetries     int                 // retries of a request failing before any output; default 5, -1 disables
+	InitialBackoff time.Duration       // first retry delay; default 500ms
+	MaxBackoff     time.Duration       // retry delay cap; default 10s
+	HTTPClient     *http.Client        // default: a client on http.DefaultTransport
+	Getenv         func(string) string // default os.Getenv
+	Logger         *slog.Logger        // default: discard
+}
+
+// Model streams messages from one endpoint. It implements llm.Model and is
+// safe for concurrent use.
+type Model struct {
+	cfg    Config
+	url    string
+	client *http.Client
+	log    *slog.Logger
+}
+
+const userAgent = "dsh/0 (+github.com/dsh-go/dsh)"
+
+var (
+	errIdle     = errors.New("idle timeout")
+	errDeadline = errors.New("request deadline")
+)
+
+// New validates cfg, fills in its defaults and returns the model.
+func New(cfg Config) (*Model, error) {
+	if cfg.Getenv == nil {
+		cfg.Getenv = os.Getenv
+	}
+	cfg.Provider = cmp.Or(cfg.Provider, "anthropic")
+	if cfg.BaseURL == "" {
+		return nil, fmt.Errorf("anthropic: %s: BaseURL is required", cfg.Provider)
+	}
+	u, err := url.Parse(cfg.BaseURL)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, fmt.Errorf("anthropic: %s: BaseURL %q is not an http(s) URL", cfg.Provider, cfg.BaseURL)
+	}
+	switch cfg.Thinking {
+	case "", ThinkingEnabled, ThinkingDisabled:
+	default:
+		return nil, fmt.Errorf("anthropic: %s: thinking %q: want %s or %s", cfg.Provider, cfg.Thinking, ThinkingEnabled, ThinkingDisabled)
+	}
+	cfg.MaxTokens = cmp.Or(cfg.MaxTokens, DefaultMaxTokens)
+	if cfg.ThinkingBudget != 0 && (cfg.ThinkingBudget < 1024 || cfg.ThinkingBudget >= cfg.MaxTokens) {
+		return nil, fmt.Errorf("anthropic: %s: thinking budget %d: want at least 1024 and below max tokens (%d)", cfg.Provider, cfg.ThinkingBudget, cfg.MaxTokens)
+	}
+	cfg.IdleTimeout = cmp.Or(max(cfg.IdleTimeout, 0), 5*time.Minute)
+	cfg.RequestTimeout = cmp.Or(max(cfg.RequestTimeout, 0), 30*time.Minute)
+	switch {
+	case cfg.MaxRetries == 0:
+		cfg.MaxRetries = 5
+	case cfg.MaxRetries < 0:
+		cfg.MaxRetries = 0
+	}
+	cfg.InitialBackoff = cmp.Or(max(cfg.InitialBackoff, 0), 500*time.Millisecond)
+	cfg.MaxBackoff = cmp.Or(max(cfg.MaxBackoff, 0), 10*time.Second)
+	m := &Model{cfg: cfg, url: u.JoinPath("v1/messages").String(), client: cfg.HTTPClient, log: cfg.Logger}
+	if m.client == nil {
+		m.client = &http.Client{}
+	}
+	if m.log == nil {
+		m.log = slog.New(slog.DiscardHandler)
+	}
+	return m, nil
+}
+
+// Provider returns the route name the model was configured with.
+func (m *Model) Provider() string { return m.cfg.Provider }
+
+// Stream implements llm.Model. Rate limits, overload, server and transport
+// errors and streams that fail before yielding anything are retried with
+// backoff; every other failure ends the stream with an error finish. The
+// whole call, retries included, is bounded by Config.RequestTimeout.
+func (m *Model) Stream(ctx context.Context, req *llm.Request) iter.Seq[content.Chunk] {
+	return func(yield func(content.Chunk) bool) { m.stream(ctx, req, yield) }
+}
+
+func (m *Model) stream(ctx context.Context, req *llm.Request, yield func(content.Chunk) bool) {
+	p := m.cfg.Provider
+	key, f := m.key()
+	if f != nil {
+		yield(content.Chunk{Type: content.ChunkFinish, Finish: &content.Finish{Kind: content.FinishError, Failure: f}})
+		return
+	}
+	body, model, err := m.body(req)
+	if err != nil {
+		yield(llm.FinishError(llm.CodeInvalidRequest, "%s: %v", p, err))
+		return
+	}
+	ctx, cancel := context.WithTimeoutCause(ctx, m.cfg.RequestTimeout, errDeadline)
+	defer cancel()
+	log := m.log.With("provider", p, "model", model, "session", req.SessionID)
+	for attempt := 0; ; attempt++ {
+		if ctx.Err() != nil {
+			yield(m.ended(ctx))
+			return
+		}
+		log.Debug("llm request", "url", m.url, "attempt", attempt+1)
+		f := m.attempt(ctx, key, model, body, yield)
+		if f == nil {
+			return
+		}
+		delay, ok := m.backoff(attempt+1, f)
+		if !retryable(f) || !ok || attempt >= m.cfg.MaxRetries || ctx.Err() != nil {
+			log.Debug("llm request failed", "code", f.Code, "status", f.Status, "request_id", f.RequestID)
+			if ctx.Err() != nil {
+				yield(m.ended(ctx))
+				return
+			}
+			yield(content.Chunk{Type: content.ChunkFinish, Finish: &content.Finish{Kind: content.FinishError, Failure: f}})
+			return
+		}
+		log.Debug("llm request failed; retrying", "code", f.Code, "status", f.Status, "retry", attempt+1, "delay", delay)
+		if req.OnRetry != nil {
+			req.OnRetry(llm.Retry{Attempt: attempt + 1, Max: m.cfg.MaxRetries, Delay: delay, Failure: f})
+		}
+		t := time.NewTimer(delay)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			yield(m.ended(ctx))
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// key reads the API key: "" for a keyless endpoint, else a failure when
+// the variable is unset or malformed.
+func (m *Model) key() (string, *content.Failure) {
+	if m.cfg.APIKeyEnv == "" {
+		return "", nil
+	}
+	key := strings.TrimSpace(m.cfg.Getenv(m.cfg.APIKeyEnv))
+	switch {
+	case key == "":
+		return "", &content.Failure{Code: llm.CodeMissingKey, Message: fmt.Sprintf("%s: %s is not set", m.cfg.Provider, m.cfg.APIKeyEnv)}
+	case strings.ContainsFunc(key, func(r rune) bool { return r <= ' ' || r > '~' }):
+		return "", &content.Failure{Code: llm.CodeInvalidKey, Message: fmt.Sprintf("%s: %s holds spaces or non-printable characters", m.cfg.Provider, m.cfg.APIKeyEnv)}
+	}
+	return key, nil
+}
+
+// retryable reports whether a failure that produced no output is transient.
+func retryable(f *content.Failure) bool {
+	switch f.Code {
+	case llm.CodeRateLimit, llm.CodeServer, llm.CodeTransport, llm.CodeOverloaded, llm.CodeStreamClosed, llm.CodeTimeout:
+		return true
+	}
+	return false
+}
+
+// ended is the finish of a call whose ctx is done: the deadline's timeout,
+// else the caller's abort.
+func (m *Model) ended(ctx context.Context) content.Chunk {
+	if errors.Is(context.Cause(ctx), errDeadline) {
+		return llm.FinishError(llm.CodeTimeout, "%s: no complete answer within %v (models[].requestTimeout)", m.cfg.Provider, m.cfg.RequestTimeout)
+	}
+	return llm.FinishAborted(context.Cause(ctx))
+}
+
+// backoff returns the delay before retry n (1-based), or false when the
+// endpoint asks for a longer wait than MaxBackoff.
+func (m *Model) backoff(n int, f *content.Failure) (time.Duration, bool) {
+	if f.RetryAfterMs > 0 {
+		d := time.Duration(f.RetryAfterMs) * time.Millisecond
+		return d, d <= m.cfg.MaxBackoff
+	}
+	d := m.cfg.InitialBackoff
+	for i := 1; i < n && d < m.cfg.MaxBackoff; i++ {
+		d *= 2
+	}
+	d = min(d, m.cfg.MaxBackoff)
+	return min(time.Duration(float64(d)*(0.9+0.2*rand.Float64())), m.cfg.MaxBackoff), true
+}
+
+// newRequest builds a request to path (joined to the base URL's) with the
+// key and the API version.
+func (m *Model) newRequest(ctx context.Context, method, target, key string, body io.Reader) (*http.Request, error) {
+	hreq, err := http.NewRequestWithContext(ctx, method, target, body)
+	if err != nil {
+		return nil, err
+	}
+	if key != "" {
+		hreq.Header.Set("X-Api-Key", key)
+	}
+	hreq.Header.Set("Anthropic-Version", Version)
+	hreq.Header.Set("User-Agent", userAgent)
+	return hreq, nil
+}
+
+// attempt makes one request. It streams the answer to its end itself and
+// returns nil, or returns the failure of a request that yielded nothing.
+func (m *Model) attempt(ctx context.Context, key, model string, body []byte, yield func(content.Chunk) bool) *content.Failure {
+	p := m.cfg.Provider
+	reqCtx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	idle := time.AfterFunc(m.cfg.IdleTimeout, func() { cancel(errIdle) })
+	defer idle.Stop()
+	interrupted := func() (content.Chunk, bool) {
+		if ctx.Err() != nil {
+			return m.ended(ctx), true
+		}
+		if errors.Is(context.Cause(reqCtx), errIdle) {
+			return llm.FinishError(llm.CodeTimeout, "%s: no data from the server for %v", p, m.cfg.IdleTimeout), true
+		}
+		return content.Chunk{}, false
+	}
+	hreq, err := m.newRequest(reqCtx, http.MethodPost, m.url, key, bytes.NewReader(body))
+	if err != nil {
+		return &content.Failure{Code: llm.CodeTransport, Message: fmt.Sprintf("%s: %v", p, err)}
+	}
+	hreq.Header.Set("Content-Type", "application/json")
+	hreq.Header.Set("Accept", "text/event-stream")
+	for k, v := range telemetry.Carrier(reqCtx) {
+		hreq.Header.Set(k, v)
+	}
+	resp, err := m.client.Do(hreq)
+	idle.Stop()
+	if err != nil {
+		if c, ok := interrupted(); ok {
+			if c.Finish.Kind == content.FinishAborted {
+				yield(c)
+				return nil
+			}
+			return c.Finish.Failure
+		}
+		return m.transportFailure(err)
+	}
+	defer resp.Body.Close()
+	r := &idleReader{r: resp.Body, timer: idle, d: m.cfg.IdleTimeout}
+	if resp.StatusCode/100 != 2 {
+		f := m.httpFailure(resp, r, model)
+		if c, ok := interrupted(); ok && c.Finish.Kind == content.FinishAborted {
+			yield(c)
+			return nil
+		}
+		return f
+	}
+	var held *content.Failure
+	yielded := false
+	decode(r, p, func(c content.Chunk) bool {
+		if !yielded && c.Type == content.ChunkFinish && c.Finish.Kind == content.FinishError && retryable(c.Finish.Failure) {
+			held = c.Finish.Failure
+			return false
+		}
+		yielded = true
+		return yield(c)
+	}, interrupted)
+	return held
+}
+
+// transportFailure describes a request that got no response; a refused
+// connection to a loopback address fails at once, with a hint.
+func (m *Model) transportFailure(err error) *content.Failure {
+	p := m.cfg.Provider
+	if errors.Is(err, syscall.ECONNREFUSED) {
+		if u, perr := url.Parse(m.url); perr == nil && httpfail.IsLoopback(u.Hostname()) {
+			return &content.Failure{Code: llm.CodeUnreachable,
+				Message: fmt.Sprintf("%s: connection refused by %s: is the server at %s running?", p, u.Host, m.cfg.BaseURL)}
+		}
+	}
+	return &content.Failure{Code: llm.CodeTransport, Message: fmt.Sprintf("%s: %v", p, err)}
+}
+
+// idleReader arms the idle timer for the duration of each read.
+type idleReader struct {
+	r     io.Reader
+	timer *time.Timer
+	d     time.Duration
+}
+
+func (r *idleReader) Read(b []byte) (int, error) {
+	r.timer.Reset(r.d)
+	n, err := r.r.Read(b)
+	r.timer.Stop()
+	return n, err
+}
+
+// httpFailure classifies an error response as every route does (see
+// package httpfail); Anthropic's 529 is an overload, retried.
+func (m *Model) httpFailure(resp *http.Response, body io.Reader, model string) *content.Failure {
+	raw, _ := io.ReadAll(io.LimitReader(body, 64<<10))
+	text := httpfail.Text(raw)
+	code := httpfail.Classify(resp.StatusCode, text)
+	if resp.StatusCode == 529 {
+		code = llm.CodeOverloaded
+	}
+	f := &content.Failure{
+		Code:      code,
+		Message:   httpfail.Message(httpfail.Route{Name: m.cfg.Provider, KeyEnv: m.cfg.APIKeyEnv, BaseURL: m.cfg.BaseURL}, resp, text, code, model),
+		Status:    resp.StatusCode,
+		RequestID: cmp.Or(resp.Header.Get("Request-Id"), resp.Header.Get("X-Request-Id")),
+	}
+	if ra := strings.TrimSpace(resp.Header.Get("Retry-After")); ra != "" {
+		if s, err := strconv.ParseFloat(ra, 64); err == nil && s > 0 && s < 1e9 {
+			f.RetryAfterMs = int64(s * 1000)
+		}
+	}
+	return f
+}
+
+// ListModels returns the ids of the models the endpoint serves (GET
+// v1/models), for diagnostics such as `dsh doctor`.
+func (m *Model) ListModels(ctx context.Context) ([]string, error) {
+	key, f := m.key()
+	if f != nil {
+		return nil, &llm.Error{Code: f.Code, Msg: f.Message}
+	}
+	u, err := url.Parse(m.cfg.BaseURL)
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, m.cfg.IdleTimeout)
+	defer cancel()
+	q := u.JoinPath("v1/models")
+	q.RawQuery = "limit=1000"
+	hreq, err := m.newRequest(ctx, http.MethodGet, q.String(), key, nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := m.client.Do(hreq)
+	if err != nil {
+		f := m.transportFailure(err)
+		return nil, &llm.Error{Code: f.Code, Msg: f.Message}
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode/100 != 2 {
+		f := m.httpFailure(resp, resp.Body, m.cfg.Model)
+		return nil, &llm.Error{Code: f.Code, Msg: f.Message}
+	}
+	var list struct {
+		Data []struct {
+			ID string `json:"id"`
+		} `json:"data"`
+	}
+	if err := json.NewDecoder(io.LimitReader(resp.Body, 4<<20)).Decode(&list); err != nil {
+		return nil, &llm.Error{Code: llm.CodeMalformed, Msg: fmt.Sprintf("%s: bad model list: %v", m.cfg.Provider, err)}
+	}
+	ids := make([]string, 0, len(list.Data))
+	for _, d := range list.Data {
+		ids = append(ids, d.ID)
+	}
+	return ids, nil
+}
