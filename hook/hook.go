@@ -60,6 +60,10 @@ type Input struct {
 	StopReason string `json:"stop_reason,omitempty"`
 	// Output is the child's final text (SubagentStop).
 	Output string `json:"output,omitempty"`
+	// PreCompact: what started the compaction (auto or manual) and the
+	// focus given to /compact.
+	Trigger            string `json:"trigger,omitempty"`
+	CustomInstructions string `json:"custom_instructions,omitempty"`
 }
 
 // ToolResponse is what a tool call produced (PostToolUse).
