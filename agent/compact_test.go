@@ -121,7 +121,9 @@ func compactions(events []session.Event) []session.Compaction {
 }
 
 // prompt100 is a prompt of about 100 tokens.
-func prompt100(i int) string { return fmt.Sprintf("question %d: %s", i, strings.Repeat("lorem ipsum ", 33)) }
+func prompt100(i int) string {
+	return fmt.Sprintf("question %d: %s", i, strings.Repeat("lorem ipsum ", 33))
+}
 
 // A conversation that grows past the agent's share of the context window
 // is compacted before the request that would pass it, once per crossing:
