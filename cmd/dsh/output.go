@@ -144,6 +144,8 @@ func (h *humanOutput) event(e session.Event) {
 			msg = d.Failure.Message
 		}
 		h.say("retrying in %.1fs (%s): %s", float64(d.DelayMs)/1000, attempts(d), clip(msg, 300))
+	case session.Compaction:
+		h.say("compacted the conversation (%s): %d messages summarised, %d kept", d.Trigger, d.Compacted, d.Kept)
 	case session.AssistantMessage:
 		h.endLines()
 	}
