@@ -214,9 +214,11 @@ func (a *Agent) Compact(ctx context.Context, focus string) (session.Compaction, 
 // call and logs the compaction. est is the prompt size that led to it.
 func (a *Agent) compact(ctx context.Context, trigger, focus string, turn int, est int64, usage *content.Usage) (session.Compaction, error) {
 	msgs := a.session.Messages()
-	keep := est / 4 // unknown window: keep a quarter of what there is
+	// The kept part is at most a quarter of the history, and of the share
+	// of the window the history may fill.
+	keep := a.tokensOf(a.session.MessageBytes()) / 4
 	if w := a.window(); w > 0 {
-		keep = int64(float64(w) * a.opts.CompactAt / 4)
+		keep = min(keep, int64(float64(w)*a.opts.CompactAt/4))
 	}
 	k := cut(msgs, a.bytesFor(keep), session.MessageSize)
 	if k <= 0 {
