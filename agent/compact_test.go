@@ -2,9 +2,12 @@ package agent_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"iter"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -13,6 +16,7 @@ import (
 	"github.com/dsh-go/dsh/agent"
 	"github.com/dsh-go/dsh/content"
 	"github.com/dsh-go/dsh/event"
+	"github.com/dsh-go/dsh/hook"
 	"github.com/dsh-go/dsh/llm"
 	"github.com/dsh-go/dsh/prompt"
 	"github.com/dsh-go/dsh/session"
@@ -374,5 +378,38 @@ func TestCompactRefusals(t *testing.T) {
 	if a.Status() != agent.StatusIdle {
 		// the driver goroutine goes idle right after
 		a.WaitIdle(context.Background())
+	}
+}
+
+// PreCompact hooks run before a compaction, with its trigger and focus.
+func TestPreCompactHookRuns(t *testing.T) {
+	if !agent.PreCompact.Known() {
+		t.Skip("package hook does not accept PreCompact hooks yet")
+	}
+	out := filepath.Join(t.TempDir(), "in.json")
+	set, err := hook.New(hook.Config{agent.PreCompact: command("cat > " + out)}, "test", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bus := event.New(nil)
+	reg := llm.NewRegistry()
+	reg.Register("test", &windowModel{})
+	agents := agent.NewRegistry(agent.Deps{Sessions: session.NewStore(nil, bus), LLM: reg, Tools: tool.NewRegistry(),
+		Prompt: prompt.NewRegistry(), Events: bus, Hooks: set})
+	t.Cleanup(func() { agents.DisposeAll(context.Background()) })
+	a, err := agents.Create(context.Background(), agent.CreateOptions{Options: agent.Options{Provider: "test"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	run(t, a, "one")
+	run(t, a, "two")
+	if _, err := a.Compact(context.Background(), "keep the plan"); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(out)
+	var in hook.Input
+	if err != nil || json.Unmarshal(b, &in) != nil || in.Event != agent.PreCompact || in.Trigger != "manual" ||
+		in.CustomInstructions != "keep the plan" || in.SessionID != a.ID() {
+		t.Errorf("hook input %s (%v)", b, err)
 	}
 }
