@@ -265,7 +265,8 @@ func (a *Agent) compact(ctx context.Context, trigger, focus string, turn int, es
 	}
 	children := a.childIDs()
 	c := session.Compaction{Turn: turn, Trigger: trigger, Focus: focus, Kept: len(msgs) - k, Compacted: k,
-		TokensBefore: est, Children: children, Usage: asm.Usage(), Summary: summaryMessage(text, children)}
+		TokensBefore: est, Children: children, Usage: asm.Usage(), Provider: req.Provider, Model: req.Model,
+		Summary: summaryMessage(text, children)}
 	if _, err := a.session.Append(session.TypeCompaction, c); err != nil {
 		return session.Compaction{}, err
 	}

@@ -33,8 +33,10 @@ type Compaction struct {
 	// Children are the ids of the subagents started in the compacted part,
 	// named in the summary so that the model can still reach them.
 	Children []string `json:"children,omitempty"`
-	// Usage is what the summarising model call used.
-	Usage *content.Usage `json:"usage,omitempty"`
+	// Usage is what the summarising model call used, on Provider/Model.
+	Usage    *content.Usage `json:"usage,omitempty"`
+	Provider string         `json:"provider,omitempty"`
+	Model    string         `json:"model,omitempty"`
 }
 
 // compact applies c to the derived history. s.mu must be held.
