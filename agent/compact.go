@@ -229,7 +229,7 @@ func (a *Agent) compact(ctx context.Context, trigger, focus string, turn int, es
 	if err != nil {
 		return session.Compaction{}, err
 	}
-	ask := compactInstruction
+	ask := compactInstruction + fmt.Sprintf(" Keep it under %d words.", summaryWords(a.window()))
 	if focus = strings.TrimSpace(focus); focus != "" {
 		ask += "\n\nFocus the summary on: " + focus
 	}
@@ -305,6 +305,15 @@ func cut(msgs []content.Message, keep int64, size func(content.Message) int64) i
 func isToolResult(m content.Message) bool {
 	return m.Source.Kind == content.SourceTool ||
 		slices.ContainsFunc(m.Content, func(b content.Block) bool { return b.Type == content.TypeToolResult })
+}
+
+// summaryWords bounds the summary's length: a twentieth of the window
+// (about 3 words in 4 tokens), between 200 and 2000 words.
+func summaryWords(window int64) int64 {
+	if window <= 0 {
+		return 2000
+	}
+	return min(max(window/20*3/4, 200), 2000)
 }
 
 // summaryMessage is the message that stands for the compacted history.

@@ -291,7 +291,7 @@ func TestCompactByHandKeepsToolCallsWhole(t *testing.T) {
 	}
 	reqs := m.Requests()
 	ask := content.JoinText(reqs[len(reqs)-1].Messages[len(reqs[len(reqs)-1].Messages)-1].Content)
-	if !strings.Contains(ask, "Focus the summary on: the list of files") {
+	if !strings.Contains(ask, "Focus the summary on: the list of files") || !strings.Contains(ask, "Keep it under 2000 words.") {
 		t.Errorf("the instruction is %q", ask)
 	}
 	after := a.Session().Messages()
