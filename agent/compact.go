@@ -7,6 +7,7 @@ import (
 	"math"
 	"slices"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/dsh-go/dsh/content"
 	"github.com/dsh-go/dsh/hook"
@@ -262,6 +263,13 @@ func (a *Agent) compact(ctx context.Context, trigger, focus string, turn int, es
 	text := strings.TrimSpace(content.JoinText(asm.Blocks()))
 	if text == "" {
 		return session.Compaction{}, &Error{Code: CodeCompact, Msg: "the model returned an empty summary"}
+	}
+	if limit := int(summaryWords(a.window()) * 8); len(text) > limit { // a model that ignores the bound cannot refill the window
+		i := limit
+		for i > 0 && !utf8.RuneStart(text[i]) {
+			i--
+		}
+		text = text[:i] + fmt.Sprintf("\n[… the summary was cut at %d bytes]", limit)
 	}
 	children := a.childIDs()
 	c := session.Compaction{Turn: turn, Trigger: trigger, Focus: focus, Kept: len(msgs) - k, Compacted: k,

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/dsh-go/dsh/agent"
 	"github.com/dsh-go/dsh/content"
@@ -32,6 +33,8 @@ type windowModel struct {
 	limit int // tokens; 0: no limit
 	// overflowAlways refuses every request that is not a summarisation.
 	overflowAlways bool
+	// summary, when set, is the summary's text.
+	summary string
 
 	mu        sync.Mutex
 	requests  []*llm.Request
@@ -71,6 +74,9 @@ func (m *windowModel) Stream(ctx context.Context, req *llm.Request) iter.Seq[con
 		if summarise {
 			m.summaries++
 			text = fmt.Sprintf("SUMMARY %d of %d messages", m.summaries, len(req.Messages)-1)
+			if m.summary != "" {
+				text = m.summary
+			}
 		}
 		m.mu.Unlock()
 		b := content.Text(text)
@@ -158,13 +164,23 @@ func TestCompactsBeforePassingTheWindowShare(t *testing.T) {
 			t.Errorf("compaction %+v", c)
 		}
 	}
-	// Between two summarisations, each request extends the one before.
+	// Between two summarisations, each request extends the one before;
+	// a summarisation shares the prefix of the request before it (system
+	// prompt, tools, history), so a prompt cache serves it.
 	var prev []content.Message
+	var prevReq *llm.Request
 	for _, req := range m.Requests() {
 		if isSummarise(req) {
+			summarised := req.Messages[:len(req.Messages)-1]
+			n := min(len(summarised), len(prevReq.Messages))
+			if req.System != prevReq.System || len(req.Tools) != len(prevReq.Tools) ||
+				!slices.EqualFunc(summarised[:n], prevReq.Messages[:n], sameMessage) {
+				t.Fatal("a summarisation does not share the prefix of the request before it")
+			}
 			prev = nil
 			continue
 		}
+		prevReq = req
 		if prev != nil && (len(req.Messages) < len(prev) || !slices.EqualFunc(prev, req.Messages[:len(prev)], sameMessage)) {
 			t.Fatalf("a request does not extend the one before it: the prompt cache prefix broke without a compaction")
 		}
@@ -411,5 +427,26 @@ func TestPreCompactHookRuns(t *testing.T) {
 	if err != nil || json.Unmarshal(b, &in) != nil || in.Event != agent.PreCompact || in.Trigger != "manual" ||
 		in.CustomInstructions != "keep the plan" || in.SessionID != a.ID() {
 		t.Errorf("hook input %s (%v)", b, err)
+	}
+}
+
+// A summary longer than its bound (a model that ignores the instruction)
+// is cut, so that it cannot fill the window it was made to free.
+func TestLongSummaryIsCut(t *testing.T) {
+	m := &windowModel{summary: strings.Repeat("é", 50_000)}
+	agents, _ := windowEnv(t, m, 4000, nil)
+	a, err := agents.Create(context.Background(), agent.CreateOptions{Options: agent.Options{Provider: "test"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	run(t, a, "one")
+	run(t, a, "two")
+	c, err := a.Compact(context.Background(), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := content.JoinText(c.Summary.Content)
+	if len(text) > 2000 || !strings.Contains(text, "the summary was cut at 1600 bytes") || !utf8.ValidString(text) {
+		t.Errorf("summary of %d bytes: %.200q", len(text), text)
 	}
 }
