@@ -337,6 +337,8 @@ func (j *jsonOutput) event(e session.Event) {
 			l.Code, l.Error = d.Failure.Code, d.Failure.Message
 		}
 		j.write(l)
+	case session.Compaction:
+		j.write(jsonLine{Type: "compaction", Turn: d.Turn, Kind: d.Trigger})
 	case session.TurnEnd:
 		l := jsonLine{Type: "turn_end", Turn: d.Turn, Reason: d.Reason.Kind}
 		if f := d.Reason.Error; f != nil {
