@@ -182,6 +182,20 @@ func TestLongSessionCompactsAndResumes(t *testing.T) {
 	if !strings.Contains(last, fmt.Sprintf("SUMMARY-%d", summaries)) || strings.Contains(last, "q1 data") {
 		t.Errorf("the resumed request does not go on from the summary:\n%s", clip(last, 2000))
 	}
+	// So does an interactive one (`dsh chat --resume`, prompts on stdin).
+	chat := exec.Command(dshBinary, "chat", "--cwd", env["CWD"], "--resume", id)
+	chat.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + env["HOME"], "DSH_HOME=" + env["DSH_HOME"],
+		"DEEPSEEK_API_KEY=sk-test", "DEEPSEEK_BASE_URL=" + env["DEEPSEEK_BASE_URL"]}
+	chat.Stdin = strings.NewReader("q10 via chat\n")
+	if b, err := chat.CombinedOutput(); err != nil || !strings.Contains(string(b), "answer to q10") {
+		t.Fatalf("dsh chat --resume: %v\n%s", err, b)
+	}
+	m.mu.Lock()
+	last = m.bodies[len(m.bodies)-1]
+	m.mu.Unlock()
+	if !strings.Contains(last, "SUMMARY-") || !strings.Contains(last, "q10 via chat") || strings.Contains(last, "q1 data") {
+		t.Errorf("the chat's request does not go on from the summary:\n%s", clip(last, 2000))
+	}
 	out, errOut, err = dshRun(t, env, "sessions", "show", id)
 	if err != nil || !strings.Contains(out, "── compacted (auto): ") || !strings.Contains(out, "summary: [The earlier part") {
 		t.Errorf("sessions show: %v\n%s\n%s", err, out, errOut)
