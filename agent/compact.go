@@ -87,6 +87,68 @@ func (a *Agent) tokensOf(bytes int64) int64 {
 	return int64(math.Ceil(float64(bytes) * r))
 }
 
+// summarise makes the summarising model call req, held against the
+// tree's budget and counted in usage.
+func (a *Agent) summarise(ctx context.Context, req *llm.Request, usage *content.Usage) (*content.Assembler, error) {
+	n := int64(len(req.System))
+	for _, t := range req.Tools {
+		n += int64(len(t.Name) + len(t.Description) + len(t.Parameters))
+	}
+	for _, m := range req.Messages {
+		n += session.MessageSize(m)
+	}
+	reserve := a.tokensOf(n)
+	if !a.tree.reserve(reserve) {
+		return nil, &Error{Code: CodeCompact, Msg: "the token budget is spent"}
+	}
+	asm := new(content.Assembler)
+	for c := range a.reg.deps.LLM.Stream(ctx, req) {
+		asm.Add(c)
+	}
+	a.tree.settle(reserve, asm.Usage())
+	if u := asm.Usage(); u != nil {
+		*usage = usage.Add(*u)
+		a.mu.Lock()
+		a.usage = a.usage.Add(*u)
+		a.mu.Unlock()
+	}
+	return asm, nil
+}
+
+// clipBytes bounds each text of the messages a second summarising call
+// reads.
+const clipBytes = 2048
+
+// clipped returns msgs with every text longer than n bytes cut to n (tool
+// results' texts included); tool calls' arguments are kept whole, as the
+// endpoint may check that they are JSON.
+func clipped(msgs []content.Message, n int) []content.Message {
+	var clip func([]content.Block) []content.Block
+	clip = func(bs []content.Block) []content.Block {
+		out := make([]content.Block, len(bs))
+		for i, b := range bs {
+			if len(b.Text) > n {
+				j := n
+				for j > 0 && !utf8.RuneStart(b.Text[j]) {
+					j--
+				}
+				b.Text = b.Text[:j] + fmt.Sprintf("\n[… %d bytes cut for the summary]", len(b.Text)-j)
+			}
+			if len(b.Content) > 0 {
+				b.Content = clip(b.Content)
+			}
+			out[i] = b
+		}
+		return out
+	}
+	out := make([]content.Message, len(msgs))
+	for i, m := range msgs {
+		m.Content = clip(m.Content)
+		out[i] = m
+	}
+	return out
+}
+
 // bytesFor is the inverse of tokensOf.
 func (a *Agent) bytesFor(tokens int64) int64 {
 	a.mu.Lock()
@@ -212,7 +274,8 @@ func (a *Agent) Compact(ctx context.Context, focus string) (session.Compaction, 
 }
 
 // compact summarises the conversation's older messages with one model
-// call and logs the compaction. est is the prompt size that led to it.
+// call (two when they do not fit in the window) and logs the compaction.
+// est is the prompt size that led to it.
 func (a *Agent) compact(ctx context.Context, trigger, focus string, turn int, est int64, usage *content.Usage) (session.Compaction, error) {
 	msgs := a.session.Messages()
 	// The kept part is at most a quarter of the history, and of the share
@@ -239,20 +302,16 @@ func (a *Agent) compact(ctx context.Context, trigger, focus string, turn int, es
 	// them.
 	req := &llm.Request{Provider: a.opts.Provider, Model: a.opts.Model, System: system, Tools: a.tools.Specs(),
 		MaxTokens: a.opts.MaxTokens, SessionID: a.id, Messages: append(msgs[:k:k], content.UserText(ask))}
-	reserve := a.tokensOf(a.requestBytes(req))
-	if !a.tree.reserve(reserve) {
-		return session.Compaction{}, &Error{Code: CodeCompact, Msg: "the token budget is spent"}
+	asm, err := a.summarise(ctx, req, usage)
+	if err == nil && overflowed(asm) && ctx.Err() == nil {
+		// What is to be summarised does not fit either (a session resumed
+		// on a model with a smaller window): summarise it with its long
+		// texts cut.
+		req.Messages = append(clipped(msgs[:k], clipBytes), content.UserText(ask))
+		asm, err = a.summarise(ctx, req, usage)
 	}
-	asm := new(content.Assembler)
-	for c := range a.reg.deps.LLM.Stream(ctx, req) {
-		asm.Add(c)
-	}
-	a.tree.settle(reserve, asm.Usage())
-	if u := asm.Usage(); u != nil {
-		*usage = usage.Add(*u)
-		a.mu.Lock()
-		a.usage = a.usage.Add(*u)
-		a.mu.Unlock()
+	if err != nil {
+		return session.Compaction{}, err
 	}
 	if fin := asm.Finish(); fin.Kind == content.FinishError || fin.Kind == content.FinishAborted {
 		if ctx.Err() != nil {

@@ -35,6 +35,8 @@ type windowModel struct {
 	overflowAlways bool
 	// summary, when set, is the summary's text.
 	summary string
+	// strict refuses summarisations past the limit too.
+	strict bool
 
 	mu        sync.Mutex
 	requests  []*llm.Request
@@ -64,7 +66,7 @@ func (m *windowModel) Stream(ctx context.Context, req *llm.Request) iter.Seq[con
 		m.requests = append(m.requests, req)
 		tokens := m.size(req)
 		summarise := isSummarise(req)
-		if !summarise && (m.overflowAlways || (m.limit > 0 && tokens > m.limit)) {
+		if (!summarise || m.strict) && (m.overflowAlways || (m.limit > 0 && tokens > m.limit)) {
 			m.overflows++
 			m.mu.Unlock()
 			yield(llm.FinishError(llm.CodeContextExceeded, "This model's maximum context length is %d tokens. However, you requested %d tokens.", m.limit, tokens))
@@ -448,5 +450,61 @@ func TestLongSummaryIsCut(t *testing.T) {
 	text := content.JoinText(c.Summary.Content)
 	if len(text) > 2000 || !strings.Contains(text, "the summary was cut at 1600 bytes") || !utf8.ValidString(text) {
 		t.Errorf("summary of %d bytes: %.200q", len(text), text)
+	}
+}
+
+// A session whose older part does not fit in the window either (resumed on
+// a model with a smaller one) is summarised from its messages with their
+// long texts cut.
+func TestSummaryOfTooMuchReadsClippedMessages(t *testing.T) {
+	m := &windowModel{strict: true}
+	tm := llm.ModelFunc(func(ctx context.Context, req *llm.Request) iter.Seq[content.Chunk] {
+		last := req.Messages[len(req.Messages)-1]
+		if !isSummarise(req) && last.Source.Kind == content.SourceUser && strings.HasPrefix(content.JoinText(last.Content), "read") {
+			return func(yield func(content.Chunk) bool) {
+				b := content.Block{Type: content.TypeToolCall, ID: content.NewID(), Name: "big", Arguments: "{}"}
+				for _, c := range []content.Chunk{{Type: content.ChunkBlockEnd, Index: 0, Block: &b},
+					{Type: content.ChunkFinish, Finish: &content.Finish{Kind: content.FinishToolCalls}}} {
+					if !yield(c) {
+						return
+					}
+				}
+			}
+		}
+		return m.Stream(ctx, req)
+	})
+	agents, tools := windowEnv(t, tm, 0, nil)
+	tools.Register(tool.Definition{Name: "big", Description: "reads a big file", Execute: func(ctx context.Context, c tool.Call) (tool.Result, error) {
+		return tool.TextResult(strings.Repeat("line of a big file\n", 500)), nil // 9.5 KB
+	}})
+	a, err := agents.Create(context.Background(), agent.CreateOptions{Options: agent.Options{Provider: "test"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 5 {
+		if end := run(t, a, fmt.Sprintf("read file %d", i)); end.Reason.Kind != session.EndCompleted {
+			t.Fatalf("turn %d: %+v", i, end.Reason)
+		}
+	}
+	m.mu.Lock()
+	m.limit = 4000 // tokens: the history is about 12,000
+	m.mu.Unlock()
+	if end := run(t, a, "what did you read?"); end.Reason.Kind != session.EndCompleted {
+		t.Fatalf("end = %+v", end.Reason)
+	}
+	cs := compactions(a.Session().Events())
+	if len(cs) != 1 || cs[0].Trigger != session.CompactOverflow {
+		t.Fatalf("compactions %+v", cs)
+	}
+	var clippedAsked bool
+	for _, req := range m.Requests() {
+		if isSummarise(req) {
+			for _, msg := range req.Messages {
+				clippedAsked = clippedAsked || strings.Contains(content.JoinText(msg.Content[0].Content), "bytes cut for the summary")
+			}
+		}
+	}
+	if !clippedAsked || m.summaries != 1 {
+		t.Errorf("clipped summarisation asked: %v; %d summaries", clippedAsked, m.summaries)
 	}
 }
