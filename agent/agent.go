@@ -40,6 +40,10 @@ type Options struct {
 	// MaxSteps caps the model calls of one turn (default DefaultMaxSteps;
 	// negative is invalid). A turn that reaches it ends with EndMaxSteps.
 	MaxSteps int `json:"maxSteps,omitempty" yaml:"maxSteps,omitempty"`
+	// CompactAt is the share of the model's context window a request may
+	// fill: past it, the agent first compacts the conversation (default
+	// DefaultCompactAt; more than 0, at most 1).
+	CompactAt float64 `json:"compactAt,omitempty" yaml:"compactAt,omitempty"`
 }
 
 // DefaultMaxSteps is Options.MaxSteps when unset.
@@ -188,6 +192,11 @@ type CreateOptions struct {
 func (r *Registry) Create(ctx context.Context, opts CreateOptions) (*Agent, error) {
 	if o := opts.Options; o.MaxTokens < 0 || o.SubagentDepth < 0 || o.MaxParallelToolCalls < 0 || o.MaxSteps < 0 || opts.TokenBudget < 0 {
 		return nil, &Error{Code: CodeInvalidOptions, Msg: "maxTokens, subagentDepth, maxParallelToolCalls, maxSteps and tokenBudget must not be negative"}
+	}
+	if c := opts.Options.CompactAt; c != 0 {
+		if err := CheckCompactAt(c); err != nil {
+			return nil, &Error{Code: CodeInvalidOptions, Msg: "compactAt " + err.Error()}
+		}
 	}
 	if opts.Owner != nil && (opts.Asker != nil || opts.TokenBudget != 0) {
 		return nil, &Error{Code: CodeInvalidOptions, Msg: "an agent with an owner shares its root's asker and token budget"}
@@ -357,9 +366,15 @@ type Agent struct {
 	lastHeader *session.RequestHeader
 	usage      content.Usage
 	lastCall   int64 // tokens of the agent's last model call that reported usage
-	childTurn  int   // the turn childCount counts for
-	childCount int   // children the turn childTurn started (see StartChild)
-	detach     func() error
+	// Compaction (see compact.go): the prompt tokens per byte of history
+	// the last call reported, the bytes of the request being sent, and
+	// the estimated prompt just after the last compaction.
+	tokensPerByte float64
+	reqBytes      int64
+	compactFloor  int64
+	childTurn     int // the turn childCount counts for
+	childCount    int // children the turn childTurn started (see StartChild)
+	detach        func() error
 
 	wg          sync.WaitGroup
 	disposeOnce sync.Once
@@ -381,6 +396,9 @@ func newAgent(r *Registry, s *session.Session, opts CreateOptions) *Agent {
 	}
 	if o.MaxSteps == 0 {
 		o.MaxSteps = DefaultMaxSteps
+	}
+	if o.CompactAt == 0 {
+		o.CompactAt = DefaultCompactAt
 	}
 	a := &Agent{reg: r, id: s.ID(), session: s, opts: o, owner: opts.Owner, host: opts.ToolHost,
 		tools: r.deps.Tools.NewScope(), disposeDone: make(chan struct{})}

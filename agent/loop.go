@@ -218,22 +218,38 @@ func (a *Agent) step(ctx context.Context, turn, step int, usage *content.Usage) 
 	if err != nil {
 		return 0, err
 	}
-	est := a.estimate()
-	if !a.tree.reserve(est) {
-		return stepBudget, nil
+	a.maybeCompact(ctx, req, turn, usage)
+	for retried := false; ; retried = true {
+		est := a.estimate()
+		if !a.tree.reserve(est) {
+			return stepBudget, nil
+		}
+		mctx, endSpan := a.traceModelCall(ctx, req, step)
+		asm, seqs, err := a.stream(mctx, req, turn, step, !retried)
+		endSpan(asm)
+		var used *content.Usage // what the call reported, also when it failed part way
+		if asm != nil {
+			used = asm.Usage()
+		}
+		a.tree.settle(est, used)
+		if err != nil {
+			return 0, err
+		}
+		if !retried && overflowed(asm) && ctx.Err() == nil {
+			// One compaction and one retry; a second overflow ends the
+			// turn with advice (see conclude).
+			if _, err := a.compact(ctx, session.CompactOverflow, "", turn, a.tokensOf(a.requestBytes(req)), usage); err != nil {
+				a.reg.deps.Log.Warn("compaction failed", "agent", a.id, "turn", turn, "err", err)
+				return 0, compactFailed(asm.Finish().Failure, err)
+			}
+			req.Messages = a.session.Messages()
+			a.mu.Lock()
+			a.reqBytes = a.requestBytes(req)
+			a.mu.Unlock()
+			continue
+		}
+		return a.conclude(ctx, req, asm, seqs, turn, step, usage)
 	}
-	mctx, endSpan := a.traceModelCall(ctx, req, step)
-	asm, seqs, err := a.stream(mctx, req, turn, step)
-	endSpan(asm)
-	var used *content.Usage // what the call reported, also when it failed part way
-	if asm != nil {
-		used = asm.Usage()
-	}
-	a.tree.settle(est, used)
-	if err != nil {
-		return 0, err
-	}
-	return a.conclude(ctx, req, asm, seqs, turn, step, usage)
 }
 
 // estimate is what the next model call is expected to use, held against
@@ -272,11 +288,18 @@ func (a *Agent) request(turn, step int) (*llm.Request, error) {
 	return req, nil
 }
 
-// stream logs each chunk of the model's answer and assembles it.
-func (a *Agent) stream(ctx context.Context, req *llm.Request, turn, step int) (*content.Assembler, []int64, error) {
+// stream logs each chunk of the model's answer and assembles it. With
+// mayRetry, a context overflow's finish is not logged: the caller
+// compacts and retries, and the log keeps one finish per step.
+func (a *Agent) stream(ctx context.Context, req *llm.Request, turn, step int, mayRetry bool) (*content.Assembler, []int64, error) {
 	asm := new(content.Assembler)
 	seqs := make([]int64, 0, 8)
 	for c := range a.reg.deps.LLM.Stream(ctx, req) {
+		if mayRetry && c.Type == content.ChunkFinish && c.Finish.Kind == content.FinishError &&
+			c.Finish.Failure != nil && c.Finish.Failure.Code == llm.CodeContextExceeded {
+			asm.Add(c)
+			break
+		}
 		e, err := a.session.Append(session.TypeAssistantChunk, session.AssistantChunk{Turn: turn, Step: step, Chunk: c})
 		if err != nil {
 			return nil, nil, err
@@ -301,7 +324,7 @@ func (a *Agent) conclude(ctx context.Context, req *llm.Request, asm *content.Ass
 		return 0, context.Cause(ctx)
 	}
 	if fin.Kind == content.FinishError {
-		return 0, fin.Failure
+		return 0, withAdvice(fin.Failure)
 	}
 	blocks := asm.Blocks()
 	if fin.Kind == content.FinishStop && len(blocks) == 0 {
@@ -315,7 +338,9 @@ func (a *Agent) conclude(ctx context.Context, req *llm.Request, asm *content.Ass
 		a.mu.Lock()
 		a.usage = a.usage.Add(*u)
 		a.lastCall = tokens(*u)
+		bytes := a.reqBytes
 		a.mu.Unlock()
+		a.learnRatio(bytes, *u)
 	}
 	if fin.Kind == content.FinishMaxTokens {
 		return stepMaxTokens, nil

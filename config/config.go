@@ -160,6 +160,10 @@ type Model struct {
 	PassBackReasoning *bool `yaml:"passBackReasoning"`
 	// Price, when set, lets usage lines show what a run cost.
 	Price *Price `yaml:"price"`
+	// ContextWindow is the model's context window in tokens (default: the
+	// built-in table's for Model, see llm.ContextWindow; unknown models
+	// compact only when the endpoint answers CONTEXT_WINDOW_EXCEEDED).
+	ContextWindow int `yaml:"contextWindow"`
 
 	builtin   bool // a built-in route no file mentions
 	filePrice bool // Price is a file's, for every model of the route
@@ -184,6 +188,7 @@ func (m Model) overlay(o Model) Model {
 	m.APIKeyEnv = cmp.Or(o.APIKeyEnv, m.APIKeyEnv)
 	m.Model = cmp.Or(o.Model, m.Model)
 	m.MaxTokens = cmp.Or(o.MaxTokens, m.MaxTokens)
+	m.ContextWindow = cmp.Or(o.ContextWindow, m.ContextWindow)
 	m.IdleTimeout = cmp.Or(o.IdleTimeout, m.IdleTimeout)
 	m.RequestTimeout = cmp.Or(o.RequestTimeout, m.RequestTimeout)
 	m.MaxRetries = cmp.Or(o.MaxRetries, m.MaxRetries)
@@ -785,6 +790,8 @@ func (cfg Config) merge(file Config) (Config, error) {
 			return cfg, bad(at+".api", "want %s or %s, got %q", APIOpenAI, APIAnthropic, m.API)
 		case m.MaxTokens < 0:
 			return cfg, bad(at+".maxTokens", "must not be negative")
+		case m.ContextWindow < 0:
+			return cfg, bad(at+".contextWindow", "must not be negative")
 		case m.Thinking != "" && m.Thinking != openai.ThinkingEnabled && m.Thinking != openai.ThinkingDisabled:
 			return cfg, bad(at+".thinking", "want %s or %s, got %q", openai.ThinkingEnabled, openai.ThinkingDisabled, m.Thinking)
 		case m.ReasoningEffort != "" && !slices.Contains([]string{"minimal", "low", "medium", "high", "xhigh", "max"}, m.ReasoningEffort):
@@ -813,6 +820,12 @@ func (cfg Config) merge(file Config) (Config, error) {
 		return cfg, bad("$.agent.maxTokens", "must not be negative")
 	}
 	cfg.Agent.MaxTokens = cmp.Or(file.Agent.MaxTokens, cfg.Agent.MaxTokens)
+	if c := file.Agent.CompactAt; c != 0 {
+		if err := agent.CheckCompactAt(c); err != nil {
+			return cfg, bad("$.agent.compactAt", "%v", err)
+		}
+		cfg.Agent.CompactAt = c
+	}
 	cfg.Agent.MaxParallelToolCalls = cmp.Or(file.Agent.MaxParallelToolCalls, cfg.Agent.MaxParallelToolCalls)
 	if n := file.Agent.MaxSteps; n != 0 {
 		if err := CheckMaxSteps(n); err != nil {
@@ -1086,6 +1099,7 @@ func (cfg Config) Build(ctx context.Context, log *slog.Logger, backend session.B
 		if _, err := rt.LLM.Register(m.Name, model); err != nil {
 			return nil, err
 		}
+		rt.LLM.SetContextWindow(m.Name, cmp.Or(m.ContextWindow, llm.ContextWindow(m.Model)))
 	}
 	if err := sandbox.Check(mode); err != nil {
 		rt.Log.Warn("commands run without a sandbox", "tools.sandbox", mode, "reason", err)

@@ -92,8 +92,10 @@ type Input struct {
 	// Message and NotificationType describe a Notification.
 	Message          string `json:"message,omitempty"`
 	NotificationType string `json:"notification_type,omitempty"`
-	// Trigger is what started a compaction (PreCompact: manual, auto).
-	Trigger string `json:"trigger,omitempty"`
+	// PreCompact: what started the compaction (auto, manual or overflow)
+	// and the focus given to /compact.
+	Trigger            string `json:"trigger,omitempty"`
+	CustomInstructions string `json:"custom_instructions,omitempty"`
 	// ProjectDir is $CLAUDE_PROJECT_DIR (default Cwd).
 	ProjectDir string `json:"-"`
 	// EnvFile is $CLAUDE_ENV_FILE, a file the hook may write (dsh does not

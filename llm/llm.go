@@ -115,9 +115,10 @@ func FinishAborted(cause error) content.Chunk {
 
 // Registry maps provider names to models. It is safe for concurrent use.
 type Registry struct {
-	mu     sync.RWMutex
-	models map[string]*registration
-	order  []string
+	mu      sync.RWMutex
+	models  map[string]*registration
+	order   []string
+	windows map[string]int // provider → context window (see SetContextWindow)
 }
 
 // registration is one Register call; its address identifies it for the

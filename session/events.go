@@ -181,7 +181,7 @@ var knownRaw = map[string]bool{
 func knownType(t string) bool {
 	switch t {
 	case TypeTurnStart, TypeTurnEnd, TypeStepStart, TypeStepEnd, TypeUserMessage, TypeAssistantChunk,
-		TypeAssistantMessage, TypeToolCall, TypeToolResult, TypeRequestHeader, TypeLLMRetry, TypeInboxSpliced, TypeEndSeed:
+		TypeAssistantMessage, TypeToolCall, TypeToolResult, TypeRequestHeader, TypeLLMRetry, TypeInboxSpliced, TypeEndSeed, TypeCompaction:
 		return true
 	}
 	return knownRaw[t]
@@ -222,6 +222,8 @@ func decodeFrom(t string, dec *jsontext.Decoder) (data any, known bool, err erro
 		return decodeAs[LLMRetry](dec)
 	case TypeInboxSpliced:
 		return decodeAs[InboxSpliced](dec)
+	case TypeCompaction:
+		return decodeAs[Compaction](dec)
 	case TypeEndSeed:
 		return EndSeed{}, true, dec.SkipValue()
 	}

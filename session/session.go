@@ -102,6 +102,7 @@ type Session struct {
 	events    []Event
 	pending   pendingChunk      // a delta chunk still growing, stored as event len(events)
 	messages  []content.Message // derived history, kept in step with events
+	msgBytes  int64             // MessageSize of messages
 	turn      int               // last turn number seen
 	observers []*observer
 	closed    bool
@@ -229,13 +230,18 @@ func (s *Session) commit(e Event) {
 	case content.Message:
 		if e.Type == TypeUserMessage {
 			s.messages = append(s.messages, d)
+			s.msgBytes += MessageSize(d)
 		}
 	case AssistantMessage:
 		if len(d.Message.Content) > 0 {
 			s.messages = append(s.messages, d.Message)
+			s.msgBytes += MessageSize(d.Message)
 		}
 	case ToolResult:
 		s.messages = append(s.messages, d.Message)
+		s.msgBytes += MessageSize(d.Message)
+	case Compaction:
+		s.compact(d)
 	}
 }
 

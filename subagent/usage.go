@@ -31,8 +31,8 @@ func AddUsage(sum map[string]content.Usage, key string, u content.Usage) map[str
 }
 
 // UsageFromEvents sums the token usage recorded in a log, keyed
-// "provider/model": every assistant message's usage, UsageType events
-// (its children's runs), and the usage tool results carry (how logs
+// "provider/model": every assistant message's usage, every compaction's
+// summary call, UsageType events (its children's runs), and the usage tool results carry (how logs
 // written before UsageType covered every run recorded a foreground
 // child's).
 func UsageFromEvents(events []session.Event) map[string]content.Usage {
@@ -56,6 +56,10 @@ func UsageFromEvents(events []session.Event) map[string]content.Usage {
 		case session.ToolResult:
 			for k, u := range d.Usage {
 				sum = AddUsage(sum, k, u)
+			}
+		case session.Compaction:
+			if d.Usage != nil {
+				sum = AddUsage(sum, d.Provider+"/"+d.Model, *d.Usage)
 			}
 		}
 	}

@@ -144,6 +144,8 @@ func (h *humanOutput) event(e session.Event) {
 			msg = d.Failure.Message
 		}
 		h.say("retrying in %.1fs (%s): %s", float64(d.DelayMs)/1000, attempts(d), clip(msg, 300))
+	case session.Compaction:
+		h.say("compacted the conversation (%s): %d messages summarised, %d kept", d.Trigger, d.Compacted, d.Kept)
 	case session.AssistantMessage:
 		h.endLines()
 	}
@@ -339,6 +341,8 @@ func (j *jsonOutput) event(e session.Event) {
 			l.Code, l.Error = d.Failure.Code, d.Failure.Message
 		}
 		j.write(l)
+	case session.Compaction:
+		j.write(jsonLine{Type: "compaction", Turn: d.Turn, Kind: d.Trigger})
 	case session.TurnEnd:
 		l := jsonLine{Type: "turn_end", Turn: d.Turn, Reason: d.Reason.Kind}
 		if f := d.Reason.Error; f != nil {

@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"slices"
 	"strings"
@@ -291,6 +292,11 @@ func (c *cli) printSession(h session.Header, events []session.Event) {
 			}
 		case session.ToolCall:
 			fmt.Fprintf(c.stdout, "tool %s %s\n", d.Name, clip(d.Arguments, 200))
+		case session.Compaction:
+			printCompaction(c.stdout, d)
+			if d.Usage != nil {
+				turn = turn.Add(*d.Usage)
+			}
 		case session.ToolResult:
 			status := "result"
 			if d.Error != nil {
@@ -326,3 +332,16 @@ func (c *cli) printSession(h session.Header, events []session.Event) {
 
 // demoDir makes a fresh working directory for the demo.
 func demoDir() (string, error) { return os.MkdirTemp("", "dsh-demo-") }
+
+// printCompaction shows a compaction: what it replaced, and the summary
+// the model reads from then on.
+func printCompaction(w io.Writer, d session.Compaction) {
+	fmt.Fprintf(w, "── compacted (%s): %d messages summarised, %d kept", d.Trigger, d.Compacted, d.Kept)
+	if d.TokensBefore > 0 {
+		fmt.Fprintf(w, " · about %d tokens before", d.TokensBefore)
+	}
+	if d.Focus != "" {
+		fmt.Fprintf(w, " · focus %q", d.Focus)
+	}
+	fmt.Fprintf(w, "\nsummary: %s\n", clip(content.JoinText(d.Summary.Content), 600))
+}

@@ -14,6 +14,7 @@
 package llmtest
 
 import (
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -57,8 +58,11 @@ type Reply struct {
 	ToolCalls []ToolCall    // more tool calls after ToolCall, in one answer
 	Delay     time.Duration // wait this long before answering (the client's cancel ends the wait)
 	Hang      bool          // stream Text, then block until the client goes away
-	Status    int           // an HTTP error status instead of a stream
-	Body      string        // the error body
+	// PromptTokens is the prompt_tokens the answer's usage reports
+	// (default 3).
+	PromptTokens int
+	Status       int    // an HTTP error status instead of a stream
+	Body         string // the error body
 }
 
 // ToolCall is a function call the reply makes.
@@ -291,6 +295,8 @@ func stream(w http.ResponseWriter, r *http.Request, req Request, rep Reply) {
 			i, id, name, args))
 		finish = "tool_calls"
 	}
-	send(fmt.Sprintf(`{"choices":[{"index":0,"delta":{},"finish_reason":%q}],"usage":{"prompt_tokens":3,"completion_tokens":2,"prompt_cache_hit_tokens":0,"prompt_cache_miss_tokens":3}}`, finish))
+	prompt := cmp.Or(rep.PromptTokens, 3)
+	send(fmt.Sprintf(`{"choices":[{"index":0,"delta":{},"finish_reason":%q}],"usage":{"prompt_tokens":%d,"completion_tokens":2,"prompt_cache_hit_tokens":0,"prompt_cache_miss_tokens":%d}}`,
+		finish, prompt, prompt))
 	send("[DONE]")
 }

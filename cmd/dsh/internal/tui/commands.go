@@ -8,6 +8,7 @@ import (
 
 	tea "github.com/charmbracelet/bubbletea"
 
+	"github.com/dsh-go/dsh/content"
 	"github.com/dsh-go/dsh/prompt/instructions"
 	"github.com/dsh-go/dsh/subagent"
 	"github.com/dsh-go/dsh/task"
@@ -31,6 +32,7 @@ func commands() []command {
 		{"sessions", "", "list the stored sessions of this directory", (*model).sessions},
 		{"resume", "ID", "continue a stored session here", (*model).resume},
 		{"cost", "", "the tokens and cost of this conversation, children included", (*model).cost},
+		{"compact", "[FOCUS]", "summarise the conversation so far to free the model's context (FOCUS: what to keep)", (*model).compact},
 		{"model", "", "the model this conversation runs on", (*model).modelInfo},
 		{"init", "", "write a first AGENTS.md here (never overwrites one)", func(m *model, _ string) tea.Cmd {
 			m.log.add(entryNote, instructions.InitReport(m.agent.Cwd()))
@@ -48,7 +50,7 @@ func (m *model) command(line string) tea.Cmd {
 	m.log.add(entryPrompt, line)
 	for _, c := range commands() {
 		if c.name == name {
-			if c.args != "" && arg == "" {
+			if c.args != "" && !strings.HasPrefix(c.args, "[") && arg == "" { // [ARG] is optional
 				m.log.addf(entryError, "/%s needs %s: /%s %s", c.name, strings.ToLower(c.args), c.name, c.args)
 				return nil
 			}
@@ -175,6 +177,35 @@ func (m *model) resume(id string) tea.Cmd {
 		}
 	})
 	m.log.addf(entryNote, "Resuming %s…", oneLine(id, 40))
+	return nil
+}
+
+// compact summarises the conversation by hand (agent.Compact); the agent
+// shows as running meanwhile, so Esc stops it.
+func (m *model) compact(focus string) tea.Cmd {
+	if m.busy {
+		m.log.add(entryError, "/compact waits for the running turn: Esc interrupts it")
+		return nil
+	}
+	a, u := m.agent, m.ui
+	u.async(func() any {
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		go func() {
+			select {
+			case <-u.done:
+				cancel()
+			case <-ctx.Done():
+			}
+		}()
+		c, err := a.Compact(ctx, focus)
+		if err != nil {
+			return noteMsg{text: "✗ /compact: " + err.Error(), err: true}
+		}
+		return noteMsg{text: fmt.Sprintf("Compacted: %d messages summarised, %d kept as they were. The model goes on from its summary:\n%s",
+			c.Compacted, c.Kept, content.JoinText(c.Summary.Content))}
+	})
+	m.log.add(entryNote, "Compacting the conversation…")
 	return nil
 }
 
