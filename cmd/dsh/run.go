@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -50,11 +51,10 @@ refused, with a message the model reads, since dsh run asks nobody: pass
 agent.maxSteps, else 100), and the whole tree after budget.tokens tokens
 (default 10,000,000).
 
-Every way
-the run can end is recorded in the session: SIGINT (Ctrl-C), SIGTERM and
-SIGHUP abort the running turn, and those of all its children with their
-processes, and log its end; so does stdout closing (as
-when ` + "`dsh run … | head`" + ` has read enough). A second signal exits at once,
+Every way the run can end is recorded in the session: SIGINT (Ctrl-C),
+SIGTERM and SIGHUP abort the running turn, and those of all its children
+with their processes, and log its end; so does stdout closing (as when
+` + "`dsh run … | head`" + ` has read enough). A second signal exits at once,
 after a best-effort flush; the next load marks the open turn interrupted.
 
 Exit status:
@@ -63,23 +63,30 @@ Exit status:
   129  SIGHUP (the terminal or ssh connection closed)
   130  SIGINT (Ctrl-C)
   141  stdout closed
-  143  SIGTERM`,
+  143  SIGTERM
+
+With --json, stdout has one JSON object per line and always ends with one
+"result" line, start-up errors included: its "text" is the answer, "code"
+and "error" say why a run failed (see the README).`,
 		Example: `  dsh run "Find the TODO comments and summarise them"
   git diff | dsh run -                      # the prompt from stdin
   dsh run --json "list the Go files" | jq -c 'select(.type=="result")'
   dsh run --yes --max-steps 20 "fix the failing test"`,
-		Args: cobra.MinimumNArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
+		Args: needPrompt,
+		RunE: func(cmd *cobra.Command, args []string) (err error) {
+			if jsonOut {
+				defer func() { err = reportJSON(c.stdout, err) }()
+			}
 			if err := emptyResume(cmd); err != nil {
-				return err
+				return withCode(codeUsage, err)
 			}
 			prompt, err := c.promptOf(args)
 			if err != nil {
-				return err
+				return withCode(codeUsage, err)
 			}
 			cfg, err := c.loadConfig()
 			if err != nil {
-				return err
+				return withCode(codeConfig, err)
 			}
 			if provider != "" {
 				cfg.Agent.Provider, cfg.Agent.Model = provider, cfg.ModelOf(provider)
@@ -89,20 +96,21 @@ Exit status:
 			}
 			if maxSteps != 0 {
 				if err := config.CheckMaxSteps(maxSteps); err != nil {
-					return fmt.Errorf("--max-steps: %w", err)
+					return withCode(codeUsage, fmt.Errorf("--max-steps: %w", err))
 				}
 				cfg.Agent.MaxSteps = maxSteps
 			}
 			cfg.ProjectDir = cwd
 			if err := c.reportProject(cfg); err != nil {
-				return err
+				return withCode(codeConfig, err)
 			}
 			defer c.tracing(cmd.Context(), &cfg)()
 			rt, err := cfg.Build(cmd.Context(), c.logger(), nil, c.getenv)
 			if err != nil {
-				return err
+				return withCode(codeConfig, err)
 			}
 			if err := c.checkKey(cfg); err != nil {
+				rt.Close(context.Background())
 				return err
 			}
 			policy := cfg.Policy()
@@ -112,7 +120,7 @@ Exit status:
 				id, err := c.sessionToResume(rt.Sessions, cont, resume, cwd)
 				if err != nil {
 					rt.Close(context.Background())
-					return err
+					return withCode(codeNoSession, err)
 				}
 				root.SessionID, root.Resume, root.Cwd = id, true, ""
 			}
@@ -201,7 +209,7 @@ func (c *cli) sessionToResume(st *session.Store, cont bool, resume, cwd string) 
 func (c *cli) checkKey(cfg config.Config) error {
 	for _, m := range cfg.Models {
 		if m.Name == cfg.Agent.Provider && m.APIKeyEnv != "" && strings.TrimSpace(c.getenv(m.APIKeyEnv)) == "" {
-			return fmt.Errorf("%s is not set: export it to use model route %q, or try the offline `dsh demo`", m.APIKeyEnv, m.Name)
+			return withCode(codeMissingKey, fmt.Errorf("%s is not set: export it to use model route %q, or try the offline `dsh demo`", m.APIKeyEnv, m.Name))
 		}
 	}
 	return nil
@@ -235,6 +243,39 @@ func (c *cli) promptOf(args []string) (string, error) {
 		return "", errors.New("the prompt on stdin is empty")
 	}
 	return string(b), nil
+}
+
+// needPrompt says in one line what `dsh run` without a prompt lacks.
+func needPrompt(_ *cobra.Command, args []string) error {
+	if len(args) == 0 {
+		return withCode(codeUsage, errors.New(`run needs a prompt: dsh run "PROMPT", or dsh run - to read it from stdin`))
+	}
+	return nil
+}
+
+// answerText keeps the text of the latest turn's last model message: the
+// answer a --json result line carries.
+type answerText struct {
+	mu   sync.Mutex
+	text string
+}
+
+// observe takes a session event of the top-level agent.
+func (a *answerText) observe(e session.Event) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	switch d := e.Data.(type) {
+	case session.TurnStart:
+		a.text = ""
+	case session.AssistantMessage:
+		a.text = content.JoinText(d.Message.Content)
+	}
+}
+
+func (a *answerText) get() string {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.text
 }
 
 // maxPrompt bounds a prompt read from stdin.
@@ -288,13 +329,17 @@ func (c *cli) runTurns(ctx context.Context, rt *dsh.Runtime, spec runSpec, promp
 	from := a.Session().Len() // a resumed session's earlier usage is not this run's
 	status := "completed"
 	span.SetAttributes(telemetry.ConversationID.String(a.ID()))
+	var answer answerText
 	defer func() {
 		usage := subagent.UsageFromEvents(a.Session().Events()[from:])
 		line, cost, priced := spentLine(usage, spec.price)
 		if runErr != nil && status == "completed" {
 			status = "error"
 		}
-		out.result(runResult{SessionID: a.ID(), Status: status, Err: runErr, Usage: usage, Line: line, CostUSD: cost, Priced: priced})
+		out.result(runResult{SessionID: a.ID(), Answer: answer.get(), Status: status, Err: runErr, Usage: usage, Line: line, CostUSD: cost, Priced: priced})
+		if spec.json {
+			runErr = reported(runErr)
+		}
 	}()
 	if root.Resume {
 		if n, err := rt.Subagents.ReportInterrupted(ctx, a); err != nil {
@@ -308,6 +353,7 @@ func (c *cli) runTurns(ctx context.Context, rt *dsh.Runtime, spec runSpec, promp
 	defer atExit(ctx, func() { rt.Sessions.FlushLive() })()
 	out.session(a.ID(), a.Cwd())
 	defer a.Session().Observe(out.event)()
+	defer a.Session().Observe(answer.observe)()
 	for text := range prompts {
 		if spec.echo && !spec.json {
 			fmt.Fprintf(c.stderr, "> %s\n", text)
@@ -404,18 +450,18 @@ func endError(end session.TurnEnd) error {
 		return nil
 	case session.EndError:
 		if f := end.Reason.Error; f != nil {
-			return fmt.Errorf("turn failed: %s (%s)", f.Message, f.Code)
+			return withCode(f.Code, fmt.Errorf("turn failed: %s (%s)", f.Message, f.Code))
 		}
 	case session.EndAborted:
-		return errors.New("turn aborted")
+		return withCode(codeAborted, errors.New("turn aborted"))
 	case session.EndMaxTokens:
-		return errors.New("the answer hit the max-tokens limit")
+		return withCode(codeMaxTokens, errors.New("the answer hit the max-tokens limit"))
 	case session.EndMaxSteps:
-		return errors.New("the turn stopped at its step cap (max-steps): raise --max-steps or agent.maxSteps")
+		return withCode(codeMaxSteps, errors.New("the turn stopped at its step cap (max-steps): raise --max-steps or agent.maxSteps"))
 	case session.EndBudget:
-		return errors.New("the run stopped: its token budget (budget.tokens) is spent")
+		return withCode(codeBudget, errors.New("the run stopped: its token budget (budget.tokens) is spent"))
 	}
-	return fmt.Errorf("turn ended %s", end.Reason.Kind)
+	return withCode(codeError, fmt.Errorf("turn ended %s", end.Reason.Kind))
 }
 
 func usageLine(u content.Usage) string {

@@ -1,0 +1,265 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"github.com/dsh-go/dsh/internal/llmtest"
+)
+
+// jsonGolden compares the --json lines of a run, normalized (ids, paths,
+// delays), with testdata/json/NAME.jsonl; -record rewrites the file. The
+// top-level session's lines and the child runs' lines must each come in
+// the golden order (the two streams interleave as the goroutines run).
+func jsonGolden(t *testing.T, name, out string, dirs ...string) {
+	t.Helper()
+	got := normalizeJSON(t, out, dirs...)
+	path := filepath.Join("testdata", "json", name+".jsonl")
+	if *record {
+		os.MkdirAll(filepath.Dir(path), 0o755)
+		if err := os.WriteFile(path, []byte(strings.Join(got, "\n")+"\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (record it with -record)", err)
+	}
+	want := strings.Split(strings.TrimSpace(string(data)), "\n")
+	split := func(lines []string) (top, child []string) {
+		for _, l := range lines {
+			if strings.Contains(l, `"type":"child_`) || strings.Contains(l, `"type":"mcp_`) { // from the runtime's bus
+				child = append(child, l)
+			} else {
+				top = append(top, l)
+			}
+		}
+		return top, child
+	}
+	gotTop, gotChild := split(got)
+	wantTop, wantChild := split(want)
+	if !slices.Equal(gotTop, wantTop) || !slices.Equal(gotChild, wantChild) {
+		t.Errorf("--json lines of %s differ from %s:\ngot:\n%s\nwant:\n%s", name, path, strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}
+
+// normalizeJSON decodes each line and replaces what varies between runs:
+// ids by their order of appearance, the directories by <dirN>, delays by 0.
+func normalizeJSON(t *testing.T, out string, dirs ...string) []string {
+	t.Helper()
+	ids := map[string]string{}
+	uuid := regexp.MustCompile(`[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}`)
+	norm := func(s string) string {
+		for i, d := range dirs {
+			s = strings.ReplaceAll(s, d, fmt.Sprintf("<dir%d>", i))
+		}
+		return uuid.ReplaceAllStringFunc(s, func(id string) string {
+			if ids[id] == "" {
+				ids[id] = fmt.Sprintf("<id%d>", len(ids)+1)
+			}
+			return ids[id]
+		})
+	}
+	var lines []string
+	for _, l := range jsonLines(t, out) {
+		_, whole := l["output"].(string)
+		if whole = whole && l["truncated"] == nil; whole && l["bytes"] != float64(len(l["output"].(string))) {
+			t.Errorf("bytes %v, but the output is %d bytes: %v", l["bytes"], len(l["output"].(string)), l)
+		}
+		for k, v := range l {
+			switch v := v.(type) {
+			case string:
+				l[k] = norm(v)
+			case float64:
+				if k == "delay_ms" {
+					l[k] = 0
+				}
+			}
+		}
+		if whole {
+			l["bytes"] = len(l["output"].(string)) // as normalized
+		}
+		var b strings.Builder
+		enc := json.NewEncoder(&b)
+		enc.SetEscapeHTML(false)
+		if err := enc.Encode(l); err != nil {
+			t.Fatal(err)
+		}
+		lines = append(lines, strings.TrimSuffix(b.String(), "\n"))
+	}
+	return lines
+}
+
+// modelEnv is the environment of a run against srv.
+func modelEnv(t *testing.T, url string) map[string]string {
+	return map[string]string{"DSH_HOME": t.TempDir(), "DEEPSEEK_API_KEY": "sk-test", "DEEPSEEK_BASE_URL": url}
+}
+
+// A delegating run writes every kind of line a successful run has: the
+// result carries the answer, tool_result the tool's output, the child's
+// lines name it (id, provider and label), its text deltas carry the text
+// and its end line its answer.
+func TestJSONGoldenDelegation(t *testing.T) {
+	srv := llmtest.NewServer(t, func(r llmtest.Request) llmtest.Reply {
+		switch {
+		case r.Child && len(r.ToolResults) == 0:
+			return llmtest.Reply{ToolCall: &llmtest.ToolCall{Name: "bash", Arguments: `{"command":"echo 3"}`}}
+		case r.Child:
+			return llmtest.Reply{Text: "the child counted 3"}
+		case len(r.ToolResults) == 0:
+			return llmtest.Reply{Reasoning: "First a command.", ToolCall: &llmtest.ToolCall{Name: "bash", Arguments: `{"command":"echo hello from bash"}`}}
+		case len(r.ToolResults) == 1:
+			return llmtest.Reply{ToolCall: &llmtest.ToolCall{Name: "read_file", Arguments: `{"path":"missing.txt"}`}}
+		case len(r.ToolResults) == 2:
+			return llmtest.Reply{Text: "Now a child.", ToolCall: &llmtest.ToolCall{Name: "subagent", Arguments: `{"description":"count","prompt":"count them"}`}}
+		}
+		return llmtest.Reply{Text: "There are 3 files."}
+	})
+	cwd := t.TempDir()
+	env := modelEnv(t, srv.URL)
+	cfg := filepath.Join(env["DSH_HOME"], "dsh.yaml")
+	os.WriteFile(cfg, []byte("mcpServers:\n  gone:\n    command: /nonexistent/mcp-server\n"), 0o600)
+	out, errOut, err := runCLI(t, env, "run", "--json", "--cwd", cwd, "count the files")
+	if err != nil || errOut != "" {
+		t.Fatalf("run: %v\nstderr %q", err, errOut)
+	}
+	jsonGolden(t, "delegation", out, cwd)
+	res := first(jsonLines(t, out), "result")
+	if res["text"] != "There are 3 files." {
+		t.Errorf("result text %q, want the answer", res["text"])
+	}
+	if tr := first(jsonLines(t, out), "tool_result"); !strings.Contains(fmt.Sprint(tr["output"]), "hello from bash") {
+		t.Errorf("tool_result %v: no output", tr)
+	}
+}
+
+// A retried model call and a failed turn: retry, turn_end and result carry
+// the code and the error; the exit is an error that is not printed twice.
+func TestJSONGoldenRetryAndFailure(t *testing.T) {
+	var calls atomic.Int32
+	srv := llmtest.NewServer(t, func(r llmtest.Request) llmtest.Reply {
+		if calls.Add(1) == 1 {
+			return llmtest.Reply{Status: http.StatusServiceUnavailable, Body: `{"error":{"message":"busy"}}`}
+		}
+		return llmtest.Reply{Status: http.StatusBadRequest, Body: `{"error":{"message":"no such thing"}}`}
+	})
+	cwd := t.TempDir()
+	out, _, err := runCLI(t, modelEnv(t, srv.URL), "run", "--json", "--cwd", cwd, "go")
+	if err == nil || !isReported(err) || errorCode(err) != "INVALID_REQUEST" {
+		t.Fatalf("err %v (code %s), want a reported INVALID_REQUEST", err, errorCode(err))
+	}
+	jsonGolden(t, "failure", out, cwd)
+}
+
+// A tool's output over the cap is cut, at a rune boundary, and says so;
+// bytes keeps its whole length.
+func TestJSONToolOutputCapped(t *testing.T) {
+	srv := llmtest.NewServer(t, func(r llmtest.Request) llmtest.Reply {
+		if len(r.ToolResults) == 0 {
+			return llmtest.Reply{ToolCall: &llmtest.ToolCall{Name: "bash", Arguments: `{"command":"for i in $(seq 12000); do printf 'é'; done; echo"}`}}
+		}
+		return llmtest.Reply{Text: "done"}
+	})
+	out, errOut, err := runCLI(t, modelEnv(t, srv.URL), "run", "--json", "--cwd", t.TempDir(), "go")
+	if err != nil {
+		t.Fatalf("run: %v\n%s", err, errOut)
+	}
+	tr := first(jsonLines(t, out), "tool_result")
+	output, _ := tr["output"].(string)
+	if tr["truncated"] != true || len(output) > maxJSONOutput || !strings.HasPrefix(output, "éé") || strings.ContainsRune(output, '\uFFFD') ||
+		tr["bytes"].(float64) <= float64(maxJSONOutput) {
+		t.Errorf("tool_result: truncated %v, %d bytes of output, bytes %v", tr["truncated"], len(output), tr["bytes"])
+	}
+}
+
+// Every start-up error of dsh run --json is one result line on stdout with
+// a code (and the one line on stderr): a missing key, a configuration that
+// does not load, a session to resume that does not exist, a missing prompt
+// and a bad flag (the last two found by cobra, before the command runs:
+// through the binary).
+func TestJSONStartupErrors(t *testing.T) {
+	home := t.TempDir()
+	bad := filepath.Join(home, "bad.yaml")
+	os.WriteFile(bad, []byte("agent:\n  maxStep: 3\n"), 0o600)
+	for _, c := range []struct {
+		name string
+		env  map[string]string
+		args []string
+		code string
+		msg  string
+	}{
+		{"missing-key", map[string]string{"DSH_HOME": home}, []string{"run", "--json", "hi"}, "MISSING_KEY", "DEEPSEEK_API_KEY is not set"},
+		{"bad-config", map[string]string{"DSH_HOME": home, "DEEPSEEK_API_KEY": "sk-test"}, []string{"--config", bad, "run", "--json", "hi"}, "CONFIG", `unknown field "maxStep"`},
+		{"no-session", map[string]string{"DSH_HOME": home, "DEEPSEEK_API_KEY": "sk-test"}, []string{"run", "--json", "-r", "nope", "hi"}, "SESSION_NOT_FOUND", `no stored session has an id starting with "nope"`},
+		{"no-prompt", map[string]string{"DSH_HOME": home}, []string{"run", "--json"}, "USAGE", `run needs a prompt: dsh run "PROMPT", or dsh run - to read it from stdin`},
+		{"bad-flag", map[string]string{"DSH_HOME": home}, []string{"run", "--jsn", "--json", "hi"}, "USAGE", "unknown flag: --jsn (did you mean --json?)"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			cmd := exec.Command(dshBinary, c.args...)
+			cmd.Dir = home
+			cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + home}
+			for k, v := range c.env {
+				cmd.Env = append(cmd.Env, k+"="+v)
+			}
+			var stdout, stderr bytes.Buffer
+			cmd.Stdout, cmd.Stderr = &stdout, &stderr
+			if err := cmd.Run(); err == nil {
+				t.Fatal("exit 0")
+			}
+			lines := jsonLines(t, stdout.String())
+			if len(lines) != 1 || lines[0]["type"] != "result" || lines[0]["code"] != c.code || lines[0]["stop_reason"] != "error" ||
+				!strings.Contains(fmt.Sprint(lines[0]["error"]), c.msg) {
+				t.Errorf("stdout %q: want one result line with code %s and %q", stdout.String(), c.code, c.msg)
+			}
+			if n := strings.Count(stderr.String(), "\n"); n != 1 || !strings.Contains(stderr.String(), c.msg) {
+				t.Errorf("stderr %q: want the one error line", stderr.String())
+			}
+			if c.name == "missing-key" {
+				jsonGolden(t, "missing-key", stdout.String(), home)
+			}
+		})
+	}
+}
+
+// The README's recipe, as written, prints the answer: dsh run --json
+// through the binary, piped into jq.
+func TestREADMEJSONRecipe(t *testing.T) {
+	data, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile(`(?m)^dsh run --json "([^"]+)" \| jq -r '([^']+)'$`).FindStringSubmatch(string(data))
+	if m == nil {
+		t.Fatal(`README.md has no "dsh run --json … | jq -r '…'" recipe`)
+	}
+	jq, err := exec.LookPath("jq")
+	if err != nil {
+		t.Skip("no jq")
+	}
+	srv := llmtest.NewServer(t, func(r llmtest.Request) llmtest.Reply {
+		if r.LastUser != m[1] {
+			return llmtest.Reply{Text: "wrong prompt"}
+		}
+		return llmtest.Reply{Reasoning: "Counting.", Text: "There are 42 Go files."}
+	})
+	home := t.TempDir()
+	cmd := exec.Command("sh", "-c", `"$DSH" run --json "$PROMPT" | "$JQ" -r "$FILTER"`)
+	cmd.Dir = home
+	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + home, "DSH_HOME=" + home, "DEEPSEEK_API_KEY=sk-test",
+		"DEEPSEEK_BASE_URL=" + srv.URL, "DSH=" + dshBinary, "JQ=" + jq, "PROMPT=" + m[1], "FILTER=" + m[2]}
+	out, err := cmd.Output()
+	if err != nil || string(out) != "There are 42 Go files.\n" {
+		t.Errorf("the recipe printed %q (%v), want the answer", out, err)
+	}
+}
