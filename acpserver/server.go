@@ -23,6 +23,7 @@ import (
 	"github.com/dsh-go/dsh/agent"
 	"github.com/dsh-go/dsh/content"
 	"github.com/dsh-go/dsh/internal/jsonrpcframe"
+	"github.com/dsh-go/dsh/llm"
 	"github.com/dsh-go/dsh/mcptool"
 	"github.com/dsh-go/dsh/permission"
 	"github.com/dsh-go/dsh/session"
@@ -72,6 +73,14 @@ type Options struct {
 	// MCP configures the MCP servers a client passes in session/new (log,
 	// event bus, client version); they serve that session's tree only.
 	MCP mcptool.Options
+	// Ready, when set, is asked before a session is created: its error (a
+	// model route's key variable that is unset) refuses session/new with
+	// auth_required and the error's text, which the client shows.
+	Ready func() error
+	// DrainTimeout bounds how long the server goes on answering pending
+	// requests once the client's input has ended (default
+	// DefaultDrainTimeout); then it cancels the running turns.
+	DrainTimeout time.Duration
 }
 
 // Defaults of Options.
@@ -105,19 +114,28 @@ func Serve(ctx context.Context, opts Options, in io.Reader, out io.Writer) error
 		opts.MaxFrame = DefaultMaxFrame
 	}
 	opts.MaxFrame = min(opts.MaxFrame, sdkMaxFrame)
+	if opts.DrainTimeout <= 0 {
+		opts.DrainTimeout = DefaultDrainTimeout
+	}
 	s := &server{opts: opts, sessions: map[acpsdk.SessionId]*acpSession{}, ready: make(chan struct{})}
-	w := jsonrpcframe.NewWriter(out)
+	s.input, s.closeInput = context.WithCancelCause(context.Background())
+	defer s.closeInput(errServerClosed)
+	pending := newInflight()
+	w := jsonrpcframe.NewWriter(answerWatch{w: out, f: pending})
 	sdkIn, gateOut := io.Pipe()
 	// No SetLogger: in acp-go-sdk v0.13.0 it races with the connection's
 	// receive goroutine; the connection logs through slog.Default.
 	s.conn = acpsdk.NewAgentSideConnection(s, w, sdkIn)
 	close(s.ready)
 
-	g := &gate{limit: opts.MaxFrame, reply: w, log: opts.Log, admit: s.admitPrompt, cancel: s.cancelNotification}
+	g := &gate{limit: opts.MaxFrame, reply: w, log: opts.Log, admit: s.admitPrompt, cancel: s.cancelNotification, passed: pending.add}
 	var inputErr error
 	inputDone := make(chan struct{})
 	go func() {
 		inputErr = g.run(in, gateOut)
+		if inputErr == nil {
+			s.drain(ctx, pending) // the requests the client sent are answered
+		}
 		close(inputDone) // before the SDK can see the end of its input
 		gateOut.CloseWithError(inputErr)
 	}()
@@ -143,6 +161,11 @@ type server struct {
 	opts  Options
 	conn  *acpsdk.AgentSideConnection // read through connection()
 	ready chan struct{}               // closed once conn is set
+
+	// input ends (cause errInputClosed) when the client's input has:
+	// what the server would ask the client then fails at once.
+	input      context.Context
+	closeInput context.CancelCauseFunc
 
 	mu       sync.Mutex
 	sessions map[acpsdk.SessionId]*acpSession
@@ -313,6 +336,11 @@ func (s *server) NewSession(ctx context.Context, p acpsdk.NewSessionRequest) (ac
 	if err := checkMeta(p.Meta); err != nil {
 		return acpsdk.NewSessionResponse{}, err
 	}
+	if s.opts.Ready != nil {
+		if err := s.opts.Ready(); err != nil {
+			return acpsdk.NewSessionResponse{}, &acpsdk.RequestError{Code: codeAuthRequired, Message: err.Error()}
+		}
+	}
 	id := acpsdk.SessionId(uuid.NewString())
 	ctx = telemetry.FromMeta(ctx, p.Meta) // a parent's trace: the session's turns continue it
 	if err := s.open(ctx, s.createOptions(id, p.Cwd, p.Meta), p.Cwd, p.McpServers, nil); err != nil {
@@ -331,9 +359,17 @@ var errPermissionTimeout = errors.New("no answer in time")
 func (s *server) requestPermission(ctx context.Context, req acpsdk.RequestPermissionRequest) (acpsdk.RequestPermissionResponse, error) {
 	wait, cancel := context.WithTimeoutCause(ctx, s.opts.PermissionTimeout, errPermissionTimeout)
 	defer cancel()
+	defer context.AfterFunc(s.input, cancel)()
+	if s.input.Err() != nil {
+		return acpsdk.RequestPermissionResponse{}, context.Cause(s.input)
+	}
 	resp, err := s.connection().RequestPermission(wait, req)
-	if err != nil && ctx.Err() == nil && errors.Is(context.Cause(wait), errPermissionTimeout) {
+	switch {
+	case err == nil || ctx.Err() != nil:
+	case errors.Is(context.Cause(wait), errPermissionTimeout):
 		err = fmt.Errorf("the client did not answer within %s", s.opts.PermissionTimeout)
+	case s.input.Err() != nil:
+		err = context.Cause(s.input)
 	}
 	return resp, err
 }
@@ -422,11 +458,25 @@ func stopReason(end session.TurnEnd) (acpsdk.PromptResponse, error) {
 	case session.EndAborted, session.EndInterrupted:
 		return acpsdk.PromptResponse{StopReason: acpsdk.StopReasonCancelled}, nil
 	}
-	msg := "turn failed"
-	if f := end.Reason.Error; f != nil {
-		msg = fmt.Sprintf("turn failed: %s (%s)", f.Message, f.Code)
+	return acpsdk.PromptResponse{}, turnError(end.Reason.Error)
+}
+
+// codeAuthRequired is ACP's error code for a missing or refused
+// credential.
+const codeAuthRequired = -32000
+
+// turnError is the error of a failed turn, its message the failure's own
+// (a client shows it) and its data the failure's code: auth_required for a
+// model key that is unset or refused, an internal error otherwise.
+func turnError(f *content.Failure) *acpsdk.RequestError {
+	if f == nil {
+		return &acpsdk.RequestError{Code: -32603, Message: "turn failed"}
 	}
-	return acpsdk.PromptResponse{}, acpsdk.NewInternalError(msg)
+	code := -32603
+	if f.Code == llm.CodeAuth || f.Code == llm.CodeMissingKey {
+		code = codeAuthRequired
+	}
+	return &acpsdk.RequestError{Code: code, Message: fmt.Sprintf("turn failed: %s (%s)", f.Message, f.Code), Data: map[string]any{"code": f.Code}}
 }
 
 // userMessage turns prompt blocks into one user message: text and resource

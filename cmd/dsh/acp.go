@@ -2,6 +2,7 @@ package main
 
 import (
 	"errors"
+	"fmt"
 
 	"github.com/spf13/cobra"
 
@@ -17,8 +18,25 @@ import (
 func (c *cli) acpCmd() *cobra.Command {
 	return &cobra.Command{
 		Use:   "acp",
-		Short: "Serve the Agent Client Protocol on stdin/stdout (logs go to stderr)",
-		Args:  cobra.NoArgs,
+		Short: "Serve the Agent Client Protocol on stdin/stdout, for editors such as Zed",
+		Long: `Serve dsh as an Agent Client Protocol agent on stdin/stdout: an editor (Zed,
+or any ACP client such as acpx) starts "dsh acp" and drives sessions over
+JSON-RPC. stdout carries protocol frames only; logs go to
+$DSH_HOME/logs/dsh.log (--verbose also sends them to stderr).
+
+bash, write_file and edit_file ask the client before they run (acp.askPermission
+in dsh.yaml). The model route's key must be in the environment the editor
+starts dsh in: an unset key refuses session/new with a message naming it.
+Zed's settings.json:
+
+  "agent_servers": {
+    "dsh": {
+      "command": "dsh",
+      "args": ["acp"],
+      "env": {"DEEPSEEK_API_KEY": "sk-..."}
+    }
+  }`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			cfg, err := c.loadConfig()
 			if err != nil {
@@ -45,6 +63,12 @@ func (c *cli) acpCmd() *cobra.Command {
 			cfg.Agent.SubagentDepth = config.DepthFrom(c.getenv)
 			err = acpserver.Serve(cmd.Context(), acpserver.Options{Agents: rt.Agents, AgentOptions: cfg.Agent,
 				Policy: cfg.ACPPolicy(acpserver.DefaultAskPermission()), TokenBudget: cfg.Budget.Tokens,
+				Ready: func() error {
+					if err := c.checkKey(cfg); err != nil {
+						return fmt.Errorf("%w (an editor passes it in the env of its agent_servers entry)", err)
+					}
+					return nil
+				},
 				PermissionTimeout: cfg.ACP.PermissionTimeout, MaxSessions: cfg.ACP.MaxSessions, Sessions: rt.Sessions, Subagents: rt.Subagents, Version: version, Log: rt.Log,
 				StopBackground: func(root *agent.Agent, reason string) { rt.Tasks.Stop(root, subagenttool.TaskKind, reason) },
 				MCP: mcptool.Options{Log: rt.Log, Events: rt.Events, Version: version,

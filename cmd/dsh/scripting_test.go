@@ -263,3 +263,48 @@ func TestREADMEJSONRecipe(t *testing.T) {
 		t.Errorf("the recipe printed %q (%v), want the answer", out, err)
 	}
 }
+
+// `echo '<initialize>' | dsh acp` always answers (it answered nothing
+// about one time in three), and the process ends.
+func TestACPAnswersInitializeAtEOF(t *testing.T) {
+	home := t.TempDir()
+	for i := range 20 {
+		cmd := exec.Command(dshBinary, "acp")
+		cmd.Dir = home
+		cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + home, "DSH_HOME=" + home, "DEEPSEEK_API_KEY=sk-test"}
+		cmd.Stdin = strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":1}}` + "\n")
+		out, err := cmd.Output()
+		if err != nil || !strings.Contains(string(out), `"id":1,"result":{`) {
+			t.Fatalf("run %d: %v, stdout %q", i, err, out)
+		}
+	}
+}
+
+// dsh acp without the route's key: session/new is refused with a message
+// naming the variable, which the client shows.
+func TestACPMissingKeyNamesTheVariable(t *testing.T) {
+	home := t.TempDir()
+	cmd := exec.Command(dshBinary, "acp")
+	cmd.Dir = home
+	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + home, "DSH_HOME=" + home}
+	cmd.Stdin = strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":1}}` + "\n" +
+		`{"jsonrpc":"2.0","id":2,"method":"session/new","params":{"cwd":"` + home + `","mcpServers":[]}}` + "\n")
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var resp struct {
+		Error struct {
+			Code    int    `json:"code"`
+			Message string `json:"message"`
+		} `json:"error"`
+	}
+	for line := range strings.SplitSeq(strings.TrimSpace(string(out)), "\n") {
+		if strings.Contains(line, `"id":2`) {
+			json.Unmarshal([]byte(line), &resp)
+		}
+	}
+	if resp.Error.Code != -32000 || !strings.Contains(resp.Error.Message, "DEEPSEEK_API_KEY is not set") {
+		t.Errorf("session/new answered %+v\n%s", resp, out)
+	}
+}
