@@ -3,6 +3,7 @@ package acpserver_test
 import (
 	"context"
 	"errors"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -10,6 +11,7 @@ import (
 
 	"github.com/dsh-go/dsh/acpserver"
 	"github.com/dsh-go/dsh/llm/scripted"
+	"github.com/dsh-go/dsh/tool"
 )
 
 // An unset key is an error the client shows: session/new is refused with
@@ -33,5 +35,81 @@ func TestMissingKeyIsShown(t *testing.T) {
 	_, err = prompt(conn, newSession(t, conn), "hi")
 	if !errors.As(err, &re) || re.Code != -32603 || !strings.Contains(re.Message, "the model is down (SERVER)") {
 		t.Errorf("prompt: %#v", err)
+	}
+}
+
+// asks records the permission requests, answering allow once.
+type asks struct {
+	recorder
+	requests []acpsdk.RequestPermissionRequest
+}
+
+func (a *asks) RequestPermission(ctx context.Context, p acpsdk.RequestPermissionRequest) (acpsdk.RequestPermissionResponse, error) {
+	a.mu.Lock()
+	a.requests = append(a.requests, p)
+	a.mu.Unlock()
+	return a.recorder.RequestPermission(ctx, p)
+}
+
+// An editor sees what runs: tool-call titles name the command or the file,
+// file tools carry the file as an absolute location, and an edit's
+// completing update (and its ask) carries the change as diff content next
+// to the tool's output.
+func TestToolCallsSayWhatRuns(t *testing.T) {
+	rec := &asks{recorder: recorder{answer: "allow-once"}}
+	conn, srv := connect(t, acpserver.Options{}, scripted.New(
+		scripted.ToolCalls("", scripted.Call{ID: "c1", Name: "bash", Arguments: `{"command":"go test ./...\necho done"}`}),
+		scripted.ToolCalls("", scripted.Call{ID: "c2", Name: "edit_file", Arguments: `{"path":"notes.txt","old_string":"old line","new_string":"new line"}`}),
+		scripted.Text("done")), rec)
+	srv.rt.Tools.Register(tool.Definition{Name: "edit_file", Execute: func(context.Context, tool.Call) (tool.Result, error) {
+		return tool.TextResult("edited notes.txt"), nil
+	}})
+	cwd := t.TempDir()
+	resp, err := conn.NewSession(context.Background(), acpsdk.NewSessionRequest{Cwd: cwd, McpServers: []acpsdk.McpServer{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := prompt(conn, resp.SessionId, "go"); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(cwd, "notes.txt")
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	var starts []*acpsdk.SessionUpdateToolCall
+	var ends []*acpsdk.SessionToolCallUpdate
+	for _, u := range rec.updates {
+		if u.ToolCall != nil {
+			starts = append(starts, u.ToolCall)
+		}
+		if u.ToolCallUpdate != nil {
+			ends = append(ends, u.ToolCallUpdate)
+		}
+	}
+	if len(starts) != 2 || len(ends) != 2 {
+		t.Fatalf("%d tool calls, %d updates", len(starts), len(ends))
+	}
+	if starts[0].Title != "bash: go test ./... echo done" || starts[0].Kind != acpsdk.ToolKindExecute {
+		t.Errorf("bash: title %q, kind %q", starts[0].Title, starts[0].Kind)
+	}
+	if len(ends[0].Content) != 1 || ends[0].Content[0].Content == nil || ends[0].Content[0].Content.Content.Text.Text != "ran" {
+		t.Errorf("bash's completing update carries no output: %+v", ends[0].Content)
+	}
+	if starts[1].Title != "edit_file: notes.txt" || starts[1].Kind != acpsdk.ToolKindEdit || len(starts[1].Locations) != 1 || starts[1].Locations[0].Path != path {
+		t.Errorf("edit_file: title %q, kind %q, locations %+v", starts[1].Title, starts[1].Kind, starts[1].Locations)
+	}
+	diffOf := func(c []acpsdk.ToolCallContent) *acpsdk.ToolCallContentDiff {
+		for _, x := range c {
+			if x.Diff != nil {
+				return x.Diff
+			}
+		}
+		return nil
+	}
+	d := diffOf(ends[1].Content)
+	if d == nil || d.Path != path || d.OldText == nil || *d.OldText != "old line" || d.NewText != "new line" || len(ends[1].Locations) != 1 {
+		t.Errorf("edit_file's completing update: %+v", ends[1])
+	}
+	if len(rec.requests) != 2 || diffOf(rec.requests[1].ToolCall.Content) == nil || *rec.requests[1].ToolCall.Title != "edit_file: notes.txt" {
+		t.Errorf("the edit's ask: %+v", rec.requests)
 	}
 }

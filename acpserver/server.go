@@ -217,7 +217,7 @@ func (s *server) open(ctx context.Context, co agent.CreateOptions, cwd string, s
 	s.creating++
 	s.mu.Unlock()
 	id := acpsdk.SessionId(co.SessionID)
-	u := newUpdater(s.connection(), id, s.opts.Log)
+	u := newUpdater(s.connection(), id, cwd, s.opts.Log)
 	var a *agent.Agent
 	mcp, err := s.sessionMCP(ctx, cwd, servers)
 	if err == nil {
