@@ -88,10 +88,12 @@ func (f *inflight) wait(ctx context.Context) bool {
 	}
 }
 
-// answerWatch writes the server's frames to w, telling f of each response.
+// answerWatch writes the server's frames to w, telling f and after of
+// each response to a request of the client's.
 type answerWatch struct {
-	w io.Writer
-	f *inflight
+	w     io.Writer
+	f     *inflight
+	after func(frame []byte)
 }
 
 func (a answerWatch) Write(p []byte) (int, error) {
@@ -99,6 +101,9 @@ func (a answerWatch) Write(p []byte) (int, error) {
 	if pending, _ := a.f.pending(); pending > 0 {
 		if id, isResponse, isRequest := jsonrpcframe.Peek(p); isResponse && !isRequest && id != nil {
 			a.f.answered(id)
+			if a.after != nil && err == nil {
+				a.after(p)
+			}
 		}
 	}
 	return n, err

@@ -73,6 +73,15 @@ type Options struct {
 	// MCP configures the MCP servers a client passes in session/new (log,
 	// event bus, client version); they serve that session's tree only.
 	MCP mcptool.Options
+	// Routes are the models a session can switch to, through the "model"
+	// session config option and /model; none: no model option.
+	Routes []Route
+	// ContextWindow, when set, returns the context window in tokens of a
+	// route's model (0: unknown); usage_update is sent after each turn when
+	// it is known.
+	ContextWindow func(provider, model string) int
+	// Cost, when set, prices usage per "route/model" for usage_update.
+	Cost costOf
 	// Ready, when set, is asked before a session is created: its error (a
 	// model route's key variable that is unset) refuses session/new with
 	// auth_required and the error's text, which the client shows.
@@ -121,7 +130,7 @@ func Serve(ctx context.Context, opts Options, in io.Reader, out io.Writer) error
 	s.input, s.closeInput = context.WithCancelCause(context.Background())
 	defer s.closeInput(errServerClosed)
 	pending := newInflight()
-	w := jsonrpcframe.NewWriter(answerWatch{w: out, f: pending})
+	w := jsonrpcframe.NewWriter(answerWatch{w: out, f: pending, after: s.answered})
 	sdkIn, gateOut := io.Pipe()
 	// No SetLogger: in acp-go-sdk v0.13.0 it races with the connection's
 	// receive goroutine; the connection logs through slog.Default.
@@ -192,6 +201,7 @@ type acpSession struct {
 	stop    func() // stops the observer
 	mu      sync.Mutex
 	busy    bool // a session/prompt was admitted and has not returned
+	greet   bool // its commands go out once the client has its id (s.mu)
 }
 
 // dispose stops the session's updates and disposes its agent.
@@ -346,7 +356,14 @@ func (s *server) NewSession(ctx context.Context, p acpsdk.NewSessionRequest) (ac
 	if err := s.open(ctx, s.createOptions(id, p.Cwd, p.Meta), p.Cwd, p.McpServers, nil); err != nil {
 		return acpsdk.NewSessionResponse{}, err
 	}
-	return acpsdk.NewSessionResponse{SessionId: id}, nil
+	ss, err := s.session(id)
+	if err != nil {
+		return acpsdk.NewSessionResponse{}, err
+	}
+	s.mu.Lock()
+	ss.greet = true
+	s.mu.Unlock()
+	return acpsdk.NewSessionResponse{SessionId: id, ConfigOptions: s.configOptions(ss)}, nil
 }
 
 // errPermissionTimeout is the cause of a permission request that the
@@ -431,12 +448,21 @@ func (s *server) Prompt(ctx context.Context, p acpsdk.PromptRequest) (acpsdk.Pro
 	if err != nil {
 		return acpsdk.PromptResponse{}, err
 	}
+	text := content.JoinText(msg.Content)
+	if done, err := s.command(ss, text); done {
+		if err != nil {
+			return acpsdk.PromptResponse{}, err
+		}
+		return acpsdk.PromptResponse{StopReason: acpsdk.StopReasonEndTurn}, nil
+	}
+	s.titled(ss, text)
 	from := len(ss.agent.Session().Events())
 	ss.updates.prompted(msg.ID)
 	end, err := ss.agent.Run(telemetry.FromMeta(ctx, p.Meta), msg)
 	if err != nil {
 		return acpsdk.PromptResponse{}, acpsdk.NewInternalError(err.Error())
 	}
+	s.usage(ss)
 	resp, err := stopReason(end)
 	if err == nil {
 		resp.Usage, resp.Meta = turnUsage(ss.agent.Session().Events()[from:])
@@ -554,10 +580,6 @@ func (s *server) ListSessions(_ context.Context, p acpsdk.ListSessionsRequest) (
 
 func (s *server) ResumeSession(context.Context, acpsdk.ResumeSessionRequest) (acpsdk.ResumeSessionResponse, error) {
 	return acpsdk.ResumeSessionResponse{}, acpsdk.NewMethodNotFound("session/resume")
-}
-
-func (s *server) SetSessionConfigOption(context.Context, acpsdk.SetSessionConfigOptionRequest) (acpsdk.SetSessionConfigOptionResponse, error) {
-	return acpsdk.SetSessionConfigOptionResponse{}, acpsdk.NewMethodNotFound("session/set_config_option")
 }
 
 func (s *server) SetSessionMode(context.Context, acpsdk.SetSessionModeRequest) (acpsdk.SetSessionModeResponse, error) {

@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/spf13/cobra"
 
@@ -10,6 +11,7 @@ import (
 	"github.com/dsh-go/dsh/acpserver"
 	"github.com/dsh-go/dsh/agent"
 	"github.com/dsh-go/dsh/config"
+	"github.com/dsh-go/dsh/content"
 	"github.com/dsh-go/dsh/llm/replay"
 	"github.com/dsh-go/dsh/mcptool"
 	"github.com/dsh-go/dsh/subagent/subagenttool"
@@ -63,6 +65,11 @@ Zed's settings.json:
 			cfg.Agent.SubagentDepth = config.DepthFrom(c.getenv)
 			err = acpserver.Serve(cmd.Context(), acpserver.Options{Agents: rt.Agents, AgentOptions: cfg.Agent,
 				Policy: cfg.ACPPolicy(acpserver.DefaultAskPermission()), TokenBudget: cfg.Budget.Tokens,
+				Routes: acpRoutes(cfg),
+				Cost: func(u map[string]content.Usage) (float64, bool) {
+					_, cost, priced := spentLine(u, cfg.PriceOf)
+					return cost, priced
+				},
 				Ready: func() error {
 					if err := c.checkKey(cfg); err != nil {
 						return fmt.Errorf("%w (an editor passes it in the env of its agent_servers entry)", err)
@@ -76,4 +83,16 @@ Zed's settings.json:
 			return errors.Join(err, rt.Close(cmd.Context()))
 		},
 	}
+}
+
+// acpRoutes are the models an ACP session can pick: the configured
+// routes with their model ids, the agent's own first.
+func acpRoutes(cfg config.Config) []acpserver.Route {
+	routes := []acpserver.Route{{Provider: cfg.Agent.Provider, Model: cfg.Agent.Model}}
+	for _, m := range cfg.Models {
+		if r := (acpserver.Route{Provider: m.Name, Model: m.Model}); r.Model != "" && !slices.Contains(routes, r) {
+			routes = append(routes, r)
+		}
+	}
+	return routes
 }

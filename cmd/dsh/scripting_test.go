@@ -11,10 +11,12 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 
 	"github.com/dsh-go/dsh/internal/llmtest"
+	"github.com/dsh-go/dsh/internal/testpeers"
 )
 
 // jsonGolden compares the --json lines of a run, normalized (ids, paths,
@@ -306,5 +308,140 @@ func TestACPMissingKeyNamesTheVariable(t *testing.T) {
 	}
 	if resp.Error.Code != -32000 || !strings.Contains(resp.Error.Message, "DEEPSEEK_API_KEY is not set") {
 		t.Errorf("session/new answered %+v\n%s", resp, out)
+	}
+}
+
+// An editor's view of dsh acp, through the pinned TypeScript SDK client
+// validating every frame dsh writes against the ACP schema: the model as a
+// session config option (switched to another route's model, which the next
+// request uses), the commands, a title from the first prompt, tool calls
+// whose titles say what runs, an edit with its file as location and its
+// change as diff content (in the ask too), and /cost answered by dsh.
+func TestACPEditorView(t *testing.T) {
+	sdk := testpeers.Path(t, "node_modules/@agentclientprotocol/sdk/dist/acp.js")
+	var models []string
+	var mu sync.Mutex
+	srv := llmtest.NewServer(t, func(r llmtest.Request) llmtest.Reply {
+		mu.Lock()
+		models = append(models, r.Model)
+		mu.Unlock()
+		switch len(r.ToolResults) {
+		case 0:
+			return llmtest.Reply{ToolCall: &llmtest.ToolCall{Name: "bash", Arguments: `{"command":"echo from-bash"}`}}
+		case 1:
+			return llmtest.Reply{ToolCall: &llmtest.ToolCall{Name: "edit_file", Arguments: `{"path":"notes.txt","old_string":"old line","new_string":"new line"}`}}
+		}
+		return llmtest.Reply{Text: "edited"}
+	})
+	home, cwd := t.TempDir(), t.TempDir()
+	os.WriteFile(filepath.Join(cwd, "notes.txt"), []byte("old line\n"), 0o644)
+	cfg := filepath.Join(home, "dsh.yaml")
+	os.WriteFile(cfg, []byte("models:\n  - name: deepseek\n  - name: local\n    baseURL: "+srv.URL+"\n    model: deepseek-v4-pro\n    apiKeyEnv: DEEPSEEK_API_KEY\n    thinking: disabled\n"), 0o600)
+	cmd := exec.Command("node", "testdata/acp-editor.mjs", sdk, dshBinary, cwd, "deepseek-v4-pro")
+	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + home, "DSH_HOME=" + home, "DSH_CONFIG=" + cfg,
+		"DEEPSEEK_API_KEY=sk-test", "DEEPSEEK_BASE_URL=" + srv.URL}
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("client: %v\n%s\n%s", err, out, stderr.String())
+	}
+	var got struct {
+		Exit          int
+		Frames        int
+		Invalid       []map[string]string
+		Kinds         []string
+		ConfigOptions []struct {
+			ID, Category, CurrentValue string
+			Options                    []struct{ Value string }
+		}
+		AfterSet  []struct{ CurrentValue string }
+		Commands  []struct{ Name string }
+		Title     string
+		ToolCalls []struct {
+			Title, Kind string
+			Locations   []struct{ Path string }
+		}
+		ToolUpdates []struct {
+			Status  string
+			Content []struct {
+				Type             string
+				Path             string
+				OldText, NewText string
+				Content          struct{ Text string }
+			}
+		}
+		Asks []struct {
+			Title   string
+			Content []struct{ Type string }
+		}
+		Stops    []string
+		CostText string
+		BadModel string
+	}
+	if err := json.Unmarshal(out, &got); err != nil {
+		t.Fatalf("client output %s: %v", out, err)
+	}
+	if got.Exit != 0 || len(got.Invalid) > 0 || got.Frames < 10 {
+		t.Errorf("exit %d, %d frames, invalid: %v", got.Exit, got.Frames, got.Invalid)
+	}
+	if len(got.ConfigOptions) != 1 || got.ConfigOptions[0].ID != "model" || got.ConfigOptions[0].Category != "model" ||
+		got.ConfigOptions[0].CurrentValue != "deepseek-flash" || len(got.ConfigOptions[0].Options) != 2 ||
+		len(got.AfterSet) != 1 || got.AfterSet[0].CurrentValue != "deepseek-v4-pro" {
+		t.Errorf("config options %+v, after the set %+v", got.ConfigOptions, got.AfterSet)
+	}
+	mu.Lock()
+	if len(models) == 0 || slices.ContainsFunc(models, func(m string) bool { return m != "deepseek-v4-pro" }) {
+		t.Errorf("the model calls went to %v, want deepseek-v4-pro", models)
+	}
+	mu.Unlock()
+	if len(got.Commands) != 2 || got.Title != "Edit the notes please" {
+		t.Errorf("commands %+v, title %q", got.Commands, got.Title)
+	}
+	notes := filepath.Join(cwd, "notes.txt")
+	if len(got.ToolCalls) != 2 || got.ToolCalls[0].Title != "bash: echo from-bash" || got.ToolCalls[0].Kind != "execute" ||
+		got.ToolCalls[1].Title != "edit_file: notes.txt" || got.ToolCalls[1].Kind != "edit" ||
+		len(got.ToolCalls[1].Locations) != 1 || got.ToolCalls[1].Locations[0].Path != notes {
+		t.Fatalf("tool calls %+v", got.ToolCalls)
+	}
+	if len(got.ToolUpdates) != 2 || !strings.Contains(got.ToolUpdates[0].Content[0].Content.Text, "from-bash") {
+		t.Fatalf("tool updates %+v", got.ToolUpdates)
+	}
+	if d := got.ToolUpdates[1].Content[0]; got.ToolUpdates[1].Status != "completed" || d.Type != "diff" || d.Path != notes ||
+		d.OldText != "old line" || d.NewText != "new line" {
+		t.Errorf("the edit's update %+v", got.ToolUpdates[1])
+	}
+	if b, _ := os.ReadFile(notes); string(b) != "new line\n" {
+		t.Errorf("notes.txt holds %q", b)
+	}
+	if len(got.Asks) != 2 || got.Asks[1].Title != "edit_file: notes.txt" || len(got.Asks[1].Content) != 1 || got.Asks[1].Content[0].Type != "diff" {
+		t.Errorf("asks %+v", got.Asks)
+	}
+	if !slices.Equal(got.Stops, []string{"end_turn", "end_turn"}) || !strings.Contains(got.CostText, "local/deepseek-v4-pro: tokens in") {
+		t.Errorf("stops %v, /cost %q", got.Stops, got.CostText)
+	}
+	if !strings.Contains(got.BadModel, "no-such-model") {
+		t.Errorf("an unknown model: %q", got.BadModel)
+	}
+}
+
+// acpx --model picks the model through the session config option (it
+// failed: "the ACP agent did not advertise model support").
+func TestACPXModelFlag(t *testing.T) {
+	acpx := testpeers.Path(t, "node_modules/.bin/acpx")
+	var model atomic.Value
+	srv := llmtest.NewServer(t, func(r llmtest.Request) llmtest.Reply {
+		model.Store(r.Model)
+		return llmtest.Reply{Text: "hello from " + r.Model}
+	})
+	home, cwd := t.TempDir(), t.TempDir()
+	cfg := filepath.Join(home, "dsh.yaml")
+	os.WriteFile(cfg, []byte("models:\n  - name: deepseek\n  - name: pro\n    baseURL: "+srv.URL+"\n    model: deepseek-v4-pro\n    apiKeyEnv: DEEPSEEK_API_KEY\n    thinking: disabled\n"), 0o600)
+	cmd := exec.Command(acpx, "--agent", dshBinary+" acp", "--model", "deepseek-v4-pro", "--approve-all", "--format", "text", "--timeout", "60", "--cwd", cwd, "exec", "hi")
+	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + home, "DSH_HOME=" + home, "DSH_CONFIG=" + cfg,
+		"DEEPSEEK_API_KEY=sk-test", "DEEPSEEK_BASE_URL=" + srv.URL}
+	out, err := cmd.CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "hello from deepseek-v4-pro") || model.Load() != "deepseek-v4-pro" {
+		t.Fatalf("acpx --model: %v, model %v\n%s", err, model.Load(), out)
 	}
 }
