@@ -113,3 +113,49 @@ func TestToolCallsSayWhatRuns(t *testing.T) {
 		t.Errorf("the edit's ask: %+v", rec.requests)
 	}
 }
+
+// After a turn the client gets the context its last model call used
+// against the model's window (when known), the title of the session from
+// its first prompt (once), and /model switches the route without a model
+// call.
+func TestUsageTitleAndModelCommand(t *testing.T) {
+	rec := &recorder{}
+	model := scripted.New(scripted.Text("one"), scripted.Text("two"))
+	conn, srv := connect(t, acpserver.Options{
+		Routes:        []acpserver.Route{{Provider: "test", Model: "m1"}, {Provider: "test", Model: "m2"}},
+		ContextWindow: func(provider, model string) int { return 1000 },
+	}, model, rec)
+	_ = srv
+	id := newSession(t, conn)
+	for _, p := range []string{"first  prompt\nof the session", "/model m2", "again"} {
+		if resp, err := prompt(conn, id, p); err != nil || resp.StopReason != acpsdk.StopReasonEndTurn {
+			t.Fatalf("%q: %+v, %v", p, resp, err)
+		}
+	}
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	var titles []string
+	usages, configs := 0, 0
+	for _, u := range rec.updates {
+		switch {
+		case u.SessionInfoUpdate != nil:
+			titles = append(titles, *u.SessionInfoUpdate.Title)
+		case u.UsageUpdate != nil:
+			usages++
+			if u.UsageUpdate.Size != 1000 || u.UsageUpdate.Used != 15 {
+				t.Errorf("usage_update %+v", u.UsageUpdate)
+			}
+		case u.ConfigOptionUpdate != nil:
+			configs++
+			if cur := u.ConfigOptionUpdate.ConfigOptions[0].Select.CurrentValue; cur != "m2" {
+				t.Errorf("after /model m2 the option is %q", cur)
+			}
+		}
+	}
+	if len(titles) != 1 || titles[0] != "first prompt of the session" || usages != 2 || configs != 1 {
+		t.Errorf("titles %q, %d usage updates, %d config updates", titles, usages, configs)
+	}
+	if reqs := model.Requests(); len(reqs) != 2 || reqs[1].Model != "m2" {
+		t.Errorf("%d model calls, the second to %q", len(reqs), reqs[len(reqs)-1].Model)
+	}
+}
