@@ -14,6 +14,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"reflect"
 	"regexp"
 	"slices"
 	"strconv"
@@ -436,7 +437,7 @@ func (l Loader) Parse(name string, data []byte, getenv func(string) string) (Con
 	}
 	var file Config
 	if err := yaml.NewDecoder(bytes.NewReader(data), yaml.Strict(), yaml.CustomUnmarshaler(decodeDuration)).Decode(&file); err != nil {
-		return cfg, fmt.Errorf("config %s: %s", name, withSourceLine(data, yaml.FormatError(err, false, false)))
+		return cfg, fmt.Errorf("config %s: %s%s", name, withSourceLine(data, yaml.FormatError(err, false, false)), didYouMean(data, err, reflect.TypeFor[Config]()))
 	}
 	if err := cfg.decodeBlocks(&file); err != nil {
 		return cfg, fmt.Errorf("config %s: %w", name, err)

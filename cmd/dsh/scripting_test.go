@@ -445,3 +445,51 @@ func TestACPXModelFlag(t *testing.T) {
 		t.Fatalf("acpx --model: %v, model %v\n%s", err, model.Load(), out)
 	}
 }
+
+// The command line's conventions: did-you-mean for commands, flags and
+// configuration keys; one line saying what `dsh run` lacks without a
+// prompt; `dsh sessions` lists; -V and `dsh version` print the version;
+// help says where logs go; `dsh worker --help` exits 0 in the default
+// build.
+func TestCLIConventions(t *testing.T) {
+	home := t.TempDir()
+	env := map[string]string{"DSH_HOME": home, "DEEPSEEK_API_KEY": "sk-test"}
+	typo := filepath.Join(home, "typo.yaml")
+	os.WriteFile(typo, []byte("agent: {maxStep: 10}\n"), 0o600)
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"sesions"}, `unknown command "sesions" for "dsh" (did you mean "sessions"?)`},
+		{[]string{"sessions", "lst"}, `unknown command "lst" for "dsh sessions" (did you mean "list"?)`},
+		{[]string{"run", "--jsn", "hi"}, "unknown flag: --jsn (did you mean --json?)"},
+		{[]string{"run", "--frobnicate", "hi"}, "unknown flag: --frobnicate (dsh run --help lists the flags)"},
+		{[]string{"run"}, `run needs a prompt: dsh run "PROMPT", or dsh run - to read it from stdin`},
+		{[]string{"--config", typo, "run", "hi"}, `unknown field "maxStep" (at "agent: {maxStep: 10}") (did you mean "maxSteps"?)`},
+	} {
+		_, _, err := runCLI(t, env, c.args...)
+		if err == nil || !strings.Contains(err.Error(), c.want) || errorCode(err) != codeUsage && c.args[0] != "--config" {
+			t.Errorf("dsh %s: %v (code %s), want %q", strings.Join(c.args, " "), err, errorCode(err), c.want)
+		}
+	}
+	if out, _, err := runCLI(t, env, "sessions"); err != nil || !strings.HasPrefix(out, "ID  AGE  STATUS") {
+		t.Errorf("dsh sessions: %v\n%s", err, out)
+	}
+	version, _, _ := runCLI(t, env, "--version")
+	for _, args := range [][]string{{"-V"}, {"version"}} {
+		if out, _, err := runCLI(t, env, args...); err != nil || out != version || !strings.HasPrefix(out, "dsh ") {
+			t.Errorf("dsh %s: %v %q, want %q", args[0], err, out, version)
+		}
+	}
+	for _, cmd := range []string{"acp", "mcp"} {
+		out, _, _ := runCLI(t, env, cmd, "--help")
+		if strings.Contains(out, "logs go to stderr") || !strings.Contains(out, "$DSH_HOME/logs/dsh.log") {
+			t.Errorf("dsh %s --help does not say where logs go:\n%s", cmd, out)
+		}
+	}
+	worker := exec.Command(dshBinary, "worker", "--help")
+	worker.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + home, "DSH_HOME=" + home}
+	if out, err := worker.CombinedOutput(); err != nil || !strings.Contains(string(out), "with the tag\ntemporal") {
+		t.Errorf("dsh worker --help: %v\n%s", err, out)
+	}
+}
