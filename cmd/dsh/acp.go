@@ -33,6 +33,7 @@ Zed's settings.json:
 
   "agent_servers": {
     "dsh": {
+      "type": "custom",
       "command": "dsh",
       "args": ["acp"],
       "env": {"DEEPSEEK_API_KEY": "sk-..."}
@@ -71,6 +72,9 @@ Zed's settings.json:
 					return cost, priced
 				},
 				Ready: func() error {
+					if c.getenv(config.ReplayEnv) != "" {
+						return nil // a replayed model needs no key
+					}
 					if err := c.checkKey(cfg); err != nil {
 						return fmt.Errorf("%w (an editor passes it in the env of its agent_servers entry)", err)
 					}

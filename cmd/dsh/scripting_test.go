@@ -1,13 +1,16 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"reflect"
 	"regexp"
 	"slices"
 	"strings"
@@ -274,7 +277,7 @@ func TestACPAnswersInitializeAtEOF(t *testing.T) {
 		cmd := exec.Command(dshBinary, "acp")
 		cmd.Dir = home
 		cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + home, "DSH_HOME=" + home, "DEEPSEEK_API_KEY=sk-test"}
-		cmd.Stdin = strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":1}}` + "\n")
+		cmd.Stdin = strings.NewReader(initFrame + "\n")
 		out, err := cmd.Output()
 		if err != nil || !strings.Contains(string(out), `"id":1,"result":{`) {
 			t.Fatalf("run %d: %v, stdout %q", i, err, out)
@@ -491,5 +494,153 @@ func TestCLIConventions(t *testing.T) {
 	worker.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + home, "DSH_HOME=" + home}
 	if out, err := worker.CombinedOutput(); err != nil || !strings.Contains(string(out), "with the tag\ntemporal") {
 		t.Errorf("dsh worker --help: %v\n%s", err, out)
+	}
+}
+
+// readmeJSONAfter decodes the first json block of the README after the
+// text marker.
+func readmeJSONAfter(t *testing.T, marker string, v any) {
+	t.Helper()
+	if err := json.Unmarshal([]byte(readmeBlock(t, "json", marker)), v); err != nil {
+		t.Fatalf("the README's json block after %q: %v", marker, err)
+	}
+}
+
+// stdioServer is a server entry of an editor's configuration.
+type stdioServer struct {
+	Type    string            `json:"type"`
+	Command string            `json:"command"`
+	Args    []string          `json:"args"`
+	Env     map[string]string `json:"env"`
+}
+
+// run starts the entry as its client would, with this dsh binary for
+// "dsh", the key replaced by a test key and the model at url, writes
+// frames to it and returns what it wrote until the answer to the last
+// frame (a request of id 2), then ends its input.
+func (s stdioServer) run(t *testing.T, home, url string, frames ...string) string {
+	t.Helper()
+	if s.Command != "dsh" || s.Env["DEEPSEEK_API_KEY"] != "sk-..." {
+		t.Fatalf("the README's entry changed: %+v", s)
+	}
+	cmd := exec.Command(dshBinary, s.Args...)
+	cmd.Dir = home
+	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + home, "DSH_HOME=" + home, "DEEPSEEK_BASE_URL=" + url}
+	for k, v := range s.Env {
+		cmd.Env = append(cmd.Env, k+"="+strings.Replace(v, "sk-...", "sk-test", 1))
+	}
+	in, _ := cmd.StdinPipe()
+	stdout, _ := cmd.StdoutPipe()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	io.WriteString(in, strings.Join(frames, "\n")+"\n")
+	var out strings.Builder
+	sc := bufio.NewScanner(stdout)
+	sc.Buffer(nil, 16<<20)
+	for sc.Scan() {
+		out.WriteString(sc.Text() + "\n")
+		if strings.Contains(sc.Text(), `"id":2,`) {
+			break
+		}
+	}
+	in.Close()
+	io.Copy(io.Discard, stdout)
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("%s %v: %v\n%s", s.Command, s.Args, err, out.String())
+	}
+	return out.String()
+}
+
+// The README's Zed block, as written, starts an ACP agent that answers a
+// prompt; `dsh acp --help` shows the same block.
+func TestREADMEZedBlock(t *testing.T) {
+	var zed struct {
+		AgentServers map[string]stdioServer `json:"agent_servers"`
+	}
+	readmeJSONAfter(t, "## dsh as an ACP agent", &zed)
+	entry := zed.AgentServers["dsh"]
+	if entry.Type != "custom" || !slices.Equal(entry.Args, []string{"acp"}) {
+		t.Fatalf("the README's Zed entry: %+v", entry)
+	}
+	srv := llmtest.NewServer(t, func(llmtest.Request) llmtest.Reply { return llmtest.Reply{Text: "hello from zed's dsh"} })
+	home := t.TempDir()
+	out := entry.run(t, home, srv.URL, initFrame,
+		`{"jsonrpc":"2.0","id":2,"method":"session/new","params":{"cwd":"`+home+`","mcpServers":[]}}`)
+	if !strings.Contains(out, `"id":2,"result":{`) {
+		t.Fatalf("session/new: %s", out)
+	}
+	help, _, _ := runCLI(t, map[string]string{}, "acp", "--help")
+	block := help[strings.Index(help, `  "agent_servers"`):]
+	block = "{" + block[:strings.Index(block, "\n  }")+4] + "}"
+	var fromHelp struct {
+		AgentServers map[string]stdioServer `json:"agent_servers"`
+	}
+	if err := json.Unmarshal([]byte(block), &fromHelp); err != nil || !reflect.DeepEqual(fromHelp, zed) {
+		t.Errorf("dsh acp --help's block %v differs from the README's:\n%s", err, block)
+	}
+}
+
+const initFrame = `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":1}}`
+
+// The README's Claude Desktop block, as written, starts dsh's MCP server,
+// which lists its tools.
+func TestREADMEClaudeDesktopBlock(t *testing.T) {
+	var desktop struct {
+		MCPServers map[string]stdioServer `json:"mcpServers"`
+	}
+	readmeJSONAfter(t, "Claude Desktop reads", &desktop)
+	entry := desktop.MCPServers["dsh"]
+	if !slices.Equal(entry.Args, []string{"mcp"}) {
+		t.Fatalf("the README's Claude Desktop entry: %+v", entry)
+	}
+	out := entry.run(t, t.TempDir(), "http://127.0.0.1:1",
+		`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`,
+		`{"jsonrpc":"2.0","method":"notifications/initialized"}`,
+		`{"jsonrpc":"2.0","id":2,"method":"tools/list"}`)
+	if !strings.Contains(out, `"name":"subagent"`) {
+		t.Errorf("tools/list: %s", out)
+	}
+}
+
+// The README's `claude mcp add` line, run with the pinned Claude Code,
+// records dsh in the user's configuration, and `claude mcp list` connects
+// to it.
+func TestREADMEClaudeMCPAdd(t *testing.T) {
+	claude := testpeers.Path(t, "node_modules/@anthropic-ai/claude-code-linux-x64/claude")
+	data, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	line := regexp.MustCompile(`(?m)^claude mcp add .*$`).FindString(string(data))
+	if line == "" {
+		t.Fatal("README.md has no claude mcp add line")
+	}
+	home, bin := t.TempDir(), t.TempDir()
+	if err := os.Symlink(dshBinary, filepath.Join(bin, "dsh")); err != nil {
+		t.Fatal(err)
+	}
+	env := []string{"PATH=" + bin + string(os.PathListSeparator) + os.Getenv("PATH"), "HOME=" + home, "DSH_HOME=" + home,
+		"DISABLE_AUTOUPDATER=1", "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1", "DISABLE_TELEMETRY=1"}
+	args := strings.Fields(strings.Replace(line, "sk-...", "sk-test", 1))[1:]
+	add := exec.Command(claude, args...)
+	add.Dir, add.Env = home, env
+	if out, err := add.CombinedOutput(); err != nil {
+		t.Fatalf("%s: %v\n%s", line, err, out)
+	}
+	var cfg struct {
+		MCPServers map[string]stdioServer `json:"mcpServers"`
+	}
+	b, _ := os.ReadFile(filepath.Join(home, ".claude.json"))
+	if err := json.Unmarshal(b, &cfg); err != nil {
+		t.Fatal(err)
+	}
+	if s := cfg.MCPServers["dsh"]; s.Command != "dsh" || !slices.Equal(s.Args, []string{"mcp"}) || s.Env["DEEPSEEK_API_KEY"] != "sk-test" {
+		t.Fatalf("claude recorded %+v", cfg.MCPServers)
+	}
+	list := exec.Command(claude, "mcp", "list")
+	list.Dir, list.Env = home, env
+	if out, err := list.CombinedOutput(); err != nil || !strings.Contains(string(out), "dsh: dsh mcp - ✔ Connected") {
+		t.Errorf("claude mcp list: %v\n%s", err, out)
 	}
 }
