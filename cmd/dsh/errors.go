@@ -87,7 +87,8 @@ func reportJSON(out io.Writer, err error) error {
 	return reported(err)
 }
 
-// wantsJSON reports whether a command line asks for `dsh run --json`:
+// wantsJSON reports whether a command line asks for `dsh run --json` (or
+// --output-format json or stream-json):
 // main reports the errors cobra finds before the command runs (a bad
 // flag, a missing prompt) on stdout too then.
 func wantsJSON(args []string) bool {
@@ -100,6 +101,11 @@ func wantsJSON(args []string) bool {
 			i++
 		case a == "--json" || a == "--json=true" || a == "--json=1":
 			json = true
+		case a == "--output-format" && i+1 < len(args):
+			i++
+			json = json || strings.HasSuffix(args[i], "json")
+		case strings.HasPrefix(a, "--output-format="):
+			json = json || strings.HasSuffix(a, "json")
 		case !strings.HasPrefix(a, "-") && !run:
 			if a != "run" {
 				return false

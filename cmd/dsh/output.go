@@ -242,10 +242,11 @@ func clip(s string, n int) string {
 // script needs; the field names are stable (see the README's `--json`
 // section). Nothing goes to stderr but errors.
 type jsonOutput struct {
-	mu     sync.Mutex
-	enc    *json.Encoder
-	broken func(error)
-	failed bool
+	mu         sync.Mutex
+	enc        *json.Encoder
+	broken     func(error)
+	failed     bool
+	resultOnly bool // only the result line (--output-format json)
 }
 
 func newJSONOutput(out io.Writer, broken func(error)) *jsonOutput {
@@ -293,7 +294,7 @@ type jsonLine struct {
 func (j *jsonOutput) write(l jsonLine) {
 	j.mu.Lock()
 	defer j.mu.Unlock()
-	if j.failed {
+	if j.failed || j.resultOnly && l.Type != "result" {
 		return
 	}
 	if err := j.enc.Encode(l); err != nil {

@@ -29,7 +29,7 @@ import (
 )
 
 func (c *cli) runCmd() *cobra.Command {
-	var model, provider, cwd, resume string
+	var model, provider, cwd, resume, format string
 	var maxSteps int
 	var yes, cont, jsonOut, quiet bool
 	cmd := &cobra.Command{
@@ -74,6 +74,16 @@ and "error" say why a run failed (see the README).`,
   dsh run --yes --max-steps 20 "fix the failing test"`,
 		Args: needPrompt,
 		RunE: func(cmd *cobra.Command, args []string) (err error) {
+			resultOnly := false
+			switch format {
+			case "text":
+			case "stream-json":
+				jsonOut = true
+			case "json":
+				jsonOut, resultOnly = true, true
+			default:
+				return withCode(codeUsage, fmt.Errorf("--output-format: want text, json or stream-json, got %q", format))
+			}
 			if jsonOut {
 				defer func() { err = reportJSON(c.stdout, err) }()
 			}
@@ -127,10 +137,11 @@ and "error" say why a run failed (see the README).`,
 			if yes {
 				root.Asker = permission.AskerFunc(approveAsks)
 			}
-			return c.runTurns(cmd.Context(), rt, runSpec{root: root, price: cfg.PriceOf, json: jsonOut, quiet: quiet}, slices.Values([]string{prompt}))
+			return c.runTurns(cmd.Context(), rt, runSpec{root: root, price: cfg.PriceOf, json: jsonOut, resultOnly: resultOnly, quiet: quiet}, slices.Values([]string{prompt}))
 		},
 	}
 	cmd.Flags().BoolVar(&jsonOut, "json", false, "write one JSON object per line to stdout for every event (see README)")
+	cmd.Flags().StringVar(&format, "output-format", "text", "text; stream-json (as --json); or json: only the last line, the result (as Claude Code's)")
 	cmd.Flags().BoolVarP(&quiet, "quiet", "q", false, "write only the answer, errors and the last line")
 	cmd.Flags().IntVar(&maxSteps, "max-steps", 0, "model calls a turn may make, 1 to 10000 (default agent.maxSteps, else 100)")
 	cmd.Flags().BoolVarP(&yes, "yes", "y", false, "approve every tool call the permission policy says to ask about")
@@ -140,6 +151,7 @@ and "error" say why a run failed (see the README).`,
 	cmd.Flags().BoolVarP(&cont, "continue", "c", false, "continue the latest top-level session of the working directory")
 	cmd.Flags().StringVarP(&resume, "resume", "r", "", "continue session `ID` (an id, or an unambiguous prefix of one)")
 	cmd.MarkFlagsMutuallyExclusive("continue", "resume")
+	cmd.MarkFlagsMutuallyExclusive("json", "output-format")
 	return cmd
 }
 
@@ -286,8 +298,10 @@ type runSpec struct {
 	root  agent.CreateOptions
 	price func(route string) (config.Price, bool) // nil: no prices
 	json  bool                                    // --json: one object per line on stdout
-	quiet bool                                    // --quiet: the answer, errors and the last line
-	echo  bool                                    // each prompt is shown before its turn
+	// resultOnly keeps --json to its last line (--output-format json).
+	resultOnly bool
+	quiet      bool // --quiet: the answer, errors and the last line
+	echo       bool // each prompt is shown before its turn
 }
 
 // runTurns runs each prompt as one turn of a new top-level agent, streaming
@@ -311,7 +325,9 @@ func (c *cli) runTurns(ctx context.Context, rt *dsh.Runtime, spec runSpec, promp
 	broken := func(error) { cancel(newInterruption("stdout closed", exitPipe)) }
 	var out output = newHumanOutput(c.stdout, c.stderr, spec.quiet, broken)
 	if spec.json {
-		out = newJSONOutput(c.stdout, broken)
+		j := newJSONOutput(c.stdout, broken)
+		j.resultOnly = spec.resultOnly
+		out = j
 	}
 	defer watch(rt.Events, out)() // before the agent: creating it starts the MCP servers
 	a, err := rt.Agents.Create(ctx, root)

@@ -644,3 +644,31 @@ func TestREADMEClaudeMCPAdd(t *testing.T) {
 		t.Errorf("claude mcp list: %v\n%s", err, out)
 	}
 }
+
+// --output-format, as Claude Code names it: json writes only the result
+// line, stream-json is --json, anything else is a usage error.
+func TestOutputFormat(t *testing.T) {
+	srv := llmtest.NewServer(t, func(r llmtest.Request) llmtest.Reply {
+		if len(r.ToolResults) == 0 {
+			return llmtest.Reply{Reasoning: "hm", ToolCall: &llmtest.ToolCall{Name: "bash", Arguments: `{"command":"echo x"}`}}
+		}
+		return llmtest.Reply{Text: "the answer"}
+	})
+	env := modelEnv(t, srv.URL)
+	out, _, err := runCLI(t, env, "run", "--output-format", "json", "--cwd", t.TempDir(), "go")
+	lines := jsonLines(t, out)
+	if err != nil || len(lines) != 1 || lines[0]["type"] != "result" || lines[0]["text"] != "the answer" {
+		t.Errorf("json: %v\n%s", err, out)
+	}
+	out, _, err = runCLI(t, env, "run", "--output-format=stream-json", "--cwd", t.TempDir(), "go")
+	if types := typesOf(jsonLines(t, out)); err != nil || types[0] != "session" || types[len(types)-1] != "result" || !slices.Contains(types, "tool_result") {
+		t.Errorf("stream-json: %v %v", err, types)
+	}
+	if _, _, err := runCLI(t, env, "run", "--output-format", "xml", "go"); err == nil || errorCode(err) != codeUsage ||
+		!strings.Contains(err.Error(), `--output-format: want text, json or stream-json, got "xml"`) {
+		t.Errorf("xml: %v", err)
+	}
+	if !wantsJSON([]string{"--config", "x.yaml", "run", "--output-format", "json", "hi"}) || wantsJSON([]string{"run", "--output-format", "text", "hi"}) {
+		t.Error("wantsJSON does not read --output-format")
+	}
+}
