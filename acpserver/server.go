@@ -29,6 +29,8 @@ import (
 	"github.com/dsh-go/dsh/session"
 	"github.com/dsh-go/dsh/subagent"
 	"github.com/dsh-go/dsh/telemetry"
+	"github.com/dsh-go/dsh/tool"
+	"github.com/dsh-go/dsh/tool/builtin"
 )
 
 // Options configure a server.
@@ -82,6 +84,12 @@ type Options struct {
 	ContextWindow func(provider, model string) int
 	// Cost, when set, prices usage per "route/model" for usage_update.
 	Cost costOf
+	// FileTools, when set, makes the file tools (read_file, write_file,
+	// edit_file, with the runtime's options) over an editor's files: a
+	// client that offers fs/read_text_file and fs/write_text_file gets its
+	// sessions' reads and writes, so that the agent sees and edits its
+	// unsaved buffers.
+	FileTools func(builtin.Files) []tool.Definition
 	// Ready, when set, is asked before a session is created: its error (a
 	// model route's key variable that is unset) refuses session/new with
 	// auth_required and the error's text, which the client shows.
@@ -177,6 +185,7 @@ type server struct {
 	closeInput context.CancelCauseFunc
 
 	mu       sync.Mutex
+	clientFS acpsdk.FileSystemCapabilities // what initialize offered
 	sessions map[acpsdk.SessionId]*acpSession
 	creating int // sessions being created, counted against MaxSessions
 	closed   bool
@@ -227,6 +236,9 @@ func (s *server) open(ctx context.Context, co agent.CreateOptions, cwd string, s
 	s.creating++
 	s.mu.Unlock()
 	id := acpsdk.SessionId(co.SessionID)
+	if files := s.useClientFiles(id); files != nil {
+		co.Setup = chainSetup(co.Setup, files)
+	}
 	u := newUpdater(s.connection(), id, cwd, s.opts.Log)
 	var a *agent.Agent
 	mcp, err := s.sessionMCP(ctx, cwd, servers)
@@ -317,6 +329,9 @@ func (s *server) Initialize(ctx context.Context, p acpsdk.InitializeRequest) (ac
 	if s.opts.Sessions != nil {
 		caps.SessionCapabilities.List = &acpsdk.SessionListCapabilities{}
 	}
+	s.mu.Lock()
+	s.clientFS = p.ClientCapabilities.Fs
+	s.mu.Unlock()
 	return acpsdk.InitializeResponse{
 		ProtocolVersion:   acpsdk.ProtocolVersionNumber,
 		AgentCapabilities: caps,

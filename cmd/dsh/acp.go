@@ -15,6 +15,8 @@ import (
 	"github.com/dsh-go/dsh/llm/replay"
 	"github.com/dsh-go/dsh/mcptool"
 	"github.com/dsh-go/dsh/subagent/subagenttool"
+	"github.com/dsh-go/dsh/tool"
+	"github.com/dsh-go/dsh/tool/builtin"
 )
 
 func (c *cli) acpCmd() *cobra.Command {
@@ -64,9 +66,14 @@ Zed's settings.json:
 				return err
 			}
 			cfg.Agent.SubagentDepth = config.DepthFrom(c.getenv)
+			toolOpts, err := cfg.BuiltinOptions(c.getenv)
+			if err != nil {
+				return errors.Join(err, rt.Close(cmd.Context()))
+			}
 			err = acpserver.Serve(cmd.Context(), acpserver.Options{Agents: rt.Agents, AgentOptions: cfg.Agent,
 				Policy: cfg.ACPPolicy(acpserver.DefaultAskPermission()), TokenBudget: cfg.Budget.Tokens,
-				Routes: acpRoutes(cfg),
+				Routes:    acpRoutes(cfg),
+				FileTools: func(f builtin.Files) []tool.Definition { return builtin.FileTools(toolOpts, f) },
 				Cost: func(u map[string]content.Usage) (float64, bool) {
 					_, cost, priced := spentLine(u, cfg.PriceOf)
 					return cost, priced

@@ -319,19 +319,25 @@ func TestACPMissingKeyNamesTheVariable(t *testing.T) {
 // session config option (switched to another route's model, which the next
 // request uses), the commands, a title from the first prompt, tool calls
 // whose titles say what runs, an edit with its file as location and its
-// change as diff content (in the ask too), and /cost answered by dsh.
+// change as diff content (in the ask too) made through the client's
+// fs/read_text_file and fs/write_text_file (its unsaved buffer), and /cost
+// answered by dsh.
 func TestACPEditorView(t *testing.T) {
 	sdk := testpeers.Path(t, "node_modules/@agentclientprotocol/sdk/dist/acp.js")
 	var models []string
+	var read string
 	var mu sync.Mutex
 	srv := llmtest.NewServer(t, func(r llmtest.Request) llmtest.Reply {
 		mu.Lock()
+		defer mu.Unlock()
 		models = append(models, r.Model)
-		mu.Unlock()
 		switch len(r.ToolResults) {
 		case 0:
 			return llmtest.Reply{ToolCall: &llmtest.ToolCall{Name: "bash", Arguments: `{"command":"echo from-bash"}`}}
 		case 1:
+			return llmtest.Reply{ToolCall: &llmtest.ToolCall{Name: "read_file", Arguments: `{"path":"notes.txt"}`}}
+		case 2:
+			read = r.ToolResults[1]
 			return llmtest.Reply{ToolCall: &llmtest.ToolCall{Name: "edit_file", Arguments: `{"path":"notes.txt","old_string":"old line","new_string":"new line"}`}}
 		}
 		return llmtest.Reply{Text: "edited"}
@@ -381,6 +387,8 @@ func TestACPEditorView(t *testing.T) {
 		Stops    []string
 		CostText string
 		BadModel string
+		Reads    []string
+		Writes   []struct{ Path, Content string }
 	}
 	if err := json.Unmarshal(out, &got); err != nil {
 		t.Fatalf("client output %s: %v", out, err)
@@ -397,25 +405,35 @@ func TestACPEditorView(t *testing.T) {
 	if len(models) == 0 || slices.ContainsFunc(models, func(m string) bool { return m != "deepseek-v4-pro" }) {
 		t.Errorf("the model calls went to %v, want deepseek-v4-pro", models)
 	}
+	if !strings.Contains(read, "unsaved line") {
+		t.Errorf("read_file did not read the editor's buffer: %q", read)
+	}
 	mu.Unlock()
 	if len(got.Commands) != 2 || got.Title != "Edit the notes please" {
 		t.Errorf("commands %+v, title %q", got.Commands, got.Title)
 	}
 	notes := filepath.Join(cwd, "notes.txt")
-	if len(got.ToolCalls) != 2 || got.ToolCalls[0].Title != "bash: echo from-bash" || got.ToolCalls[0].Kind != "execute" ||
-		got.ToolCalls[1].Title != "edit_file: notes.txt" || got.ToolCalls[1].Kind != "edit" ||
-		len(got.ToolCalls[1].Locations) != 1 || got.ToolCalls[1].Locations[0].Path != notes {
+	if len(got.ToolCalls) != 3 || got.ToolCalls[0].Title != "bash: echo from-bash" || got.ToolCalls[0].Kind != "execute" ||
+		got.ToolCalls[1].Title != "read_file: notes.txt" || got.ToolCalls[1].Kind != "read" ||
+		got.ToolCalls[2].Title != "edit_file: notes.txt" || got.ToolCalls[2].Kind != "edit" ||
+		len(got.ToolCalls[2].Locations) != 1 || got.ToolCalls[2].Locations[0].Path != notes {
 		t.Fatalf("tool calls %+v", got.ToolCalls)
 	}
-	if len(got.ToolUpdates) != 2 || !strings.Contains(got.ToolUpdates[0].Content[0].Content.Text, "from-bash") {
+	if len(got.ToolUpdates) != 3 || !strings.Contains(got.ToolUpdates[0].Content[0].Content.Text, "from-bash") {
 		t.Fatalf("tool updates %+v", got.ToolUpdates)
 	}
-	if d := got.ToolUpdates[1].Content[0]; got.ToolUpdates[1].Status != "completed" || d.Type != "diff" || d.Path != notes ||
+	if d := got.ToolUpdates[2].Content[0]; got.ToolUpdates[2].Status != "completed" || d.Type != "diff" || d.Path != notes ||
 		d.OldText != "old line" || d.NewText != "new line" {
-		t.Errorf("the edit's update %+v", got.ToolUpdates[1])
+		t.Errorf("the edit's update %+v", got.ToolUpdates[2])
 	}
-	if b, _ := os.ReadFile(notes); string(b) != "new line\n" {
-		t.Errorf("notes.txt holds %q", b)
+	// The edit went through the editor: it read the buffer, unsaved line
+	// included, and wrote the buffer; the disk is the editor's to save.
+	if len(got.Reads) != 2 || got.Reads[0] != notes || len(got.Writes) != 1 || got.Writes[0].Path != notes ||
+		got.Writes[0].Content != "new line\nunsaved line\n" {
+		t.Errorf("fs/*: reads %v, writes %+v", got.Reads, got.Writes)
+	}
+	if b, _ := os.ReadFile(notes); string(b) != "old line\n" {
+		t.Errorf("notes.txt on disk holds %q", b)
 	}
 	if len(got.Asks) != 2 || got.Asks[1].Title != "edit_file: notes.txt" || len(got.Asks[1].Content) != 1 || got.Asks[1].Content[0].Type != "diff" {
 		t.Errorf("asks %+v", got.Asks)

@@ -1,7 +1,8 @@
 // A third-party ACP client (the TypeScript SDK) as an editor drives `dsh
-// acp`: it offers fs and terminal, reads the session's config options and
-// commands, picks another model, prompts for a command and an edit
-// (allowing each ask) and runs /cost. Every frame dsh writes is validated
+// acp`: it offers fs (its buffers: notes.txt with an unsaved line) and
+// terminal, reads the session's config options and commands, picks another
+// model, prompts for a command and an edit (allowing each ask) and runs
+// /cost. Every frame dsh writes is validated
 // against the SDK's schema; the result is one JSON object on stdout.
 //
 // usage: node acp-editor.mjs SDK_ENTRY DSH_BINARY CWD MODEL
@@ -42,6 +43,9 @@ const fromAgent = Readable.toWeb(proc.stdout).pipeThrough(new TransformStream({
 
 const updates = [];
 const asks = [];
+const reads = [];
+const writes = [];
+const buffers = { [path.join(cwd, "notes.txt")]: "old line\nunsaved line\n" };
 const stream = acp.ndJsonStream(tapOut, fromAgent);
 const conn = new acp.ClientSideConnection(() => ({
   async sessionUpdate(p) { updates.push(p.update); },
@@ -50,8 +54,17 @@ const conn = new acp.ClientSideConnection(() => ({
     const allow = p.options.find((o) => o.kind === "allow_once");
     return { outcome: { outcome: "selected", optionId: allow.optionId } };
   },
-  async readTextFile() { throw new Error("not used in this test"); },
-  async writeTextFile() { throw new Error("not used in this test"); },
+  // The editor's buffers: notes.txt has an unsaved line.
+  async readTextFile(p) {
+    reads.push(p.path);
+    if (!(p.path in buffers)) throw new Error("no such buffer");
+    return { content: buffers[p.path] };
+  },
+  async writeTextFile(p) {
+    writes.push({ path: p.path, content: p.content });
+    buffers[p.path] = p.content;
+    return {};
+  },
 }), stream);
 
 await conn.initialize({ protocolVersion: acp.PROTOCOL_VERSION,
@@ -76,6 +89,8 @@ const invalid = [];
 const byMethod = {
   "session/update": z.zSessionNotification,
   "session/request_permission": z.zRequestPermissionRequest,
+  "fs/read_text_file": z.zReadTextFileRequest,
+  "fs/write_text_file": z.zWriteTextFileRequest,
 };
 const byAnswer = {
   "initialize": z.zInitializeResponse,
@@ -112,5 +127,5 @@ process.stdout.write(JSON.stringify({
   asks: asks.map((a) => a.toolCall),
   stops: [first.stopReason, cost.stopReason],
   costText: updates.filter((u) => u.sessionUpdate === "agent_message_chunk").map((u) => u.content.text).join("|"),
-  badModel,
+  badModel, reads, writes,
 }) + "\n");
