@@ -159,3 +159,38 @@ func TestUsageTitleAndModelCommand(t *testing.T) {
 		t.Errorf("%d model calls, the second to %q", len(reqs), reqs[len(reqs)-1].Model)
 	}
 }
+
+// A title keeps terminal escapes and line breaks out; an edit too big to
+// show twice more gets no diff content (its raw input has it).
+func TestToolViewBounds(t *testing.T) {
+	rec := &recorder{answer: "allow-once"}
+	big := strings.Repeat("x", 300<<10)
+	conn, srv := connect(t, acpserver.Options{}, scripted.New(
+		scripted.ToolCalls("", scripted.Call{ID: "c1", Name: "bash", Arguments: `{"command":"echo \u001b[31mred\u001b[0m\r\nls"}`}),
+		scripted.ToolCalls("", scripted.Call{ID: "c2", Name: "write_file", Arguments: `{"path":"big.txt","content":"` + big + `"}`}),
+		scripted.Text("done")), rec)
+	srv.rt.Tools.Register(tool.Definition{Name: "write_file", Execute: func(context.Context, tool.Call) (tool.Result, error) {
+		return tool.TextResult("wrote"), nil
+	}})
+	if _, err := prompt(conn, newSession(t, conn), "go"); err != nil {
+		t.Fatal(err)
+	}
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	var titles []string
+	for _, u := range rec.updates {
+		if u.ToolCall != nil {
+			titles = append(titles, u.ToolCall.Title)
+		}
+		if u.ToolCallUpdate != nil {
+			for _, c := range u.ToolCallUpdate.Content {
+				if c.Diff != nil {
+					t.Errorf("a %d-byte write got diff content", len(big))
+				}
+			}
+		}
+	}
+	if len(titles) != 2 || titles[0] != "bash: echo [31mred [0m ls" || titles[1] != "write_file: big.txt" {
+		t.Errorf("titles %q", titles)
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"path/filepath"
 	"strings"
+	"unicode"
 
 	acpsdk "github.com/coder/acp-go-sdk"
 )
@@ -59,10 +60,12 @@ func viewOf(name, arguments, cwd string) toolView {
 				loc.Line = &line
 			}
 			v.locations = []acpsdk.ToolCallLocation{loc}
-			switch name {
-			case "write_file":
+			switch {
+			case len(a.Content)+len(a.OldString)+len(a.NewString) > maxDiff:
+				// too big to show twice more; rawInput has it
+			case name == "write_file":
 				v.diff = []acpsdk.ToolCallContent{acpsdk.ToolDiffContent(p, a.Content)}
-			case "edit_file":
+			case name == "edit_file":
 				v.diff = []acpsdk.ToolCallContent{acpsdk.ToolDiffContent(p, a.NewString, a.OldString)}
 			}
 		}
@@ -81,9 +84,20 @@ func viewOf(name, arguments, cwd string) toolView {
 	return v
 }
 
-// oneLine is s on one line, cut to n bytes (at a rune boundary) with an
-// ellipsis.
+// maxDiff bounds the text of an edit shown as diff content: a bigger one
+// is left to the call's raw input.
+const maxDiff = 256 << 10
+
+// oneLine is s on one line without control characters (a terminal escape
+// in a command stays out of the editor's title), cut to n bytes (at a rune
+// boundary) with an ellipsis.
 func oneLine(s string, n int) string {
+	s = strings.Map(func(r rune) rune {
+		if unicode.IsControl(r) {
+			return ' '
+		}
+		return r
+	}, s)
 	s = strings.Join(strings.Fields(s), " ")
 	if len(s) <= n {
 		return s
