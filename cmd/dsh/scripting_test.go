@@ -690,3 +690,23 @@ func TestOutputFormat(t *testing.T) {
 		t.Error("wantsJSON does not read --output-format")
 	}
 }
+
+// On a terminal too, a child's progress line names the child: with
+// children in parallel, "· bash" alone does not say whose it is.
+func TestHumanChildLinesNameTheChild(t *testing.T) {
+	srv := llmtest.NewServer(t, func(r llmtest.Request) llmtest.Reply {
+		switch {
+		case r.Child && len(r.ToolResults) == 0:
+			return llmtest.Reply{ToolCall: &llmtest.ToolCall{Name: "bash", Arguments: `{"command":"echo 3"}`}}
+		case r.Child:
+			return llmtest.Reply{Text: "3"}
+		case len(r.ToolResults) == 0:
+			return llmtest.Reply{ToolCall: &llmtest.ToolCall{Name: "subagent", Arguments: `{"description":"count","prompt":"count them"}`}}
+		}
+		return llmtest.Reply{Text: "done"}
+	})
+	_, errOut, err := runCLI(t, modelEnv(t, srv.URL), "run", "--cwd", t.TempDir(), "go")
+	if err != nil || !strings.Contains(errOut, "    · count · bash\n") {
+		t.Errorf("%v\n%s", err, errOut)
+	}
+}
