@@ -110,6 +110,11 @@ and "error" say why a run failed (see the README).`,
 				}
 				cfg.Agent.MaxSteps = maxSteps
 			}
+			if cwd != "" {
+				if fi, err := os.Stat(cwd); err != nil || !fi.IsDir() {
+					return withCode(codeUsage, fmt.Errorf("--cwd %s is not a directory", cwd))
+				}
+			}
 			cfg.ProjectDir = cwd
 			if err := c.reportProject(cfg); err != nil {
 				return withCode(codeConfig, err)

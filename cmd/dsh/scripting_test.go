@@ -486,6 +486,7 @@ func TestCLIConventions(t *testing.T) {
 		{[]string{"run", "--jsn", "hi"}, "unknown flag: --jsn (did you mean --json?)"},
 		{[]string{"run", "--frobnicate", "hi"}, "unknown flag: --frobnicate (dsh run --help lists the flags)"},
 		{[]string{"run"}, `run needs a prompt: dsh run "PROMPT", or dsh run - to read it from stdin`},
+		{[]string{"run", "--cwd", "/does/not/exist", "hi"}, "--cwd /does/not/exist is not a directory"},
 		{[]string{"--config", typo, "run", "hi"}, `unknown field "maxStep" (at "agent: {maxStep: 10}") (did you mean "maxSteps"?)`},
 	} {
 		_, _, err := runCLI(t, env, c.args...)
