@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -709,5 +710,39 @@ func TestHumanChildLinesNameTheChild(t *testing.T) {
 	_, errOut, err := runCLI(t, modelEnv(t, srv.URL), "run", "--cwd", t.TempDir(), "go")
 	if err != nil || !strings.Contains(errOut, "    · count · bash\n") {
 		t.Errorf("%v\n%s", err, errOut)
+	}
+}
+
+// Ctrl-C on dsh run --json: the last line is still the result, with the
+// answer so far, stop_reason interrupted and code INTERRUPTED; exit 130.
+func TestJSONInterrupted(t *testing.T) {
+	srv := chatServer(t, func(chatRequest) chatReply { return chatReply{Deltas: []string{"Thinking"}, Drip: true} }, nil)
+	cmd := dshCommand(t, srv, t.TempDir(), "", "run", "--json", "--cwd", t.TempDir(), "think forever")
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	sc := bufio.NewScanner(stdout)
+	var out strings.Builder
+	for sc.Scan() {
+		out.WriteString(sc.Text() + "\n")
+		if strings.Contains(sc.Text(), `"type":"text"`) {
+			cmd.Process.Signal(os.Interrupt)
+			break
+		}
+	}
+	for sc.Scan() {
+		out.WriteString(sc.Text() + "\n")
+	}
+	err = cmd.Wait()
+	var ee *exec.ExitError
+	lines := jsonLines(t, out.String())
+	last := lines[len(lines)-1]
+	if !errors.As(err, &ee) || ee.ExitCode() != 130 || last["type"] != "result" || last["stop_reason"] != "interrupted" ||
+		last["code"] != "INTERRUPTED" || !strings.HasPrefix(fmt.Sprint(last["text"]), "Thinking") {
+		t.Errorf("exit %v, last line %v", err, last)
 	}
 }
