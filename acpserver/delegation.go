@@ -81,7 +81,12 @@ const (
 // can relay the ask to its own client.
 func (s *server) asker(id acpsdk.SessionId) permission.Asker {
 	return permission.AskerFunc(func(ctx context.Context, req permission.Request) (permission.Answer, error) {
-		title := req.Tool + " " + clip(string(req.Arguments), 200)
+		cwd := ""
+		if a, ok := s.opts.Agents.Get(req.SessionID); ok {
+			cwd = a.Cwd() // a child's, which may be a worktree of its own
+		}
+		v := viewOf(req.Tool, string(req.Arguments), cwd)
+		title := v.title
 		if len(req.Agent) > 0 {
 			title = req.Who() + ": " + title
 		}
@@ -89,10 +94,11 @@ func (s *server) asker(id acpsdk.SessionId) permission.Asker {
 		if json.Unmarshal(req.Arguments, &input) != nil {
 			input = string(req.Arguments)
 		}
-		kind := kindOf(req.Tool)
+		kind := v.kind
 		resp, err := s.requestPermission(ctx, acpsdk.RequestPermissionRequest{SessionId: id,
-			Meta:     acpmeta.Set(nil, acpmeta.Permission{Tool: req.Tool, Agent: req.Agent}),
-			ToolCall: acpsdk.ToolCallUpdate{ToolCallId: acpsdk.ToolCallId(req.CallID), Title: &title, Kind: &kind, RawInput: input},
+			Meta: acpmeta.Set(nil, acpmeta.Permission{Tool: req.Tool, Agent: req.Agent}),
+			ToolCall: acpsdk.ToolCallUpdate{ToolCallId: acpsdk.ToolCallId(req.CallID), Title: &title, Kind: &kind, RawInput: input,
+				Locations: v.locations, Content: v.diff},
 			Options: []acpsdk.PermissionOption{
 				{OptionId: optionAllowOnce, Name: "Allow", Kind: acpsdk.PermissionOptionKindAllowOnce},
 				{OptionId: optionAllowAlways, Name: "Allow for this session", Kind: acpsdk.PermissionOptionKindAllowAlways},

@@ -37,6 +37,8 @@ type gate struct {
 	// claiming its session; cancel handles session/cancel.
 	admit  func(params json.RawMessage) *acpsdk.RequestError
 	cancel func(params json.RawMessage)
+	// passed is told of each request passed to the SDK, by id.
+	passed func(id json.RawMessage)
 
 	initialized bool
 }
@@ -96,6 +98,9 @@ func (g *gate) handle(frame []byte) []byte {
 			g.send(*m.ID, err)
 			return nil
 		}
+	}
+	if g.passed != nil {
+		g.passed(*m.ID)
 	}
 	return frame
 }

@@ -49,7 +49,12 @@ func (s *server) LoadSession(ctx context.Context, p acpsdk.LoadSessionRequest) (
 	if err != nil {
 		return acpsdk.LoadSessionResponse{}, err
 	}
-	return acpsdk.LoadSessionResponse{}, nil
+	ss, err := s.session(p.SessionId)
+	if err != nil {
+		return acpsdk.LoadSessionResponse{}, err
+	}
+	s.greet(ss) // during the load, the client knows the session
+	return acpsdk.LoadSessionResponse{ConfigOptions: s.configOptions(ss)}, nil
 }
 
 // replay sends a loaded session's stored conversation to the client.

@@ -114,7 +114,7 @@ func TestLoadSessionInANewServer(t *testing.T) {
 		}
 	}
 	rec.mu.Unlock()
-	if !slices.Equal(user, []string{"first question"}) || message != "Let me look.first answer" || !slices.Equal(tools, []string{"call bash", "update completed"}) {
+	if !slices.Equal(user, []string{"first question"}) || message != "Let me look.first answer" || !slices.Equal(tools, []string{"call bash: ls", "update completed"}) {
 		t.Errorf("replay: user %q, message %q, tools %q", user, message, tools)
 	}
 	if r, err := prompt(conn, id, "second question"); err != nil || r.StopReason != acpsdk.StopReasonEndTurn {

@@ -330,7 +330,7 @@ func TestUnansweredPermissionIsDenied(t *testing.T) {
 		if waited := time.Since(asked); waited < acpserver.DefaultPermissionTimeout {
 			t.Errorf("denied after %v, before the timeout (%v)", waited, acpserver.DefaultPermissionTimeout)
 		}
-		if msg, _, tools := rec.texts(); msg != "no answer" || strings.Join(tools, ",") != "call bash,update failed" {
+		if msg, _, tools := rec.texts(); msg != "no answer" || strings.Join(tools, ",") != "call bash: ls,update failed" {
 			t.Fatalf("message %q, tools %v", msg, tools)
 		}
 		a, _ := srv.rt.Agents.Get(string(id))

@@ -24,11 +24,14 @@ import (
 	"github.com/dsh-go/dsh/content"
 	"github.com/dsh-go/dsh/internal/acpmeta"
 	"github.com/dsh-go/dsh/internal/jsonrpcframe"
+	"github.com/dsh-go/dsh/llm"
 	"github.com/dsh-go/dsh/mcptool"
 	"github.com/dsh-go/dsh/permission"
 	"github.com/dsh-go/dsh/session"
 	"github.com/dsh-go/dsh/subagent"
 	"github.com/dsh-go/dsh/telemetry"
+	"github.com/dsh-go/dsh/tool"
+	"github.com/dsh-go/dsh/tool/builtin"
 )
 
 // Options configure a server.
@@ -73,6 +76,29 @@ type Options struct {
 	// MCP configures the MCP servers a client passes in session/new (log,
 	// event bus, client version); they serve that session's tree only.
 	MCP mcptool.Options
+	// Routes are the models a session can switch to, through the "model"
+	// session config option and /model; none: no model option.
+	Routes []Route
+	// ContextWindow, when set, returns the context window in tokens of a
+	// route's model (0: unknown); usage_update is sent after each turn when
+	// it is known.
+	ContextWindow func(provider, model string) int
+	// Cost, when set, prices usage per "route/model" for usage_update.
+	Cost costOf
+	// FileTools, when set, makes the file tools (read_file, write_file,
+	// edit_file, with the runtime's options) over an editor's files: a
+	// client that offers fs/read_text_file and fs/write_text_file gets its
+	// sessions' reads and writes, so that the agent sees and edits its
+	// unsaved buffers.
+	FileTools func(builtin.Files) []tool.Definition
+	// Ready, when set, is asked before a session is created: its error (a
+	// model route's key variable that is unset) refuses session/new with
+	// auth_required and the error's text, which the client shows.
+	Ready func() error
+	// DrainTimeout bounds how long the server goes on answering pending
+	// requests once the client's input has ended (default
+	// DefaultDrainTimeout); then it cancels the running turns.
+	DrainTimeout time.Duration
 }
 
 // Defaults of Options.
@@ -106,19 +132,28 @@ func Serve(ctx context.Context, opts Options, in io.Reader, out io.Writer) error
 		opts.MaxFrame = DefaultMaxFrame
 	}
 	opts.MaxFrame = min(opts.MaxFrame, sdkMaxFrame)
+	if opts.DrainTimeout <= 0 {
+		opts.DrainTimeout = DefaultDrainTimeout
+	}
 	s := &server{opts: opts, sessions: map[acpsdk.SessionId]*acpSession{}, ready: make(chan struct{})}
-	w := jsonrpcframe.NewWriter(out)
+	s.input, s.closeInput = context.WithCancelCause(context.Background())
+	defer s.closeInput(errServerClosed)
+	pending := newInflight()
+	w := jsonrpcframe.NewWriter(answerWatch{w: out, f: pending, after: s.answered})
 	sdkIn, gateOut := io.Pipe()
 	// No SetLogger: in acp-go-sdk v0.13.0 it races with the connection's
 	// receive goroutine; the connection logs through slog.Default.
 	s.conn = acpsdk.NewAgentSideConnection(s, w, sdkIn)
 	close(s.ready)
 
-	g := &gate{limit: opts.MaxFrame, reply: w, log: opts.Log, admit: s.admitPrompt, cancel: s.cancelNotification}
+	g := &gate{limit: opts.MaxFrame, reply: w, log: opts.Log, admit: s.admitPrompt, cancel: s.cancelNotification, passed: pending.add}
 	var inputErr error
 	inputDone := make(chan struct{})
 	go func() {
 		inputErr = g.run(in, gateOut)
+		if inputErr == nil {
+			s.drain(ctx, pending) // the requests the client sent are answered
+		}
 		close(inputDone) // before the SDK can see the end of its input
 		gateOut.CloseWithError(inputErr)
 	}()
@@ -145,7 +180,13 @@ type server struct {
 	conn  *acpsdk.AgentSideConnection // read through connection()
 	ready chan struct{}               // closed once conn is set
 
+	// input ends (cause errInputClosed) when the client's input has:
+	// what the server would ask the client then fails at once.
+	input      context.Context
+	closeInput context.CancelCauseFunc
+
 	mu       sync.Mutex
+	clientFS acpsdk.FileSystemCapabilities // what initialize offered
 	sessions map[acpsdk.SessionId]*acpSession
 	creating int // sessions being created, counted against MaxSessions
 	closed   bool
@@ -170,6 +211,7 @@ type acpSession struct {
 	stop    func() // stops the observer
 	mu      sync.Mutex
 	busy    bool // a session/prompt was admitted and has not returned
+	greet   bool // its commands go out once the client has its id (s.mu)
 }
 
 // dispose stops the session's updates and disposes its agent.
@@ -195,7 +237,10 @@ func (s *server) open(ctx context.Context, co agent.CreateOptions, cwd string, s
 	s.creating++
 	s.mu.Unlock()
 	id := acpsdk.SessionId(co.SessionID)
-	u := newUpdater(s.connection(), id, s.opts.Log)
+	if files := s.useClientFiles(id); files != nil {
+		co.Setup = chainSetup(co.Setup, files)
+	}
+	u := newUpdater(s.connection(), id, cwd, s.opts.Log)
 	var a *agent.Agent
 	mcp, err := s.sessionMCP(ctx, cwd, servers)
 	if err == nil {
@@ -285,6 +330,9 @@ func (s *server) Initialize(ctx context.Context, p acpsdk.InitializeRequest) (ac
 	if s.opts.Sessions != nil {
 		caps.SessionCapabilities.List = &acpsdk.SessionListCapabilities{}
 	}
+	s.mu.Lock()
+	s.clientFS = p.ClientCapabilities.Fs
+	s.mu.Unlock()
 	return acpsdk.InitializeResponse{
 		ProtocolVersion:   acpsdk.ProtocolVersionNumber,
 		AgentCapabilities: caps,
@@ -314,12 +362,24 @@ func (s *server) NewSession(ctx context.Context, p acpsdk.NewSessionRequest) (ac
 	if err := checkMeta(p.Meta); err != nil {
 		return acpsdk.NewSessionResponse{}, err
 	}
+	if s.opts.Ready != nil {
+		if err := s.opts.Ready(); err != nil {
+			return acpsdk.NewSessionResponse{}, &acpsdk.RequestError{Code: codeAuthRequired, Message: err.Error()}
+		}
+	}
 	id := acpsdk.SessionId(uuid.NewString())
 	ctx = telemetry.FromMeta(ctx, p.Meta) // a parent's trace: the session's turns continue it
 	if err := s.open(ctx, s.createOptions(id, p.Cwd, p.Meta), p.Cwd, p.McpServers, nil); err != nil {
 		return acpsdk.NewSessionResponse{}, err
 	}
-	return acpsdk.NewSessionResponse{SessionId: id}, nil
+	ss, err := s.session(id)
+	if err != nil {
+		return acpsdk.NewSessionResponse{}, err
+	}
+	s.mu.Lock()
+	ss.greet = true
+	s.mu.Unlock()
+	return acpsdk.NewSessionResponse{SessionId: id, ConfigOptions: s.configOptions(ss)}, nil
 }
 
 // errPermissionTimeout is the cause of a permission request that the
@@ -332,9 +392,17 @@ var errPermissionTimeout = errors.New("no answer in time")
 func (s *server) requestPermission(ctx context.Context, req acpsdk.RequestPermissionRequest) (acpsdk.RequestPermissionResponse, error) {
 	wait, cancel := context.WithTimeoutCause(ctx, s.opts.PermissionTimeout, errPermissionTimeout)
 	defer cancel()
+	defer context.AfterFunc(s.input, cancel)()
+	if s.input.Err() != nil {
+		return acpsdk.RequestPermissionResponse{}, context.Cause(s.input)
+	}
 	resp, err := s.connection().RequestPermission(wait, req)
-	if err != nil && ctx.Err() == nil && errors.Is(context.Cause(wait), errPermissionTimeout) {
+	switch {
+	case err == nil || ctx.Err() != nil:
+	case errors.Is(context.Cause(wait), errPermissionTimeout):
 		err = fmt.Errorf("the client did not answer within %s", s.opts.PermissionTimeout)
+	case s.input.Err() != nil:
+		err = context.Cause(s.input)
 	}
 	return resp, err
 }
@@ -396,12 +464,21 @@ func (s *server) Prompt(ctx context.Context, p acpsdk.PromptRequest) (acpsdk.Pro
 	if err != nil {
 		return acpsdk.PromptResponse{}, err
 	}
+	text := content.JoinText(msg.Content)
+	if done, err := s.command(ss, text); done {
+		if err != nil {
+			return acpsdk.PromptResponse{}, err
+		}
+		return acpsdk.PromptResponse{StopReason: acpsdk.StopReasonEndTurn}, nil
+	}
+	s.titled(ss, text)
 	from := len(ss.agent.Session().Events())
 	ss.updates.prompted(msg.ID)
 	end, err := ss.agent.Run(telemetry.FromMeta(ctx, p.Meta), msg)
 	if err != nil {
 		return acpsdk.PromptResponse{}, acpsdk.NewInternalError(err.Error())
 	}
+	s.usage(ss)
 	resp, err := stopReason(end)
 	if err == nil {
 		resp.Usage, resp.Meta = turnUsage(ss.agent.Session().Events()[from:])
@@ -423,11 +500,25 @@ func stopReason(end session.TurnEnd) (acpsdk.PromptResponse, error) {
 	case session.EndAborted, session.EndInterrupted:
 		return acpsdk.PromptResponse{StopReason: acpsdk.StopReasonCancelled}, nil
 	}
-	msg := "turn failed"
-	if f := end.Reason.Error; f != nil {
-		msg = fmt.Sprintf("turn failed: %s (%s)", f.Message, f.Code)
+	return acpsdk.PromptResponse{}, turnError(end.Reason.Error)
+}
+
+// codeAuthRequired is ACP's error code for a missing or refused
+// credential.
+const codeAuthRequired = -32000
+
+// turnError is the error of a failed turn, its message the failure's own
+// (a client shows it) and its data the failure's code: auth_required for a
+// model key that is unset or refused, an internal error otherwise.
+func turnError(f *content.Failure) *acpsdk.RequestError {
+	if f == nil {
+		return &acpsdk.RequestError{Code: -32603, Message: "turn failed"}
 	}
-	return acpsdk.PromptResponse{}, acpsdk.NewInternalError(msg)
+	code := -32603
+	if f.Code == llm.CodeAuth || f.Code == llm.CodeMissingKey {
+		code = codeAuthRequired
+	}
+	return &acpsdk.RequestError{Code: code, Message: fmt.Sprintf("turn failed: %s (%s)", f.Message, f.Code), Data: map[string]any{"code": f.Code}}
 }
 
 // userMessage turns prompt blocks into one user message: text and resource
@@ -505,10 +596,6 @@ func (s *server) ListSessions(_ context.Context, p acpsdk.ListSessionsRequest) (
 
 func (s *server) ResumeSession(context.Context, acpsdk.ResumeSessionRequest) (acpsdk.ResumeSessionResponse, error) {
 	return acpsdk.ResumeSessionResponse{}, acpsdk.NewMethodNotFound("session/resume")
-}
-
-func (s *server) SetSessionConfigOption(context.Context, acpsdk.SetSessionConfigOptionRequest) (acpsdk.SetSessionConfigOptionResponse, error) {
-	return acpsdk.SetSessionConfigOptionResponse{}, acpsdk.NewMethodNotFound("session/set_config_option")
 }
 
 func (s *server) SetSessionMode(context.Context, acpsdk.SetSessionModeRequest) (acpsdk.SetSessionModeResponse, error) {

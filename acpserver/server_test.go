@@ -210,7 +210,7 @@ func TestPromptStreamsTextToolsAndEnds(t *testing.T) {
 		t.Fatalf("prompt = %+v, %v", resp, err)
 	}
 	msg, _, tools := rec.texts()
-	if msg != "Let me run it.All done." || strings.Join(tools, ",") != "call bash,update completed" || rec.asked != 1 {
+	if msg != "Let me run it.All done." || strings.Join(tools, ",") != "call bash: ls,update completed" || rec.asked != 1 {
 		t.Fatalf("message %q, tools %v, asked %d", msg, tools, rec.asked)
 	}
 }
@@ -224,7 +224,7 @@ func TestRejectedPermissionRefusesTheTool(t *testing.T) {
 	if resp, err := prompt(conn, id, "go"); err != nil || resp.StopReason != acpsdk.StopReasonEndTurn {
 		t.Fatalf("prompt = %+v, %v", resp, err)
 	}
-	if _, _, tools := rec.texts(); strings.Join(tools, ",") != "call bash,update failed" {
+	if _, _, tools := rec.texts(); strings.Join(tools, ",") != "call bash: rm -rf /,update failed" {
 		t.Fatalf("tools %v", tools)
 	}
 }
@@ -328,7 +328,7 @@ func TestMetaPolicyOnlyNarrows(t *testing.T) {
 			if _, err := prompt(conn, resp.SessionId, "go"); err != nil {
 				t.Fatal(err)
 			}
-			if _, _, tools := rec.texts(); rec.asked != tc.asked || strings.Join(tools, ",") != "call bash,update "+tc.status {
+			if _, _, tools := rec.texts(); rec.asked != tc.asked || strings.Join(tools, ",") != "call bash: ls,update "+tc.status {
 				t.Errorf("asked %d, tools %v", rec.asked, tools)
 			}
 			a, _ := rt.Agents.Get(string(resp.SessionId))

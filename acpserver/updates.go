@@ -23,15 +23,18 @@ import (
 type updater struct {
 	conn *acpsdk.AgentSideConnection
 	id   acpsdk.SessionId
+	cwd  string // the session's working directory: tool paths are shown absolute
 	log  *slog.Logger
 
 	mu       sync.Mutex
-	messages map[[2]int]string // (turn, step) → message id, for the current turn
-	prompts  map[string]bool   // ids of the client's prompts not yet seen in the log
+	messages map[[2]int]string   // (turn, step) → message id, for the current turn
+	prompts  map[string]bool     // ids of the client's prompts not yet seen in the log
+	calls    map[string]toolView // tool calls without their result yet, by call id
 }
 
-func newUpdater(conn *acpsdk.AgentSideConnection, id acpsdk.SessionId, log *slog.Logger) *updater {
-	return &updater{conn: conn, id: id, log: log, messages: map[[2]int]string{}, prompts: map[string]bool{}}
+func newUpdater(conn *acpsdk.AgentSideConnection, id acpsdk.SessionId, cwd string, log *slog.Logger) *updater {
+	return &updater{conn: conn, id: id, cwd: cwd, log: log, messages: map[[2]int]string{}, prompts: map[string]bool{},
+		calls: map[string]toolView{}}
 }
 
 // prompted records the id of a message the client sent as a prompt.
@@ -83,8 +86,16 @@ func (u *updater) event(e session.Event) {
 		if json.Unmarshal([]byte(d.Arguments), &input) != nil {
 			input = d.Arguments
 		}
-		u.send(acpsdk.StartToolCall(acpsdk.ToolCallId(d.CallID), d.Name, acpsdk.WithStartKind(kindOf(d.Name)),
-			acpsdk.WithStartStatus(acpsdk.ToolCallStatusInProgress), acpsdk.WithStartRawInput(input)))
+		v := viewOf(d.Name, d.Arguments, u.cwd)
+		u.mu.Lock()
+		u.calls[d.CallID] = v
+		u.mu.Unlock()
+		opts := []acpsdk.ToolCallStartOpt{acpsdk.WithStartKind(v.kind), acpsdk.WithStartStatus(acpsdk.ToolCallStatusInProgress),
+			acpsdk.WithStartRawInput(input)}
+		if len(v.locations) > 0 {
+			opts = append(opts, acpsdk.WithStartLocations(v.locations))
+		}
+		u.send(acpsdk.StartToolCall(acpsdk.ToolCallId(d.CallID), v.title, opts...))
 	case session.ToolResult:
 		status := acpsdk.ToolCallStatusCompleted
 		if d.Error != nil {
@@ -94,10 +105,28 @@ func (u *updater) event(e session.Event) {
 		if len(d.Message.Content) == 1 {
 			text = content.JoinText(d.Message.Content[0].Content)
 		}
-		u.send(acpsdk.UpdateToolCall(acpsdk.ToolCallId(d.Message.Source.CallID), acpsdk.WithUpdateStatus(status),
-			acpsdk.WithUpdateContent([]acpsdk.ToolCallContent{acpsdk.ToolContent(acpsdk.TextBlock(clip(text, 4000)))})))
+		id := d.Message.Source.CallID
+		u.mu.Lock()
+		v := u.calls[id]
+		delete(u.calls, id)
+		u.mu.Unlock()
+		var body []acpsdk.ToolCallContent
+		if status == acpsdk.ToolCallStatusCompleted {
+			body = append(body, v.diff...) // the change made, which an editor shows as a diff
+		}
+		if text != "" {
+			body = append(body, acpsdk.ToolContent(acpsdk.TextBlock(clip(text, maxToolText))))
+		}
+		opts := []acpsdk.ToolCallUpdateOpt{acpsdk.WithUpdateStatus(status), acpsdk.WithUpdateContent(body)}
+		if len(v.locations) > 0 {
+			opts = append(opts, acpsdk.WithUpdateLocations(v.locations))
+		}
+		u.send(acpsdk.UpdateToolCall(acpsdk.ToolCallId(id), opts...))
 	}
 }
+
+// maxToolText bounds the text of a tool's result sent to the client.
+const maxToolText = 16 << 10
 
 func (u *updater) messageID(turn, step int) string {
 	u.mu.Lock()

@@ -12,6 +12,7 @@ import (
 	"maps"
 	"slices"
 	"sync"
+	"sync/atomic"
 
 	"github.com/google/uuid"
 
@@ -342,6 +343,7 @@ type Agent struct {
 	id      string
 	session *session.Session
 	opts    Options
+	route   atomic.Pointer[route] // SetRoute's, over opts' Provider and Model
 	tools   *tool.Scope
 	prompt  *prompt.Scope
 	owner   *Agent
@@ -430,9 +432,11 @@ func newAgent(r *Registry, s *session.Session, opts CreateOptions) *Agent {
 func (a *Agent) builtin(name string) (value string, defined, ok bool) {
 	switch name {
 	case "provider":
-		return a.opts.Provider, true, true
+		provider, _ := a.routeOf()
+		return provider, true, true
 	case "model":
-		return a.opts.Model, true, a.opts.Model != ""
+		_, model := a.routeOf()
+		return model, true, model != ""
 	case "cwd":
 		cwd := a.session.Header().Cwd
 		return cwd, true, cwd != ""
@@ -447,7 +451,11 @@ func (a *Agent) ID() string { return a.id }
 func (a *Agent) Session() *session.Session { return a.session }
 
 // Options returns the agent's options.
-func (a *Agent) Options() Options { return a.opts }
+func (a *Agent) Options() Options {
+	o := a.opts
+	o.Provider, o.Model = a.routeOf()
+	return o
+}
 
 // Tools returns the agent's tool scope.
 func (a *Agent) Tools() *tool.Scope { return a.tools }

@@ -1061,6 +1061,19 @@ func (cfg Config) SessionsRoot(getenv func(string) string) (string, error) {
 	return jsonl.DefaultRoot(getenv)
 }
 
+// BuiltinOptions are the options of the built-in tools Build registers:
+// the sandbox, the protected files, the output limit, the redaction of the
+// credentials.
+func (cfg Config) BuiltinOptions(getenv func(string) string) (builtin.Options, error) {
+	protected, worktrees, err := cfg.protected(getenv)
+	if err != nil {
+		return builtin.Options{}, err
+	}
+	return builtin.Options{BashTimeout: cfg.Tools.BashTimeout, OutputLimit: cfg.Tools.OutputLimit,
+		Sandbox: cfg.Tools.Sandbox.Or(sandbox.Default), Network: cfg.Tools.Network, Protected: protected, Worktrees: worktrees,
+		Redact: secret.NewRedactor(cfg.Credentials(getenv)...).String}, nil
+}
+
 // Build makes a runtime from cfg: JSONL sessions (or backend, when
 // non-nil), the model routes, the built-in and task tools, the subagent
 // providers and tools, the persona and the project's instructions. The credentials cfg uses are
@@ -1107,12 +1120,11 @@ func (cfg Config) Build(ctx context.Context, log *slog.Logger, backend session.B
 	if err := sandbox.CheckNetwork(cfg.Tools.Network); err != nil {
 		rt.Log.Warn("commands may use the network", "tools.network", cfg.Tools.Network, "reason", err)
 	}
-	protected, worktrees, err := cfg.protected(getenv)
+	tools, err := cfg.BuiltinOptions(getenv)
 	if err != nil {
 		return nil, err
 	}
-	if _, err := builtin.Register(rt.Tools, builtin.Options{BashTimeout: cfg.Tools.BashTimeout, OutputLimit: cfg.Tools.OutputLimit,
-		Sandbox: mode, Network: cfg.Tools.Network, Protected: protected, Worktrees: worktrees, Redact: redactor.String}); err != nil {
+	if _, err := builtin.Register(rt.Tools, tools); err != nil {
 		return nil, err
 	}
 	if _, err := task.Mount(rt.Tasks, rt.Tools, rt.Prompt, task.ToolOptions{MaxWakes: cfg.Tasks.MaxWakes}); err != nil {

@@ -5,6 +5,7 @@ import (
 	"cmp"
 	"errors"
 	"fmt"
+	"reflect"
 	"slices"
 	"strings"
 
@@ -178,7 +179,7 @@ func decodeFile(data []byte, file *Config) (aliased bool, err error) {
 		}
 		dec := yaml.NewDecoder(bytes.NewReader(nil), yaml.Strict(), yaml.CustomUnmarshaler(decodeDuration))
 		if err := dec.DecodeFromNode(doc.Body, file); err != nil {
-			return false, errors.New(withSourceLine(data, yaml.FormatError(err, false, false)))
+			return false, errors.New(withSourceLine(data, yaml.FormatError(err, false, false)) + didYouMean(data, err, reflect.TypeFor[Config]()))
 		}
 		break // the first document is the configuration, as Decode reads it
 	}

@@ -36,6 +36,9 @@ func main() {
 	last := new(lastWords)
 	stop := watchSignals(cancel, last, stderr)
 	err := newRoot(os.Stdin, os.Stdout, stderr, secrets.Getenv).ExecuteContext(withLastWords(ctx, last))
+	if err != nil && wantsJSON(os.Args[1:]) {
+		reportJSON(os.Stdout, err) // a bad flag or a missing prompt, found before dsh run ran
+	}
 	if err != nil {
 		fmt.Fprintln(stderr, "dsh:", err)
 	}
@@ -90,10 +93,11 @@ func newRoot(stdin io.Reader, stdout, stderr io.Writer, getenv func(string) stri
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		// Bare dsh is dsh chat: interactive on a terminal.
-		Args: cobra.NoArgs,
+		Args: noArgs,
 		RunE: func(cmd *cobra.Command, args []string) error { return c.chat(cmd.Context(), chatFlags{}) },
 	}
 	addVersionFlag(root)
+	root.SetFlagErrorFunc(flagError)
 	root.SetOut(c.stdout)
 	root.SetErr(c.stderr)
 	root.PersistentFlags().StringVar(&c.configPath, "config", "", "a configuration file laid over $DSH_HOME/dsh.yaml and the trusted project's .dsh/dsh.yaml (default $DSH_CONFIG; dsh config shows what is read)")

@@ -35,8 +35,8 @@ A foreground call reports the child's turns and tool calls as MCP progress
 notifications and is cancelled by MCP's cancellation; its result carries
 the child's output, stop reason and token usage (structured content).
 
-By default it speaks MCP on stdin/stdout (logs go to stderr); a malformed
-line gets a JSON-RPC error and the server goes on. With --listen ADDR it
+By default it speaks MCP on stdin/stdout (logs go to $DSH_HOME/logs/dsh.log);
+a malformed line gets a JSON-RPC error and the server goes on. With --listen ADDR it
 serves streamable HTTP at http://ADDR/mcp on a loopback address only, to
 clients that send "Authorization: Bearer <token>": the token is read from
 --token-file (default $DSH_HOME/mcp-token), or generated there (mode 0600)

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/dsh-go/dsh/content"
 	"github.com/dsh-go/dsh/event"
@@ -34,6 +35,7 @@ type output interface {
 // runResult is how a run ended.
 type runResult struct {
 	SessionID string
+	Answer    string // the text of the last turn's last model message
 	Status    string // completed, or how it did not: a turn's end reason, "interrupted", "error"
 	Err       error  // nil when the run completed
 	Usage     map[string]content.Usage
@@ -170,7 +172,7 @@ func (h *humanOutput) child(e event.Event) {
 		h.say("%s↳ %s · %s · started", indent(d), e.Provider, label(e.RunInfo))
 	case subagent.ProgressEvent:
 		if e.Kind == subagent.ProgressToolCall {
-			h.say("%s· %s", indent(h.depth[e.ChildID]+1), e.Tool)
+			h.say("%s· %s · %s", indent(h.depth[e.ChildID]+1), label(e.RunInfo), e.Tool)
 		}
 	case mcptool.Progress:
 		done := fmt.Sprint(e.Progress)
@@ -242,10 +244,11 @@ func clip(s string, n int) string {
 // script needs; the field names are stable (see the README's `--json`
 // section). Nothing goes to stderr but errors.
 type jsonOutput struct {
-	mu     sync.Mutex
-	enc    *json.Encoder
-	broken func(error)
-	failed bool
+	mu         sync.Mutex
+	enc        *json.Encoder
+	broken     func(error)
+	failed     bool
+	resultOnly bool // only the result line (--output-format json)
 }
 
 func newJSONOutput(out io.Writer, broken func(error)) *jsonOutput {
@@ -265,6 +268,8 @@ type jsonLine struct {
 	Name       string                   `json:"name,omitempty"`
 	Arguments  json.RawMessage          `json:"arguments,omitempty"`
 	OK         *bool                    `json:"ok,omitempty"`
+	Output     *string                  `json:"output,omitempty"`
+	Truncated  bool                     `json:"truncated,omitempty"`
 	Code       string                   `json:"code,omitempty"`
 	Bytes      *int                     `json:"bytes,omitempty"`
 	Attempt    int                      `json:"attempt,omitempty"`
@@ -284,6 +289,7 @@ type jsonLine struct {
 	Of         float64                  `json:"of,omitempty"`
 	Level      string                   `json:"level,omitempty"`
 	Logger     string                   `json:"logger,omitempty"`
+	CallID     string                   `json:"call_id,omitempty"`
 	StopReason string                   `json:"stop_reason,omitempty"`
 	Diagnostic string                   `json:"diagnostic,omitempty"`
 	Usage      map[string]content.Usage `json:"usage,omitempty"`
@@ -294,7 +300,7 @@ type jsonLine struct {
 func (j *jsonOutput) write(l jsonLine) {
 	j.mu.Lock()
 	defer j.mu.Unlock()
-	if j.failed {
+	if j.failed || j.resultOnly && l.Type != "result" {
 		return
 	}
 	if err := j.enc.Encode(l); err != nil {
@@ -329,8 +335,11 @@ func (j *jsonOutput) event(e session.Event) {
 		}
 		j.write(jsonLine{Type: "tool_call", ID: d.CallID, Name: d.Name, Arguments: args})
 	case session.ToolResult:
-		ok, n := d.Error == nil, len(resultText(d))
+		text := resultText(d)
+		ok, n := d.Error == nil, len(text)
 		l := jsonLine{Type: "tool_result", ID: d.Message.Source.CallID, OK: &ok, Bytes: &n}
+		out, truncated := capText(text, maxJSONOutput)
+		l.Output, l.Truncated = &out, truncated
 		if d.Error != nil {
 			l.Code = d.Error.Code
 		}
@@ -357,7 +366,21 @@ func (j *jsonOutput) child(e event.Event) {
 	case subagent.Started:
 		j.write(jsonLine{Type: "child_start", RunID: e.RunID, ChildID: e.ChildID, ParentID: e.ParentID, Provider: e.Provider, Label: e.Label})
 	case subagent.ProgressEvent:
-		j.write(jsonLine{Type: "child_progress", RunID: e.RunID, ChildID: e.ChildID, Kind: string(e.Kind), Tool: e.Tool})
+		l := jsonLine{Type: "child_progress", RunID: e.RunID, ChildID: e.ChildID, ParentID: e.ParentID, Provider: e.Provider,
+			Label: e.Label, Kind: string(e.Kind), Tool: e.Tool, CallID: e.CallID, Turn: e.Turn}
+		switch e.Kind {
+		case subagent.ProgressText:
+			if e.Text == "" {
+				return
+			}
+			l.Text = e.Text
+		case subagent.ProgressTurnEnd:
+			l.Reason = e.Text
+		case subagent.ProgressToolResult:
+			ok := !e.IsError
+			l.OK = &ok
+		}
+		j.write(l)
 	case mcptool.Unavailable:
 		j.write(jsonLine{Type: "mcp_unavailable", Server: e.Server, Error: e.Err, DelayMs: e.RetryIn.Milliseconds()})
 	case mcptool.Progress:
@@ -367,6 +390,7 @@ func (j *jsonOutput) child(e event.Event) {
 	case subagent.Ended:
 		l := jsonLine{Type: "child_end", RunID: e.RunID, ChildID: e.ChildID, ParentID: e.ParentID, Provider: e.Provider, Label: e.Label,
 			StopReason: string(e.StopReason), Diagnostic: e.Diagnostic, Usage: e.Usage}
+		l.Text, l.Truncated = capText(content.JoinText(e.LastAssistantMessage), maxJSONOutput)
 		if e.CostUSD > 0 {
 			l.CostUSD = &e.CostUSD
 		}
@@ -379,14 +403,30 @@ func (j *jsonOutput) result(r runResult) {
 	for _, u := range r.Usage {
 		total = total.Add(u)
 	}
-	l := jsonLine{Type: "result", SessionID: r.SessionID, StopReason: r.Status, Usage: r.Usage, Total: &total}
+	l := jsonLine{Type: "result", SessionID: r.SessionID, StopReason: r.Status, Text: r.Answer, Usage: r.Usage, Total: &total}
 	if r.Err != nil {
-		l.Error = r.Err.Error()
+		l.Code, l.Error = errorCode(r.Err), r.Err.Error()
 	}
 	if r.Priced {
 		l.CostUSD = &r.CostUSD
 	}
 	j.write(l)
+}
+
+// maxJSONOutput bounds the text of one --json line's output (a tool's
+// result, a child's answer); its bytes field says how long it was.
+const maxJSONOutput = 16 << 10
+
+// capText cuts s to at most n bytes, at a rune boundary, and says whether
+// it did.
+func capText(s string, n int) (string, bool) {
+	if len(s) <= n {
+		return s, false
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n], true
 }
 
 // watch subscribes out to child runs on bus; stop undoes it.

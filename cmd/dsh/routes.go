@@ -44,9 +44,9 @@ func (c *cli) checkKey(cfg config.Config) error {
 	for _, m := range cfg.Models {
 		if m.Name == cfg.Agent.Provider && m.APIKeyEnv != "" && strings.TrimSpace(c.getenv(m.APIKeyEnv)) == "" {
 			if cfg.RoutePicked() {
-				return errors.New(config.NoKeyHelp())
+				return withCode(codeMissingKey, errors.New(config.NoKeyHelp()))
 			}
-			return fmt.Errorf("%s is not set: export it to use model route %q, or try the offline `dsh demo`", m.APIKeyEnv, m.Name)
+			return withCode(codeMissingKey, fmt.Errorf("%s is not set: export it to use model route %q, or try the offline `dsh demo`", m.APIKeyEnv, m.Name))
 		}
 	}
 	return nil

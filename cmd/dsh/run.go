@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -30,7 +31,7 @@ import (
 
 func (c *cli) runCmd() *cobra.Command {
 	var rf routeFlags
-	var cwd, resume string
+	var cwd, resume, format string
 	var maxSteps int
 	var yes, cont, jsonOut, quiet bool
 	cmd := &cobra.Command{
@@ -52,11 +53,10 @@ refused, with a message the model reads, since dsh run asks nobody: pass
 agent.maxSteps, else 100), and the whole tree after budget.tokens tokens
 (default 10,000,000).
 
-Every way
-the run can end is recorded in the session: SIGINT (Ctrl-C), SIGTERM and
-SIGHUP abort the running turn, and those of all its children with their
-processes, and log its end; so does stdout closing (as
-when ` + "`dsh run … | head`" + ` has read enough). A second signal exits at once,
+Every way the run can end is recorded in the session: SIGINT (Ctrl-C),
+SIGTERM and SIGHUP abort the running turn, and those of all its children
+with their processes, and log its end; so does stdout closing (as when
+` + "`dsh run … | head`" + ` has read enough). A second signal exits at once,
 after a best-effort flush; the next load marks the open turn interrupted.
 
 Exit status:
@@ -65,41 +65,63 @@ Exit status:
   129  SIGHUP (the terminal or ssh connection closed)
   130  SIGINT (Ctrl-C)
   141  stdout closed
-  143  SIGTERM`,
+  143  SIGTERM
+
+With --json, stdout has one JSON object per line and always ends with one
+"result" line, start-up errors included: its "text" is the answer, "code"
+and "error" say why a run failed (see the README).`,
 		Example: `  dsh run "Find the TODO comments and summarise them"
   git diff | dsh run -                      # the prompt from stdin
   dsh run --json "list the Go files" | jq -c 'select(.type=="result")'
   dsh run --yes --max-steps 20 "fix the failing test"`,
-		Args: cobra.MinimumNArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
+		Args: needPrompt,
+		RunE: func(cmd *cobra.Command, args []string) (err error) {
+			resultOnly := false
+			switch format {
+			case "text":
+			case "stream-json":
+				jsonOut = true
+			case "json":
+				jsonOut, resultOnly = true, true
+			default:
+				return withCode(codeUsage, fmt.Errorf("--output-format: want text, json or stream-json, got %q", format))
+			}
+			if jsonOut {
+				defer func() { err = reportJSON(c.stdout, err) }()
+			}
 			if err := emptyResume(cmd); err != nil {
-				return err
+				return withCode(codeUsage, err)
 			}
 			prompt, err := c.promptOf(args)
 			if err != nil {
-				return err
+				return withCode(codeUsage, err)
 			}
 			cfg, err := c.loadConfig()
 			if err != nil {
-				return err
+				return withCode(codeConfig, err)
 			}
 			if err := rf.apply(&cfg); err != nil {
 				return err
 			}
 			if maxSteps != 0 {
 				if err := config.CheckMaxSteps(maxSteps); err != nil {
-					return fmt.Errorf("--max-steps: %w", err)
+					return withCode(codeUsage, fmt.Errorf("--max-steps: %w", err))
 				}
 				cfg.Agent.MaxSteps = maxSteps
 			}
+			if cwd != "" {
+				if fi, err := os.Stat(cwd); err != nil || !fi.IsDir() {
+					return withCode(codeUsage, fmt.Errorf("--cwd %s is not a directory", cwd))
+				}
+			}
 			cfg.ProjectDir = cwd
 			if err := c.reportProject(cfg); err != nil {
-				return err
+				return withCode(codeConfig, err)
 			}
 			defer c.tracing(cmd.Context(), &cfg)()
 			rt, err := cfg.Build(cmd.Context(), c.logger(), nil, c.getenv)
 			if err != nil {
-				return err
+				return withCode(codeConfig, err)
 			}
 			if err := c.checkKey(cfg); err != nil {
 				rt.Close(context.Background())
@@ -115,17 +137,18 @@ Exit status:
 				id, err := c.sessionToResume(rt.Sessions, cont, resume, cwd)
 				if err != nil {
 					rt.Close(context.Background())
-					return err
+					return withCode(codeNoSession, err)
 				}
 				root.SessionID, root.Resume, root.Cwd = id, true, ""
 			}
 			if yes {
 				root.Asker = permission.AskerFunc(approveAsks)
 			}
-			return c.runTurns(cmd.Context(), rt, runSpec{root: root, price: cfg.PriceOf, json: jsonOut, quiet: quiet}, slices.Values([]string{prompt}))
+			return c.runTurns(cmd.Context(), rt, runSpec{root: root, price: cfg.PriceOf, json: jsonOut, resultOnly: resultOnly, quiet: quiet}, slices.Values([]string{prompt}))
 		},
 	}
 	cmd.Flags().BoolVar(&jsonOut, "json", false, "write one JSON object per line to stdout for every event (see README)")
+	cmd.Flags().StringVar(&format, "output-format", "text", "text; stream-json (as --json); or json: only the last line, the result (as Claude Code's)")
 	cmd.Flags().BoolVarP(&quiet, "quiet", "q", false, "write only the answer, errors and the last line")
 	cmd.Flags().IntVar(&maxSteps, "max-steps", 0, "model calls a turn may make, 1 to 10000 (default agent.maxSteps, else 100)")
 	cmd.Flags().BoolVarP(&yes, "yes", "y", false, "approve every tool call the permission policy says to ask about")
@@ -134,6 +157,7 @@ Exit status:
 	cmd.Flags().BoolVarP(&cont, "continue", "c", false, "continue the latest top-level session of the working directory")
 	cmd.Flags().StringVarP(&resume, "resume", "r", "", "continue session `ID` (an id, or an unambiguous prefix of one)")
 	cmd.MarkFlagsMutuallyExclusive("continue", "resume")
+	cmd.MarkFlagsMutuallyExclusive("json", "output-format")
 	return cmd
 }
 
@@ -229,6 +253,39 @@ func (c *cli) promptOf(args []string) (string, error) {
 	return string(b), nil
 }
 
+// needPrompt says in one line what `dsh run` without a prompt lacks.
+func needPrompt(_ *cobra.Command, args []string) error {
+	if len(args) == 0 {
+		return withCode(codeUsage, errors.New(`run needs a prompt: dsh run "PROMPT", or dsh run - to read it from stdin`))
+	}
+	return nil
+}
+
+// answerText keeps the text of the latest turn's last model message: the
+// answer a --json result line carries.
+type answerText struct {
+	mu   sync.Mutex
+	text string
+}
+
+// observe takes a session event of the top-level agent.
+func (a *answerText) observe(e session.Event) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	switch d := e.Data.(type) {
+	case session.TurnStart:
+		a.text = ""
+	case session.AssistantMessage:
+		a.text = content.JoinText(d.Message.Content)
+	}
+}
+
+func (a *answerText) get() string {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.text
+}
+
 // maxPrompt bounds a prompt read from stdin.
 const maxPrompt = 8 << 20
 
@@ -237,8 +294,10 @@ type runSpec struct {
 	root  agent.CreateOptions
 	price func(route string) (config.Price, bool) // nil: no prices
 	json  bool                                    // --json: one object per line on stdout
-	quiet bool                                    // --quiet: the answer, errors and the last line
-	echo  bool                                    // each prompt is shown before its turn
+	// resultOnly keeps --json to its last line (--output-format json).
+	resultOnly bool
+	quiet      bool // --quiet: the answer, errors and the last line
+	echo       bool // each prompt is shown before its turn
 }
 
 // runTurns runs each prompt as one turn of a new top-level agent, streaming
@@ -262,7 +321,9 @@ func (c *cli) runTurns(ctx context.Context, rt *dsh.Runtime, spec runSpec, promp
 	broken := func(error) { cancel(newInterruption("stdout closed", exitPipe)) }
 	var out output = newHumanOutput(c.stdout, c.stderr, spec.quiet, broken)
 	if spec.json {
-		out = newJSONOutput(c.stdout, broken)
+		j := newJSONOutput(c.stdout, broken)
+		j.resultOnly = spec.resultOnly
+		out = j
 	}
 	defer watch(rt.Events, out)() // before the agent: creating it starts the MCP servers
 	a, err := rt.Agents.Create(ctx, root)
@@ -280,13 +341,17 @@ func (c *cli) runTurns(ctx context.Context, rt *dsh.Runtime, spec runSpec, promp
 	from := a.Session().Len() // a resumed session's earlier usage is not this run's
 	status := "completed"
 	span.SetAttributes(telemetry.ConversationID.String(a.ID()))
+	var answer answerText
 	defer func() {
 		usage := subagent.UsageFromEvents(a.Session().Events()[from:])
 		line, cost, priced := spentLine(usage, spec.price)
 		if runErr != nil && status == "completed" {
 			status = "error"
 		}
-		out.result(runResult{SessionID: a.ID(), Status: status, Err: runErr, Usage: usage, Line: line, CostUSD: cost, Priced: priced})
+		out.result(runResult{SessionID: a.ID(), Answer: answer.get(), Status: status, Err: runErr, Usage: usage, Line: line, CostUSD: cost, Priced: priced})
+		if spec.json {
+			runErr = reported(runErr)
+		}
 	}()
 	if root.Resume {
 		if n, err := rt.Subagents.ReportInterrupted(ctx, a); err != nil {
@@ -300,6 +365,7 @@ func (c *cli) runTurns(ctx context.Context, rt *dsh.Runtime, spec runSpec, promp
 	defer atExit(ctx, func() { rt.Sessions.FlushLive() })()
 	out.session(a.ID(), a.Cwd())
 	defer a.Session().Observe(out.event)()
+	defer a.Session().Observe(answer.observe)()
 	for text := range prompts {
 		if spec.echo && !spec.json {
 			fmt.Fprintf(c.stderr, "> %s\n", text)
@@ -397,22 +463,22 @@ func endError(end session.TurnEnd) error {
 		return nil
 	case session.EndError:
 		if f := end.Reason.Error; f != nil {
-			return fmt.Errorf("turn failed: %s (%s)", f.Message, f.Code)
+			return withCode(f.Code, fmt.Errorf("turn failed: %s (%s)", f.Message, f.Code))
 		}
 	case session.EndAborted:
-		return errors.New("turn aborted")
+		return withCode(codeAborted, errors.New("turn aborted"))
 	case session.EndMaxTokens:
-		return errors.New("the answer hit the max-tokens limit")
+		return withCode(codeMaxTokens, errors.New("the answer hit the max-tokens limit"))
 	case session.EndMaxSteps:
-		return errors.New("the turn stopped at its step cap (max-steps): raise --max-steps or agent.maxSteps")
+		return withCode(codeMaxSteps, errors.New("the turn stopped at its step cap (max-steps): raise --max-steps or agent.maxSteps"))
 	case session.EndBudget:
-		return errors.New("the run stopped: its token budget (budget.tokens) is spent")
+		return withCode(codeBudget, errors.New("the run stopped: its token budget (budget.tokens) is spent"))
 	case session.EndBlocked:
 		if c := end.Reason.Cause; c != nil && c.Kind == "hook" {
 			return fmt.Errorf("a hook stopped the turn: %s", cmp.Or(c.Reason, "(it gave no reason)"))
 		}
 	}
-	return fmt.Errorf("turn ended %s", end.Reason.Kind)
+	return withCode(codeError, fmt.Errorf("turn ended %s", end.Reason.Kind))
 }
 
 func usageLine(u content.Usage) string {

@@ -20,9 +20,10 @@ import (
 )
 
 func (c *cli) sessionsCmd() *cobra.Command {
-	cmd := &cobra.Command{Use: "sessions", Short: "List and show stored sessions",
+	cmd := &cobra.Command{Use: "sessions", Short: "List and show stored sessions (bare: list them)",
 		Long: "List and show the sessions stored under $DSH_HOME/sessions (or sessionsDir). Both only read:\n" +
-			"a session a running dsh is writing is shown as far as it is." + envHelp}
+			"a session a running dsh is writing is shown as far as it is. Without a command, dsh sessions\n" +
+			"is dsh sessions list." + envHelp}
 	store := func() (*session.Store, error) {
 		cfg, err := c.loadConfig()
 		if err != nil {
@@ -105,6 +106,9 @@ child's session id. ID may be any unambiguous prefix.` + envHelp,
 		},
 	}
 	cmd.AddCommand(list, show)
+	// Bare `dsh sessions` is `dsh sessions list`, with its flags.
+	cmd.Args, cmd.RunE = noArgs, list.RunE
+	cmd.Flags().AddFlagSet(list.Flags())
 	return cmd
 }
 

@@ -107,8 +107,19 @@ func (v buildVersion) String() string {
 	return b.String()
 }
 
-// addVersionFlag gives root a --version flag that prints the build's version.
+// addVersionFlag gives root a --version (-V) flag and a version command
+// that print the build's version.
 func addVersionFlag(root *cobra.Command) {
 	root.Version = currentVersion().String()
 	root.SetVersionTemplate("{{.Version}}")
+	root.Flags().BoolP("version", "V", false, "print dsh's version, commit, date and Go toolchain")
+	root.AddCommand(&cobra.Command{
+		Use:   "version",
+		Short: "Print dsh's version, commit, date and Go toolchain (as --version)",
+		Args:  noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			_, err := fmt.Fprint(cmd.OutOrStdout(), root.Version)
+			return err
+		},
+	})
 }

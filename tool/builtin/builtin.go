@@ -78,7 +78,7 @@ func (o Options) withDefaults() Options {
 // Tools returns the built-in tool definitions.
 func Tools(opts Options) []tool.Definition {
 	opts = opts.withDefaults()
-	return redacted(opts.Redact, bashTool(opts, &gitGuard{}), readFileTool(opts), writeFileTool(opts), editFileTool(opts), globTool(opts), grepTool(opts))
+	return redacted(opts.Redact, bashTool(opts, &gitGuard{}), readFileTool(opts, nil), writeFileTool(opts, nil), editFileTool(opts, nil), globTool(opts), grepTool(opts))
 }
 
 // Register adds every built-in tool to r as a global tool. It is

@@ -37,7 +37,7 @@ type readArgs struct {
 	Limit  int    `json:"limit,omitempty" jsonschema:"the number of lines to read (default 2000)"`
 }
 
-func readFileTool(opts Options) tool.Definition {
+func readFileTool(opts Options, files Files) tool.Definition {
 	desc := fmt.Sprintf("Read a text file and return its lines numbered like cat -n, up to 2000 lines (or limit) from offset "+
 		"and at most %d bytes; lines longer than %d bytes are cut. Directories, binary files and anything that is not "+
 		"a regular file (pipes, devices, sockets) are refused.", opts.OutputLimit, maxLineLen)
@@ -58,9 +58,13 @@ func readFileTool(opts Options) tool.Definition {
 			return tool.Result{}, err
 		}
 		defer f.Close()
+		var src io.Reader = f
+		if text, ok := readThrough(ctx, files, path); ok {
+			src = strings.NewReader(text) // the editor's buffer, unsaved changes included
+		}
 		// A line is kept to a few bytes past maxLineLen, for truncLine to cut
 		// it on a rune boundary.
-		lr := newLineReader(ctx, f, maxLineLen+utf8.UTFMax)
+		lr := newLineReader(ctx, src, maxLineLen+utf8.UTFMax)
 		out := lines{limit: opts.OutputLimit}
 		n := 0
 		for {
@@ -283,7 +287,7 @@ func writeRule(m sandbox.Mode) string {
 		"are never written."
 }
 
-func writeFileTool(opts Options) tool.Definition {
+func writeFileTool(opts Options, files Files) tool.Definition {
 	desc := "Create or overwrite a file with the given content, creating missing parent directories. " +
 		"The file is replaced atomically; prefer edit_file for changing part of an existing file." + linkRule + writeRule(opts.Sandbox)
 	return tool.Func(toolname.WriteFile, desc, false, func(ctx context.Context, call tool.Call, args writeArgs) (tool.Result, error) {
@@ -295,7 +299,7 @@ func writeFileTool(opts Options) tool.Definition {
 		if err := opts.checkWrite(ctx, "write_file", resolve(call.Cwd, "."), path, dest); err != nil {
 			return tool.Result{}, err
 		}
-		if err := writeAtomic(dest, []byte(args.Content)); err != nil {
+		if err := writeThrough(ctx, files, dest, []byte(args.Content)); err != nil {
 			return tool.Result{}, err
 		}
 		return tool.TextResult(fmt.Sprintf("wrote %d bytes to %s", len(args.Content), written(path, dest))), nil
@@ -391,7 +395,7 @@ type editArgs struct {
 	ReplaceAll bool   `json:"replace_all,omitempty" jsonschema:"replace every occurrence of old_string"`
 }
 
-func editFileTool(opts Options) tool.Definition {
+func editFileTool(opts Options, files Files) tool.Definition {
 	desc := fmt.Sprintf("Replace an exact string in a text file with another. old_string must match the file exactly "+
 		"(including whitespace) and occur once, unless replace_all is set. Files over %d MiB, and edits that would make "+
 		"one, are refused.", MaxEditBytes>>20) + linkRule + writeRule(opts.Sandbox)
@@ -414,6 +418,13 @@ func editFileTool(opts Options) tool.Definition {
 		if err != nil {
 			return tool.Result{}, err
 		}
+		if text, ok := readThrough(ctx, files, dest); ok {
+			if len(text) > MaxEditBytes {
+				return tool.Result{}, tool.Errorf(tool.CodeFailed, "%s is over edit_file's limit of %d bytes (%d MiB) in the editor; edit it with bash",
+					path, MaxEditBytes, MaxEditBytes>>20)
+			}
+			data = []byte(text) // the editor's buffer, unsaved changes included
+		}
 		old, repl := []byte(args.OldString), []byte(args.NewString)
 		n := bytes.Count(data, old)
 		switch {
@@ -429,7 +440,7 @@ func editFileTool(opts Options) tool.Definition {
 			return tool.Result{}, tool.Errorf(tool.CodeFailed, "replacing %d occurrence(s) would make %s %d bytes, over edit_file's "+
 				"limit of %d bytes (%d MiB); make a smaller change, or rewrite the file with bash", n, path, size, MaxEditBytes, MaxEditBytes>>20)
 		}
-		if err := writeAtomic(dest, bytes.ReplaceAll(data, old, repl)); err != nil {
+		if err := writeThrough(ctx, files, dest, bytes.ReplaceAll(data, old, repl)); err != nil {
 			return tool.Result{}, err
 		}
 		return tool.TextResult(fmt.Sprintf("replaced %d occurrence(s) in %s", n, written(path, dest))), nil
