@@ -33,7 +33,7 @@ go run ./cmd/children -runs 3 | tee "$out/children.txt"
 go run ./cmd/children -case park -k 0,10000 -runs 3 | tee "$out/children-k10000.txt"
 go run ./cmd/fanout -n 1000,10000 | tee "$out/fanout.txt"
 go run ./cmd/acpready | tee "$out/acpready.txt"
-go run ./cmd/temporal | tee "$out/temporal.txt"
+go run -tags temporal ./cmd/temporal | tee "$out/temporal.txt"
 go run ./cmd/cache | tee "$out/cache.txt"
 go run ./cmd/reference | tee "$out/reference.txt"
 # JSONL last: its file-system work (and the writeback after it) slows what runs next.
