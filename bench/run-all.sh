@@ -35,6 +35,7 @@ go run ./cmd/fanout -n 1000,10000 | tee "$out/fanout.txt"
 go run ./cmd/acpready | tee "$out/acpready.txt"
 go run -tags temporal ./cmd/temporal | tee "$out/temporal.txt"
 go run ./cmd/cache | tee "$out/cache.txt"
+go run ./cmd/stream -runs 5 | tee "$out/stream.txt"
 go run ./cmd/reference | tee "$out/reference.txt"
 # JSONL last: its file-system work (and the writeback after it) slows what runs next.
 go run ./cmd/compare -runs "$runs" -store jsonl -impls dsh,eino | tee "$out/compare-jsonl.txt"
