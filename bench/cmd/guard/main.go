@@ -61,10 +61,10 @@ const (
 
 // limit is one checked figure.
 type limit struct {
-	name      string
-	got, max  float64
-	unit      string
-	skip, err error
+	name     string
+	got, max float64
+	unit     string
+	err      error
 }
 
 func main() {
@@ -90,27 +90,42 @@ func main() {
 			os.Exit(2)
 		}
 	}
-	broken, over := false, false
+	fmt.Print(report(checks))
+	fmt.Printf("guard: %s, %s\n", time.Since(t0).Round(time.Second), runtime.Version())
+	os.Exit(verdict(checks))
+}
+
+// report renders one line per check: ok, OVER (with how far and what to
+// do) or ERROR.
+func report(checks []limit) string {
+	var sb strings.Builder
 	for _, c := range checks {
 		switch {
 		case c.err != nil:
-			broken = true
-			fmt.Printf("ERROR %-46s %v\n", c.name, c.err)
+			fmt.Fprintf(&sb, "ERROR %-46s %v\n", c.name, c.err)
 		case c.got > c.max:
-			over = true
-			fmt.Printf("OVER  %-46s %12.3f %s, limit %.3f (+%.1f %%): a change made it bigger; find the cause (BENCHMARKS.md §7) or, if it is wanted, raise the limit in bench/cmd/guard\n",
+			fmt.Fprintf(&sb, "OVER  %-46s %12.3f %s, limit %.3f (+%.1f %%): a change made it bigger; find the cause (BENCHMARKS.md §7) or, if it is wanted, raise the limit in bench/cmd/guard\n",
 				c.name, c.got, c.unit, c.max, 100*(c.got/c.max-1))
 		default:
-			fmt.Printf("ok    %-46s %12.3f %s, limit %.3f\n", c.name, c.got, c.unit, c.max)
+			fmt.Fprintf(&sb, "ok    %-46s %12.3f %s, limit %.3f\n", c.name, c.got, c.unit, c.max)
 		}
 	}
-	fmt.Printf("guard: %s, %s\n", time.Since(t0).Round(time.Second), runtime.Version())
-	switch {
-	case broken:
-		os.Exit(2)
-	case over:
-		os.Exit(1)
+	return sb.String()
+}
+
+// verdict is the exit code: 2 when a check could not run, 1 when a figure
+// is over its limit, else 0.
+func verdict(checks []limit) int {
+	code := 0
+	for _, c := range checks {
+		switch {
+		case c.err != nil:
+			return 2
+		case c.got > c.max:
+			code = 1
+		}
 	}
+	return code
 }
 
 // goRun runs another command of this module and returns its stdout.
