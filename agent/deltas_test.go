@@ -95,7 +95,7 @@ func TestMillionDeltasStayBounded(t *testing.T) {
 	if err := a.Dispose(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	files, _ := filepath.Glob(filepath.Join(root, "*", "*", jsonl.FileName))
+	files, _ := filepath.Glob(filepath.Join(root, "*", "*"+jsonl.Ext))
 	if len(files) != 1 {
 		t.Fatalf("session files %v", files)
 	}

@@ -151,7 +151,7 @@ func TestBigTextIsStoredOnce(t *testing.T) {
 	for id, s := range storedSessions(t, home) {
 		prompt := userTexts(s.repaired)[0]
 		ids[prompt] = id
-		files, _ := filepath.Glob(filepath.Join(home, "sessions", "*", id, "session.jsonl"))
+		files, _ := filepath.Glob(filepath.Join(home, "sessions", "*", id+".jsonl"))
 		if len(files) != 1 {
 			t.Fatalf("session %s: files %v", id, files)
 		}
@@ -210,7 +210,7 @@ func TestBigChildAnswerIsStoredOnce(t *testing.T) {
 		t.Fatalf("dsh run: %v\n%.2000s", err, out)
 	}
 	var total int64
-	files, _ := filepath.Glob(filepath.Join(home, "sessions", "*", "*", "session.jsonl"))
+	files, _ := filepath.Glob(filepath.Join(home, "sessions", "*", "*.jsonl"))
 	for _, f := range files {
 		if fi, err := os.Stat(f); err == nil {
 			total += fi.Size()

@@ -1,8 +1,12 @@
 // Package jsonl stores sessions as JSON Lines files, one per session, at
-// <root>/<project-key>/<encoded-id>/session.jsonl: the header record on line
-// 1, then one event per line. A file appears whole at the session's first
-// Append (written under a temporary name, then linked into place) and is
-// only ever appended to. Writes are not fsynced: a log survives a process
+// <root>/<project-key>/<encoded-id>.jsonl: the header record on line 1, then
+// one event per line. Every session of a working directory, a delegation
+// tree's children too, is a file in one project directory, made once, so a
+// new session costs one file and no directory. Sessions written by earlier
+// builds, at <root>/<project-key>/<encoded-id>/session.jsonl, are found,
+// listed, read and resumed in place. A file appears whole at the session's
+// first Append (written under a temporary name, then linked into place) and
+// is only ever appended to. Writes are not fsynced: a log survives a process
 // crash intact, and the torn last line a system crash can leave is dropped
 // on load.
 //
@@ -26,6 +30,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"strings"
 	"sync"
 	"syscall"
 
@@ -68,9 +73,32 @@ func DefaultRoot(getenv func(string) string) (string, error) {
 	return filepath.Join(home, "sessions"), nil
 }
 
-// Path returns the file a session with header h is written to.
+// Path returns the file a new session with header h is written to.
 func (b *Backend) Path(h session.Header) string {
-	return filepath.Join(b.root, ProjectKey(h.Cwd), EncodeID(h.ID), FileName)
+	return filepath.Join(b.root, ProjectKey(h.Cwd), EncodeID(h.ID)+Ext)
+}
+
+// paths returns the two places a session id can be stored in project
+// directory dir: a file (this layout) and a directory (the earlier one).
+func paths(dir, enc string) (file, legacy string) {
+	return filepath.Join(dir, enc+Ext), filepath.Join(dir, enc, FileName)
+}
+
+// entryPath returns the session file an entry of a project directory
+// stands for and the id its name encodes; ok is false for other entries
+// (temporary files, strays).
+func entryPath(dir string, e fs.DirEntry) (path, id string, ok bool) {
+	name := e.Name()
+	if e.IsDir() {
+		id, ok = DecodeID(name)
+		return filepath.Join(dir, name, FileName), id, ok
+	}
+	enc, found := strings.CutSuffix(name, Ext)
+	if !found {
+		return "", "", false
+	}
+	id, ok = DecodeID(enc)
+	return filepath.Join(dir, name), id, ok
 }
 
 // headerRecord is line 1 of a session file.
@@ -94,10 +122,8 @@ func (b *Backend) Create(h session.Header) (session.Persister, error) {
 		return nil, err
 	}
 	stored, ok := b.known[h.ID]
-	if !ok {
-		if _, err := os.Stat(path); err == nil { // written by another process since the scan
-			stored, ok = path, true
-		}
+	if !ok { // written by another process since the scan?
+		stored, ok = stat(paths(filepath.Dir(path), EncodeID(h.ID)))
 	}
 	if ok {
 		return nil, &session.Error{Code: session.CodeExists, Msg: fmt.Sprintf("session %s is already stored at %s", h.ID, stored)}
@@ -119,17 +145,22 @@ func (b *Backend) index() error {
 		return fmt.Errorf("jsonl: %w", err)
 	}
 	for _, p := range projects {
-		sessions, err := os.ReadDir(filepath.Join(b.root, p.Name()))
+		dir := filepath.Join(b.root, p.Name())
+		sessions, err := os.ReadDir(dir)
 		if err != nil {
 			continue
 		}
 		for _, s := range sessions {
-			path := filepath.Join(b.root, p.Name(), s.Name(), FileName)
-			if id, ok := DecodeID(s.Name()); ok {
-				if _, err := os.Stat(path); err == nil {
-					known[id] = path
+			path, id, ok := entryPath(dir, s)
+			if !ok {
+				continue
+			}
+			if s.IsDir() { // earlier layout: the directory may be empty
+				if _, err := os.Stat(path); err != nil {
+					continue
 				}
 			}
+			known[id] = path
 		}
 	}
 	b.known = known
@@ -145,8 +176,7 @@ func (b *Backend) find(id string) (string, error) {
 			return "", fmt.Errorf("jsonl: %w", err)
 		}
 		for _, d := range dirs {
-			path := filepath.Join(b.root, d.Name(), enc, FileName)
-			if _, err := os.Stat(path); err == nil {
+			if path, ok := stat(paths(filepath.Join(b.root, d.Name()), enc)); ok {
 				return path, nil
 			}
 		}
@@ -354,19 +384,23 @@ func (b *Backend) List() ([]session.Header, error) {
 		if !p.IsDir() {
 			continue
 		}
-		dirs, err := os.ReadDir(filepath.Join(b.root, p.Name()))
+		dir := filepath.Join(b.root, p.Name())
+		entries, err := os.ReadDir(dir)
 		if err != nil {
 			slog.Warn("jsonl: skipping unreadable project directory", "dir", p.Name(), "err", err)
 			continue
 		}
-		for _, d := range dirs {
-			path := filepath.Join(b.root, p.Name(), d.Name(), FileName)
+		for _, e := range entries {
+			path, id, ok := entryPath(dir, e)
+			if !ok {
+				continue
+			}
 			h, err := readHeader(path)
 			if errors.Is(err, fs.ErrNotExist) {
 				continue
 			}
-			if err == nil && EncodeID(h.ID) != d.Name() {
-				err = fmt.Errorf("header id %q does not match its directory", h.ID)
+			if err == nil && h.ID != id {
+				err = fmt.Errorf("header id %q does not match the file's name", h.ID)
 			}
 			if err != nil {
 				slog.Warn("jsonl: skipping unreadable session", "path", path, "err", err)
@@ -376,6 +410,16 @@ func (b *Backend) List() ([]session.Header, error) {
 		}
 	}
 	return hs, nil
+}
+
+// stat returns the first of paths that exists.
+func stat(paths ...string) (string, bool) {
+	for _, p := range paths {
+		if _, err := os.Stat(p); err == nil {
+			return p, true
+		}
+	}
+	return "", false
 }
 
 func readHeader(path string) (session.Header, error) {
@@ -488,13 +532,18 @@ func (p *persister) Append(events []session.Event) error {
 // batch): it writes a temporary file under the writer's lock, then links it
 // to its name, refusing to replace anything. Readers therefore never see a
 // file without its header, nor one whose writer does not hold the lock yet.
+// The project directory is made only when the file cannot be created
+// without it.
 func (p *persister) publish(b []byte) error {
 	dir := filepath.Dir(p.path)
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return fmt.Errorf("jsonl: %w", err)
+	tmp := filepath.Join(dir, fmt.Sprintf(".%016x.tmp", rand.Uint64())) // short: the id may fill NAME_MAX
+	const flag = os.O_WRONLY | os.O_CREATE | os.O_EXCL | os.O_APPEND
+	f, err := os.OpenFile(tmp, flag, 0o600)
+	if errors.Is(err, fs.ErrNotExist) {
+		if err = os.MkdirAll(dir, 0o700); err == nil {
+			f, err = os.OpenFile(tmp, flag, 0o600)
+		}
 	}
-	tmp := filepath.Join(dir, fmt.Sprintf(".%s.%016x.tmp", FileName, rand.Uint64()))
-	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL|os.O_APPEND, 0o600)
 	if err != nil {
 		return fmt.Errorf("jsonl: %w", err)
 	}

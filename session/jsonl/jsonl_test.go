@@ -229,7 +229,7 @@ func TestAppendedPluginTypeIsLoadable(t *testing.T) {
 func TestFileLayout(t *testing.T) {
 	root := t.TempDir()
 	h, events := store(t, root, session.CreateOptions{ID: "s/1", Cwd: "/w/my proj"}, func(s *session.Session) { appendTurn(t, s, 1) })
-	path := filepath.Join(root, "--w-my~0020proj--", "s~002F1", "session.jsonl")
+	path := filepath.Join(root, "--w-my~0020proj--", "s~002F1.jsonl")
 	if got := New(root).Path(h); got != path {
 		t.Errorf("Path = %s, want %s", got, path)
 	}
@@ -254,7 +254,7 @@ func TestFileLayout(t *testing.T) {
 	_, _ = store(t, root, session.CreateOptions{ID: "full", Cwd: "/w/p", ParentSession: "s/1", Origin: session.OriginSubagent,
 		DelegationDepth: 2, Seed: events}, func(*session.Session) {})
 	// The seed is pending until the first flush; detach flushes it.
-	hs := lines(t, filepath.Join(root, "--w-p--", "full", FileName))
+	hs := lines(t, filepath.Join(root, "--w-p--", "full"+Ext))
 	var rec map[string]any
 	if err := json.Unmarshal([]byte(hs[0]), &rec); err != nil {
 		t.Fatal(err)
@@ -304,8 +304,8 @@ func TestLazyCreation(t *testing.T) {
 	if err := detach(); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := os.Stat(filepath.Join(root, "--w--", "empty")); !errors.Is(err, fs.ErrNotExist) {
-		t.Errorf("empty session left a directory: %v", err)
+	if _, ok := stat(paths(filepath.Join(root, "--w--"), "empty")); ok {
+		t.Error("empty session left a file")
 	}
 	_, _, _, err = New(root).Load("empty")
 	wantCode(t, err, session.CodeNotFound, "empty")
@@ -530,10 +530,14 @@ func TestList(t *testing.T) {
 		h, _ := store(t, root, opts, func(s *session.Session) { appendTurn(t, s, 1) })
 		want = append(want, h)
 	}
-	// Noise List must skip: a stray file, an empty session directory, a torn
-	// header, an unsupported version, and a header filed under another id.
+	// Noise List must skip: a stray file, an empty session directory (the
+	// earlier layout), a temporary or misnamed file, a torn header, an
+	// unsupported version, and a header filed under another id, in either
+	// layout.
 	os.WriteFile(filepath.Join(root, "stray"), []byte("x"), 0o600)
 	os.MkdirAll(filepath.Join(root, "--x--", "nofile"), 0o700)
+	os.WriteFile(filepath.Join(root, "--x--", ".0123456789abcdef.tmp"), []byte(`{"type":"session"`), 0o600)
+	os.WriteFile(filepath.Join(root, "--x--", "bad~zz.jsonl"), []byte("x\n"), 0o600)
 	for name, line := range map[string]string{
 		"torn":  `{"type":"session","ver`,
 		"v9":    `{"type":"session","version":9,"id":"v9","createdAt":1,"delegationDepth":0}`,
@@ -541,6 +545,7 @@ func TestList(t *testing.T) {
 	} {
 		os.MkdirAll(filepath.Join(root, "--y--", name), 0o700)
 		os.WriteFile(filepath.Join(root, "--y--", name, FileName), []byte(line+"\n"), 0o600)
+		os.WriteFile(filepath.Join(root, "--y--", name+"2"+Ext), []byte(strings.Replace(line, `"elsewhere"`, `"moved"`, 1)+"\n"), 0o600)
 	}
 	got, err := New(root).List()
 	if err != nil {
@@ -719,15 +724,20 @@ func TestConcurrentSessions(t *testing.T) {
 func TestNonRegularSessionFiles(t *testing.T) {
 	root := t.TempDir()
 	h, _ := store(t, root, session.CreateOptions{ID: "real", Cwd: "/x"}, func(s *session.Session) { appendTurn(t, s, 1) })
+	// Both layouts: a directory per session (earlier builds) and a file.
 	fifo := filepath.Join(root, ProjectKey("/x"), EncodeID("fifo"), FileName)
 	dev := filepath.Join(root, ProjectKey("/x"), EncodeID("dev"), FileName)
 	os.MkdirAll(filepath.Dir(fifo), 0o700)
 	os.MkdirAll(filepath.Dir(dev), 0o700)
-	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
-		t.Fatal(err)
+	for _, f := range []string{fifo, filepath.Join(root, ProjectKey("/x"), "fifo2"+Ext)} {
+		if err := syscall.Mkfifo(f, 0o600); err != nil {
+			t.Fatal(err)
+		}
 	}
-	if err := os.Symlink("/dev/zero", dev); err != nil {
-		t.Fatal(err)
+	for _, d := range []string{dev, filepath.Join(root, ProjectKey("/x"), "dev2"+Ext)} {
+		if err := os.Symlink("/dev/zero", d); err != nil {
+			t.Fatal(err)
+		}
 	}
 	b := New(root)
 	done := make(chan struct{})
@@ -737,9 +747,9 @@ func TestNonRegularSessionFiles(t *testing.T) {
 		if err != nil || len(hs) != 1 || hs[0].ID != h.ID {
 			t.Errorf("List = %v, %v; want only %s", hs, err, h.ID)
 		}
-		for _, id := range []string{"fifo", "dev"} {
+		for _, id := range []string{"fifo", "dev", "fifo2", "dev2"} {
 			_, _, _, err := b.Read(id)
-			wantCode(t, err, session.CodeCorrupt, "is not a regular file", FileName)
+			wantCode(t, err, session.CodeCorrupt, "is not a regular file", id)
 			_, _, _, err = b.Load(id)
 			wantCode(t, err, session.CodeCorrupt, "is not a regular file")
 		}

@@ -6,7 +6,13 @@ import (
 	"unicode/utf16"
 )
 
-// FileName is the name of a session's log file inside its directory.
+// Ext ends the name of a session's file: <encoded-id>.jsonl in its project
+// directory.
+const Ext = ".jsonl"
+
+// FileName is the name of a session's file inside a directory of its own,
+// the layout of earlier builds (<project-key>/<encoded-id>/session.jsonl),
+// still read.
 const FileName = "session.jsonl"
 
 // maxSlug bounds a project slug so that "--<slug>--" fits NAME_MAX (255).

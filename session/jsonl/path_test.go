@@ -59,10 +59,10 @@ func TestEncodeID(t *testing.T) {
 
 func TestPath(t *testing.T) {
 	b := New("/r")
-	if got, want := b.Path(session.Header{ID: "s 1", Cwd: "/w/p"}), filepath.Join("/r", "--w-p--", "s~00201", FileName); got != want {
+	if got, want := b.Path(session.Header{ID: "s 1", Cwd: "/w/p"}), filepath.Join("/r", "--w-p--", "s~00201.jsonl"); got != want {
 		t.Errorf("Path = %q, want %q", got, want)
 	}
-	if got, want := b.Path(session.Header{ID: ".."}), filepath.Join("/r", "_no-cwd", "~002E~002E", FileName); got != want {
+	if got, want := b.Path(session.Header{ID: ".."}), filepath.Join("/r", "_no-cwd", "~002E~002E.jsonl"); got != want {
 		t.Errorf("Path = %q, want %q", got, want)
 	}
 }

@@ -58,11 +58,12 @@ func main() {
 	store := flag.String("store", "memory", "session store: memory (keeps every log), null (keeps nothing)")
 	runs := flag.Int("runs", 1, "runs per N, each in a fresh process")
 	heapProfile := flag.String("heapprofile", "", "write a heap profile here while all N children are parked (one N, one run)")
+	goroutines := flag.String("goroutines", "", "write the goroutine stacks here (text, identical stacks counted once) while all N children are parked (one N, one run)")
 	flag.Parse()
 	list := strings.Split(*ns, ",")
 	if len(list) > 1 || *runs > 1 {
-		if *heapProfile != "" {
-			fmt.Fprintln(os.Stderr, "fanout: -heapprofile needs a single -n and -runs 1")
+		if *heapProfile != "" || *goroutines != "" {
+			fmt.Fprintln(os.Stderr, "fanout: -heapprofile and -goroutines need a single -n and -runs 1")
 			os.Exit(2)
 		}
 		fmt.Printf("dsh fan-out, %s %s/%s GOMAXPROCS=%d, path %s, store %s, think %s, load average %.2f\n",
@@ -87,7 +88,7 @@ func main() {
 		fmt.Fprintln(os.Stderr, "fanout: bad -n")
 		os.Exit(2)
 	}
-	ok, err := fanout(n, *think, *path, *store, *heapProfile)
+	ok, err := fanout(n, *think, *path, *store, *heapProfile, *goroutines)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "fanout:", err)
 		os.Exit(1)
@@ -153,7 +154,7 @@ func vm(key string) uint64 {
 	return 0
 }
 
-func fanout(n int, think time.Duration, path, store, heapProfile string) (bool, error) {
+func fanout(n int, think time.Duration, path, store, heapProfile, goroutines string) (bool, error) {
 	ctx := context.Background()
 	dir, err := os.MkdirTemp("", "dsh-fanout-")
 	if err != nil {
@@ -262,7 +263,12 @@ func fanout(n int, think time.Duration, path, store, heapProfile string) (bool, 
 	gPeak := runtime.NumGoroutine()
 	hPeak := measure.Settle()
 	if heapProfile != "" {
-		if err := writeHeapProfile(heapProfile); err != nil {
+		if err := writeProfile(heapProfile, "heap", 0); err != nil {
+			return false, err
+		}
+	}
+	if goroutines != "" {
+		if err := writeProfile(goroutines, "goroutine", 1); err != nil {
 			return false, err
 		}
 	}
@@ -333,11 +339,12 @@ func fanout(n int, think time.Duration, path, store, heapProfile string) (bool, 
 	return back, nil
 }
 
-// writeHeapProfile writes the live heap's profile to path.
-func writeHeapProfile(path string) error {
+// writeProfile writes the named runtime profile to path (debug as
+// pprof.Profile.WriteTo takes it).
+func writeProfile(path, name string, debug int) error {
 	f, err := os.Create(path)
 	if err != nil {
 		return err
 	}
-	return errors.Join(pprof.Lookup("heap").WriteTo(f, 0), f.Close())
+	return errors.Join(pprof.Lookup(name).WriteTo(f, debug), f.Close())
 }

@@ -55,6 +55,10 @@ func main() {
 	server := flag.String("server", "", "a prebuilt testserver binary (default: build ../subagent/temporal/e2e/testserver)")
 	flag.Parse()
 	slog.SetDefault(dshcase.Quiet) // the ACP connection logs through slog.Default
+	if !tagged {
+		fmt.Fprintln(os.Stderr, "temporal: this bench needs the temporal kind: go run -tags temporal ./cmd/temporal")
+		os.Exit(2)
+	}
 	if err := run(*runs, *children, *concurrency, *server); err != nil {
 		fmt.Fprintln(os.Stderr, "temporal:", err)
 		os.Exit(1)
@@ -78,7 +82,7 @@ func run(runs, children, concurrency int, server string) error {
 		return err
 	}
 	defer os.RemoveAll(tmp)
-	bin, err := dshbin.Build(tmp)
+	bin, err := dshbin.Build(tmp, "temporal") // `dsh worker` is in builds with the tag only
 	if err != nil {
 		return err
 	}
@@ -121,15 +125,27 @@ subagents:
 		return err
 	}
 	env["DSH_CONFIG"] = configPath
+	exited := make(chan error, 2) // a worker that ends before the bench does
 	for _, name := range []string{"a", "b"} {
 		w := exec.Command(bin, "worker", "--identity", name, "--concurrency", fmt.Sprint(concurrency), "--workspace", tmp)
 		w.Env = dshbin.Environ(env)
+		var stderr strings.Builder
+		w.Stderr = &stderr
 		if err := w.Start(); err != nil {
 			return err
 		}
+		done := make(chan struct{})
+		go func() {
+			err := w.Wait()
+			select {
+			case <-done:
+			default:
+				exited <- fmt.Errorf("dsh worker %s ended early (%v): %.2000s", name, err, stderr.String())
+			}
+		}()
 		defer func() {
+			close(done)
 			w.Process.Kill()
-			w.Wait()
 		}()
 	}
 	getenv := func(k string) string { return env[k] }
@@ -177,7 +193,7 @@ subagents:
 		return ready, result, time.Since(t2), err
 	}
 	list := []*sample{{name: "spawn"}, {name: "acp"}, {name: "fleet"}}
-	if err := awaitWorkers(ctx, one); err != nil {
+	if err := awaitWorkers(ctx, one, exited); err != nil {
 		return err
 	}
 	for _, s := range list { // warm-up
@@ -212,10 +228,16 @@ subagents:
 	return nil
 }
 
-// awaitWorkers retries a temporal child until the workers poll.
-func awaitWorkers(ctx context.Context, one func(string) (time.Duration, time.Duration, time.Duration, error)) error {
+// awaitWorkers retries a temporal child until the workers poll, and stops
+// at once, with the worker's words, when one has ended.
+func awaitWorkers(ctx context.Context, one func(string) (time.Duration, time.Duration, time.Duration, error), exited <-chan error) error {
 	deadline := time.Now().Add(time.Minute)
 	for {
+		select {
+		case err := <-exited:
+			return err
+		default:
+		}
 		_, _, _, err := one("fleet")
 		if err == nil || time.Now().After(deadline) {
 			return err

@@ -36,17 +36,22 @@ func Root() (string, error) {
 	}
 }
 
-// Build builds ./cmd/dsh of the main module into dir and returns the binary.
-func Build(dir string) (string, error) {
+// Build builds ./cmd/dsh of the main module into dir, with the build tags
+// given (e.g. "temporal" for `dsh worker`), and returns the binary.
+func Build(dir string, tags ...string) (string, error) {
 	root, err := Root()
 	if err != nil {
 		return "", err
 	}
 	bin := filepath.Join(dir, "dsh")
-	cmd := exec.Command("go", "build", "-o", bin, "./cmd/dsh")
+	args := []string{"build", "-o", bin}
+	if len(tags) > 0 {
+		args = append(args, "-tags", strings.Join(tags, ","))
+	}
+	cmd := exec.Command("go", append(args, "./cmd/dsh")...)
 	cmd.Dir = root
 	if out, err := cmd.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("go build ./cmd/dsh: %v\n%s", err, out)
+		return "", fmt.Errorf("go %s ./cmd/dsh: %v\n%s", strings.Join(args, " "), err, out)
 	}
 	return bin, nil
 }

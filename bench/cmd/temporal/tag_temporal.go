@@ -1,0 +1,6 @@
+//go:build temporal
+
+package main
+
+// tagged reports whether this build has the temporal kind (the tag temporal).
+const tagged = true
