@@ -412,8 +412,10 @@ func (t *instance) execute(ctx context.Context, call tool.Call) (tool.Result, er
 	if err != nil {
 		return tool.Result{}, err
 	}
-	if err := d.hooks.Run(ctx, d.hookInput(hook.SubagentStart)); err != nil {
-		return tool.Result{}, err
+	if d.hooks.Has(hook.SubagentStart) { // an input costs the transcript's write: only for hooks that read it
+		if err := d.hooks.Run(ctx, d.hookInput(hook.SubagentStart)); err != nil {
+			return tool.Result{}, err
+		}
 	}
 	if err := d.isolate(ctx, t.deps.Worktrees); err != nil {
 		return tool.Result{}, err
