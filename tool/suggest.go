@@ -3,7 +3,7 @@ package tool
 // Suggest returns the name of known closest to name, when it is close
 // enough to be a likely typo (for "did you mean" messages), else "".
 func Suggest(known []string, name string) string {
-	best, bestD := "", len(name)/2+2
+	best, bestD := "", len(name)/3+2
 	for _, k := range known {
 		if d := distance(k, name); d < bestD {
 			best, bestD = k, d

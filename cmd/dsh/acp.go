@@ -72,7 +72,7 @@ Zed's settings.json:
 			}
 			err = acpserver.Serve(cmd.Context(), acpserver.Options{Agents: rt.Agents, AgentOptions: cfg.Agent,
 				Policy: cfg.ACPPolicy(acpserver.DefaultAskPermission()), TokenBudget: cfg.Budget.Tokens,
-				Routes:    acpRoutes(cfg),
+				Routes:    acpRoutes(cfg, c.getenv),
 				FileTools: func(f builtin.Files) []tool.Definition { return builtin.FileTools(toolOpts, f) },
 				Cost: func(u map[string]content.Usage) (float64, bool) {
 					_, cost, priced := spentLine(u, cfg.PriceOf)
@@ -96,11 +96,15 @@ Zed's settings.json:
 	}
 }
 
-// acpRoutes are the models an ACP session can pick: the configured
-// routes with their model ids, the agent's own first.
-func acpRoutes(cfg config.Config) []acpserver.Route {
+// acpRoutes are the models an ACP session can pick: the routes a file
+// configures or whose key is set, with their model ids, the agent's own
+// first (a built-in route without its key could only fail).
+func acpRoutes(cfg config.Config, getenv func(string) string) []acpserver.Route {
 	routes := []acpserver.Route{{Provider: cfg.Agent.Provider, Model: cfg.Agent.Model}}
 	for _, m := range cfg.Models {
+		if m.Builtin() && (m.APIKeyEnv == "" || getenv(m.APIKeyEnv) == "") {
+			continue
+		}
 		if r := (acpserver.Route{Provider: m.Name, Model: m.Model}); r.Model != "" && !slices.Contains(routes, r) {
 			routes = append(routes, r)
 		}

@@ -133,6 +133,12 @@ func TestBigTextIsStoredOnce(t *testing.T) {
 		return llmtest.Reply{Text: answer}
 	})
 	home, cwd := t.TempDir(), t.TempDir()
+	// A window the 4 MiB answer fits in, so that the resumed request sends
+	// it whole instead of compacting it.
+	cfg := filepath.Join(home, "dsh.yaml")
+	if err := os.WriteFile(cfg, []byte("models:\n  - name: deepseek\n    contextWindow: 100000000\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	dsh := func(args ...string) string {
 		t.Helper()
 		cmd := exec.Command(dshBinary, args...)

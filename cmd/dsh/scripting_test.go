@@ -198,6 +198,8 @@ func TestJSONStartupErrors(t *testing.T) {
 	home := t.TempDir()
 	bad := filepath.Join(home, "bad.yaml")
 	os.WriteFile(bad, []byte("agent:\n  maxStep: 3\n"), 0o600)
+	named := filepath.Join(home, "named.yaml")
+	os.WriteFile(named, []byte("agent:\n  route: deepseek\n"), 0o600)
 	for _, c := range []struct {
 		name string
 		env  map[string]string
@@ -205,7 +207,8 @@ func TestJSONStartupErrors(t *testing.T) {
 		code string
 		msg  string
 	}{
-		{"missing-key", map[string]string{"DSH_HOME": home}, []string{"run", "--json", "hi"}, "MISSING_KEY", "DEEPSEEK_API_KEY is not set"},
+		{"missing-key", map[string]string{"DSH_HOME": home, "DSH_CONFIG": named}, []string{"run", "--json", "hi"}, "MISSING_KEY", "DEEPSEEK_API_KEY is not set"},
+		{"no-key", map[string]string{"DSH_HOME": home}, []string{"run", "--json", "hi"}, "MISSING_KEY", "no model key is set"},
 		{"bad-config", map[string]string{"DSH_HOME": home, "DEEPSEEK_API_KEY": "sk-test"}, []string{"--config", bad, "run", "--json", "hi"}, "CONFIG", `unknown field "maxStep"`},
 		{"no-session", map[string]string{"DSH_HOME": home, "DEEPSEEK_API_KEY": "sk-test"}, []string{"run", "--json", "-r", "nope", "hi"}, "SESSION_NOT_FOUND", `no stored session has an id starting with "nope"`},
 		{"no-prompt", map[string]string{"DSH_HOME": home}, []string{"run", "--json"}, "USAGE", `run needs a prompt: dsh run "PROMPT", or dsh run - to read it from stdin`},
@@ -228,7 +231,7 @@ func TestJSONStartupErrors(t *testing.T) {
 				!strings.Contains(fmt.Sprint(lines[0]["error"]), c.msg) {
 				t.Errorf("stdout %q: want one result line with code %s and %q", stdout.String(), c.code, c.msg)
 			}
-			if n := strings.Count(stderr.String(), "\n"); n != 1 || !strings.Contains(stderr.String(), c.msg) {
+			if n := strings.Count(stderr.String(), "\n"); (n != 1 && c.name != "no-key") || !strings.Contains(stderr.String(), c.msg) {
 				t.Errorf("stderr %q: want the one error line", stderr.String())
 			}
 			if c.name == "missing-key" {
@@ -310,7 +313,7 @@ func TestACPMissingKeyNamesTheVariable(t *testing.T) {
 			json.Unmarshal([]byte(line), &resp)
 		}
 	}
-	if resp.Error.Code != -32000 || !strings.Contains(resp.Error.Message, "DEEPSEEK_API_KEY is not set") {
+	if resp.Error.Code != -32000 || !strings.Contains(resp.Error.Message, "DEEPSEEK_API_KEY") {
 		t.Errorf("session/new answered %+v\n%s", resp, out)
 	}
 }
