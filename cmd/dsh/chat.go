@@ -42,10 +42,15 @@ listed until read (/output) or killed (/kill). Enter sends, Alt+Enter (or
 Shift+Enter where the terminal reports it, Ctrl+J, or a trailing \) adds a
 line, Up and Down recall earlier prompts, Tab completes slash commands, Esc
 interrupts the running turn and keeps the session, Ctrl+C twice exits.
-Tools the permission policy says to ask about ask here: y allows once, a
-for the rest of the session, n denies; a child's request names the child.
+bash, write_file and edit_file ask by default (unless permissions.tools
+names them), as do the tools the permission policy says to ask about: y
+allows once, a allows the tool in the whole tree for the rest of the
+session, n denies; a child's request names the child. Tool calls show
+their result folded (Ctrl+O unfolds), edits as a diff; the answer's
+Markdown is rendered.
 Slash commands: /tasks /output ID /kill ID /sessions /resume ID /cost
-/model /help /exit. Every exit prints the session id. --continue and
+/model /help /exit. Every exit leaves the conversation in the scrollback
+and prints the session id and dsh -r ID, which continues it. --continue and
 --resume ID (and /resume ID) go on with a stored session, as dsh run's do.
 
 Without a terminal, prompts come from stdin, one turn per line (a line
@@ -167,6 +172,8 @@ func (c *cli) terminal() (in, out *os.File, ok bool) {
 // names the session and what it spent.
 func (c *cli) chatOnTerminal(ctx context.Context, rt *dsh.Runtime, cfg config.Config, root agent.CreateOptions, cwd string, in, out *os.File) (err error) {
 	defer rt.Close(context.Background())
+	policy := root.Policy.Narrow(permission.AskFor(interactiveAsks(cfg.Permissions)...))
+	root.Policy = &policy
 	var routes []string
 	for _, m := range cfg.Models {
 		routes = append(routes, m.Name)
@@ -191,10 +198,23 @@ func (c *cli) chatOnTerminal(ctx context.Context, rt *dsh.Runtime, cfg config.Co
 	last := a
 	defer func() {
 		line, _, _ := spentLine(subagent.UsageFromEvents(last.Session().Events()), cfg.PriceOf)
-		fmt.Fprintf(c.stderr, "[session %s · %s, children included]\n", last.ID(), line)
+		fmt.Fprintf(c.stderr, "[session %s · %s, children included]\nContinue it with: dsh -r %s\n", last.ID(), line, last.ID())
 	}()
 	last, err = ui.Run(ctx, a)
 	return err
+}
+
+// interactiveAsks are the tools the interactive mode asks about by
+// default, those that change the machine (bash, write_file, edit_file),
+// less those permissions.tools names (they keep its decision).
+func interactiveAsks(r permission.Rules) []string {
+	var ask []string
+	for _, t := range []string{"bash", "write_file", "edit_file"} {
+		if _, named := r.Tools[t]; !named {
+			ask = append(ask, t)
+		}
+	}
+	return ask
 }
 
 // resumer continues stored sessions for /resume: a top-level agent like

@@ -110,7 +110,7 @@ func TestAskAllowedForTheSession(t *testing.T) {
 	s.term.Type("a")
 	s.term.WaitText("Both ran.")
 	screen := s.term.Screen()
-	if strings.Count(screen, "allowed for this session bash") != 1 || strings.Contains(screen, "wants to run") {
+	if strings.Count(screen, "allowed bash for this session, in the whole tree") != 1 || strings.Contains(screen, "wants to run") {
 		t.Fatalf("the second call asked again, or the answer is not shown:\n%s", screen)
 	}
 	for _, f := range []string{"first", "second"} {

@@ -3,6 +3,7 @@ package tui
 import (
 	"context"
 	"fmt"
+	"os"
 	"strings"
 	"time"
 
@@ -42,6 +43,7 @@ type model struct {
 	kids      *children
 	asks      []*ask
 	showThink bool
+	expand    bool // tool results show whole (ctrl+o)
 
 	busy      bool      // the agent is running a turn
 	turnStart time.Time // when the running turn started
@@ -75,7 +77,7 @@ func newModel(u *UI, a *agent.Agent) *model {
 	ed.FocusedStyle.Base = lipgloss.NewStyle()
 	ed.Cursor.SetMode(cursor.CursorStatic)
 	ed.Focus()
-	m := &model{ui: u, agent: a, st: newStyles(u.opts.Out), follow: true, editor: ed, kids: newChildren(),
+	m := &model{ui: u, agent: a, st: newStyles(u.opts.Out, os.Getenv), follow: true, editor: ed, kids: newChildren(),
 		tools: map[string]*entry{}, echoed: map[string]bool{}, now: time.Now(), width: 80, height: 24}
 	m.vp = viewport.New(80, 10)
 	m.vp.KeyMap = viewport.KeyMap{} // the editor has the keys; the view scrolls with PgUp/PgDn
@@ -159,6 +161,7 @@ func (m *model) apply(item any) tea.Cmd {
 	case task.Done:
 		m.refreshChildren()
 	case *ask:
+		it.diff = sanitize(toolDiff(it.req.Tool, string(it.req.Arguments), m.agent.Cwd()))
 		m.asks = append(m.asks, it)
 	case askGone:
 		for i, a := range m.asks {
@@ -252,14 +255,22 @@ func (m *model) sessionEvent(e session.Event) {
 			if m.answer == nil {
 				m.answer = m.log.add(entryAnswer, "")
 			}
+			m.answer.done = true
 			m.log.replace(m.answer, sanitize(t))
 		}
 		m.answer, m.thinking = nil, nil
 	case session.ToolCall:
-		m.tools[d.CallID] = m.log.add(entryTool, d.Name+" "+d.Arguments)
+		t := m.log.add(entryTool, toolSummary(d.Name, d.Arguments))
+		t.tool, t.diff = d.Name, sanitize(toolDiff(d.Name, d.Arguments, m.agent.Cwd()))
+		m.tools[d.CallID] = t
 	case session.ToolResult:
 		if t := m.tools[d.Message.Source.CallID]; t != nil {
 			delete(m.tools, d.Message.Source.CallID)
+			out := resultText(d.Message.Content)
+			if len(out) > maxToolOutput {
+				out = out[:maxToolOutput] + fmt.Sprintf("\n[… %d more bytes]", len(out)-maxToolOutput)
+			}
+			t.output = sanitize(out)
 			t.status = "ok"
 			if d.Error != nil {
 				t.status = d.Error.Code
@@ -385,6 +396,10 @@ func (m *model) key(k tea.KeyMsg) tea.Cmd {
 		m.showThink = !m.showThink
 		m.log.dirty = true
 		return nil
+	case "ctrl+o":
+		m.expand = !m.expand
+		m.log.dirty = true
+		return nil
 	case "pgup":
 		m.vp.HalfPageUp()
 		m.follow = m.vp.AtBottom()
@@ -446,20 +461,21 @@ func isNewlineKey(s string) bool {
 }
 
 // answerAsk answers the oldest ask with the key pressed: y (allow once),
-// a (allow for this session), n or Esc (deny). Other keys wait.
+// a (allow the tool in the whole tree for this session), n or Esc (deny).
+// Other keys wait.
 func (m *model) answerAsk(k tea.KeyMsg) {
 	a := m.asks[0]
 	var ans permission.Answer
 	var said string
 	switch strings.ToLower(k.String()) {
 	case "y", "1":
-		ans, said = permission.AllowOnce, "allowed once"
+		ans, said = permission.AllowOnce, "allowed "+a.req.Tool+" once for "+a.req.Who()
 	case "a", "2":
-		ans, said = permission.AllowAlways, "allowed for this session"
+		ans, said = permission.AllowAlways, "allowed "+a.req.Tool+" for this session, in the whole tree (asked by "+a.req.Who()+")"
 	case "n", "3", "esc":
-		ans, said = permission.Reject, "denied"
+		ans, said = permission.Reject, "denied "+a.req.Tool+" for "+a.req.Who()
 	default:
-		m.hint = "Answer the request first: y allows once, a allows for this session, n denies."
+		m.hint = "Answer the request first: y allows once; a allows this tool, in this tree, for this session; n denies."
 		return
 	}
 	m.hint = ""
@@ -469,7 +485,7 @@ func (m *model) answerAsk(k tea.KeyMsg) {
 	if ans == permission.Reject {
 		kind = entryError
 	}
-	m.log.addf(kind, "%s %s for %s", said, a.req.Tool, a.req.Who())
+	m.log.add(kind, said)
 }
 
 // submit sends what the editor held: a slash command, or a prompt.

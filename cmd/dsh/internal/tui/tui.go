@@ -19,6 +19,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -138,6 +139,11 @@ func (u *UI) Run(ctx context.Context, root *agent.Agent) (*agent.Agent, error) {
 	_, err := p.Run()
 	close(stop)
 	pump.Wait()
+	// The alternate screen is gone: the conversation goes to the main
+	// screen, so that it stays in the terminal's scrollback.
+	if t := m.log.render(m.st, max(m.width, 10), !m.showThink, m.expand); t != "" {
+		io.WriteString(u.opts.Out, strings.ReplaceAll(t, "\n", "\r\n")+"\r\n")
+	}
 	if err != nil {
 		return m.agent, fmt.Errorf("terminal: %w", err)
 	}

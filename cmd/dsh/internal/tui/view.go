@@ -5,30 +5,83 @@ import (
 	"io"
 	"strings"
 
+	"github.com/charmbracelet/glamour"
+	gansi "github.com/charmbracelet/glamour/ansi"
+	gstyles "github.com/charmbracelet/glamour/styles"
 	"github.com/charmbracelet/lipgloss"
 	"github.com/charmbracelet/x/ansi"
+	"github.com/muesli/termenv"
 )
 
 // styles are the screen's styles, made for its terminal.
 type styles struct {
 	dim, note, err, ok, prompt, child, status, hint, box, askBox lipgloss.Style
+
+	profile termenv.Profile
+	light   bool                  // the terminal's background is light, as $COLORFGBG says
+	md      *glamour.TermRenderer // renders Markdown at mdWidth; nil until needed
+	mdWidth int
 }
 
-func newStyles(out io.Writer) *styles {
+func newStyles(out io.Writer, getenv func(string) string) *styles {
 	r := lipgloss.NewRenderer(out)
 	c := func(code string) lipgloss.Style { return r.NewStyle().Foreground(lipgloss.Color(code)) }
 	return &styles{
-		dim:    c("8"),
-		note:   c("6"),
-		err:    c("1"),
-		ok:     c("2"),
-		prompt: c("4").Bold(true),
-		child:  c("5"),
-		status: r.NewStyle().Reverse(true),
-		hint:   c("3"),
-		box:    r.NewStyle().Border(lipgloss.RoundedBorder()).BorderForeground(lipgloss.Color("8")),
-		askBox: r.NewStyle().Border(lipgloss.RoundedBorder()).BorderForeground(lipgloss.Color("3")),
+		profile: r.ColorProfile(),
+		light:   lightBackground(getenv("COLORFGBG")),
+		dim:     c("8"),
+		note:    c("6"),
+		err:     c("1"),
+		ok:      c("2"),
+		prompt:  c("4").Bold(true),
+		child:   c("5"),
+		status:  r.NewStyle().Reverse(true),
+		hint:    c("3"),
+		box:     r.NewStyle().Border(lipgloss.RoundedBorder()).BorderForeground(lipgloss.Color("8")),
+		askBox:  r.NewStyle().Border(lipgloss.RoundedBorder()).BorderForeground(lipgloss.Color("3")),
 	}
+}
+
+// lightBackground reads $COLORFGBG ("fg;bg"), which terminals that set it
+// use to tell their colours without a query: background 7 or 15 is light.
+// The terminal is never asked (a terminal that does not answer would eat
+// the first keys typed).
+func lightBackground(colorfgbg string) bool {
+	i := strings.LastIndexByte(colorfgbg, ';')
+	bg := colorfgbg[i+1:]
+	return bg == "7" || bg == "15"
+}
+
+// markdown renders the model's Markdown at width: headings without their
+// #, emphasis, lists, links, code blocks highlighted. Text the renderer
+// refuses shows as it is.
+func (st *styles) markdown(text string, width int) string {
+	if st.md == nil || st.mdWidth != width {
+		cfg := gstyles.DarkStyleConfig
+		if st.light {
+			cfg = gstyles.LightStyleConfig
+		}
+		if st.profile == termenv.Ascii {
+			cfg = gstyles.NoTTYStyleConfig
+		}
+		zero := uint(0)
+		cfg.Document.Margin = &zero
+		cfg.Document.BlockPrefix, cfg.Document.BlockSuffix = "", ""
+		for _, h := range []*gansi.StyleBlock{&cfg.H1, &cfg.H2, &cfg.H3, &cfg.H4, &cfg.H5, &cfg.H6} {
+			h.Prefix = ""
+		}
+		md, err := glamour.NewTermRenderer(glamour.WithStyles(cfg), glamour.WithWordWrap(max(width, 10)),
+			glamour.WithColorProfile(st.profile))
+		if err != nil {
+			return wrap(text, width)
+		}
+		st.md, st.mdWidth = md, width
+	}
+	out, err := st.md.Render(text)
+	if err != nil {
+		return wrap(text, width)
+	}
+	return strings.Trim(out, "\n")
 }
 
 // maxEditorLines bounds the editor's height; a longer prompt scrolls in it.
@@ -54,7 +107,7 @@ func (m *model) layout() {
 	m.vp.Width, m.vp.Height = w, max(rest, 1)
 	if m.log.dirty || m.vp.Width != m.log.width || m.vp.Height != m.log.height {
 		m.log.width, m.log.height = m.vp.Width, m.vp.Height
-		text := m.log.render(m.st, w, !m.showThink)
+		text := m.log.render(m.st, w, !m.showThink, m.expand)
 		if n := strings.Count(text, "\n") + 1; n < m.vp.Height {
 			text = strings.Repeat("\n", m.vp.Height-n) + text // the conversation sits on the editor
 		}
@@ -119,9 +172,28 @@ func (m *model) askView() string {
 	inner := max(m.width-4, 6)
 	lines := []string{
 		oneLine(fmt.Sprintf("%s wants to run %s", a.req.Who(), a.req.Tool), inner),
-		m.st.dim.Render(oneLine(string(a.req.Arguments), inner)),
-		oneLine("y allow once · a allow for this session · n deny", inner),
+		m.st.dim.Render(oneLine(toolSummary(a.req.Tool, string(a.req.Arguments)), inner)),
 	}
+	if a.diff != "" {
+		diff := strings.Split(a.diff, "\n")
+		limit := max(m.height/3, 4)
+		if len(diff) > limit {
+			diff = append(diff[:limit-1:limit-1], fmt.Sprintf("… %d more lines", len(diff)-limit+1))
+		}
+		for _, l := range diff {
+			l = ansiTruncate(l, inner)
+			switch {
+			case strings.HasPrefix(l, "@@"), strings.HasPrefix(l, "…"):
+				l = m.st.note.Render(l)
+			case strings.HasPrefix(l, "+"):
+				l = m.st.ok.Render(l)
+			case strings.HasPrefix(l, "-"):
+				l = m.st.err.Render(l)
+			}
+			lines = append(lines, l)
+		}
+	}
+	lines = append(lines, oneLine("y allow once · a allow "+a.req.Tool+": this tool, this tree, this session · n deny", inner))
 	if n := len(m.asks) - 1; n > 0 {
 		lines = append(lines, m.st.dim.Render(fmt.Sprintf("(%d more waiting)", n)))
 	}

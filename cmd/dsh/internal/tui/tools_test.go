@@ -1,0 +1,48 @@
+package tui
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+)
+
+func TestUnifiedDiff(t *testing.T) {
+	old := "a\nb\nc\nd\ne\nf\ng\nh\ni\nj\nk\n"
+	new := "a\nB\nc\nd\ne\nf\ng\nh\ni\nj\nk\nl\n"
+	want := "@@ -1,5 +1,5 @@\n a\n-b\n+B\n c\n d\n e\n@@ -9,3 +9,4 @@\n i\n j\n k\n+l"
+	if got := unifiedDiff("f", old, new); got != want {
+		t.Fatalf("got\n%s\nwant\n%s", got, want)
+	}
+	if got := unifiedDiff("f", "", "x\n"); got != "@@ -1,0 +1,1 @@\n+x" {
+		t.Fatalf("a new file: %q", got)
+	}
+	if got := unifiedDiff("f", "same", "same"); got != "" {
+		t.Fatalf("no change: %q", got)
+	}
+	big := strings.Repeat("x\n", maxDiffLines+1)
+	if got := unifiedDiff("f", big, "y\n"); !strings.Contains(got, "too large to compare") {
+		t.Fatalf("a huge file: %q", got)
+	}
+}
+
+// The diff of an edit is the file's, with its line numbers; a FIFO the
+// model names is never opened.
+func TestToolDiffReadsOnlyRegularFiles(t *testing.T) {
+	dir := t.TempDir()
+	os.WriteFile(filepath.Join(dir, "f.txt"), []byte("one\ntwo\nthree\n"), 0o644)
+	got := toolDiff("edit_file", `{"path":"f.txt","old_string":"two","new_string":"2"}`, dir)
+	if got != "@@ -1,3 +1,3 @@\n one\n-two\n+2\n three" {
+		t.Fatalf("edit diff %q", got)
+	}
+	if err := syscall.Mkfifo(filepath.Join(dir, "pipe"), 0o600); err != nil {
+		t.Skip(err)
+	}
+	if got := toolDiff("write_file", `{"path":"pipe","content":"x\n"}`, dir); got != "@@ -1,0 +1,1 @@\n+x" {
+		t.Fatalf("write over a FIFO: %q", got)
+	}
+	if got := toolSummary("bash", `{"command":"ls -la"}`); got != "$ ls -la" {
+		t.Fatalf("bash summary %q", got)
+	}
+}

@@ -1,0 +1,139 @@
+package main
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/dsh-go/dsh/internal/llmtest"
+	"github.com/dsh-go/dsh/internal/termtest"
+)
+
+// tuiSession is dsh running interactively on a pseudo-terminal against a
+// loopback model.
+type tuiSession struct {
+	t    *testing.T
+	cmd  *exec.Cmd
+	term *termtest.Term
+	home string // $DSH_HOME (and $HOME)
+	dir  string // the working directory
+	url  string // the model's base URL
+}
+
+// tuiEnv is the environment of a dsh on a terminal.
+func (s *tuiSession) env() []string {
+	return []string{"PATH=" + os.Getenv("PATH"), "HOME=" + s.home, "DSH_HOME=" + s.home, "TERM=xterm-256color",
+		"DEEPSEEK_API_KEY=sk-test", "DEEPSEEK_BASE_URL=" + s.url}
+}
+
+// startTUI starts dsh with args in a new directory (files written there
+// first) on a width × height terminal, and waits for its status line.
+func startTUI(t *testing.T, reply func(llmtest.Request) llmtest.Reply, files map[string]string, width, height int, args ...string) *tuiSession {
+	t.Helper()
+	srv := llmtest.NewServer(t, reply)
+	s := &tuiSession{t: t, home: t.TempDir(), dir: t.TempDir(), url: srv.URL}
+	for name, text := range files {
+		if err := os.WriteFile(filepath.Join(s.dir, name), []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s.run(width, height, args...)
+	return s
+}
+
+// run starts dsh with args on a new terminal, in s's directory and home.
+func (s *tuiSession) run(width, height int, args ...string) {
+	s.t.Helper()
+	s.term = termtest.New(s.t, width, height)
+	s.cmd = exec.Command(dshBinary, args...)
+	s.cmd.Dir, s.cmd.Env = s.dir, s.env()
+	if err := s.term.Start(s.cmd); err != nil {
+		s.t.Fatal(err)
+	}
+	cmd := s.cmd
+	s.t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	s.term.WaitText("ctrl+c twice exits")
+}
+
+// send types a prompt and Enter.
+func (s *tuiSession) send(prompt string) {
+	s.term.Type(prompt)
+	s.term.WaitText(prompt)
+	s.term.Type(termtest.Enter)
+}
+
+// exit leaves with Ctrl-C twice and returns the screen after, with the
+// session's id.
+func (s *tuiSession) exit() (screen, id string) {
+	s.t.Helper()
+	s.term.Type(termtest.CtrlC)
+	s.term.WaitText("Press Ctrl-C again")
+	s.term.Type(termtest.CtrlC)
+	if err := s.cmd.Wait(); err != nil {
+		s.t.Fatalf("dsh exited with %v:\n%s", err, s.term.Screen())
+	}
+	screen = s.term.WaitText("Continue it with: dsh -r ")
+	m := regexp.MustCompile(`Continue it with: dsh -r ([0-9a-f-]{36})`).FindStringSubmatch(screen)
+	if m == nil {
+		s.t.Fatalf("no session id on the exit line:\n%s", screen)
+	}
+	return screen, m[1]
+}
+
+// A transcript to read: bash's command and output, an edit's diff (in the
+// ask box, asked by default, and after the call), Markdown rendered; and
+// after the exit the conversation stays on the main screen, with the
+// command that continues it.
+func TestTUIViewToolsDiffMarkdownAndScrollback(t *testing.T) {
+	s := startTUI(t, func(r llmtest.Request) llmtest.Reply {
+		switch len(r.ToolResults) {
+		case 0:
+			return llmtest.Reply{ToolCall: &llmtest.ToolCall{Name: "bash", Arguments: `{"command":"printf 'out%d\\n' 1 2 3 4 5 6 7 8 9"}`}}
+		case 1:
+			return llmtest.Reply{ToolCall: &llmtest.ToolCall{Name: "edit_file", Arguments: `{"path":"notes.txt","old_string":"beta\n","new_string":"gamma\n"}`}}
+		}
+		return llmtest.Reply{Text: "# Summary Heading\n\nThe edit is **done**:\n\n```go\nfunc main() {}\n```\n"}
+	}, map[string]string{"notes.txt": "alpha\nbeta\ndelta\n"}, 100, 40)
+	s.send("edit the notes")
+
+	// bash asks by default; the box shows the command, not JSON.
+	screen := s.term.WaitText("the main agent wants to run bash")
+	if !strings.Contains(screen, "$ printf 'out%d\\n' 1 2 3 4 5 6 7 8 9") || strings.Contains(screen, `{"command"`) ||
+		!strings.Contains(screen, "a allow bash: this tool, this tree, this session") {
+		t.Fatalf("the ask box does not show the command and what a means:\n%s", screen)
+	}
+	s.term.Type("y")
+	// The output's tail, folded, with the key that expands it.
+	screen = s.term.WaitText("the main agent wants to run edit_file")
+	if !strings.Contains(screen, "out9") || strings.Contains(screen, "out2") || !strings.Contains(screen, "more lines (ctrl+o expands)") {
+		t.Fatalf("bash's output tail is not shown folded:\n%s", screen)
+	}
+	if !regexp.MustCompile(`(?m)^\s*-beta\s*(│)?$`).MatchString(screen) || !regexp.MustCompile(`(?m)^\s*\+gamma`).MatchString(screen) ||
+		strings.Contains(screen, "old_string") {
+		t.Fatalf("the ask box does not show the edit as a diff:\n%s", screen)
+	}
+	s.term.Type("y")
+	screen = s.term.WaitFor("the answer", func(s string) bool {
+		return strings.Contains(s, "Summary Heading") && strings.Contains(s, "func main() {}") && strings.Contains(s, "· ready ")
+	})
+	if strings.Contains(screen, "# Summary") || strings.Contains(screen, "**done**") || strings.Contains(screen, "```") ||
+		!strings.Contains(screen, "func main() {}") {
+		t.Fatalf("the answer's Markdown is not rendered:\n%s", screen)
+	}
+	if !regexp.MustCompile(`(?m)^\s+\+gamma`).MatchString(screen) || !strings.Contains(screen, "● edit_file notes.txt") {
+		t.Fatalf("the transcript does not keep the edit's diff:\n%s", screen)
+	}
+	s.term.Type("\x0f") // ctrl+o: the whole output
+	s.term.WaitFor("the output expanded", func(s string) bool { return strings.Contains(s, "out2") })
+
+	screen, _ = s.exit()
+	if s.term.AltScreen() || !strings.Contains(screen, "Summary Heading") || !strings.Contains(screen, "› edit the notes") {
+		t.Fatalf("the conversation is not left on the main screen:\n%s", screen)
+	}
+	if got, _ := os.ReadFile(filepath.Join(s.dir, "notes.txt")); string(got) != "alpha\ngamma\ndelta\n" {
+		t.Fatalf("notes.txt holds %q", got)
+	}
+}
