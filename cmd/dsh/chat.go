@@ -30,6 +30,7 @@ type chatFlags struct {
 	provider, model, cwd, resume string
 	maxSteps                     int
 	yes, cont                    bool
+	prompt                       string // bare dsh's first prompt
 }
 
 const chatLong = `Talk with an agent, turn after turn, in one session.
@@ -65,6 +66,8 @@ func (c *cli) chatCmd() *cobra.Command {
 		Short: "Talk with an agent: interactive on a terminal, prompts from stdin otherwise",
 		Long:  chatLong,
 		Example: `  dsh                                       # the same as dsh chat, on a terminal
+  dsh -c                                    # continue the latest session here
+  dsh -m deepseek-v4-pro "fix the tests"    # bare dsh takes chat's flags and a first prompt
   dsh chat --provider local
   printf 'list the Go files\nnow count them\n' | dsh chat`,
 		Args: cobra.NoArgs,
@@ -75,6 +78,12 @@ func (c *cli) chatCmd() *cobra.Command {
 			return c.chat(cmd.Context(), f)
 		},
 	}
+	f.register(cmd)
+	return cmd
+}
+
+// register adds the chat flags to cmd (dsh chat, and bare dsh).
+func (f *chatFlags) register(cmd *cobra.Command) {
 	cmd.Flags().StringVar(&f.provider, "provider", "", "model route (a configured model name)")
 	cmd.Flags().StringVarP(&f.model, "model", "m", "", "model id")
 	cmd.Flags().StringVar(&f.cwd, "cwd", "", "working directory of the agent (default: the current directory)")
@@ -83,11 +92,31 @@ func (c *cli) chatCmd() *cobra.Command {
 	cmd.Flags().BoolVarP(&f.cont, "continue", "c", false, "continue the latest top-level session of the working directory")
 	cmd.Flags().StringVarP(&f.resume, "resume", "r", "", "continue session `ID` (an id, or an unambiguous prefix of one)")
 	cmd.MarkFlagsMutuallyExclusive("continue", "resume")
-	return cmd
+}
+
+// rootRun is bare dsh: dsh chat, its arguments the first prompt. A lone
+// word that is no prompt (no space, before any --) is taken for a
+// mistyped command rather than sent to the model.
+func (c *cli) rootRun(f *chatFlags) func(cmd *cobra.Command, args []string) error {
+	return func(cmd *cobra.Command, args []string) error {
+		if err := emptyResume(cmd); err != nil {
+			return err
+		}
+		if len(args) == 1 && cmd.ArgsLenAtDash() != 0 && !strings.ContainsAny(args[0], " \t\n?.,!'\"") {
+			msg := fmt.Sprintf("unknown command %q for \"dsh\"", args[0])
+			if s := cmd.SuggestionsFor(args[0]); len(s) > 0 {
+				msg += fmt.Sprintf(" (did you mean %s?)", strings.Join(s, ", "))
+			}
+			return fmt.Errorf("%s: dsh --help lists the commands; to send it as a prompt: dsh -- %s", msg, args[0])
+		}
+		f.prompt = strings.Join(args, " ")
+		return c.chat(cmd.Context(), *f)
+	}
 }
 
 // chat runs a conversation: interactive when stdin and stdout are a
-// terminal, else one turn per line of stdin.
+// terminal, else one turn per line of stdin; f.prompt, when set, is the
+// first turn.
 func (c *cli) chat(ctx context.Context, f chatFlags) error {
 	in, out, interactive := c.terminal()
 	if interactive {
@@ -152,10 +181,28 @@ func (c *cli) chat(ctx context.Context, f chatFlags) error {
 			root.Asker = permission.AskerFunc(approveAsks)
 		}
 		var readErr error
-		err := c.runTurns(ctx, rt, runSpec{root: root, price: cfg.PriceOf, echo: true}, promptLines(ctx, c.stdin, &readErr))
+		prompts := promptLines(ctx, c.stdin, &readErr)
+		if f.prompt != "" {
+			prompts = prepend(f.prompt, prompts)
+		}
+		err := c.runTurns(ctx, rt, runSpec{root: root, price: cfg.PriceOf, echo: true}, prompts)
 		return errors.Join(err, readErr)
 	}
-	return c.chatOnTerminal(ctx, rt, cfg, root, f.cwd, in, out)
+	return c.chatOnTerminal(ctx, rt, cfg, root, f.cwd, f.prompt, in, out)
+}
+
+// prepend yields first, then what rest yields.
+func prepend(first string, rest iter.Seq[string]) iter.Seq[string] {
+	return func(yield func(string) bool) {
+		if !yield(first) {
+			return
+		}
+		for s := range rest {
+			if !yield(s) {
+				return
+			}
+		}
+	}
 }
 
 // terminal returns stdin and stdout when both are a terminal.
@@ -170,7 +217,7 @@ func (c *cli) terminal() (in, out *os.File, ok bool) {
 
 // chatOnTerminal runs the interactive mode. Whatever ends it, its last line
 // names the session and what it spent.
-func (c *cli) chatOnTerminal(ctx context.Context, rt *dsh.Runtime, cfg config.Config, root agent.CreateOptions, cwd string, in, out *os.File) (err error) {
+func (c *cli) chatOnTerminal(ctx context.Context, rt *dsh.Runtime, cfg config.Config, root agent.CreateOptions, cwd, prompt string, in, out *os.File) (err error) {
 	defer rt.Close(context.Background())
 	policy := root.Policy.Narrow(permission.AskFor(interactiveAsks(cfg.Permissions)...))
 	root.Policy = &policy
@@ -184,7 +231,7 @@ func (c *cli) chatOnTerminal(ctx context.Context, rt *dsh.Runtime, cfg config.Co
 			return line
 		},
 		Sessions: func() (string, error) { return c.recentSessions(cfg, cwd) },
-		Resume:   resumer{c: c, rt: rt, root: root}})
+		Resume:   resumer{c: c, rt: rt, root: root}, Prompt: prompt})
 	root.Asker = ui.Asker()
 	a, err := rt.Agents.Create(ctx, root)
 	if err != nil {

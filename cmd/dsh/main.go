@@ -83,16 +83,20 @@ type cli struct {
 func newRoot(stdin io.Reader, stdout, stderr io.Writer, getenv func(string) string) *cobra.Command {
 	c := &cli{stdin: stdin, stdout: &lockedWriter{w: stdout}, stderr: &lockedWriter{w: stderr}, getenv: getenv}
 	root := &cobra.Command{
-		Use:   "dsh",
+		Use:   "dsh [flags] [prompt]",
 		Short: "dsh is an agent harness that delegates to child agents",
 		Long: "dsh is an agent harness that delegates to child agents.\n\n" +
 			"Without a command, dsh is dsh chat: an interactive session on a terminal, prompts from stdin otherwise.",
 		SilenceUsage:  true,
 		SilenceErrors: true,
-		// Bare dsh is dsh chat: interactive on a terminal.
-		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, args []string) error { return c.chat(cmd.Context(), chatFlags{}) },
+		// Bare dsh is dsh chat: interactive on a terminal; its arguments
+		// are the first prompt.
+		Args: cobra.ArbitraryArgs,
 	}
+	var chat chatFlags
+	chat.register(root)
+	root.RunE = c.rootRun(&chat)
+	root.SuggestionsMinimumDistance = 2
 	addVersionFlag(root)
 	root.SetOut(c.stdout)
 	root.SetErr(c.stderr)

@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/dsh-go/dsh/internal/llmtest"
@@ -135,5 +136,38 @@ func TestTUIViewToolsDiffMarkdownAndScrollback(t *testing.T) {
 	}
 	if got, _ := os.ReadFile(filepath.Join(s.dir, "notes.txt")); string(got) != "alpha\ngamma\ndelta\n" {
 		t.Fatalf("notes.txt holds %q", got)
+	}
+}
+
+// One resume: bare dsh takes chat's flags and a first prompt; dsh -r ID,
+// dsh -c and dsh chat --resume ID open the stored conversation with its
+// transcript and tokens.
+func TestTUIViewResumeShowsTheConversation(t *testing.T) {
+	var models sync.Map
+	s := startTUI(t, func(r llmtest.Request) llmtest.Reply {
+		models.Store(r.Model, true)
+		return llmtest.Reply{Text: "Hello back, " + r.LastUser + "."}
+	}, nil, 100, 30, "-m", "deepseek-v4-pro", "say hello")
+	s.term.WaitText("Hello back, say hello.")
+	if _, ok := models.Load("deepseek-v4-pro"); !ok || !strings.Contains(s.term.Screen(), "deepseek/deepseek-v4-pro") {
+		t.Fatalf("dsh -m did not choose the model:\n%s", s.term.Screen())
+	}
+	_, id := s.exit()
+	for _, args := range [][]string{{"-r", id[:8]}, {"-c"}, {"chat", "--resume", id}, {"chat", "--continue"}} {
+		s.run(100, 30, args...)
+		screen := s.term.WaitText("Hello back, say hello.")
+		if !strings.Contains(screen, "› say hello") || strings.Contains(screen, " 0 tokens") || !strings.Contains(screen, "session "+id) {
+			t.Fatalf("dsh %v does not show the stored conversation and its tokens:\n%s", args, screen)
+		}
+		s.exit()
+	}
+}
+
+// A lone word after bare dsh is taken for a mistyped command, not sent to
+// the model.
+func TestBareDshRefusesAMistypedCommand(t *testing.T) {
+	_, _, err := runCLI(t, nil, "sesions")
+	if err == nil || !strings.Contains(err.Error(), `unknown command "sesions"`) || !strings.Contains(err.Error(), "did you mean sessions") {
+		t.Fatalf("dsh sesions: %v", err)
 	}
 }

@@ -256,3 +256,21 @@ func label(info subagent.RunInfo) string {
 	}
 	return info.ChildID
 }
+
+// childList renders stored children (a listing of subagent.Service) under
+// head, one per line, indented by depth.
+func childList(head string, rows []subagent.ChildRow) string {
+	var b strings.Builder
+	b.WriteString(head + ":")
+	for _, r := range rows {
+		state := "inactive"
+		if r.Live {
+			state = "live"
+		}
+		if r.Diagnostic != "" {
+			state = r.Diagnostic
+		}
+		fmt.Fprintf(&b, "\n%s%s · %s · %s · %s", strings.Repeat("  ", r.Depth), shortID(r.ID), r.Mode, oneLine(r.Label, 60), state)
+	}
+	return b.String()
+}

@@ -84,7 +84,27 @@ func newModel(u *UI, a *agent.Agent) *model {
 	m.unobserve = u.observe(a)
 	m.log.addf(entryNote, "dsh · %s · session %s · /help lists commands", u.opts.Model, a.ID())
 	m.log.addf(entryNote, "Working directory %s", a.Cwd())
+	m.replay()
 	return m
+}
+
+// replay shows what the conversation's session holds already (a resumed
+// one's turns), its tokens, and lists its stored children.
+func (m *model) replay() {
+	events := m.agent.Session().Events()
+	for _, e := range events {
+		m.sessionEvent(e)
+	}
+	m.busy = m.agent.Status() == agent.StatusRunning
+	m.refreshSpent()
+	subagents, id := m.ui.opts.Runtime.Subagents, m.agent.ID()
+	m.ui.async(func() any {
+		rows, err := subagents.ListDescendants(context.Background(), id)
+		if err != nil || len(rows) == 0 {
+			return nil
+		}
+		return noteMsg{text: childList("Children of this session", rows)}
+	})
 }
 
 // Init implements tea.Model.
@@ -526,11 +546,8 @@ func (m *model) resumed(r resumedMsg) tea.Cmd {
 	m.agent, m.busy, m.tools = r.agent, false, map[string]*entry{}
 	m.kids = newChildren()
 	m.log.addf(entryNote, "Resumed session %s; the previous conversation (%s) is closed.", r.agent.ID(), old.ID())
-	for _, e := range r.agent.Session().Events() {
-		m.sessionEvent(e)
-	}
 	m.unobserve = m.ui.observe(r.agent)
-	m.refreshSpent()
+	m.replay()
 	m.ui.async(func() any {
 		if err := old.Dispose(context.Background()); err != nil {
 			return noteMsg{text: "closing the previous conversation: " + err.Error(), err: true}

@@ -55,6 +55,8 @@ type Options struct {
 	Sessions func() (string, error)
 	// Resume continues stored sessions, for /resume (nil: unavailable).
 	Resume Resumer
+	// Prompt, when set, is sent as the conversation's first prompt.
+	Prompt string
 }
 
 // Resumer continues a stored session as the live conversation.
@@ -108,6 +110,9 @@ func (u *UI) Run(ctx context.Context, root *agent.Agent) (*agent.Agent, error) {
 		return root, errors.New("tui: a UI runs once")
 	}
 	m := newModel(u, root)
+	if u.opts.Prompt != "" {
+		m.submit(u.opts.Prompt)
+	}
 	defer func() {
 		m.unobserve()
 		u.feed.close()
