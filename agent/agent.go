@@ -12,6 +12,7 @@ import (
 	"maps"
 	"slices"
 	"sync"
+	"sync/atomic"
 
 	"github.com/google/uuid"
 
@@ -366,6 +367,8 @@ type Agent struct {
 	disposeDone chan struct{}
 
 	trace *traceState // nil when tracing is off
+
+	route atomic.Pointer[[2]string] // provider and model SetRoute chose; nil: opts'
 }
 
 func newAgent(r *Registry, s *session.Session, opts CreateOptions) *Agent {
@@ -406,9 +409,10 @@ func newAgent(r *Registry, s *session.Session, opts CreateOptions) *Agent {
 func (a *Agent) builtin(name string) (value string, defined, ok bool) {
 	switch name {
 	case "provider":
-		return a.opts.Provider, true, true
+		return a.Options().Provider, true, true
 	case "model":
-		return a.opts.Model, true, a.opts.Model != ""
+		m := a.Options().Model
+		return m, true, m != ""
 	case "cwd":
 		cwd := a.session.Header().Cwd
 		return cwd, true, cwd != ""
@@ -423,7 +427,17 @@ func (a *Agent) ID() string { return a.id }
 func (a *Agent) Session() *session.Session { return a.session }
 
 // Options returns the agent's options.
-func (a *Agent) Options() Options { return a.opts }
+func (a *Agent) Options() Options {
+	o := a.opts
+	if r := a.route.Load(); r != nil {
+		o.Provider, o.Model = r[0], r[1]
+	}
+	return o
+}
+
+// SetRoute sends the agent's model calls from its next one on to model
+// route provider and model id (for a person switching models mid-session).
+func (a *Agent) SetRoute(provider, model string) { a.route.Store(&[2]string{provider, model}) }
 
 // Tools returns the agent's tool scope.
 func (a *Agent) Tools() *tool.Scope { return a.tools }

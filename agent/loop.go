@@ -226,7 +226,8 @@ func (a *Agent) request(turn, step int) (*llm.Request, error) {
 	if err != nil {
 		return nil, err
 	}
-	req := &llm.Request{Provider: a.opts.Provider, Model: a.opts.Model, System: system, Tools: a.tools.Specs(),
+	opts := a.Options()
+	req := &llm.Request{Provider: opts.Provider, Model: opts.Model, System: system, Tools: a.tools.Specs(),
 		MaxTokens: a.opts.MaxTokens, SessionID: a.id, Messages: s.Messages()}
 	req.OnRetry = func(r llm.Retry) {
 		s.Append(session.TypeLLMRetry, session.LLMRetry{Turn: turn, Step: step, Provider: req.Provider,

@@ -2,12 +2,16 @@ package main
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"io"
 	"iter"
+	"maps"
 	"os"
+	"path/filepath"
+	"slices"
 	"strings"
 	"text/tabwriter"
 
@@ -230,8 +234,12 @@ func (c *cli) chatOnTerminal(ctx context.Context, rt *dsh.Runtime, cfg config.Co
 			line, _, _ := spentLine(u, cfg.PriceOf)
 			return line
 		},
-		Sessions: func() (string, error) { return c.recentSessions(cfg, cwd) },
-		Resume:   resumer{c: c, rt: rt, root: root}, Prompt: prompt})
+		Sessions:    func() (string, error) { return c.recentSessions(cfg, cwd) },
+		HistoryFile: historyFile(c.getenv),
+		ModelOf:     cfg.ModelOf,
+		Permissions: describePolicy(cfg.Permissions),
+		MCP:         describeMCP(cfg),
+		Resume:      resumer{c: c, rt: rt, root: root, cwd: cwd}, Prompt: prompt})
 	root.Asker = ui.Asker()
 	a, err := rt.Agents.Create(ctx, root)
 	if err != nil {
@@ -264,12 +272,51 @@ func interactiveAsks(r permission.Rules) []string {
 	return ask
 }
 
+// historyFile is where the interactive mode keeps its prompt history:
+// $DSH_HOME/history ("" when there is no home).
+func historyFile(getenv func(string) string) string {
+	home, err := config.Home(getenv)
+	if err != nil || os.MkdirAll(home, 0o700) != nil {
+		return ""
+	}
+	return filepath.Join(home, "history")
+}
+
+// describePolicy says what the interactive mode's policy asks about and
+// denies, for /permissions.
+func describePolicy(r permission.Rules) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "Permissions (permissions in dsh.yaml; a child can only narrow them):\n  default: %s", cmp.Or(string(r.Default), "allow"))
+	for _, t := range interactiveAsks(r) {
+		fmt.Fprintf(&b, "\n  %s: ask (the interactive default)", t)
+	}
+	for _, t := range slices.Sorted(maps.Keys(r.Tools)) {
+		fmt.Fprintf(&b, "\n  %s: %s", t, r.Tools[t])
+	}
+	return b.String()
+}
+
+// describeMCP lists the configured MCP servers, for /mcp: each one's name
+// and where it was configured.
+func describeMCP(cfg config.Config) []string {
+	var lines []string
+	for _, name := range slices.Sorted(maps.Keys(cfg.MCPServers)) {
+		from := "dsh.yaml"
+		if src := cfg.MCPSource(name); src != "" {
+			from = src
+		}
+		lines = append(lines, name+" (from "+from+")")
+	}
+	return lines
+}
+
 // resumer continues stored sessions for /resume: a top-level agent like
 // the conversation's, told about the children that were interrupted.
 type resumer struct {
 	c    *cli
 	rt   *dsh.Runtime
 	root agent.CreateOptions
+	cwd  string // the working directory of a new conversation
 }
 
 func (r resumer) Resume(ctx context.Context, id string, asker permission.Asker) (*agent.Agent, error) {
@@ -285,6 +332,15 @@ func (r resumer) Resume(ctx context.Context, id string, asker permission.Asker) 
 	}
 	r.rt.Subagents.ReportInterrupted(ctx, a)
 	return a, nil
+}
+
+func (r resumer) New(ctx context.Context, asker permission.Asker) (*agent.Agent, error) {
+	co := r.root
+	co.SessionID, co.Resume, co.Asker = "", false, asker
+	if co.Cwd == "" {
+		co.Cwd = r.cwd
+	}
+	return r.rt.Agents.Create(ctx, co)
 }
 
 // recentSessions renders the newest stored sessions of cwd, for /sessions.

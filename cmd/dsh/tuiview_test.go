@@ -1,13 +1,16 @@
 package main
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/dsh-go/dsh/internal/llmtest"
 	"github.com/dsh-go/dsh/internal/termtest"
@@ -170,4 +173,96 @@ func TestBareDshRefusesAMistypedCommand(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), `unknown command "sesions"`) || !strings.Contains(err.Error(), "did you mean sessions") {
 		t.Fatalf("dsh sesions: %v", err)
 	}
+}
+
+// Children you can open: Tab selects a child's row, Enter opens its
+// transcript (its tool call and answer, not the conversation's), Esc
+// returns; /agents lists the children and /agents N opens one.
+func TestTUIViewOpensAChildTranscript(t *testing.T) {
+	s := startTUI(t, func(r llmtest.Request) llmtest.Reply {
+		switch {
+		case r.Child && len(r.ToolResults) == 0:
+			return llmtest.Reply{ToolCall: &llmtest.ToolCall{Name: "read_file", Arguments: `{"path":"notes.txt"}`}}
+		case r.Child:
+			return llmtest.Reply{Text: "Child found: alpha."}
+		case len(r.ToolResults) == 0:
+			return llmtest.Reply{ToolCall: &llmtest.ToolCall{Name: "subagent", Arguments: `{"description":"helper","prompt":"read the notes"}`}}
+		}
+		return llmtest.Reply{Text: "Parent done."}
+	}, map[string]string{"notes.txt": "alpha\n"}, 100, 30)
+	s.send("delegate it")
+	s.term.WaitFor("the turn's end", func(s string) bool { return strings.Contains(s, "Parent done.") && strings.Contains(s, "· ready ") })
+	s.term.Type(termtest.Tab)
+	s.term.WaitText("Enter opens spawn · helper's transcript")
+	s.term.Type(termtest.Enter)
+	screen := s.term.WaitText("a child's transcript · esc returns")
+	if !strings.Contains(screen, "Child found: alpha.") || !strings.Contains(screen, "read_file notes.txt") ||
+		!strings.Contains(screen, "read the notes") || strings.Contains(screen, "Parent done.") {
+		t.Fatalf("the child's transcript is not shown alone:\n%s", screen)
+	}
+	s.term.Type(termtest.Esc)
+	s.term.WaitFor("the conversation back", func(s string) bool {
+		return strings.Contains(s, "Parent done.") && !strings.Contains(s, "a child's transcript")
+	})
+	s.send("/agents")
+	s.term.WaitText("1 ")
+	screen = s.term.WaitText("helper · inactive")
+	if !regexp.MustCompile(`(?m)^\s*1 [0-9a-f]{8} · \w+ · helper`).MatchString(screen) {
+		t.Fatalf("/agents does not list the child:\n%s", screen)
+	}
+	s.send("/agents 1")
+	screen = s.term.WaitText("a child's transcript · esc returns")
+	if !strings.Contains(screen, "Child found: alpha.") {
+		t.Fatalf("/agents 1 does not open the child:\n%s", screen)
+	}
+	s.term.Type(termtest.Esc)
+	s.term.WaitFor("the conversation back", func(s string) bool { return !strings.Contains(s, "a child's transcript") })
+}
+
+// A background continuable child is listed by /tasks and read by /output;
+// /kill stops it without a call to the model; a child's notice that opens
+// a turn is marked.
+func TestTUIViewBackgroundChildren(t *testing.T) {
+	var parentCalls atomic.Int32
+	s := startTUI(t, func(r llmtest.Request) llmtest.Reply {
+		switch {
+		case r.Child && strings.Contains(r.LastUser, "hang"):
+			return llmtest.Reply{Text: "child partial", Hang: true}
+		case r.Child:
+			return llmtest.Reply{Text: "quick result", Delay: 300 * time.Millisecond}
+		}
+		n := parentCalls.Add(1)
+		switch {
+		case strings.Contains(r.LastUser, "start the slow one") && len(r.ToolResults) == 0:
+			return llmtest.Reply{ToolCall: &llmtest.ToolCall{Name: "subagent", Arguments: `{"description":"slowbg","prompt":"hang please","run_in_background":true}`}}
+		case strings.Contains(r.LastUser, "start the quick one") && len(r.ToolResults) == 0:
+			return llmtest.Reply{ToolCall: &llmtest.ToolCall{Name: "subagent", Arguments: `{"description":"quickbg","prompt":"say done","run_in_background":true}`}}
+		}
+		return llmtest.Reply{Text: fmt.Sprintf("Parent answer %d.", n)}
+	}, nil, 120, 36)
+	s.send("start the slow one")
+	screen := s.term.WaitFor("the child running", func(s string) bool {
+		return regexp.MustCompile(`slowbg · [0-9a-f]{8} · running`).MatchString(s) && strings.Contains(s, "· ready ")
+	})
+	short := regexp.MustCompile(`slowbg · ([0-9a-f]{8}) · running`).FindStringSubmatch(screen)[1]
+	s.send("/tasks")
+	screen = s.term.WaitText("Continuable children")
+	if !strings.Contains(screen, "slowbg · "+short) || strings.Contains(screen, "No background tasks") {
+		t.Fatalf("/tasks does not list the background child:\n%s", screen)
+	}
+	s.send("/output " + short)
+	s.term.WaitText("(no answer yet)")
+	before := parentCalls.Load()
+	s.send("/kill " + short)
+	s.term.WaitText("Stopping " + short)
+	s.term.WaitFor("the child stopped", func(s string) bool { return strings.Contains(s, "slowbg · "+short+" · aborted") })
+	time.Sleep(time.Second)
+	if n := parentCalls.Load(); n != before {
+		t.Fatalf("/kill on a child called the model %d more times:\n%s", n-before, s.term.Screen())
+	}
+
+	s.send("/clear")
+	s.send("start the quick one")
+	screen = s.term.WaitText("◆ a notice opened this turn")
+	_ = screen
 }

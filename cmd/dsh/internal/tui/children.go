@@ -232,10 +232,25 @@ func (r *childRow) summary(now time.Time) string {
 	return b.String()
 }
 
-// line renders a row of the panel at depth, in at most width cells.
+// line renders a row of the panel at depth, in at most width cells: on a
+// narrow terminal the label is shortened first, so that the status, time
+// and tokens stay.
 func (r *childRow) line(now time.Time, depth, width int) string {
 	lead := strings.Repeat("  ", depth) + "↳ "
-	return lead + oneLine(r.summary(now), width-ansi.StringWidth(lead))
+	full := r.summary(now)
+	room := width - ansi.StringWidth(lead)
+	if over := ansi.StringWidth(oneLine(full, 1<<20)) - room; over > 0 {
+		l := oneLine(label(r.info), 1<<20)
+		if w := ansi.StringWidth(l); w > 8 {
+			short := ansi.Truncate(l, max(w-over, 8), "…")
+			info := r.info
+			info.Label = short
+			rr := *r
+			rr.info = info
+			full = rr.summary(now)
+		}
+	}
+	return lead + oneLine(full, room)
 }
 
 // byHandle returns the running row of a continuable child whose short id
@@ -243,6 +258,19 @@ func (r *childRow) line(now time.Time, depth, width int) string {
 func (c *children) byHandle(h string) *childRow {
 	for _, r := range c.rows {
 		if r.child != "" && r.child == h && r.running() {
+			return r
+		}
+	}
+	return nil
+}
+
+// byChild returns the newest row of the continuable child whose short id,
+// or id, or a prefix of its id of at least 4 characters, is h.
+func (c *children) byChild(h string) *childRow {
+	h = strings.TrimSpace(h)
+	for i := len(c.rows) - 1; i >= 0; i-- {
+		r := c.rows[i]
+		if r.child != "" && (r.child == h || (len(h) >= 4 && strings.HasPrefix(r.info.ChildID, h))) {
 			return r
 		}
 	}
@@ -263,14 +291,7 @@ func childList(head string, rows []subagent.ChildRow) string {
 	var b strings.Builder
 	b.WriteString(head + ":")
 	for _, r := range rows {
-		state := "inactive"
-		if r.Live {
-			state = "live"
-		}
-		if r.Diagnostic != "" {
-			state = r.Diagnostic
-		}
-		fmt.Fprintf(&b, "\n%s%s · %s · %s · %s", strings.Repeat("  ", r.Depth), shortID(r.ID), r.Mode, oneLine(r.Label, 60), state)
+		b.WriteString("\n" + strings.Repeat("  ", r.Depth) + childRowLine(r))
 	}
 	return b.String()
 }

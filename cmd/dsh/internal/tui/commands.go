@@ -8,6 +8,8 @@ import (
 
 	tea "github.com/charmbracelet/bubbletea"
 
+	"github.com/dsh-go/dsh/content"
+	"github.com/dsh-go/dsh/session"
 	"github.com/dsh-go/dsh/subagent"
 	"github.com/dsh-go/dsh/task"
 )
@@ -24,15 +26,21 @@ type command struct {
 // function, not a table, so that nothing is built before the UI runs.
 func commands() []command {
 	return []command{
-		{"tasks", "", "list the background tasks of this conversation", (*model).tasks},
-		{"output", "ID", "show a background task's output (reading it takes it off the panel)", (*model).output},
+		{"tasks", "", "list the background tasks and continuable children of this conversation", (*model).tasks},
+		{"output", "ID", "show a background task's output or a child's last answer (reading a task takes it off the panel)", (*model).output},
 		{"kill", "ID", "stop a background task and its child, or a continuable child's turn, with everything it runs", (*model).kill},
+		{"agents", "[N]", "list this conversation's children; /agents N (or an id) opens one's transcript, Esc returns", (*model).agents},
+		{"clear", "", "start a new conversation (also /new); this one is kept, for dsh -r ID", (*model).clear},
+		{"new", "", "the same as /clear", (*model).clear},
+		// /compact and /init come here.
+		{"model", "[ROUTE]", "the model this conversation runs on; /model ROUTE switches the next turn to a configured route", (*model).modelCmd},
+		{"permissions", "", "what asks and what is denied, and what an a answer allows", (*model).permissions},
+		{"mcp", "", "the MCP servers and the tools they give", (*model).mcp},
 		{"sessions", "", "list the stored sessions of this directory", (*model).sessions},
 		{"resume", "ID", "continue a stored session here", (*model).resume},
 		{"cost", "", "the tokens and cost of this conversation, children included", (*model).cost},
-		{"model", "", "the model this conversation runs on", (*model).modelInfo},
 		{"help", "", "this list, and the keys", (*model).help},
-		{"exit", "", "leave (the session is kept: dsh sessions show ID)", func(m *model, _ string) tea.Cmd { return m.quit() }},
+		{"exit", "", "leave (the session is kept: dsh -r ID continues it)", func(m *model, _ string) tea.Cmd { return m.quit() }},
 	}
 }
 
@@ -43,7 +51,7 @@ func (m *model) command(line string) tea.Cmd {
 	m.log.add(entryPrompt, line)
 	for _, c := range commands() {
 		if c.name == name {
-			if c.args != "" && arg == "" {
+			if c.args != "" && !strings.HasPrefix(c.args, "[") && arg == "" {
 				m.log.addf(entryError, "/%s needs %s: /%s %s", c.name, strings.ToLower(c.args), c.name, c.args)
 				return nil
 			}
@@ -56,11 +64,28 @@ func (m *model) command(line string) tea.Cmd {
 
 func (m *model) tasks(string) tea.Cmd {
 	list := m.ui.opts.Runtime.Tasks.List(m.agent)
-	if len(list) == 0 {
+	var kids []*childRow
+	for _, r := range m.kids.rows {
+		if r.child != "" {
+			kids = append(kids, r)
+		}
+	}
+	if len(list) == 0 && len(kids) == 0 {
 		m.log.add(entryNote, "No background tasks.")
 		return nil
 	}
 	var b strings.Builder
+	if len(kids) > 0 {
+		b.WriteString("Continuable children (/output ID reads the last answer, /agents opens the transcript, /kill ID stops):")
+		for _, r := range kids {
+			b.WriteString("\n  " + r.summary(m.now))
+		}
+		if len(list) == 0 {
+			m.log.add(entryNote, b.String())
+			return nil
+		}
+		b.WriteString("\n")
+	}
 	b.WriteString("Background tasks:")
 	for _, t := range list {
 		took := m.now.Sub(t.StartedAt)
@@ -83,6 +108,10 @@ func (m *model) tasks(string) tea.Cmd {
 const maxOutput = 32 << 10
 
 func (m *model) output(id string) tea.Cmd {
+	if r := m.kids.byChild(id); r != nil {
+		m.childOutput(r)
+		return nil
+	}
 	out, snap, err := m.ui.opts.Runtime.Tasks.Read(id, m.agent)
 	switch {
 	case err != nil:
@@ -105,6 +134,28 @@ func (m *model) output(id string) tea.Cmd {
 	}
 	m.refreshChildren()
 	return nil
+}
+
+// childOutput shows a continuable child's state and its last answer.
+func (m *model) childOutput(r *childRow) {
+	_, events, err := m.ui.opts.Runtime.Sessions.Read(r.info.ChildID)
+	if err != nil {
+		m.log.add(entryError, "✗ /output: "+err.Error())
+		return
+	}
+	text := ""
+	for i := len(events) - 1; i >= 0 && text == ""; i-- {
+		if d, ok := events[i].Data.(session.AssistantMessage); ok {
+			text = strings.TrimSpace(content.JoinText(d.Message.Content))
+		}
+	}
+	if len(text) > maxOutput {
+		text = text[:maxOutput] + fmt.Sprintf("\n[… %d more bytes]", len(text)-maxOutput)
+	}
+	if text == "" {
+		text = "(no answer yet)"
+	}
+	m.log.add(entryNote, r.summary(m.now)+"\n"+text+"\n(/agents opens its whole transcript)")
 }
 
 func (m *model) kill(id string) tea.Cmd {
@@ -173,6 +224,32 @@ func (m *model) resume(id string) tea.Cmd {
 	return nil
 }
 
+func (m *model) clear(string) tea.Cmd {
+	r := m.ui.opts.Resume
+	if r == nil {
+		m.log.add(entryError, "/clear is not available here")
+		return nil
+	}
+	if m.busy {
+		m.log.add(entryError, "/clear waits for the running turn: Esc interrupts it")
+		return nil
+	}
+	u := m.ui
+	u.async(func() any {
+		a, err := r.New(context.Background(), u.asker)
+		select {
+		case <-u.done:
+			if a != nil {
+				a.Dispose(context.Background())
+			}
+			return nil
+		default:
+			return resumedMsg{agent: a, err: err, fresh: true}
+		}
+	})
+	return nil
+}
+
 func (m *model) cost(string) tea.Cmd {
 	usage := subagent.UsageFromEvents(m.agent.Session().Events())
 	if len(usage) == 0 {
@@ -200,19 +277,73 @@ func (m *model) cost(string) tea.Cmd {
 	return nil
 }
 
-func (m *model) modelInfo(string) tea.Cmd {
-	text := "Model: " + m.ui.opts.Model
-	if len(m.ui.opts.Routes) > 0 {
-		text += "\nConfigured routes: " + strings.Join(m.ui.opts.Routes, ", ") +
-			"\nAnother one for a new conversation: dsh chat --provider ROUTE (or -m MODEL)"
+func (m *model) modelCmd(arg string) tea.Cmd {
+	routes := m.ui.opts.Routes
+	if arg == "" {
+		text := "Model: " + m.modelName
+		if len(routes) > 0 {
+			text += "\nConfigured routes: " + strings.Join(routes, ", ") + "\n/model ROUTE switches the next turn to one"
+		}
+		m.log.add(entryNote, text)
+		return nil
 	}
-	m.log.add(entryNote, text)
+	route, model, _ := strings.Cut(arg, "/")
+	if !slices.Contains(routes, route) {
+		m.log.addf(entryError, "✗ /model: no route %s; the configured routes: %s", oneLine(route, 40), strings.Join(routes, ", "))
+		return nil
+	}
+	if model == "" && m.ui.opts.ModelOf != nil {
+		model = m.ui.opts.ModelOf(route)
+	}
+	m.agent.SetRoute(route, model)
+	m.modelName = route + "/" + model
+	when := "the next turn runs"
+	if m.busy {
+		when = "the running turn's next model call runs"
+	}
+	m.log.addf(entryNote, "Model: %s (%s on it)", m.modelName, when)
+	return nil
+}
+
+func (m *model) permissions(string) tea.Cmd {
+	text := m.ui.opts.Permissions
+	if text == "" {
+		text = "Every tool runs without asking (no permission policy)."
+	}
+	m.log.add(entryNote, text+"\nAn a answer allows that tool in the whole tree until you leave; y allows one call.")
+	return nil
+}
+
+func (m *model) mcp(string) tea.Cmd {
+	servers := m.ui.opts.MCP
+	if len(servers) == 0 {
+		m.log.add(entryNote, "No MCP servers configured (mcpServers in dsh.yaml, or a trusted project's .mcp.json).")
+		return nil
+	}
+	count := map[string]int{}
+	for _, spec := range m.agent.Tools().Specs() {
+		if rest, ok := strings.CutPrefix(spec.Name, "mcp__"); ok {
+			server, _, _ := strings.Cut(rest, "__")
+			count[server]++
+		}
+	}
+	var b strings.Builder
+	b.WriteString("MCP servers:")
+	for _, line := range servers {
+		name, _, _ := strings.Cut(line, " ")
+		tools := fmt.Sprintf("%d tools", count[name])
+		if count[name] == 0 {
+			tools = "no tools (not started, or failed: see dsh doctor and the log)"
+		}
+		fmt.Fprintf(&b, "\n  %s · %s", line, tools)
+	}
+	m.log.add(entryNote, b.String())
 	return nil
 }
 
 func (m *model) help(string) tea.Cmd {
 	var b strings.Builder
-	b.WriteString("Commands (Tab completes):")
+	b.WriteString("Commands (a menu shows them as you type /; Tab completes):")
 	for _, c := range commands() {
 		name := "/" + c.name
 		if c.args != "" {
@@ -224,7 +355,9 @@ func (m *model) help(string) tea.Cmd {
 Keys:
   Enter        send (while a turn runs, the prompt waits for it)
   Alt+Enter    a new line (also Shift+Enter where the terminal reports it, Ctrl+J, or \ before Enter)
-  Up, Down     earlier prompts
+  Up, Down     earlier prompts (kept across sessions); Ctrl+R searches them
+  Tab          on an empty prompt: select a child in the panel, Enter opens its transcript, Esc returns
+  Ctrl+O       unfold the tool results
   Esc          interrupt the running turn and every child's; the conversation goes on
   Ctrl+T       show or hide the model's thinking
   PgUp, PgDn   scroll the conversation

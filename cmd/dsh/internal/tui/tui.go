@@ -57,14 +57,29 @@ type Options struct {
 	Resume Resumer
 	// Prompt, when set, is sent as the conversation's first prompt.
 	Prompt string
+	// HistoryFile keeps the editor's history across sessions ("": none).
+	HistoryFile string
+	// ModelOf returns the model id of a route, for /model (nil: the
+	// route's own default, "").
+	ModelOf func(route string) string
+	// Window returns the context window in tokens of "route/model", for
+	// the context gauge (nil or 0: unknown, tokens only).
+	Window func(model string) int64
+	// Permissions describes the permission policy, for /permissions.
+	Permissions string
+	// MCP describes the configured MCP servers, one per line, for /mcp.
+	MCP []string
 }
 
-// Resumer continues a stored session as the live conversation.
+// Resumer continues a stored session as the live conversation, or starts
+// a new one.
 type Resumer interface {
 	// Resume rebuilds the stored session that id names (an id or an
 	// unambiguous prefix of one) as a live top-level agent whose
 	// permission asks go to asker.
 	Resume(ctx context.Context, id string, asker permission.Asker) (*agent.Agent, error)
+	// New creates a top-level agent like the first one, on a new session.
+	New(ctx context.Context, asker permission.Asker) (*agent.Agent, error)
 }
 
 // UI is one interactive session on a terminal. Create it with New, give
@@ -264,9 +279,10 @@ type (
 		text string
 		err  bool
 	}
-	// resumedMsg is the outcome of /resume.
+	// resumedMsg is the outcome of /resume, or of /clear (fresh).
 	resumedMsg struct {
 		agent *agent.Agent
 		err   error
+		fresh bool
 	}
 )

@@ -101,13 +101,24 @@ func (m *model) layout() {
 	if v := m.askView(); v != "" {
 		rest -= lipgloss.Height(v)
 	}
+	if v := m.menuView(); v != "" {
+		rest -= lipgloss.Height(v)
+	}
 	if m.hint != "" {
 		rest--
 	}
 	m.vp.Width, m.vp.Height = w, max(rest, 1)
-	if m.log.dirty || m.vp.Width != m.log.width || m.vp.Height != m.log.height {
-		m.log.width, m.log.height = m.vp.Width, m.vp.Height
-		text := m.log.render(m.st, w, !m.showThink, m.expand)
+	log := &m.log
+	if m.view != nil {
+		log = &m.view.log
+	}
+	if log.dirty || m.vp.Width != log.width || m.vp.Height != log.height {
+		log.width, log.height = m.vp.Width, m.vp.Height
+		text := log.render(m.st, w, !m.showThink, m.expand)
+		if m.view != nil {
+			head := m.st.status.Render(ansiTruncate(" "+oneLine(m.view.title, w)+" · a child's transcript · esc returns ", w))
+			text = head + "\n" + text
+		}
 		if n := strings.Count(text, "\n") + 1; n < m.vp.Height {
 			text = strings.Repeat("\n", m.vp.Height-n) + text // the conversation sits on the editor
 		}
@@ -124,7 +135,7 @@ func (m *model) View() string {
 		return ""
 	}
 	parts := []string{m.vp.View()}
-	for _, v := range []string{m.panelView(), m.askView(), m.editorView()} {
+	for _, v := range []string{m.panelView(), m.askView(), m.menuView(), m.editorView()} {
 		if v != "" {
 			parts = append(parts, v)
 		}
@@ -158,7 +169,11 @@ func (m *model) panelView() string {
 		default:
 			style = m.st.err
 		}
-		lines = append(lines, style.Render(r.line(m.now, depths[i], m.width)))
+		line := r.line(m.now, depths[i], m.width)
+		if r.info.RunID == m.selected {
+			style = style.Reverse(true)
+		}
+		lines = append(lines, style.Render(line))
 	}
 	return strings.Join(lines, "\n")
 }
@@ -205,8 +220,9 @@ func (m *model) editorView() string {
 	return m.st.box.Width(max(m.width-2, 8)).Render(m.editor.View())
 }
 
-// statusView is the last line: the model, the session, what runs, what it
-// spent, and the keys that matter now.
+// statusView is the last line: the model, the session, what runs, the
+// context and what it spent, and the keys that matter now. On a narrow
+// terminal the model's name and the keys give way first.
 func (m *model) statusView() string {
 	state := "ready"
 	if m.busy {
@@ -215,14 +231,42 @@ func (m *model) statusView() string {
 	if n := m.kids.live(); n > 0 {
 		state += fmt.Sprintf(" · %d running", n)
 	}
-	left := fmt.Sprintf(" %s · %s · %s", m.ui.opts.Model, shortID(m.agent.ID()), state)
-	right := fmt.Sprintf("%s tokens · ctrl+c twice exits ", tokens(m.spent.Input+m.spent.CacheRead+m.spent.Output))
+	spent := tokens(m.spent.Input+m.spent.CacheRead+m.spent.Output) + " tokens"
 	if m.dropped > 0 {
-		right = fmt.Sprintf("%d updates skipped · ", m.dropped) + right
+		spent = fmt.Sprintf("%d updates skipped · ", m.dropped) + spent
 	}
-	gap := m.width - ansi.StringWidth(left) - ansi.StringWidth(right)
-	line := left + strings.Repeat(" ", max(gap, 1)) + right
+	withCtx := spent
+	if m.ctxTokens > 0 {
+		ctx := "context " + tokens(m.ctxTokens)
+		if w := m.window(); w > 0 {
+			ctx = fmt.Sprintf("context %s/%s (%d%%)", tokens(m.ctxTokens), tokens(w), m.ctxTokens*100/w)
+		}
+		withCtx = ctx + " · " + spent
+	}
+	head := fmt.Sprintf(" %s · %s · %s", m.modelName, shortID(m.agent.ID()), state)
+	var line string
+	for _, parts := range [][2]string{
+		{head, withCtx + " · ctrl+c twice exits "},
+		{head, withCtx + " "},
+		{fmt.Sprintf(" %s · %s", m.modelName, state), spent + " "},
+	} {
+		left, right := parts[0], parts[1]
+		gap := m.width - ansi.StringWidth(left) - ansi.StringWidth(right)
+		line = left + strings.Repeat(" ", max(gap, 1)) + right
+		if gap >= 1 {
+			break
+		}
+	}
 	return m.st.status.Render(ansi.Truncate(line, max(m.width, 1), "…"))
+}
+
+// window is the context window of the model the next turn runs on; 0 when
+// unknown.
+func (m *model) window() int64 {
+	if m.ui.opts.Window == nil {
+		return 0
+	}
+	return m.ui.opts.Window(m.modelName)
 }
 
 // shortID is the first 8 characters of an id, enough to name it.
