@@ -53,8 +53,10 @@ allows once, a allows the tool in the whole tree for the rest of the
 session, n denies; a child's request names the child. Tool calls show
 their result folded (Ctrl+O unfolds), edits as a diff; the answer's
 Markdown is rendered.
-Slash commands: /tasks /output ID /kill ID /sessions /resume ID /cost
-/model /help /exit. Every exit leaves the conversation in the scrollback
+Typing / shows the slash commands: /tasks /output ID /kill ID /agents [N]
+/clear (/new) /model [ROUTE] /permissions /mcp /sessions /resume ID /cost
+/help /exit. Tab on an empty prompt selects a child, Enter opens its
+transcript, Esc returns; Ctrl+R searches the history ($DSH_HOME/history). Every exit leaves the conversation in the scrollback
 and prints the session id and dsh -r ID, which continues it. --continue and
 --resume ID (and /resume ID) go on with a stored session, as dsh run's do.
 

@@ -11,14 +11,19 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/charmbracelet/lipgloss"
 	"github.com/spf13/cobra"
 
+	"github.com/dsh-go/dsh/cmd/dsh/internal/earlyterm"
 	"github.com/dsh-go/dsh/config"
 	"github.com/dsh-go/dsh/internal/proc"
 	"github.com/dsh-go/dsh/internal/secret"
 )
 
 func main() {
+	earlyterm.Restore()
+	// The default renderer was made while $TERM was hidden: make it anew.
+	lipgloss.SetDefaultRenderer(lipgloss.NewRenderer(os.Stdout))
 	proc.Main() // as the supervisor of one command, dsh exits here
 	// Credentials leave the environment before anything else runs; keys
 	// are read through secrets.Getenv, and stderr never shows them.

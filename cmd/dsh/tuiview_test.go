@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"fmt"
 	"os"
 	"os/exec"
@@ -11,6 +12,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/creack/pty"
 
 	"github.com/dsh-go/dsh/internal/llmtest"
 	"github.com/dsh-go/dsh/internal/termtest"
@@ -265,4 +268,130 @@ func TestTUIViewBackgroundChildren(t *testing.T) {
 	s.send("start the quick one")
 	screen = s.term.WaitText("◆ a notice opened this turn")
 	_ = screen
+}
+
+// The editor and the commands: every line of a multi-line prompt shows; a
+// slash menu with descriptions appears on /; /model ROUTE switches the
+// next turn's model and refuses an unknown route with the list; the
+// context gauge; /permissions, /mcp, /clear; the history outlives the
+// session (a file of mode 0600) and Ctrl+R searches it.
+func TestTUIViewEditorAndCommands(t *testing.T) {
+	var models sync.Map
+	s := startTUI(t, func(r llmtest.Request) llmtest.Reply {
+		models.Store(r.Model, true)
+		return llmtest.Reply{Text: "ok"}
+	}, nil, 100, 36)
+	s.term.Type("first" + termtest.AltEnter + "second" + termtest.AltEnter + "third")
+	s.term.WaitFor("three lines in the editor", func(screen string) bool {
+		return regexp.MustCompile(`│› first\s+│\n│  second\s+│\n│  third\s+│`).MatchString(screen)
+	})
+	s.term.Type(termtest.Enter)
+	s.term.WaitFor("the answer and the gauge", func(s string) bool { return strings.Contains(s, "context ") && strings.Contains(s, "· ready ") })
+
+	s.term.Type("/")
+	screen := s.term.WaitText("start a new conversation")
+	if !strings.Contains(screen, "/model [ROUTE]") || !strings.Contains(screen, "/agents [N]") {
+		t.Fatalf("the slash menu does not list the commands with what they do:\n%s", screen)
+	}
+	s.term.Type("mo")
+	s.term.WaitFor("the menu narrowed", func(s string) bool {
+		return strings.Contains(s, "/model [ROUTE]") && !strings.Contains(s, "start a new conversation")
+	})
+	s.term.Type("del nope" + termtest.Enter)
+	s.term.WaitText("✗ /model: no route nope; the configured routes: ")
+	s.send("/model deepseek/deepseek-v4-pro")
+	s.term.WaitText("Model: deepseek/deepseek-v4-pro (the next turn runs on it)")
+	s.send("next")
+	s.term.WaitFor("the answer on the new model", func(screen string) bool {
+		_, ok := models.Load("deepseek-v4-pro")
+		return ok && strings.Contains(screen, " deepseek/deepseek-v4-pro · ") && strings.Contains(screen, "· ready ")
+	})
+	s.send("/permissions")
+	s.term.WaitText("bash: ask (the interactive default)")
+	s.send("/mcp")
+	s.term.WaitText("No MCP servers configured")
+	s.send("/clear")
+	screen = s.term.WaitText("New conversation · session ")
+	if strings.Contains(screen, "› next") {
+		t.Fatalf("/clear kept the old transcript:\n%s", screen)
+	}
+	s.exit()
+
+	fi, err := os.Stat(filepath.Join(s.home, "history"))
+	if err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("the history file: %v %v", fi, err)
+	}
+	s.run(100, 36)
+	s.term.Type(termtest.Up)
+	s.term.WaitFor("the last prompt recalled", func(screen string) bool { return strings.Contains(screen, "│› /clear") })
+	s.term.Type("\x15\x0b") // clear the line
+	s.term.Type("\x12fir")  // ctrl+r
+	s.term.WaitText(`(reverse search) "fir": first ⏎ second ⏎ third`)
+	s.term.Type(termtest.Enter)
+	s.term.WaitFor("the match in the editor", func(screen string) bool {
+		return regexp.MustCompile(`│› first\s+│\n│  second\s+│\n│  third\s+│`).MatchString(screen)
+	})
+}
+
+// Retries of a model call update one line instead of adding one each.
+func TestTUIViewOneRetryLine(t *testing.T) {
+	var calls atomic.Int32
+	s := startTUI(t, func(r llmtest.Request) llmtest.Reply {
+		if calls.Add(1) <= 2 {
+			return llmtest.Reply{Status: 500, Body: `{"error":{"message":"overloaded","type":"server_error"}}`}
+		}
+		return llmtest.Reply{Text: "Recovered."}
+	}, nil, 100, 30)
+	s.send("hello")
+	screen := s.term.WaitFor("the answer", func(s string) bool { return strings.Contains(s, "Recovered.") && strings.Contains(s, "· ready ") })
+	if n := strings.Count(screen, "retrying in "); n != 1 || !strings.Contains(screen, "(2/") {
+		t.Fatalf("%d retry lines, want one updated to the second retry:\n%s", n, screen)
+	}
+}
+
+// Keys typed at once reach the prompt on a terminal that answers no query
+// (no background colour, no cursor position).
+func TestTUIViewTypedInputSurvivesASilentTerminal(t *testing.T) {
+	got := make(chan string, 4)
+	srv := llmtest.NewServer(t, func(r llmtest.Request) llmtest.Reply {
+		got <- r.LastUser
+		return llmtest.Reply{Text: "ok"}
+	})
+	home := t.TempDir()
+	cmd := exec.Command(dshBinary)
+	cmd.Dir = t.TempDir()
+	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + home, "DSH_HOME=" + home, "TERM=xterm-256color",
+		"DEEPSEEK_API_KEY=sk-test", "DEEPSEEK_BASE_URL=" + srv.URL}
+	tty, err := pty.StartWithSize(cmd, &pty.Winsize{Cols: 100, Rows: 30})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait(); tty.Close() })
+	var out bytes.Buffer
+	var outMu sync.Mutex
+	go func() {
+		buf := make([]byte, 4096)
+		for {
+			n, err := tty.Read(buf)
+			outMu.Lock()
+			out.Write(buf[:n])
+			outMu.Unlock()
+			if err != nil {
+				return
+			}
+		}
+	}() // a terminal that shows, and never answers
+	tty.Write([]byte("typed at once"))
+	time.Sleep(2 * time.Second)
+	tty.Write([]byte("\r"))
+	select {
+	case prompt := <-got:
+		if prompt != "typed at once" {
+			t.Fatalf("the model got %q", prompt)
+		}
+	case <-time.After(30 * time.Second):
+		outMu.Lock()
+		defer outMu.Unlock()
+		t.Fatalf("the prompt typed at once never reached the model; the terminal got:\n%q", out.String())
+	}
 }

@@ -6,6 +6,12 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
+
+	"github.com/charmbracelet/x/ansi"
+
+	"github.com/dsh-go/dsh/content"
+	"github.com/dsh-go/dsh/subagent"
 )
 
 func TestUnifiedDiff(t *testing.T) {
@@ -44,5 +50,17 @@ func TestToolDiffReadsOnlyRegularFiles(t *testing.T) {
 	}
 	if got := toolSummary("bash", `{"command":"ls -la"}`); got != "$ ls -la" {
 		t.Fatalf("bash summary %q", got)
+	}
+}
+
+// On a narrow terminal a child's row shortens its label first: its
+// status, time and tokens stay.
+func TestChildRowShortensTheLabelFirst(t *testing.T) {
+	now := time.Now()
+	r := &childRow{info: subagent.RunInfo{Provider: "spawn", Label: "find every TODO comment in the repository and sort them", ChildID: "c"},
+		started: now.Add(-5 * time.Second), status: "running", child: "0123abcd", usage: content.Usage{Output: 1500}}
+	line := r.line(now, 1, 60)
+	if ansi.StringWidth(line) > 60 || !strings.Contains(line, "running 5s · 1.5k tokens") || !strings.Contains(line, "…") {
+		t.Fatalf("%q", line)
 	}
 }
