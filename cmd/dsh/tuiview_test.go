@@ -220,6 +220,19 @@ func TestTUIViewOpensAChildTranscript(t *testing.T) {
 	}
 	s.term.Type(termtest.Esc)
 	s.term.WaitFor("the conversation back", func(s string) bool { return !strings.Contains(s, "a child's transcript") })
+
+	// Resumed, the conversation lists its stored children, and one opens.
+	_, id := s.exit()
+	s.run(100, 30, "-r", id)
+	screen = s.term.WaitText("Children of this session:")
+	if !regexp.MustCompile(`(?m)^\s+[0-9a-f]{8} · \w+ · helper · inactive`).MatchString(screen) || !strings.Contains(screen, "Parent done.") {
+		t.Fatalf("the resumed conversation does not list its child:\n%s", screen)
+	}
+	s.send("/agents 1")
+	screen = s.term.WaitText("a child's transcript · esc returns")
+	if !strings.Contains(screen, "Child found: alpha.") {
+		t.Fatalf("the stored child does not open:\n%s", screen)
+	}
 }
 
 // A background continuable child is listed by /tasks and read by /output;

@@ -117,9 +117,12 @@ func readSmall(p string) string {
 	return string(b)
 }
 
-// maxDiffLines bounds the lines of each side a diff compares (the work is
-// their product).
-const maxDiffLines = 3000
+// maxDiffLines bounds the lines of each side a diff reads.
+const maxDiffLines = 20000
+
+// maxDiffWork bounds the product of the changed region's lengths, which
+// the comparison's time and memory grow with.
+const maxDiffWork = 1 << 20
 
 // diffContext is how many unchanged lines surround a change.
 const diffContext = 3
@@ -134,7 +137,21 @@ func unifiedDiff(name, old, new string) string {
 	if len(a) > maxDiffLines || len(b) > maxDiffLines {
 		return fmt.Sprintf("@@ %s: %d lines → %d lines (too large to compare) @@", name, len(a), len(b))
 	}
-	ops := diffOps(a, b)
+	// The lines both sides start and end with are kept out of the
+	// comparison: an edit changes a small region of a large file.
+	pre := 0
+	for pre < len(a) && pre < len(b) && a[pre] == b[pre] {
+		pre++
+	}
+	suf := 0
+	for suf < len(a)-pre && suf < len(b)-pre && a[len(a)-1-suf] == b[len(b)-1-suf] {
+		suf++
+	}
+	if (len(a)-pre-suf)*(len(b)-pre-suf) > maxDiffWork {
+		return fmt.Sprintf("@@ %s: %d lines → %d lines (too large to compare) @@", name, len(a), len(b))
+	}
+	ops := append(append([]byte(strings.Repeat("=", pre)), diffOps(a[pre:len(a)-suf], b[pre:len(b)-suf])...),
+		strings.Repeat("=", suf)...)
 	// Hunks: runs of changes with their context, merged when close.
 	type line struct {
 		op   byte

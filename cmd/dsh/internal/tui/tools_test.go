@@ -1,6 +1,7 @@
 package tui
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -30,6 +31,19 @@ func TestUnifiedDiff(t *testing.T) {
 	big := strings.Repeat("x\n", maxDiffLines+1)
 	if got := unifiedDiff("f", big, "y\n"); !strings.Contains(got, "too large to compare") {
 		t.Fatalf("a huge file: %q", got)
+	}
+	var many, other strings.Builder
+	for i := range 5000 {
+		fmt.Fprintf(&many, "line %d\n", i)
+		fmt.Fprintf(&other, "line %d\n", i+1)
+	}
+	if got := unifiedDiff("f", many.String(), other.String()); !strings.Contains(got, "too large to compare") {
+		t.Fatalf("two large different files: %q", got[:min(len(got), 200)])
+	}
+	// One line changed in a large file: only its region is compared.
+	edited := strings.Replace(many.String(), "line 2500\n", "changed\n", 1)
+	if got := unifiedDiff("f", many.String(), edited); !strings.Contains(got, "@@ -2498,7 +2498,7 @@") || !strings.Contains(got, "\n+changed") {
+		t.Fatalf("one line of a large file: %q", got)
 	}
 }
 

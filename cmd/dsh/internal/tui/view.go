@@ -52,10 +52,17 @@ func lightBackground(colorfgbg string) bool {
 	return bg == "7" || bg == "15"
 }
 
+// maxMarkdown bounds the answer rendered as Markdown; a longer one shows as
+// text.
+const maxMarkdown = 128 << 10
+
 // markdown renders the model's Markdown at width: headings without their
 // #, emphasis, lists, links, code blocks highlighted. Text the renderer
 // refuses shows as it is.
 func (st *styles) markdown(text string, width int) string {
+	if len(text) > maxMarkdown {
+		return wrap(text, width)
+	}
 	if st.md == nil || st.mdWidth != width {
 		cfg := gstyles.DarkStyleConfig
 		if st.light {
