@@ -408,3 +408,14 @@ func TestTUIViewTypedInputSurvivesASilentTerminal(t *testing.T) {
 		t.Fatalf("the prompt typed at once never reached the model; the terminal got:\n%q", out.String())
 	}
 }
+
+// Without a terminal, bare dsh's prompt is the first turn, before stdin's.
+func TestBareDshPromptWithoutATerminal(t *testing.T) {
+	srv := llmtest.NewServer(t, func(r llmtest.Request) llmtest.Reply { return llmtest.Reply{Text: "Answer to " + r.LastUser + "."} })
+	env := map[string]string{"DSH_HOME": t.TempDir(), "DEEPSEEK_API_KEY": "sk-test", "DEEPSEEK_BASE_URL": srv.URL}
+	out, errOut, err := runCLIWithStdin(t, env, "then this\n", "-m", "deepseek-v4-pro", "first this")
+	if err != nil || !strings.Contains(out, "Answer to first this.") || !strings.Contains(out, "Answer to then this.") ||
+		strings.Index(out, "first this") > strings.Index(out, "then this") {
+		t.Fatalf("dsh \"first this\": %v\n%s\n%s", err, out, errOut)
+	}
+}

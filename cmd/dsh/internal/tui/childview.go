@@ -43,7 +43,7 @@ func (m *model) refreshView() {
 	if v == nil {
 		return
 	}
-	_, events, err := m.ui.opts.Runtime.Sessions.Read(v.id)
+	h, events, err := m.ui.opts.Runtime.Sessions.Read(v.id)
 	if err != nil {
 		if v.err == "" {
 			v.err = err.Error()
@@ -56,7 +56,7 @@ func (m *model) refreshView() {
 		return
 	}
 	scratch := &model{ui: m.ui, agent: m.agent, st: m.st, tools: map[string]*entry{}, echoed: map[string]bool{},
-		kids: newChildren(), now: m.now, inChild: true}
+		kids: newChildren(), now: m.now, inChild: true, cwd: h.Cwd}
 	for _, e := range events {
 		scratch.sessionEvent(e)
 	}

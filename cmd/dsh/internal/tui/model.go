@@ -1,6 +1,7 @@
 package tui
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"os"
@@ -46,6 +47,7 @@ type model struct {
 	view      *childView // a child's transcript shown instead of the conversation's; nil: none
 	selected  string     // the run id of the panel row Tab selected; "" when none
 	inChild   bool       // this is a scratch model drawing a child's transcript
+	cwd       string     // the scratch model's child's working directory
 	opened    bool       // the running turn has shown its first message
 	search    *search    // the reverse history search (ctrl+r) under way; nil: none
 	retry     *entry     // the running step's retry line, updated in place
@@ -191,7 +193,11 @@ func (m *model) apply(item any) tea.Cmd {
 	case task.Done:
 		m.refreshChildren()
 	case *ask:
-		it.diff = sanitize(toolDiff(it.req.Tool, string(it.req.Arguments), m.agent.Cwd()))
+		cwd := m.agent.Cwd()
+		if sess, ok := m.ui.opts.Runtime.Sessions.Get(it.req.SessionID); ok && sess.Header().Cwd != "" {
+			cwd = sess.Header().Cwd // a child's, in its worktree
+		}
+		it.diff = sanitize(toolDiff(it.req.Tool, string(it.req.Arguments), cwd))
 		m.asks = append(m.asks, it)
 	case askGone:
 		for i, a := range m.asks {
@@ -302,7 +308,7 @@ func (m *model) sessionEvent(e session.Event) {
 		m.answer, m.thinking = nil, nil
 	case session.ToolCall:
 		t := m.log.add(entryTool, toolSummary(d.Name, d.Arguments))
-		t.tool, t.diff = d.Name, sanitize(toolDiff(d.Name, d.Arguments, m.agent.Cwd()))
+		t.tool, t.diff = d.Name, sanitize(toolDiff(d.Name, d.Arguments, cmp.Or(m.cwd, m.agent.Cwd())))
 		m.tools[d.CallID] = t
 	case session.ToolResult:
 		if t := m.tools[d.Message.Source.CallID]; t != nil {
