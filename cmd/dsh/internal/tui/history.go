@@ -87,6 +87,9 @@ func (h *history) save(s string) {
 		}
 		return
 	}
+	if fi, err := os.Lstat(h.file); err == nil && !fi.Mode().IsRegular() {
+		return // a FIFO would block the screen; a link is not followed
+	}
 	f, err := os.OpenFile(h.file, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
 	if err != nil {
 		return

@@ -2,8 +2,10 @@ package tui
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -86,8 +88,11 @@ func toolDiff(name, args, cwd string) string {
 	if !filepath.IsAbs(p) {
 		p = filepath.Join(cwd, p)
 	}
-	old := readSmall(p)
+	old, ok := readSmall(p)
 	if name == "write_file" {
+		if !ok {
+			return "" // a file that cannot be compared: the summary says enough
+		}
 		return unifiedDiff(a.Path, old, a.Content)
 	}
 	if a.OldString == "" || !strings.Contains(old, a.OldString) {
@@ -100,21 +105,28 @@ func toolDiff(name, args, cwd string) string {
 	return unifiedDiff(a.Path, old, strings.Replace(old, a.OldString, a.NewString, n))
 }
 
-// readSmall returns the text of the regular file at p, "" when it is not
-// one or is larger than maxDiffFile. A FIFO or a device the model names is
-// never opened: it must not block or flood the screen.
-func readSmall(p string) string {
+// readSmall returns the text of the file at p: "" and true when there is
+// none; false when it is not a regular file, is larger than maxDiffFile, or
+// does not read. A FIFO or a device the model names is never opened, nor a
+// file that says it is empty (the files of /proc and /sys, which may
+// block): they must not block or flood the screen.
+func readSmall(p string) (string, bool) {
 	fi, err := os.Lstat(p)
-	if err != nil || !fi.Mode().IsRegular() || fi.Size() > maxDiffFile {
-		return ""
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return "", true
+	case err != nil || !fi.Mode().IsRegular() || fi.Size() > maxDiffFile:
+		return "", false
+	case fi.Size() == 0:
+		return "", true
 	}
 	f, err := os.Open(p)
 	if err != nil {
-		return ""
+		return "", false
 	}
 	defer f.Close()
-	b, _ := io.ReadAll(io.LimitReader(f, maxDiffFile))
-	return string(b)
+	b, err := io.ReadAll(io.LimitReader(f, maxDiffFile))
+	return string(b), err == nil
 }
 
 // maxDiffLines bounds the lines of each side a diff reads.

@@ -59,8 +59,11 @@ func TestToolDiffReadsOnlyRegularFiles(t *testing.T) {
 	if err := syscall.Mkfifo(filepath.Join(dir, "pipe"), 0o600); err != nil {
 		t.Skip(err)
 	}
-	if got := toolDiff("write_file", `{"path":"pipe","content":"x\n"}`, dir); got != "@@ -1,0 +1,1 @@\n+x" {
+	if got := toolDiff("write_file", `{"path":"pipe","content":"x\n"}`, dir); got != "" {
 		t.Fatalf("write over a FIFO: %q", got)
+	}
+	if got := toolDiff("write_file", `{"path":"new.txt","content":"x\n"}`, dir); got != "@@ -1,0 +1,1 @@\n+x" {
+		t.Fatalf("a new file: %q", got)
 	}
 	if got := toolSummary("bash", `{"command":"ls -la"}`); got != "$ ls -la" {
 		t.Fatalf("bash summary %q", got)
@@ -77,4 +80,34 @@ func TestChildRowShortensTheLabelFirst(t *testing.T) {
 	if ansi.StringWidth(line) > 60 || !strings.Contains(line, "running 5s · 1.5k tokens") || !strings.Contains(line, "…") {
 		t.Fatalf("%q", line)
 	}
+}
+
+// The history outlives the session in a file of mode 0600, bounded; a
+// FIFO in its place is never opened.
+func TestHistoryFile(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "history")
+	var h history
+	h.load(file)
+	for i := range 2*maxHistory + 10 {
+		h.add(fmt.Sprintf("prompt %d\nline two", i))
+	}
+	fi, err := os.Stat(file)
+	if err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("%v %v", fi, err)
+	}
+	var again history
+	again.load(file)
+	if len(again.items) != maxHistory || again.items[maxHistory-1] != fmt.Sprintf("prompt %d\nline two", 2*maxHistory+9) {
+		t.Fatalf("%d items, last %q", len(again.items), again.items[len(again.items)-1])
+	}
+	if got, at := again.search("PROMPT 1000", len(again.items)); at < 0 || !strings.HasPrefix(got, "prompt 1000") {
+		t.Fatalf("search: %q %d", got, at)
+	}
+	fifo := filepath.Join(t.TempDir(), "history")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Skip(err)
+	}
+	var f history
+	f.load(fifo)
+	f.add("does not block")
 }
