@@ -228,6 +228,12 @@ func TestTUIViewOpensAChildTranscript(t *testing.T) {
 	if !regexp.MustCompile(`(?m)^\s+[0-9a-f]{8} · \w+ · helper · inactive`).MatchString(screen) || !strings.Contains(screen, "Parent done.") {
 		t.Fatalf("the resumed conversation does not list its child:\n%s", screen)
 	}
+	short := regexp.MustCompile(`(?m)^\s+([0-9a-f]{8}) · \w+ · helper`).FindStringSubmatch(screen)[1]
+	s.send("/output " + short)
+	screen = s.term.WaitText("(/agents opens its whole transcript)")
+	if !strings.Contains(screen, "helper · inactive\nChild found: alpha.\n(/agents opens") {
+		t.Fatalf("/output does not read the stored child's last answer:\n%s", screen)
+	}
 	s.send("/agents 1")
 	screen = s.term.WaitText("a child's transcript · esc returns")
 	if !strings.Contains(screen, "Child found: alpha.") {

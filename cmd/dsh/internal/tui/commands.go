@@ -109,11 +109,19 @@ const maxOutput = 32 << 10
 
 func (m *model) output(id string) tea.Cmd {
 	if r := m.kids.byChild(id); r != nil {
-		m.childOutput(r)
+		m.childOutput(r.info.ChildID, r.summary(m.now))
 		return nil
 	}
 	out, snap, err := m.ui.opts.Runtime.Tasks.Read(id, m.agent)
 	switch {
+	case err != nil && len(id) >= 4:
+		// Not a task: perhaps a child the panel no longer shows (one of a
+		// resumed conversation, or one that ended).
+		subagents, root, taskErr := m.ui.opts.Runtime.Subagents, m.agent.ID(), err.Error()
+		m.ui.async(func() any {
+			rows, _ := subagents.ListDescendants(context.Background(), root)
+			return outputMsg{rows: rows, id: id, taskErr: taskErr}
+		})
 	case err != nil:
 		m.log.add(entryError, "✗ "+err.Error())
 	case !snap.Status.Terminal():
@@ -136,9 +144,35 @@ func (m *model) output(id string) tea.Cmd {
 	return nil
 }
 
-// childOutput shows a continuable child's state and its last answer.
-func (m *model) childOutput(r *childRow) {
-	_, events, err := m.ui.opts.Runtime.Sessions.Read(r.info.ChildID)
+// outputMsg is the listing /output looks a child up in, when its id is
+// no task's.
+type outputMsg struct {
+	rows    []subagent.ChildRow
+	id      string
+	taskErr string // why it is no task
+}
+
+// outputListed shows the last answer of the child o.id names, or why none.
+func (m *model) outputListed(o outputMsg) {
+	var match []subagent.ChildRow
+	for _, r := range o.rows {
+		if strings.HasPrefix(r.ID, o.id) {
+			match = append(match, r)
+		}
+	}
+	switch len(match) {
+	case 0:
+		m.log.add(entryError, "✗ "+o.taskErr)
+	case 1:
+		m.childOutput(match[0].ID, childRowLine(match[0]))
+	default:
+		m.log.addf(entryError, "✗ /output: %s names %d children: give more of the id", oneLine(o.id, 40), len(match))
+	}
+}
+
+// childOutput shows a child's state (head) and its last answer.
+func (m *model) childOutput(childID, head string) {
+	_, events, err := m.ui.opts.Runtime.Sessions.Read(childID)
 	if err != nil {
 		m.log.add(entryError, "✗ /output: "+err.Error())
 		return
@@ -155,7 +189,7 @@ func (m *model) childOutput(r *childRow) {
 	if text == "" {
 		text = "(no answer yet)"
 	}
-	m.log.add(entryNote, r.summary(m.now)+"\n"+text+"\n(/agents opens its whole transcript)")
+	m.log.add(entryNote, head+"\n"+text+"\n(/agents opens its whole transcript)")
 }
 
 func (m *model) kill(id string) tea.Cmd {

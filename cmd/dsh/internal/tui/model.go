@@ -217,6 +217,8 @@ func (m *model) apply(item any) tea.Cmd {
 		return m.resumed(it)
 	case agentsMsg:
 		m.agentsListed(it)
+	case outputMsg:
+		m.outputListed(it)
 	}
 	return nil
 }
