@@ -274,6 +274,16 @@ func TestTUIViewBackgroundChildren(t *testing.T) {
 	}
 	s.send("/output " + short)
 	s.term.WaitText("(no answer yet)")
+	// Its live transcript opens while it runs.
+	s.term.Type(termtest.Tab)
+	s.term.WaitText("Enter opens spawn · slowbg's transcript")
+	s.term.Type(termtest.Enter)
+	screen = s.term.WaitText("a child's transcript · esc returns")
+	if !strings.Contains(screen, "hang please") || !strings.Contains(screen, "child partial") {
+		t.Fatalf("the running child's transcript:\n%s", screen)
+	}
+	s.term.Type(termtest.Esc)
+	s.term.WaitFor("the conversation back", func(s string) bool { return !strings.Contains(s, "a child's transcript") })
 	before := parentCalls.Load()
 	s.send("/kill " + short)
 	s.term.WaitText("Stopping " + short)
