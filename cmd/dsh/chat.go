@@ -2,12 +2,16 @@ package main
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"io"
 	"iter"
+	"maps"
 	"os"
+	"path/filepath"
+	"slices"
 	"strings"
 	"text/tabwriter"
 
@@ -31,6 +35,7 @@ type chatFlags struct {
 	cwd, resume string
 	maxSteps    int
 	yes, cont   bool
+	prompt      string // bare dsh's first prompt
 }
 
 const chatLong = `Talk with an agent, turn after turn, in one session.
@@ -43,10 +48,17 @@ listed until read (/output) or killed (/kill). Enter sends, Alt+Enter (or
 Shift+Enter where the terminal reports it, Ctrl+J, or a trailing \) adds a
 line, Up and Down recall earlier prompts, Tab completes slash commands, Esc
 interrupts the running turn and keeps the session, Ctrl+C twice exits.
-Tools the permission policy says to ask about ask here: y allows once, a
-for the rest of the session, n denies; a child's request names the child.
-Slash commands: /tasks /output ID /kill ID /sessions /resume ID /cost
-/model /help /exit. Every exit prints the session id. --continue and
+bash, write_file and edit_file ask by default (unless permissions.tools
+names them), as do the tools the permission policy says to ask about: y
+allows once, a allows the tool in the whole tree for the rest of the
+session, n denies; a child's request names the child. Tool calls show
+their result folded (Ctrl+O unfolds), edits as a diff; the answer's
+Markdown is rendered.
+Typing / shows the slash commands: /tasks /output ID /kill ID /agents [N]
+/clear (/new) /model [ROUTE] /permissions /mcp /sessions /resume ID /cost
+/help /exit. Tab on an empty prompt selects a child, Enter opens its
+transcript, Esc returns; Ctrl+R searches the history ($DSH_HOME/history). Every exit leaves the conversation in the scrollback
+and prints the session id and dsh -r ID, which continues it. --continue and
 --resume ID (and /resume ID) go on with a stored session, as dsh run's do.
 
 Without a terminal, prompts come from stdin, one turn per line (a line
@@ -61,6 +73,8 @@ func (c *cli) chatCmd() *cobra.Command {
 		Short: "Talk with an agent: interactive on a terminal, prompts from stdin otherwise",
 		Long:  chatLong,
 		Example: `  dsh                                       # the same as dsh chat, on a terminal
+  dsh -c                                    # continue the latest session here
+  dsh -m deepseek-v4-pro "fix the tests"    # bare dsh takes chat's flags and a first prompt
   dsh chat --route local
   printf 'list the Go files\nnow count them\n' | dsh chat`,
 		Args: cobra.NoArgs,
@@ -71,6 +85,12 @@ func (c *cli) chatCmd() *cobra.Command {
 			return c.chat(cmd.Context(), f)
 		},
 	}
+	f.register(cmd)
+	return cmd
+}
+
+// register adds the chat flags to cmd (dsh chat, and bare dsh).
+func (f *chatFlags) register(cmd *cobra.Command) {
 	f.routeFlags.add(cmd)
 	cmd.Flags().StringVar(&f.cwd, "cwd", "", "working directory of the agent (default: the current directory)")
 	cmd.Flags().IntVar(&f.maxSteps, "max-steps", 0, "model calls a turn may make, 1 to 10000 (default agent.maxSteps, else 100)")
@@ -78,11 +98,31 @@ func (c *cli) chatCmd() *cobra.Command {
 	cmd.Flags().BoolVarP(&f.cont, "continue", "c", false, "continue the latest top-level session of the working directory")
 	cmd.Flags().StringVarP(&f.resume, "resume", "r", "", "continue session `ID` (an id, or an unambiguous prefix of one)")
 	cmd.MarkFlagsMutuallyExclusive("continue", "resume")
-	return cmd
+}
+
+// rootRun is bare dsh: dsh chat, its arguments the first prompt. A lone
+// word that is no prompt (no space, before any --) is taken for a
+// mistyped command rather than sent to the model.
+func (c *cli) rootRun(f *chatFlags) func(cmd *cobra.Command, args []string) error {
+	return func(cmd *cobra.Command, args []string) error {
+		if err := emptyResume(cmd); err != nil {
+			return err
+		}
+		if len(args) == 1 && cmd.ArgsLenAtDash() != 0 && !strings.ContainsAny(args[0], " \t\n?.,!'\"") {
+			msg := fmt.Sprintf("unknown command %q for \"dsh\"", args[0])
+			if s := cmd.SuggestionsFor(args[0]); len(s) > 0 {
+				msg += fmt.Sprintf(" (did you mean %s?)", strings.Join(s, ", "))
+			}
+			return fmt.Errorf("%s: dsh --help lists the commands; to send it as a prompt: dsh -- %s", msg, args[0])
+		}
+		f.prompt = strings.Join(args, " ")
+		return c.chat(cmd.Context(), *f)
+	}
 }
 
 // chat runs a conversation: interactive when stdin and stdout are a
-// terminal, else one turn per line of stdin.
+// terminal, else one turn per line of stdin; f.prompt, when set, is the
+// first turn.
 func (c *cli) chat(ctx context.Context, f chatFlags) error {
 	in, out, interactive := c.terminal()
 	if interactive {
@@ -145,10 +185,28 @@ func (c *cli) chat(ctx context.Context, f chatFlags) error {
 			root.Asker = permission.AskerFunc(approveAsks)
 		}
 		var readErr error
-		err := c.runTurns(ctx, rt, runSpec{root: root, price: cfg.PriceOf, echo: true}, promptLines(ctx, c.stdin, &readErr))
+		prompts := promptLines(ctx, c.stdin, &readErr)
+		if f.prompt != "" {
+			prompts = prepend(f.prompt, prompts)
+		}
+		err := c.runTurns(ctx, rt, runSpec{root: root, price: cfg.PriceOf, echo: true}, prompts)
 		return errors.Join(err, readErr)
 	}
-	return c.chatOnTerminal(ctx, rt, cfg, root, f.cwd, in, out)
+	return c.chatOnTerminal(ctx, rt, cfg, root, f.cwd, f.prompt, in, out)
+}
+
+// prepend yields first, then what rest yields.
+func prepend(first string, rest iter.Seq[string]) iter.Seq[string] {
+	return func(yield func(string) bool) {
+		if !yield(first) {
+			return
+		}
+		for s := range rest {
+			if !yield(s) {
+				return
+			}
+		}
+	}
 }
 
 // terminal returns stdin and stdout when both are a terminal.
@@ -163,8 +221,10 @@ func (c *cli) terminal() (in, out *os.File, ok bool) {
 
 // chatOnTerminal runs the interactive mode. Whatever ends it, its last line
 // names the session and what it spent.
-func (c *cli) chatOnTerminal(ctx context.Context, rt *dsh.Runtime, cfg config.Config, root agent.CreateOptions, cwd string, in, out *os.File) (err error) {
+func (c *cli) chatOnTerminal(ctx context.Context, rt *dsh.Runtime, cfg config.Config, root agent.CreateOptions, cwd, prompt string, in, out *os.File) (err error) {
 	defer rt.Close(context.Background())
+	policy := root.Policy.Narrow(permission.AskFor(interactiveAsks(cfg.Permissions)...))
+	root.Policy = &policy
 	var routes []string
 	for _, m := range cfg.Models {
 		routes = append(routes, m.Name)
@@ -174,8 +234,12 @@ func (c *cli) chatOnTerminal(ctx context.Context, rt *dsh.Runtime, cfg config.Co
 			line, _, _ := spentLine(u, cfg.PriceOf)
 			return line
 		},
-		Sessions: func() (string, error) { return c.recentSessions(cfg, cwd) },
-		Resume:   resumer{c: c, rt: rt, root: root}})
+		Sessions:    func() (string, error) { return c.recentSessions(cfg, cwd) },
+		HistoryFile: historyFile(c.getenv),
+		ModelOf:     cfg.ModelOf,
+		Permissions: describePolicy(cfg.Permissions),
+		MCP:         describeMCP(cfg),
+		Resume:      resumer{c: c, rt: rt, root: root, cwd: cwd}, Prompt: prompt})
 	root.Asker = ui.Asker()
 	a, err := rt.Agents.Create(ctx, root)
 	if err != nil {
@@ -189,10 +253,61 @@ func (c *cli) chatOnTerminal(ctx context.Context, rt *dsh.Runtime, cfg config.Co
 	last := a
 	defer func() {
 		line, _, _ := spentLine(subagent.UsageFromEvents(last.Session().Events()), cfg.PriceOf)
-		fmt.Fprintf(c.stderr, "[session %s · %s, children included]\n", last.ID(), line)
+		fmt.Fprintf(c.stderr, "[session %s · %s, children included]\nContinue it with: dsh -r %s\n", last.ID(), line, last.ID())
 	}()
 	last, err = ui.Run(ctx, a)
 	return err
+}
+
+// interactiveAsks are the tools the interactive mode asks about by
+// default, those that change the machine (bash, write_file, edit_file),
+// less those permissions.tools names (they keep its decision).
+func interactiveAsks(r permission.Rules) []string {
+	var ask []string
+	for _, t := range []string{"bash", "write_file", "edit_file"} {
+		if _, named := r.Tools[t]; !named {
+			ask = append(ask, t)
+		}
+	}
+	return ask
+}
+
+// historyFile is where the interactive mode keeps its prompt history:
+// $DSH_HOME/history ("" when there is no home).
+func historyFile(getenv func(string) string) string {
+	home, err := config.Home(getenv)
+	if err != nil || os.MkdirAll(home, 0o700) != nil {
+		return ""
+	}
+	return filepath.Join(home, "history")
+}
+
+// describePolicy says what the interactive mode's policy asks about and
+// denies, for /permissions.
+func describePolicy(r permission.Rules) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "Permissions (permissions in dsh.yaml; a child can only narrow them):\n  default: %s", cmp.Or(string(r.Default), "allow"))
+	for _, t := range interactiveAsks(r) {
+		fmt.Fprintf(&b, "\n  %s: ask (the interactive default)", t)
+	}
+	for _, t := range slices.Sorted(maps.Keys(r.Tools)) {
+		fmt.Fprintf(&b, "\n  %s: %s", t, r.Tools[t])
+	}
+	return b.String()
+}
+
+// describeMCP lists the configured MCP servers, for /mcp: each one's name
+// and where it was configured.
+func describeMCP(cfg config.Config) []string {
+	var lines []string
+	for _, name := range slices.Sorted(maps.Keys(cfg.MCPServers)) {
+		from := "dsh.yaml"
+		if src := cfg.MCPSource(name); src != "" {
+			from = src
+		}
+		lines = append(lines, name+" (from "+from+")")
+	}
+	return lines
 }
 
 // resumer continues stored sessions for /resume: a top-level agent like
@@ -201,6 +316,7 @@ type resumer struct {
 	c    *cli
 	rt   *dsh.Runtime
 	root agent.CreateOptions
+	cwd  string // the working directory of a new conversation
 }
 
 func (r resumer) Resume(ctx context.Context, id string, asker permission.Asker) (*agent.Agent, error) {
@@ -216,6 +332,15 @@ func (r resumer) Resume(ctx context.Context, id string, asker permission.Asker) 
 	}
 	r.rt.Subagents.ReportInterrupted(ctx, a)
 	return a, nil
+}
+
+func (r resumer) New(ctx context.Context, asker permission.Asker) (*agent.Agent, error) {
+	co := r.root
+	co.SessionID, co.Resume, co.Asker = "", false, asker
+	if co.Cwd == "" {
+		co.Cwd = r.cwd
+	}
+	return r.rt.Agents.Create(ctx, co)
 }
 
 // recentSessions renders the newest stored sessions of cwd, for /sessions.

@@ -11,14 +11,19 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/charmbracelet/lipgloss"
 	"github.com/spf13/cobra"
 
+	"github.com/dsh-go/dsh/cmd/dsh/internal/earlyterm"
 	"github.com/dsh-go/dsh/config"
 	"github.com/dsh-go/dsh/internal/proc"
 	"github.com/dsh-go/dsh/internal/secret"
 )
 
 func main() {
+	earlyterm.Restore()
+	// The default renderer was made while $TERM was hidden: make it anew.
+	lipgloss.SetDefaultRenderer(lipgloss.NewRenderer(os.Stdout))
 	proc.Main() // as the supervisor of one command, dsh exits here
 	// Credentials leave the environment before anything else runs; keys
 	// are read through secrets.Getenv, and stderr never shows them.
@@ -86,16 +91,20 @@ type cli struct {
 func newRoot(stdin io.Reader, stdout, stderr io.Writer, getenv func(string) string) *cobra.Command {
 	c := &cli{stdin: stdin, stdout: &lockedWriter{w: stdout}, stderr: &lockedWriter{w: stderr}, getenv: getenv}
 	root := &cobra.Command{
-		Use:   "dsh",
+		Use:   "dsh [flags] [prompt]",
 		Short: "dsh is an agent harness that delegates to child agents",
 		Long: "dsh is an agent harness that delegates to child agents.\n\n" +
 			"Without a command, dsh is dsh chat: an interactive session on a terminal, prompts from stdin otherwise.",
 		SilenceUsage:  true,
 		SilenceErrors: true,
-		// Bare dsh is dsh chat: interactive on a terminal.
-		Args: noArgs,
-		RunE: func(cmd *cobra.Command, args []string) error { return c.chat(cmd.Context(), chatFlags{}) },
+		// Bare dsh is dsh chat: interactive on a terminal; its arguments
+		// are the first prompt.
+		Args: cobra.ArbitraryArgs,
 	}
+	var chat chatFlags
+	chat.register(root)
+	root.RunE = c.rootRun(&chat)
+	root.SuggestionsMinimumDistance = 2
 	addVersionFlag(root)
 	root.SetFlagErrorFunc(flagError)
 	root.SetOut(c.stdout)

@@ -16,6 +16,7 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/dsh-go/dsh/cmd/dsh/internal/earlyterm"
 	"github.com/dsh-go/dsh/internal/dshbin"
 	"github.com/dsh-go/dsh/internal/llmtest"
 	"github.com/dsh-go/dsh/internal/proc"
@@ -25,7 +26,8 @@ import (
 var dshBinary string
 
 func TestMain(m *testing.M) {
-	proc.Main() // the in-process CLI's commands run supervised, as in dsh
+	earlyterm.Restore() // as main does
+	proc.Main()         // the in-process CLI's commands run supervised, as in dsh
 	if marker := os.Getenv(signalHelperEnv); marker != "" {
 		signalHelper(marker) // this binary re-run as a process to signal
 		return

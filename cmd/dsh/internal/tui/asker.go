@@ -11,6 +11,7 @@ import (
 type ask struct {
 	req   permission.Request
 	reply chan permission.Answer // buffered: the UI never waits on it
+	diff  string                 // the change an edit_file or write_file call would make (sanitized), set by the UI
 }
 
 // askGone withdraws an ask whose call no longer waits (its turn was

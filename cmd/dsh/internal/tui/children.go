@@ -232,10 +232,25 @@ func (r *childRow) summary(now time.Time) string {
 	return b.String()
 }
 
-// line renders a row of the panel at depth, in at most width cells.
+// line renders a row of the panel at depth, in at most width cells: on a
+// narrow terminal the label is shortened first, so that the status, time
+// and tokens stay.
 func (r *childRow) line(now time.Time, depth, width int) string {
 	lead := strings.Repeat("  ", depth) + "↳ "
-	return lead + oneLine(r.summary(now), width-ansi.StringWidth(lead))
+	full := r.summary(now)
+	room := width - ansi.StringWidth(lead)
+	if over := ansi.StringWidth(oneLine(full, 1<<20)) - room; over > 0 {
+		l := oneLine(label(r.info), 1<<20)
+		if w := ansi.StringWidth(l); w > 8 {
+			short := ansi.Truncate(l, max(w-over, 8), "…")
+			info := r.info
+			info.Label = short
+			rr := *r
+			rr.info = info
+			full = rr.summary(now)
+		}
+	}
+	return lead + oneLine(full, room)
 }
 
 // byHandle returns the running row of a continuable child whose short id
@@ -249,10 +264,34 @@ func (c *children) byHandle(h string) *childRow {
 	return nil
 }
 
+// byChild returns the newest row of the continuable child whose short id,
+// or id, or a prefix of its id of at least 4 characters, is h.
+func (c *children) byChild(h string) *childRow {
+	h = strings.TrimSpace(h)
+	for i := len(c.rows) - 1; i >= 0; i-- {
+		r := c.rows[i]
+		if r.child != "" && (r.child == h || (len(h) >= 4 && strings.HasPrefix(r.info.ChildID, h))) {
+			return r
+		}
+	}
+	return nil
+}
+
 // label names a run for a person: its label, else its child's id.
 func label(info subagent.RunInfo) string {
 	if l := strings.TrimSpace(info.Label); l != "" {
 		return l
 	}
 	return info.ChildID
+}
+
+// childList renders stored children (a listing of subagent.Service) under
+// head, one per line, indented by depth.
+func childList(head string, rows []subagent.ChildRow) string {
+	var b strings.Builder
+	b.WriteString(head + ":")
+	for _, r := range rows {
+		b.WriteString("\n" + strings.Repeat("  ", r.Depth) + childRowLine(r))
+	}
+	return b.String()
 }

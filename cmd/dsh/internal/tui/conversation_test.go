@@ -208,7 +208,7 @@ func TestAskDeniedDoesNotRun(t *testing.T) {
 	s.send("touch the markers")
 	screen := s.term.WaitText("wants to run bash")
 	if !strings.Contains(screen, "helper wants to run bash") || !strings.Contains(screen, "touch child-marker") ||
-		!strings.Contains(screen, "y allow once · a allow for this session · n deny") {
+		!strings.Contains(screen, "y allow once · a allow bash: this tool, this tree, this session · n deny") {
 		t.Fatalf("the child's request does not name the child, its call and the choices:\n%s", screen)
 	}
 	s.term.Type("n")

@@ -52,10 +52,11 @@ func TestSlashCommands(t *testing.T) {
 	s.term.Type("/he" + termtest.Tab)
 	s.term.WaitFor("/help completed", func(screen string) bool { return editor(screen) == "/help" })
 	s.term.Type(termtest.Enter)
-	s.term.WaitText("Commands (Tab completes):")
+	s.term.WaitText("Commands (a menu shows them as you type /; Tab completes):")
 	s.term.WaitText("/kill ID")
 	for cmd, want := range map[string]string{
 		"/model":       "Model: deepseek/deepseek-flash",
+		"/model nope":  "no route nope; the configured routes:",
 		"/cost":        "Nothing spent yet.",
 		"/tasks":       "No background tasks.",
 		"/output nope": "unknown task nope",
@@ -71,7 +72,7 @@ func TestSlashCommands(t *testing.T) {
 	s.term.WaitText("sessions") // one candidate: filled in
 	s.term.Type(termtest.CtrlC) // clears the editor (and arms the exit)
 	s.term.Type("/" + termtest.Tab)
-	s.term.WaitText("tasks output kill sessions") // several: listed
+	s.term.WaitText("tasks output kill agents clear new") // several: listed
 	s.term.Type(termtest.CtrlC + "x")
 	s.term.WaitFor("an empty editor", func(screen string) bool { return editor(screen) == "x" })
 	s.term.Type("\x7f")
@@ -110,7 +111,7 @@ func TestAskAllowedForTheSession(t *testing.T) {
 	s.term.Type("a")
 	s.term.WaitText("Both ran.")
 	screen := s.term.Screen()
-	if strings.Count(screen, "allowed for this session bash") != 1 || strings.Contains(screen, "wants to run") {
+	if strings.Count(screen, "allowed bash for this session, in the whole tree") != 1 || strings.Contains(screen, "wants to run") {
 		t.Fatalf("the second call asked again, or the answer is not shown:\n%s", screen)
 	}
 	for _, f := range []string{"first", "second"} {

@@ -1,8 +1,10 @@
 package tui
 
 import (
+	"cmp"
 	"context"
 	"fmt"
+	"os"
 	"strings"
 	"time"
 
@@ -11,7 +13,6 @@ import (
 	"github.com/charmbracelet/bubbles/textarea"
 	"github.com/charmbracelet/bubbles/viewport"
 	tea "github.com/charmbracelet/bubbletea"
-	"github.com/charmbracelet/lipgloss"
 
 	"github.com/dsh-go/dsh/agent"
 	"github.com/dsh-go/dsh/content"
@@ -42,6 +43,16 @@ type model struct {
 	kids      *children
 	asks      []*ask
 	showThink bool
+	expand    bool       // tool results show whole (ctrl+o)
+	view      *childView // a child's transcript shown instead of the conversation's; nil: none
+	selected  string     // the run id of the panel row Tab selected; "" when none
+	inChild   bool       // this is a scratch model drawing a child's transcript
+	cwd       string     // the scratch model's child's working directory
+	opened    bool       // the running turn has shown its first message
+	search    *search    // the reverse history search (ctrl+r) under way; nil: none
+	retry     *entry     // the running step's retry line, updated in place
+	ctxTokens int64      // the tokens of the conversation's last model call: its context
+	modelName string     // "route/model" the next turn runs on
 
 	busy      bool      // the agent is running a turn
 	turnStart time.Time // when the running turn started
@@ -71,18 +82,39 @@ func newModel(u *UI, a *agent.Agent) *model {
 	ed.KeyMap.InsertNewline = key.NewBinding(key.WithKeys("alt+enter", "ctrl+j"))
 	ed.KeyMap.TransposeCharacterBackward = key.NewBinding() // Ctrl-T folds thinking
 	ed.KeyMap.DeleteCharacterForward = key.NewBinding(key.WithKeys("delete", "ctrl+d"))
-	ed.FocusedStyle.CursorLine = lipgloss.NewStyle()
-	ed.FocusedStyle.Base = lipgloss.NewStyle()
+	st := newStyles(u.opts.Out, os.Getenv)
+	ed.FocusedStyle, ed.BlurredStyle = editorStyles(st), editorStyles(st)
 	ed.Cursor.SetMode(cursor.CursorStatic)
 	ed.Focus()
-	m := &model{ui: u, agent: a, st: newStyles(u.opts.Out), follow: true, editor: ed, kids: newChildren(),
+	m := &model{ui: u, agent: a, st: st, follow: true, editor: ed, kids: newChildren(), modelName: u.opts.Model,
 		tools: map[string]*entry{}, echoed: map[string]bool{}, now: time.Now(), width: 80, height: 24}
+	m.history.load(u.opts.HistoryFile)
 	m.vp = viewport.New(80, 10)
 	m.vp.KeyMap = viewport.KeyMap{} // the editor has the keys; the view scrolls with PgUp/PgDn
 	m.unobserve = u.observe(a)
-	m.log.addf(entryNote, "dsh · %s · session %s · /help lists commands", u.opts.Model, a.ID())
+	m.log.addf(entryNote, "dsh · %s · session %s · /help lists commands", m.modelName, a.ID())
 	m.log.addf(entryNote, "Working directory %s", a.Cwd())
+	m.replay()
 	return m
+}
+
+// replay shows what the conversation's session holds already (a resumed
+// one's turns), its tokens, and lists its stored children.
+func (m *model) replay() {
+	events := m.agent.Session().Events()
+	for _, e := range events {
+		m.sessionEvent(e)
+	}
+	m.busy = m.agent.Status() == agent.StatusRunning
+	m.refreshSpent()
+	subagents, id := m.ui.opts.Runtime.Subagents, m.agent.ID()
+	m.ui.async(func() any {
+		rows, err := subagents.ListDescendants(context.Background(), id)
+		if err != nil || len(rows) == 0 {
+			return nil
+		}
+		return noteMsg{text: childList("Children of this session", rows)}
+	})
 }
 
 // Init implements tea.Model.
@@ -107,11 +139,13 @@ func (m *model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 	case tickMsg:
 		m.now = time.Time(msg)
 		m.refreshChildren()
+		m.refreshView()
 	case endMsg:
 		m.exitErr = msg.err
 		return m, m.quit()
 	case fmt.Stringer:
 		if isNewlineKey(msg.String()) { // Shift+Enter and the like, where the terminal reports them
+			m.growEditor(1)
 			m.editor.InsertString("\n")
 		}
 	}
@@ -159,6 +193,11 @@ func (m *model) apply(item any) tea.Cmd {
 	case task.Done:
 		m.refreshChildren()
 	case *ask:
+		cwd := m.agent.Cwd()
+		if sess, ok := m.ui.opts.Runtime.Sessions.Get(it.req.SessionID); ok && sess.Header().Cwd != "" {
+			cwd = sess.Header().Cwd // a child's, in its worktree
+		}
+		it.diff = sanitize(toolDiff(it.req.Tool, string(it.req.Arguments), cwd))
 		m.asks = append(m.asks, it)
 	case askGone:
 		for i, a := range m.asks {
@@ -176,6 +215,10 @@ func (m *model) apply(item any) tea.Cmd {
 		m.log.add(kind, it.text)
 	case resumedMsg:
 		return m.resumed(it)
+	case agentsMsg:
+		m.agentsListed(it)
+	case outputMsg:
+		m.outputListed(it)
 	}
 	return nil
 }
@@ -204,18 +247,23 @@ func indent(depth int) string { return strings.Repeat("  ", depth) }
 func (m *model) sessionEvent(e session.Event) {
 	switch d := e.Data.(type) {
 	case session.TurnStart:
-		m.turnStart, m.busy = m.now, true
+		m.turnStart, m.busy, m.opened = m.now, true, false
 		m.answer, m.thinking = nil, nil
 	case content.Message:
 		if e.Type != session.TypeUserMessage {
 			return
 		}
+		first := !m.opened
+		m.opened = true
 		switch {
 		case m.echoed[d.ID]:
 			delete(m.echoed, d.ID)
-		case d.Source.Kind == content.SourceUser:
+		case d.Source.Kind == content.SourceUser || (m.inChild && d.Source.Kind != content.SourceTool &&
+			(d.Source.Form == "" || d.Source.Form == subagent.FormRelay)):
 			m.log.add(entryPrompt, content.JoinText(d.Content))
-		case d.Source.Form == "notice":
+		case isNotice(d.Source) && first:
+			m.log.add(entryNote, "◆ a notice opened this turn: "+content.JoinText(d.Content))
+		case isNotice(d.Source):
 			m.log.add(entryNote, "◆ "+content.JoinText(d.Content))
 		}
 	case session.AssistantChunk:
@@ -239,6 +287,10 @@ func (m *model) sessionEvent(e session.Event) {
 		m.answer.text += text
 		m.log.update(m.answer)
 	case session.AssistantMessage:
+		m.retry = nil
+		if u := d.Usage; u != nil && !m.inChild {
+			m.ctxTokens = u.Input + u.CacheRead + u.Output
+		}
 		// The whole message is the truth: it heals what the feed dropped,
 		// and shows a step that was not streamed (a resumed session's).
 		if r := content.JoinReasoning(d.Message.Content); r != "" || m.thinking != nil {
@@ -252,14 +304,22 @@ func (m *model) sessionEvent(e session.Event) {
 			if m.answer == nil {
 				m.answer = m.log.add(entryAnswer, "")
 			}
+			m.answer.done = true
 			m.log.replace(m.answer, sanitize(t))
 		}
 		m.answer, m.thinking = nil, nil
 	case session.ToolCall:
-		m.tools[d.CallID] = m.log.add(entryTool, d.Name+" "+d.Arguments)
+		t := m.log.add(entryTool, toolSummary(d.Name, d.Arguments))
+		t.tool, t.diff = d.Name, sanitize(toolDiff(d.Name, d.Arguments, cmp.Or(m.cwd, m.agent.Cwd())))
+		m.tools[d.CallID] = t
 	case session.ToolResult:
 		if t := m.tools[d.Message.Source.CallID]; t != nil {
 			delete(m.tools, d.Message.Source.CallID)
+			out := resultText(d.Message.Content)
+			if len(out) > maxToolOutput {
+				out = out[:maxToolOutput] + fmt.Sprintf("\n[… %d more bytes]", len(out)-maxToolOutput)
+			}
+			t.output = sanitize(out)
 			t.status = "ok"
 			if d.Error != nil {
 				t.status = d.Error.Code
@@ -275,9 +335,14 @@ func (m *model) sessionEvent(e session.Event) {
 		if d.MaxRetries > 0 {
 			of = fmt.Sprintf("%d/%d", d.Retry, d.MaxRetries)
 		}
-		m.log.addf(entryNote, "retrying in %.1fs (%s): %s", float64(d.DelayMs)/1000, of, oneLine(msg, 300))
+		line := fmt.Sprintf("retrying in %.1fs (%s): %s", float64(d.DelayMs)/1000, of, oneLine(msg, 300))
+		if m.retry == nil {
+			m.retry = m.log.add(entryNote, line)
+		} else {
+			m.log.replace(m.retry, line)
+		}
 	case session.TurnEnd:
-		m.answer, m.thinking = nil, nil
+		m.answer, m.thinking, m.retry = nil, nil, nil
 		for id, t := range m.tools { // calls the turn ended without a result
 			t.status = "not finished"
 			m.log.update(t)
@@ -288,6 +353,13 @@ func (m *model) sessionEvent(e session.Event) {
 		}
 		m.refreshSpent()
 	}
+}
+
+// isNotice reports whether a message is a notice to the agent: a
+// background task's, a child's report or settlement.
+func isNotice(src content.Source) bool {
+	return src.Kind == content.SourcePlugin && (src.Form == "notice" ||
+		(src.Plugin == subagent.SourcePlugin && (src.Form == subagent.FormReport || src.Form == subagent.FormSettled)))
 }
 
 // endLine says how a turn ended, when it did not complete.
@@ -362,6 +434,15 @@ func (m *model) key(k tea.KeyMsg) tea.Cmd {
 		m.answerAsk(k)
 		return nil
 	}
+	if m.view != nil {
+		return m.viewKey(k)
+	}
+	if m.search != nil {
+		return m.searchKey(k)
+	}
+	if m.selected != "" && k.String() != "tab" && k.String() != "enter" {
+		m.selected, m.hint = "", ""
+	}
 	switch k.String() {
 	case "esc":
 		m.hint = ""
@@ -385,6 +466,13 @@ func (m *model) key(k tea.KeyMsg) tea.Cmd {
 		m.showThink = !m.showThink
 		m.log.dirty = true
 		return nil
+	case "ctrl+o":
+		m.expand = !m.expand
+		m.log.dirty = true
+		return nil
+	case "ctrl+r":
+		m.startSearch()
+		return nil
 	case "pgup":
 		m.vp.HalfPageUp()
 		m.follow = m.vp.AtBottom()
@@ -394,12 +482,19 @@ func (m *model) key(k tea.KeyMsg) tea.Cmd {
 		m.follow = m.vp.AtBottom()
 		return nil
 	case "tab":
+		if m.editor.Value() == "" {
+			m.selectNext()
+			return nil
+		}
 		m.complete()
 		return nil
 	case "enter":
+		if m.editor.Value() == "" && m.openSelected() {
+			return nil
+		}
 		v := m.editor.Value()
 		if strings.HasSuffix(v, `\`) && m.editor.Line() == m.editor.LineCount()-1 {
-			m.editor.SetValue(strings.TrimSuffix(v, `\`) + "\n") // a trailing backslash continues the prompt
+			m.setEditor(strings.TrimSuffix(v, `\`) + "\n") // a trailing backslash continues the prompt
 			return nil
 		}
 		m.editor.Reset()
@@ -408,18 +503,23 @@ func (m *model) key(k tea.KeyMsg) tea.Cmd {
 	case "up":
 		if m.editor.Line() == 0 && m.editor.LineInfo().RowOffset == 0 {
 			if v, ok := m.history.prev(m.editor.Value()); ok {
-				m.editor.SetValue(v)
+				m.setEditor(v)
 			}
 			return nil
 		}
 	case "down":
 		if m.editor.Line() == m.editor.LineCount()-1 && m.editor.LineInfo().RowOffset == m.editor.LineInfo().Height-1 {
 			if v, ok := m.history.next(); ok {
-				m.editor.SetValue(v)
+				m.setEditor(v)
 			}
 			return nil
 		}
 	}
+	extra := strings.Count(string(k.Runes), "\n") + strings.Count(string(k.Runes), "\r")
+	if k.String() == "alt+enter" || k.String() == "ctrl+j" {
+		extra++
+	}
+	m.growEditor(extra)
 	var cmd tea.Cmd
 	m.editor, cmd = m.editor.Update(k)
 	return cmd
@@ -446,20 +546,21 @@ func isNewlineKey(s string) bool {
 }
 
 // answerAsk answers the oldest ask with the key pressed: y (allow once),
-// a (allow for this session), n or Esc (deny). Other keys wait.
+// a (allow the tool in the whole tree for this session), n or Esc (deny).
+// Other keys wait.
 func (m *model) answerAsk(k tea.KeyMsg) {
 	a := m.asks[0]
 	var ans permission.Answer
 	var said string
 	switch strings.ToLower(k.String()) {
 	case "y", "1":
-		ans, said = permission.AllowOnce, "allowed once"
+		ans, said = permission.AllowOnce, "allowed "+a.req.Tool+" once for "+a.req.Who()
 	case "a", "2":
-		ans, said = permission.AllowAlways, "allowed for this session"
+		ans, said = permission.AllowAlways, "allowed "+a.req.Tool+" for this session, in the whole tree (asked by "+a.req.Who()+")"
 	case "n", "3", "esc":
-		ans, said = permission.Reject, "denied"
+		ans, said = permission.Reject, "denied "+a.req.Tool+" for "+a.req.Who()
 	default:
-		m.hint = "Answer the request first: y allows once, a allows for this session, n denies."
+		m.hint = "Answer the request first: y allows once; a allows this tool, in this tree, for this session; n denies."
 		return
 	}
 	m.hint = ""
@@ -469,7 +570,7 @@ func (m *model) answerAsk(k tea.KeyMsg) {
 	if ans == permission.Reject {
 		kind = entryError
 	}
-	m.log.addf(kind, "%s %s for %s", said, a.req.Tool, a.req.Who())
+	m.log.add(kind, said)
 }
 
 // submit sends what the editor held: a slash command, or a prompt.
@@ -502,19 +603,25 @@ func (m *model) submit(v string) tea.Cmd {
 // resumed switches the conversation to a resumed session.
 func (m *model) resumed(r resumedMsg) tea.Cmd {
 	if r.err != nil {
-		m.log.add(entryError, "✗ /resume: "+r.err.Error())
+		cmd := "/resume"
+		if r.fresh {
+			cmd = "/clear"
+		}
+		m.log.add(entryError, "✗ "+cmd+": "+r.err.Error())
 		return nil
 	}
 	old := m.agent
 	m.unobserve()
-	m.agent, m.busy, m.tools = r.agent, false, map[string]*entry{}
-	m.kids = newChildren()
-	m.log.addf(entryNote, "Resumed session %s; the previous conversation (%s) is closed.", r.agent.ID(), old.ID())
-	for _, e := range r.agent.Session().Events() {
-		m.sessionEvent(e)
+	m.agent, m.busy, m.tools, m.echoed = r.agent, false, map[string]*entry{}, map[string]bool{}
+	m.kids, m.view, m.selected = newChildren(), nil, ""
+	if r.fresh {
+		m.log = transcript{dirty: true}
+		m.log.addf(entryNote, "New conversation · session %s · the previous one is kept: dsh -r %s", r.agent.ID(), old.ID())
+	} else {
+		m.log.addf(entryNote, "Resumed session %s; the previous conversation (%s) is closed.", r.agent.ID(), old.ID())
 	}
 	m.unobserve = m.ui.observe(r.agent)
-	m.refreshSpent()
+	m.replay()
 	m.ui.async(func() any {
 		if err := old.Dispose(context.Background()); err != nil {
 			return noteMsg{text: "closing the previous conversation: " + err.Error(), err: true}
@@ -522,48 +629,4 @@ func (m *model) resumed(r resumedMsg) tea.Cmd {
 		return nil
 	})
 	return nil
-}
-
-// history is the editor's input history, oldest first.
-type history struct {
-	items []string
-	pos   int    // the entry shown; len(items) is the draft
-	draft string // what the editor held before browsing
-}
-
-// maxHistory bounds the history.
-const maxHistory = 500
-
-func (h *history) add(s string) {
-	if n := len(h.items); n == 0 || h.items[n-1] != s {
-		h.items = append(h.items, s)
-		if len(h.items) > maxHistory {
-			h.items = h.items[1:]
-		}
-	}
-	h.pos, h.draft = len(h.items), ""
-}
-
-// prev steps back from current (kept as the draft when leaving it).
-func (h *history) prev(current string) (string, bool) {
-	if h.pos == 0 {
-		return "", false
-	}
-	if h.pos == len(h.items) {
-		h.draft = current
-	}
-	h.pos--
-	return h.items[h.pos], true
-}
-
-// next steps forward, back to the draft at the end.
-func (h *history) next() (string, bool) {
-	if h.pos >= len(h.items) {
-		return "", false
-	}
-	h.pos++
-	if h.pos == len(h.items) {
-		return h.draft, true
-	}
-	return h.items[h.pos], true
 }

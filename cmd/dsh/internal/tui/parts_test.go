@@ -162,7 +162,7 @@ func TestCommonPrefix(t *testing.T) {
 // A streaming answer rewraps only its last line, and renders as the
 // whole text wrapped at once would.
 func TestStreamingAnswerWrapsAsTheWhole(t *testing.T) {
-	st := newStyles(io.Discard)
+	st := newStyles(io.Discard, func(string) string { return "" })
 	var tr transcript
 	e := tr.add(entryAnswer, "")
 	full := ""
@@ -171,13 +171,13 @@ func TestStreamingAnswerWrapsAsTheWhole(t *testing.T) {
 		e.text += delta
 		tr.update(e)
 		for _, w := range []int{7, 30, 80} {
-			if got, want := e.render(st, w, true), wrap(strings.TrimRight(full, "\n"), w); got != want {
+			if got, want := e.render(st, w, true, false), wrap(strings.TrimRight(full, "\n"), w); got != want {
 				t.Fatalf("after delta %d at width %d:\n%q\nwant\n%q", i, w, got, want)
 			}
 		}
 	}
 	tr.replace(e, "healed\nanswer")
-	if got := e.render(st, 80, true); got != "healed\nanswer" {
+	if got := e.render(st, 80, true, false); got != "healed\nanswer" {
 		t.Fatalf("a replaced answer renders %q", got)
 	}
 }

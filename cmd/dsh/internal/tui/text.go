@@ -102,3 +102,6 @@ func tokens(n int64) string {
 	}
 	return fmt.Sprintf("%.1fM", float64(n)/1_000_000)
 }
+
+// ansiTruncate cuts s (which may hold styles) to n cells.
+func ansiTruncate(s string, n int) string { return ansi.Truncate(s, max(n, 1), "…") }

@@ -25,10 +25,16 @@ type entry struct {
 	text   string
 	status string // entryTool: "" while it runs, then "ok" or the error code
 	open   bool   // entryThinking: still streaming
+	done   bool   // entryAnswer: the whole message is in, so it renders as Markdown
+
+	tool   string // entryTool: the tool's name
+	diff   string // entryTool: the change an edit_file or write_file call makes (sanitized)
+	output string // entryTool: the result's text, bounded (sanitized)
 
 	cache      string // the rendering at cacheWidth, valid until the entry changes
 	cacheWidth int
 	cacheFold  bool
+	cacheOpen  bool // the tool results were expanded
 
 	// An answer streams at its end: the wrapping of its text up to its
 	// last newline is kept, so that a delta rewraps only the last line.
@@ -78,16 +84,18 @@ func (t *transcript) replace(e *entry, text string) {
 	t.update(e)
 }
 
-// render draws the transcript at width; fold collapses thinking blocks.
-func (t *transcript) render(st *styles, width int, fold bool) string {
+// render draws the transcript at width; fold collapses thinking blocks,
+// expand unfolds tool results.
+func (t *transcript) render(st *styles, width int, fold, expand bool) string {
 	var b strings.Builder
 	if t.trimmed > 0 {
 		b.WriteString(st.dim.Render(fmt.Sprintf("(%d earlier entries are in the session log)", t.trimmed)))
 		b.WriteString("\n")
 	}
 	for i, e := range t.entries {
-		if e.cache == "" || e.cacheWidth != width || (e.kind == entryThinking && e.cacheFold != fold) {
-			e.cache, e.cacheWidth, e.cacheFold = e.render(st, width, fold), width, fold
+		if e.cache == "" || e.cacheWidth != width || (e.kind == entryThinking && e.cacheFold != fold) ||
+			(e.kind == entryTool && e.cacheOpen != expand) {
+			e.cache, e.cacheWidth, e.cacheFold, e.cacheOpen = e.render(st, width, fold, expand), width, fold, expand
 		}
 		if i > 0 && e.kind == entryPrompt {
 			b.WriteString("\n") // a blank line before each exchange
@@ -100,11 +108,14 @@ func (t *transcript) render(st *styles, width int, fold bool) string {
 }
 
 // render draws one entry at width.
-func (e *entry) render(st *styles, width int, fold bool) string {
+func (e *entry) render(st *styles, width int, fold, expand bool) string {
 	switch e.kind {
 	case entryPrompt:
 		return st.prompt.Render(indentLines(wrap(e.text, width-2), "› ", "  "))
 	case entryAnswer:
+		if e.done {
+			return st.markdown(e.text, width)
+		}
 		text := strings.TrimRight(e.text, "\n")
 		cut := strings.LastIndexByte(text, '\n')
 		if cut < 0 {
@@ -127,20 +138,7 @@ func (e *entry) render(st *styles, width int, fold bool) string {
 		body := indentLines(wrap(strings.TrimRight(e.text, "\n"), width-2), "│ ", "│ ")
 		return st.dim.Render("▾ thinking (ctrl+t hides)\n" + body)
 	case entryTool:
-		mark, style := "●", st.dim
-		switch e.status {
-		case "":
-			mark = "◌"
-		case "ok":
-			style = st.ok
-		default:
-			style = st.err
-		}
-		line := oneLine(e.text, width-4)
-		if e.status != "" && e.status != "ok" {
-			line = oneLine(e.text, width-len(e.status)-6) + " · " + e.status
-		}
-		return style.Render(mark) + " " + line
+		return e.renderTool(st, width, expand)
 	case entryChild:
 		return st.child.Render(indentLines(wrap(e.text, width-2), "", "  "))
 	case entryError:

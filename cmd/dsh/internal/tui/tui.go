@@ -19,6 +19,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -54,14 +55,31 @@ type Options struct {
 	Sessions func() (string, error)
 	// Resume continues stored sessions, for /resume (nil: unavailable).
 	Resume Resumer
+	// Prompt, when set, is sent as the conversation's first prompt.
+	Prompt string
+	// HistoryFile keeps the editor's history across sessions ("": none).
+	HistoryFile string
+	// ModelOf returns the model id of a route, for /model (nil: the
+	// route's own default, "").
+	ModelOf func(route string) string
+	// Window returns the context window in tokens of "route/model", for
+	// the context gauge (nil or 0: unknown, tokens only).
+	Window func(model string) int64
+	// Permissions describes the permission policy, for /permissions.
+	Permissions string
+	// MCP describes the configured MCP servers, one per line, for /mcp.
+	MCP []string
 }
 
-// Resumer continues a stored session as the live conversation.
+// Resumer continues a stored session as the live conversation, or starts
+// a new one.
 type Resumer interface {
 	// Resume rebuilds the stored session that id names (an id or an
 	// unambiguous prefix of one) as a live top-level agent whose
 	// permission asks go to asker.
 	Resume(ctx context.Context, id string, asker permission.Asker) (*agent.Agent, error)
+	// New creates a top-level agent like the first one, on a new session.
+	New(ctx context.Context, asker permission.Asker) (*agent.Agent, error)
 }
 
 // UI is one interactive session on a terminal. Create it with New, give
@@ -107,6 +125,9 @@ func (u *UI) Run(ctx context.Context, root *agent.Agent) (*agent.Agent, error) {
 		return root, errors.New("tui: a UI runs once")
 	}
 	m := newModel(u, root)
+	if u.opts.Prompt != "" {
+		m.submit(u.opts.Prompt)
+	}
 	defer func() {
 		m.unobserve()
 		u.feed.close()
@@ -138,6 +159,11 @@ func (u *UI) Run(ctx context.Context, root *agent.Agent) (*agent.Agent, error) {
 	_, err := p.Run()
 	close(stop)
 	pump.Wait()
+	// The alternate screen is gone: the conversation goes to the main
+	// screen, so that it stays in the terminal's scrollback.
+	if t := m.log.render(m.st, max(m.width, 10), !m.showThink, m.expand); t != "" {
+		io.WriteString(u.opts.Out, strings.ReplaceAll(t, "\n", "\r\n")+"\r\n")
+	}
 	if err != nil {
 		return m.agent, fmt.Errorf("terminal: %w", err)
 	}
@@ -253,9 +279,10 @@ type (
 		text string
 		err  bool
 	}
-	// resumedMsg is the outcome of /resume.
+	// resumedMsg is the outcome of /resume, or of /clear (fresh).
 	resumedMsg struct {
 		agent *agent.Agent
 		err   error
+		fresh bool
 	}
 )

@@ -5,30 +5,90 @@ import (
 	"io"
 	"strings"
 
+	"github.com/charmbracelet/glamour"
+	gansi "github.com/charmbracelet/glamour/ansi"
+	gstyles "github.com/charmbracelet/glamour/styles"
 	"github.com/charmbracelet/lipgloss"
 	"github.com/charmbracelet/x/ansi"
+	"github.com/muesli/termenv"
 )
 
 // styles are the screen's styles, made for its terminal.
 type styles struct {
 	dim, note, err, ok, prompt, child, status, hint, box, askBox lipgloss.Style
+
+	profile termenv.Profile
+	light   bool                  // the terminal's background is light, as $COLORFGBG says
+	md      *glamour.TermRenderer // renders Markdown at mdWidth; nil until needed
+	mdWidth int
 }
 
-func newStyles(out io.Writer) *styles {
+func newStyles(out io.Writer, getenv func(string) string) *styles {
 	r := lipgloss.NewRenderer(out)
 	c := func(code string) lipgloss.Style { return r.NewStyle().Foreground(lipgloss.Color(code)) }
 	return &styles{
-		dim:    c("8"),
-		note:   c("6"),
-		err:    c("1"),
-		ok:     c("2"),
-		prompt: c("4").Bold(true),
-		child:  c("5"),
-		status: r.NewStyle().Reverse(true),
-		hint:   c("3"),
-		box:    r.NewStyle().Border(lipgloss.RoundedBorder()).BorderForeground(lipgloss.Color("8")),
-		askBox: r.NewStyle().Border(lipgloss.RoundedBorder()).BorderForeground(lipgloss.Color("3")),
+		profile: r.ColorProfile(),
+		light:   lightBackground(getenv("COLORFGBG")),
+		dim:     c("8"),
+		note:    c("6"),
+		err:     c("1"),
+		ok:      c("2"),
+		prompt:  c("4").Bold(true),
+		child:   c("5"),
+		status:  r.NewStyle().Reverse(true),
+		hint:    c("3"),
+		box:     r.NewStyle().Border(lipgloss.RoundedBorder()).BorderForeground(lipgloss.Color("8")),
+		askBox:  r.NewStyle().Border(lipgloss.RoundedBorder()).BorderForeground(lipgloss.Color("3")),
 	}
+}
+
+// lightBackground reads $COLORFGBG ("fg;bg"), which terminals that set it
+// use to tell their colours without a query: background 7 or 15 is light.
+// The terminal is never asked (a terminal that does not answer would eat
+// the first keys typed).
+func lightBackground(colorfgbg string) bool {
+	i := strings.LastIndexByte(colorfgbg, ';')
+	bg := colorfgbg[i+1:]
+	return bg == "7" || bg == "15"
+}
+
+// maxMarkdown bounds the answer rendered as Markdown; a longer one shows as
+// text.
+const maxMarkdown = 128 << 10
+
+// markdown renders the model's Markdown at width: headings without their
+// #, emphasis, lists, links, code blocks highlighted. Text the renderer
+// refuses shows as it is.
+func (st *styles) markdown(text string, width int) string {
+	if len(text) > maxMarkdown {
+		return wrap(text, width)
+	}
+	if st.md == nil || st.mdWidth != width {
+		cfg := gstyles.DarkStyleConfig
+		if st.light {
+			cfg = gstyles.LightStyleConfig
+		}
+		if st.profile == termenv.Ascii {
+			cfg = gstyles.NoTTYStyleConfig
+		}
+		zero := uint(0)
+		cfg.Document.Margin = &zero
+		cfg.Document.BlockPrefix, cfg.Document.BlockSuffix = "", ""
+		for _, h := range []*gansi.StyleBlock{&cfg.H1, &cfg.H2, &cfg.H3, &cfg.H4, &cfg.H5, &cfg.H6} {
+			h.Prefix = ""
+		}
+		md, err := glamour.NewTermRenderer(glamour.WithStyles(cfg), glamour.WithWordWrap(max(width, 10)),
+			glamour.WithColorProfile(st.profile))
+		if err != nil {
+			return wrap(text, width)
+		}
+		st.md, st.mdWidth = md, width
+	}
+	out, err := st.md.Render(text)
+	if err != nil {
+		return wrap(text, width)
+	}
+	return strings.Trim(out, "\n")
 }
 
 // maxEditorLines bounds the editor's height; a longer prompt scrolls in it.
@@ -48,13 +108,24 @@ func (m *model) layout() {
 	if v := m.askView(); v != "" {
 		rest -= lipgloss.Height(v)
 	}
+	if v := m.menuView(); v != "" {
+		rest -= lipgloss.Height(v)
+	}
 	if m.hint != "" {
 		rest--
 	}
 	m.vp.Width, m.vp.Height = w, max(rest, 1)
-	if m.log.dirty || m.vp.Width != m.log.width || m.vp.Height != m.log.height {
-		m.log.width, m.log.height = m.vp.Width, m.vp.Height
-		text := m.log.render(m.st, w, !m.showThink)
+	log := &m.log
+	if m.view != nil {
+		log = &m.view.log
+	}
+	if log.dirty || m.vp.Width != log.width || m.vp.Height != log.height {
+		log.width, log.height = m.vp.Width, m.vp.Height
+		text := log.render(m.st, w, !m.showThink, m.expand)
+		if m.view != nil {
+			head := m.st.status.Render(ansiTruncate(" "+oneLine(m.view.title, w)+" · a child's transcript · esc returns ", w))
+			text = head + "\n" + text
+		}
 		if n := strings.Count(text, "\n") + 1; n < m.vp.Height {
 			text = strings.Repeat("\n", m.vp.Height-n) + text // the conversation sits on the editor
 		}
@@ -71,7 +142,7 @@ func (m *model) View() string {
 		return ""
 	}
 	parts := []string{m.vp.View()}
-	for _, v := range []string{m.panelView(), m.askView(), m.editorView()} {
+	for _, v := range []string{m.panelView(), m.askView(), m.menuView(), m.editorView()} {
 		if v != "" {
 			parts = append(parts, v)
 		}
@@ -105,7 +176,11 @@ func (m *model) panelView() string {
 		default:
 			style = m.st.err
 		}
-		lines = append(lines, style.Render(r.line(m.now, depths[i], m.width)))
+		line := r.line(m.now, depths[i], m.width)
+		if r.info.RunID == m.selected {
+			style = style.Reverse(true)
+		}
+		lines = append(lines, style.Render(line))
 	}
 	return strings.Join(lines, "\n")
 }
@@ -119,9 +194,28 @@ func (m *model) askView() string {
 	inner := max(m.width-4, 6)
 	lines := []string{
 		oneLine(fmt.Sprintf("%s wants to run %s", a.req.Who(), a.req.Tool), inner),
-		m.st.dim.Render(oneLine(string(a.req.Arguments), inner)),
-		oneLine("y allow once · a allow for this session · n deny", inner),
+		m.st.dim.Render(oneLine(toolSummary(a.req.Tool, string(a.req.Arguments)), inner)),
 	}
+	if a.diff != "" {
+		diff := strings.Split(a.diff, "\n")
+		limit := max(m.height/3, 4)
+		if len(diff) > limit {
+			diff = append(diff[:limit-1:limit-1], fmt.Sprintf("… %d more lines", len(diff)-limit+1))
+		}
+		for _, l := range diff {
+			l = ansiTruncate(l, inner)
+			switch {
+			case strings.HasPrefix(l, "@@"), strings.HasPrefix(l, "…"):
+				l = m.st.note.Render(l)
+			case strings.HasPrefix(l, "+"):
+				l = m.st.ok.Render(l)
+			case strings.HasPrefix(l, "-"):
+				l = m.st.err.Render(l)
+			}
+			lines = append(lines, l)
+		}
+	}
+	lines = append(lines, oneLine("y allow once · a allow "+a.req.Tool+": this tool, this tree, this session · n deny", inner))
 	if n := len(m.asks) - 1; n > 0 {
 		lines = append(lines, m.st.dim.Render(fmt.Sprintf("(%d more waiting)", n)))
 	}
@@ -133,8 +227,9 @@ func (m *model) editorView() string {
 	return m.st.box.Width(max(m.width-2, 8)).Render(m.editor.View())
 }
 
-// statusView is the last line: the model, the session, what runs, what it
-// spent, and the keys that matter now.
+// statusView is the last line: the model, the session, what runs, the
+// context and what it spent, and the keys that matter now. On a narrow
+// terminal the model's name and the keys give way first.
 func (m *model) statusView() string {
 	state := "ready"
 	if m.busy {
@@ -143,14 +238,42 @@ func (m *model) statusView() string {
 	if n := m.kids.live(); n > 0 {
 		state += fmt.Sprintf(" · %d running", n)
 	}
-	left := fmt.Sprintf(" %s · %s · %s", m.ui.opts.Model, shortID(m.agent.ID()), state)
-	right := fmt.Sprintf("%s tokens · ctrl+c twice exits ", tokens(m.spent.Input+m.spent.CacheRead+m.spent.Output))
+	spent := tokens(m.spent.Input+m.spent.CacheRead+m.spent.Output) + " tokens"
 	if m.dropped > 0 {
-		right = fmt.Sprintf("%d updates skipped · ", m.dropped) + right
+		spent = fmt.Sprintf("%d updates skipped · ", m.dropped) + spent
 	}
-	gap := m.width - ansi.StringWidth(left) - ansi.StringWidth(right)
-	line := left + strings.Repeat(" ", max(gap, 1)) + right
+	withCtx := spent
+	if m.ctxTokens > 0 {
+		ctx := "context " + tokens(m.ctxTokens)
+		if w := m.window(); w > 0 {
+			ctx = fmt.Sprintf("context %s/%s (%d%%)", tokens(m.ctxTokens), tokens(w), m.ctxTokens*100/w)
+		}
+		withCtx = ctx + " · " + spent
+	}
+	head := fmt.Sprintf(" %s · %s · %s", m.modelName, shortID(m.agent.ID()), state)
+	var line string
+	for _, parts := range [][2]string{
+		{head, withCtx + " · ctrl+c twice exits "},
+		{head, withCtx + " "},
+		{fmt.Sprintf(" %s · %s", m.modelName, state), spent + " "},
+	} {
+		left, right := parts[0], parts[1]
+		gap := m.width - ansi.StringWidth(left) - ansi.StringWidth(right)
+		line = left + strings.Repeat(" ", max(gap, 1)) + right
+		if gap >= 1 {
+			break
+		}
+	}
 	return m.st.status.Render(ansi.Truncate(line, max(m.width, 1), "…"))
+}
+
+// window is the context window of the model the next turn runs on; 0 when
+// unknown.
+func (m *model) window() int64 {
+	if m.ui.opts.Window == nil {
+		return 0
+	}
+	return m.ui.opts.Window(m.modelName)
 }
 
 // shortID is the first 8 characters of an id, enough to name it.
