@@ -10,6 +10,7 @@ import (
 
 	"github.com/dsh-go/dsh"
 	"github.com/dsh-go/dsh/subagent"
+	"github.com/dsh-go/dsh/subagent/a2achild"
 	"github.com/dsh-go/dsh/subagent/acpchild"
 	"github.com/dsh-go/dsh/subagent/claudecode"
 	"github.com/dsh-go/dsh/subagent/codex"
@@ -56,7 +57,7 @@ type BuildEnv struct {
 }
 
 // BuiltinKinds returns dsh's provider kinds: spawn, fork, acp, codex,
-// claude-code, and temporal in a build with the tag temporal.
+// claude-code, a2a, and temporal in a build with the tag temporal.
 func BuiltinKinds() []Kind {
 	return append([]Kind{
 		{Name: KindSpawn, New: func(env BuildEnv, name string, _ any) (subagent.Provider, error) {
@@ -100,6 +101,23 @@ func BuiltinKinds() []Kind {
 				return newClaudeCode(name, block, env.Getenv)
 			},
 			Program: func(block any) string { return cmp.Or(blockOf[claudecode.Config](block).Command, "claude") }},
+		{Name: a2achild.Kind, Block: "a2a", NewBlock: func() any { return new(a2achild.Config) },
+			Check: func(name string, block any) error {
+				c := blockOf[a2achild.Config](block)
+				c.Name = name
+				return c.Check()
+			},
+			New: func(env BuildEnv, name string, block any) (subagent.Provider, error) {
+				c := blockOf[a2achild.Config](block)
+				c.Name, c.Getenv = name, env.Getenv
+				return a2achild.New(c)
+			},
+			Credentials: func(block any) []string {
+				if v := blockOf[a2achild.Config](block).TokenEnv; v != "" {
+					return []string{v}
+				}
+				return nil
+			}},
 	}, temporalKinds()...)
 }
 

@@ -112,7 +112,7 @@ func newRoot(stdin io.Reader, stdout, stderr io.Writer, getenv func(string) stri
 	root.PersistentFlags().StringVar(&c.configPath, "config", "", "a configuration file laid over $DSH_HOME/dsh.yaml and the trusted project's .dsh/dsh.yaml (default $DSH_CONFIG; dsh config shows what is read)")
 	root.PersistentFlags().BoolVarP(&c.verbose, "verbose", "v", false, "also log debug information to stderr")
 	root.PersistentFlags().StringVar(&c.logLevel, "log-level", "", "level of the log file $DSH_HOME/logs/dsh.log: debug, info, warn or error (default $DSH_LOG, else warn)")
-	root.AddCommand(c.runCmd(), c.demoCmd(), c.sessionsCmd(), c.acpCmd(), c.mcpCmd(), c.doctorCmd(), c.configCmd(), c.agentsCmd(), c.chatCmd(), c.replayCmd(), c.workerCmd(), c.trustCmd(), c.initCmd())
+	root.AddCommand(c.runCmd(), c.demoCmd(), c.sessionsCmd(), c.acpCmd(), c.mcpCmd(), c.a2aCmd(), c.doctorCmd(), c.configCmd(), c.agentsCmd(), c.chatCmd(), c.replayCmd(), c.workerCmd(), c.trustCmd(), c.initCmd())
 	return root
 }
 
