@@ -109,11 +109,10 @@ func (c *cli) rootRun(f *chatFlags) func(cmd *cobra.Command, args []string) erro
 			return err
 		}
 		if len(args) == 1 && cmd.ArgsLenAtDash() != 0 && !strings.ContainsAny(args[0], " \t\n?.,!'\"") {
-			msg := fmt.Sprintf("unknown command %q for \"dsh\"", args[0])
-			if s := cmd.SuggestionsFor(args[0]); len(s) > 0 {
-				msg += fmt.Sprintf(" (did you mean %s?)", strings.Join(s, ", "))
+			if len(cmd.SuggestionsFor(args[0])) > 0 {
+				return unknownCommand(cmd, args[0])
 			}
-			return fmt.Errorf("%s: dsh --help lists the commands; to send it as a prompt: dsh -- %s", msg, args[0])
+			return withCode(codeUsage, fmt.Errorf("unknown command %q for \"dsh\": dsh --help lists the commands; to send it as a prompt: dsh -- %s", args[0], args[0]))
 		}
 		f.prompt = strings.Join(args, " ")
 		return c.chat(cmd.Context(), *f)

@@ -386,7 +386,16 @@ func TestReplayReportsADivergenceInASelfChild(t *testing.T) {
 	}
 	// The child's recorded glob tool is described differently, as if the
 	// recording had been made by another dsh.
-	child := rec.Sessions[1]
+	var child *replay.Session // the child process's own session: the one of the two with model requests
+	for _, c := range rec.Sessions[1:] {
+		if slices.ContainsFunc(c.Events, func(e session.Event) bool { _, ok := e.Data.(session.RequestHeader); return ok }) {
+			child = c
+			break
+		}
+	}
+	if child == nil {
+		t.Fatal("the recording has no child session with model requests")
+	}
 	for i, e := range child.Events {
 		if h, ok := e.Data.(session.RequestHeader); ok {
 			tools := slices.Clone(h.Tools)

@@ -173,7 +173,7 @@ func TestTUIViewResumeShowsTheConversation(t *testing.T) {
 // the model.
 func TestBareDshRefusesAMistypedCommand(t *testing.T) {
 	_, _, err := runCLI(t, nil, "sesions")
-	if err == nil || !strings.Contains(err.Error(), `unknown command "sesions"`) || !strings.Contains(err.Error(), "did you mean sessions") {
+	if err == nil || !strings.Contains(err.Error(), `unknown command "sesions"`) || !strings.Contains(err.Error(), `did you mean "sessions"`) {
 		t.Fatalf("dsh sesions: %v", err)
 	}
 }

@@ -33,17 +33,17 @@ func commands() []command {
 		{"agents", "[N]", "list this conversation's children; /agents N (or an id) opens one's transcript, Esc returns", (*model).agents},
 		{"clear", "", "start a new conversation (also /new); this one is kept, for dsh -r ID", (*model).clear},
 		{"new", "", "the same as /clear", (*model).clear},
-		{"compact", "[FOCUS]", "summarise the conversation so far to free the model's context (FOCUS: what to keep)", (*model).compact},
-		{"init", "", "write a first AGENTS.md here (never overwrites one)", func(m *model, _ string) tea.Cmd {
-			m.log.add(entryNote, instructions.InitReport(m.agent.Cwd()))
-			return nil
-		}},
 		{"model", "[ROUTE]", "the model this conversation runs on; /model ROUTE switches the next turn to a configured route", (*model).modelCmd},
 		{"permissions", "", "what asks and what is denied, and what an a answer allows", (*model).permissions},
 		{"mcp", "", "the MCP servers and the tools they give", (*model).mcp},
 		{"sessions", "", "list the stored sessions of this directory", (*model).sessions},
 		{"resume", "ID", "continue a stored session here", (*model).resume},
 		{"cost", "", "the tokens and cost of this conversation, children included", (*model).cost},
+		{"compact", "[FOCUS]", "summarise the conversation so far to free the model's context (FOCUS: what to keep)", (*model).compact},
+		{"init", "", "write a first AGENTS.md here (never overwrites one)", func(m *model, _ string) tea.Cmd {
+			m.log.add(entryNote, instructions.InitReport(m.agent.Cwd()))
+			return nil
+		}},
 		{"help", "", "this list, and the keys", (*model).help},
 		{"exit", "", "leave (the session is kept: dsh -r ID continues it)", func(m *model, _ string) tea.Cmd { return m.quit() }},
 	}
