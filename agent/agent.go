@@ -40,6 +40,10 @@ type Options struct {
 	// MaxSteps caps the model calls of one turn (default DefaultMaxSteps;
 	// negative is invalid). A turn that reaches it ends with EndMaxSteps.
 	MaxSteps int `json:"maxSteps,omitempty" yaml:"maxSteps,omitempty"`
+	// MaxDelegationDepth caps the delegation depth of every child below
+	// the agent (0: no cap beyond its tools'): a dsh parent's cap carried
+	// across ACP. In-process children inherit it.
+	MaxDelegationDepth int `json:"maxDelegationDepth,omitempty" yaml:"-"`
 }
 
 // DefaultMaxSteps is Options.MaxSteps when unset.
