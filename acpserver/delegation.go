@@ -8,6 +8,7 @@ import (
 	"slices"
 
 	acpsdk "github.com/coder/acp-go-sdk"
+	"github.com/google/jsonschema-go/jsonschema"
 
 	"github.com/dsh-go/dsh/agent"
 	"github.com/dsh-go/dsh/content"
@@ -15,17 +16,22 @@ import (
 	"github.com/dsh-go/dsh/permission"
 	"github.com/dsh-go/dsh/session"
 	"github.com/dsh-go/dsh/subagent"
+	"github.com/dsh-go/dsh/subagent/inproc"
 )
 
 // createOptions describe a session's agent. A dsh parent's `_meta` (see
 // internal/acpmeta) makes it a child: lineage and depth recorded in its
-// session, the parent's policy narrowing the server's, and the tree's
-// remaining budget. Meta can only narrow what the server allows.
-func (s *server) createOptions(id acpsdk.SessionId, cwd string, meta map[string]any) agent.CreateOptions {
+// session, the parent's policy narrowing the server's, the tree's
+// remaining budget, and the delegation's persona, tool filter, output
+// schema (recorded by the returned capture) and depth cap, applied as an
+// in-process child gets them (inproc.Shape). Meta can only narrow what the
+// server allows.
+func (s *server) createOptions(id acpsdk.SessionId, cwd string, meta map[string]any) (agent.CreateOptions, *inproc.Capture, error) {
 	opts := s.opts.AgentOptions
 	policy := s.opts.Policy
 	budget := s.opts.TokenBudget
 	co := agent.CreateOptions{SessionID: string(id), Cwd: cwd, Asker: s.asker(id)}
+	var capture *inproc.Capture
 	var m acpmeta.Session
 	if acpmeta.Get(meta, &m) {
 		if m.Policy != nil {
@@ -45,9 +51,41 @@ func (s *server) createOptions(id acpsdk.SessionId, cwd string, meta map[string]
 		}
 		co.DelegationDepth = max(m.Depth, 0)
 		opts.SubagentDepth = max(opts.SubagentDepth, co.DelegationDepth)
+		if m.MaxDepth != nil && (opts.MaxDelegationDepth == 0 || *m.MaxDepth < opts.MaxDelegationDepth) {
+			opts.MaxDelegationDepth = max(*m.MaxDepth, 1) // 0 would mean none; a child at depth ≥ 1 already passed a cap of 0
+		}
+		shape, c, err := shapeOf(m)
+		if err != nil {
+			return co, nil, err
+		}
+		if shape != nil {
+			co.Setup, capture = chainSetup(co.Setup, shape), c
+		}
 	}
 	co.Options, co.Policy, co.TokenBudget = opts, &policy, budget
-	return co
+	return co, capture, nil
+}
+
+// shapeOf is the setup that applies a dsh parent's persona, tool filter
+// and output schema to a session's agent (nil for none), and the capture
+// of its structured result (nil without a schema).
+func shapeOf(m acpmeta.Session) (func(*agent.Agent) error, *inproc.Capture, error) {
+	shaping := inproc.Shaping{Persona: m.Persona, ToolFilter: m.ToolFilter}
+	var capture *inproc.Capture
+	if len(m.OutputSchema) > 0 {
+		schema := new(jsonschema.Schema)
+		if err := json.Unmarshal(m.OutputSchema, schema); err != nil {
+			return nil, nil, acpsdk.NewInvalidParams(fmt.Sprintf("_meta.%s.outputSchema is not a JSON schema: %v", acpmeta.Key, err))
+		}
+		if err := subagent.CheckSchema(schema); err != nil {
+			return nil, nil, acpsdk.NewInvalidParams(fmt.Sprintf("_meta.%s.outputSchema: %v", acpmeta.Key, err))
+		}
+		shaping.OutputSchema, capture = schema, &inproc.Capture{}
+	}
+	if shaping == (inproc.Shaping{}) {
+		return nil, nil, nil
+	}
+	return func(a *agent.Agent) error { return inproc.Shape(a, shaping, capture) }, capture, nil
 }
 
 // checkMeta validates a client's dsh `_meta` (see internal/acpmeta) before
@@ -124,7 +162,7 @@ func (s *server) asker(id acpsdk.SessionId) permission.Asker {
 
 // turnUsage sums the usage of a turn's events, descendants included: as
 // ACP's usage, and per "provider/model" in the response's `_meta`.
-func turnUsage(events []session.Event) (*acpsdk.Usage, map[string]any) {
+func turnUsage(events []session.Event) (*acpsdk.Usage, map[string]content.Usage) {
 	byModel := subagent.UsageFromEvents(events)
 	if len(byModel) == 0 {
 		return nil, nil
@@ -137,5 +175,5 @@ func turnUsage(events []session.Event) (*acpsdk.Usage, map[string]any) {
 	thought := int(total.Reasoning)
 	u := &acpsdk.Usage{InputTokens: int(total.Input + total.CacheRead), OutputTokens: int(total.Output),
 		CachedReadTokens: &cached, ThoughtTokens: &thought, TotalTokens: int(total.Input + total.CacheRead + total.Output)}
-	return u, acpmeta.Set(nil, acpmeta.Prompt{Usage: byModel})
+	return u, byModel
 }

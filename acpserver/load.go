@@ -10,6 +10,7 @@ import (
 
 	"github.com/dsh-go/dsh/agent"
 	"github.com/dsh-go/dsh/content"
+	"github.com/dsh-go/dsh/internal/acpmeta"
 	"github.com/dsh-go/dsh/session"
 )
 
@@ -37,9 +38,20 @@ func (s *server) LoadSession(ctx context.Context, p acpsdk.LoadSessionRequest) (
 	if _, err := s.session(p.SessionId); err == nil {
 		return acpsdk.LoadSessionResponse{}, acpsdk.NewInvalidParams(fmt.Sprintf("session %q is already open", p.SessionId))
 	}
-	co := s.createOptions(p.SessionId, "", p.Meta)
+	co, _, err := s.createOptions(p.SessionId, "", p.Meta)
+	if err != nil {
+		return acpsdk.LoadSessionResponse{}, err
+	}
 	co.ParentSession, co.Origin, co.DelegationDepth, co.Resume, co.Setup = "", "", 0, true, nil
-	err := s.open(ctx, co, p.Cwd, p.McpServers, func(a *agent.Agent, u *updater) error {
+	var m acpmeta.Session
+	if acpmeta.Get(p.Meta, &m) { // a continued child keeps its persona and tool filter
+		shape, _, err := shapeOf(acpmeta.Session{Persona: m.Persona, ToolFilter: m.ToolFilter})
+		if err != nil {
+			return acpsdk.LoadSessionResponse{}, err
+		}
+		co.Setup = shape
+	}
+	err = s.open(ctx, co, nil, p.Cwd, p.McpServers, func(a *agent.Agent, u *updater) error {
 		if cwd := a.Cwd(); filepath.Clean(cwd) != filepath.Clean(p.Cwd) {
 			return acpsdk.NewInvalidParams(fmt.Sprintf("session %q works in %s, not %s", p.SessionId, cwd, p.Cwd))
 		}

@@ -27,8 +27,10 @@ import (
 	"github.com/dsh-go/dsh/llm"
 	"github.com/dsh-go/dsh/mcptool"
 	"github.com/dsh-go/dsh/permission"
+	"github.com/dsh-go/dsh/prompt"
 	"github.com/dsh-go/dsh/session"
 	"github.com/dsh-go/dsh/subagent"
+	"github.com/dsh-go/dsh/subagent/inproc"
 	"github.com/dsh-go/dsh/telemetry"
 	"github.com/dsh-go/dsh/tool"
 	"github.com/dsh-go/dsh/tool/builtin"
@@ -209,9 +211,21 @@ type acpSession struct {
 	agent   *agent.Agent
 	updates *updater
 	stop    func() // stops the observer
+	// capture records the structured result a dsh parent asked for
+	// (acpmeta.Session.OutputSchema); nil for none.
+	capture *inproc.Capture
 	mu      sync.Mutex
 	busy    bool // a session/prompt was admitted and has not returned
 	greet   bool // its commands go out once the client has its id (s.mu)
+}
+
+// captured returns the structured result the session's last turn
+// recorded, if it has an output schema and the turn recorded one.
+func (ss *acpSession) captured() (any, bool) {
+	if ss.capture == nil {
+		return nil, false
+	}
+	return ss.capture.Value()
 }
 
 // dispose stops the session's updates and disposes its agent.
@@ -227,7 +241,7 @@ var _ acpsdk.Agent = (*server)(nil)
 // tree, and registers it. loaded, when set, checks the loaded agent and
 // replays its conversation through the session's updater before the
 // session follows the agent; an error from it disposes the agent.
-func (s *server) open(ctx context.Context, co agent.CreateOptions, cwd string, servers []acpsdk.McpServer,
+func (s *server) open(ctx context.Context, co agent.CreateOptions, capture *inproc.Capture, cwd string, servers []acpsdk.McpServer,
 	loaded func(*agent.Agent, *updater) error) error {
 	s.mu.Lock()
 	if n := len(s.sessions) + s.creating; n >= s.opts.MaxSessions {
@@ -268,7 +282,7 @@ func (s *server) open(ctx context.Context, co agent.CreateOptions, cwd string, s
 		a.Dispose(context.Background())
 		return acpsdk.NewInternalError("the server is shutting down")
 	}
-	ss := &acpSession{id: id, agent: a, updates: u}
+	ss := &acpSession{id: id, agent: a, updates: u, capture: capture}
 	ss.stop = a.Session().Observe(u.event)
 	s.sessions[id] = ss
 	return nil
@@ -369,7 +383,11 @@ func (s *server) NewSession(ctx context.Context, p acpsdk.NewSessionRequest) (ac
 	}
 	id := acpsdk.SessionId(uuid.NewString())
 	ctx = telemetry.FromMeta(ctx, p.Meta) // a parent's trace: the session's turns continue it
-	if err := s.open(ctx, s.createOptions(id, p.Cwd, p.Meta), p.Cwd, p.McpServers, nil); err != nil {
+	co, capture, err := s.createOptions(id, p.Cwd, p.Meta)
+	if err != nil {
+		return acpsdk.NewSessionResponse{}, err
+	}
+	if err := s.open(ctx, co, capture, p.Cwd, p.McpServers, nil); err != nil {
 		return acpsdk.NewSessionResponse{}, err
 	}
 	ss, err := s.session(id)
@@ -472,6 +490,9 @@ func (s *server) Prompt(ctx context.Context, p acpsdk.PromptRequest) (acpsdk.Pro
 		return acpsdk.PromptResponse{StopReason: acpsdk.StopReasonEndTurn}, nil
 	}
 	s.titled(ss, text)
+	if ss.capture != nil { // a structured delegation: finish with structured_output
+		msg.Content = append([]content.Block{content.Text(prompt.ChildInstructionsOpen + inproc.StructuredText + prompt.ChildInstructionsClose)}, msg.Content...)
+	}
 	from := len(ss.agent.Session().Events())
 	ss.updates.prompted(msg.ID)
 	end, err := ss.agent.Run(telemetry.FromMeta(ctx, p.Meta), msg)
@@ -481,7 +502,14 @@ func (s *server) Prompt(ctx context.Context, p acpsdk.PromptRequest) (acpsdk.Pro
 	s.usage(ss)
 	resp, err := stopReason(end)
 	if err == nil {
-		resp.Usage, resp.Meta = turnUsage(ss.agent.Session().Events()[from:])
+		var pm acpmeta.Prompt
+		resp.Usage, pm.Usage = turnUsage(ss.agent.Session().Events()[from:])
+		if v, ok := ss.captured(); ok {
+			pm.Structured, _ = json.Marshal(v)
+		}
+		if pm.Usage != nil || pm.Structured != nil {
+			resp.Meta = acpmeta.Set(nil, pm)
+		}
 	}
 	return resp, err
 }

@@ -45,6 +45,10 @@ type Options struct {
 	// fill: past it, the agent first compacts the conversation (default
 	// DefaultCompactAt; more than 0, at most 1).
 	CompactAt float64 `json:"compactAt,omitempty" yaml:"compactAt,omitempty"`
+	// MaxDelegationDepth caps the delegation depth of every child below
+	// the agent (0: no cap beyond its tools'): a dsh parent's cap carried
+	// across ACP. In-process children inherit it.
+	MaxDelegationDepth int `json:"maxDelegationDepth,omitempty" yaml:"-"`
 }
 
 // DefaultMaxSteps is Options.MaxSteps when unset.

@@ -270,7 +270,7 @@ func (cfg Config) selfHost(ac *acpchild.Config, getenv func(string) string) erro
 			ac.Env[k] = cmp.Or(ac.Env[k], v)
 		}
 	}
-	ac.DepthEnv = DepthEnv
+	ac.DepthEnv, ac.Dsh = DepthEnv, true
 	return nil
 }
 

@@ -365,7 +365,7 @@ func (c *continuation) resume(ctx context.Context, caller *agent.Agent, id strin
 	defer done()
 	po := caller.Options()
 	opts := agent.Options{Provider: desc.AgentProvider, Model: desc.AgentModel, MaxParallelToolCalls: po.MaxParallelToolCalls,
-		MaxSteps: po.MaxSteps, CompactAt: po.CompactAt, SubagentDepth: h.DelegationDepth}
+		MaxSteps: po.MaxSteps, CompactAt: po.CompactAt, MaxDelegationDepth: po.MaxDelegationDepth, SubagentDepth: h.DelegationDepth}
 	if opts.Provider == "" {
 		opts.Provider, opts.Model = po.Provider, po.Model
 	}

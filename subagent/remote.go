@@ -83,7 +83,8 @@ func (s *Service) startRemote(ctx context.Context, c *continuation, name string,
 	} else if c.exists(id) {
 		return nil, &Error{Code: CodeDuplicateChild, Provider: name, Msg: fmt.Sprintf("child id %s is already live or stored", id)}
 	}
-	desc := Descriptor{Version: DescriptorVersion, Mode: Continuable, Provider: name, Label: req.Label}
+	desc := Descriptor{Version: DescriptorVersion, Mode: Continuable, Provider: name, Label: req.Label,
+		Persona: req.Persona, ToolFilter: req.ToolFilter} // a dsh child gets them again when it is continued
 	if desc.Label == "" {
 		desc.Label = name
 	}
@@ -110,7 +111,8 @@ func (s *Service) resumeRemote(ctx context.Context, caller *agent.Agent, h sessi
 	if !ok {
 		return "", errorf(CodeNotResumable, "child %s ran on provider %q, which is not registered here or cannot continue it", h.ID, desc.Provider)
 	}
-	req := StartRequest{Label: desc.Label, Prompt: m.Content, Parent: caller, Depth: h.DelegationDepth}
+	req := StartRequest{Label: desc.Label, Prompt: m.Content, Parent: caller, Depth: h.DelegationDepth,
+		Persona: desc.Persona, ToolFilter: desc.ToolFilter}
 	acc, err := c.materializeRemote(ctx, caller, h, desc, req, m, firstSettlement{}, func(ctx context.Context, req StartRequest) (Run, error) {
 		return rp.ResumeRun(ctx, req, desc.Remote)
 	})

@@ -355,6 +355,9 @@ func (s *Service) validate(name string, req *StartRequest) error {
 		return invalid("start: cwd must be an absolute path, got %q", req.Cwd)
 	}
 	req.Depth = req.Parent.Depth() + 1
+	if c := req.Parent.Options().MaxDelegationDepth; c > 0 && req.Depth > c {
+		return depthExceeded(req.Depth, c)
+	}
 	if req.MaxDepth != nil {
 		if *req.MaxDepth < 0 {
 			return invalid("start: maxDepth must be a non-negative integer, got %d", *req.MaxDepth)

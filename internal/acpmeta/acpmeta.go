@@ -12,6 +12,7 @@ import (
 
 	"github.com/dsh-go/dsh/content"
 	"github.com/dsh-go/dsh/permission"
+	"github.com/dsh-go/dsh/tool"
 )
 
 // Key is the `_meta` key of dsh's extension.
@@ -33,6 +34,17 @@ type Session struct {
 	// admit, or stops answering, holds its starts to its own cap.
 	Admits          bool `json:"admits,omitempty"`
 	MaxLiveChildren int  `json:"maxLiveChildren,omitempty"`
+	// Persona, ToolFilter, OutputSchema and MaxDepth are the start-time
+	// capabilities of the delegation, which a dsh child applies to the
+	// session as an in-process child gets them: the persona replaces the
+	// deployment's, filtered tools are absent and refused, a structured
+	// result comes through the forced structured_output tool (returned in
+	// the prompt answer's Prompt.Structured), and no delegation of the
+	// session's tree goes deeper than MaxDepth.
+	Persona      *string           `json:"persona,omitempty"`
+	ToolFilter   *tool.Restriction `json:"toolFilter,omitempty"`
+	OutputSchema json.RawMessage   `json:"outputSchema,omitempty"`
+	MaxDepth     *int              `json:"maxDepth,omitempty"`
 	// Descriptor is the subagent descriptor the child records in its new
 	// session's log (a subagent.Descriptor: one-shot, its parent's provider
 	// and label), so that its parent's listings classify it.
@@ -50,6 +62,8 @@ func (s Session) Check() error {
 	switch {
 	case s.Depth < 0 || s.Depth > MaxDepth:
 		return fmt.Errorf("_meta.%s.depth must be within 0..%d, got %d", Key, MaxDepth, s.Depth)
+	case s.MaxDepth != nil && (*s.MaxDepth < 0 || *s.MaxDepth > MaxDepth):
+		return fmt.Errorf("_meta.%s.maxDepth must be within 0..%d, got %d", Key, MaxDepth, *s.MaxDepth)
 	case s.ParentSession != "" && !validSessionID(s.ParentSession):
 		id := s.ParentSession
 		if len(id) > 64 {
@@ -84,6 +98,9 @@ type Permission struct {
 // usage per "provider/model", descendants included.
 type Prompt struct {
 	Usage map[string]content.Usage `json:"usage,omitempty"`
+	// Structured is the value the turn's structured_output call recorded,
+	// when the session has an output schema.
+	Structured json.RawMessage `json:"structured,omitempty"`
 }
 
 // The extension methods a dsh child calls on its dsh parent.

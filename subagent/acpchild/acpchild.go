@@ -51,6 +51,11 @@ type Config struct {
 	// DepthEnv, when set, names a variable that tells the child its depth
 	// (dsh children read DSH_DEPTH).
 	DepthEnv string `yaml:"depthEnv"`
+	// Dsh says that the agent is dsh itself (`command: self`): it applies
+	// the persona, tool filter, output schema and depth cap dsh's `_meta`
+	// extension carries (acpmeta.Session), so the provider declares those
+	// capabilities. Set by the configuration, not read from the file.
+	Dsh bool `yaml:"-"`
 }
 
 // Provider runs ACP agents as children.
@@ -81,9 +86,16 @@ const providerKind = "acp"
 // Name implements subagent.Provider.
 func (p *Provider) Name() string { return p.cfg.Name }
 
-// Capabilities implements subagent.Provider: none — a remote process cannot
-// be made to honour them.
-func (p *Provider) Capabilities() subagent.Capabilities { return subagent.Capabilities{} }
+// Capabilities implements subagent.Provider: for a dsh child (Config.Dsh)
+// the persona, tool filter, output schema and depth cap, which it applies
+// as an in-process child does; none for another agent, which cannot be
+// made to honour them.
+func (p *Provider) Capabilities() subagent.Capabilities {
+	if !p.cfg.Dsh {
+		return subagent.Capabilities{}
+	}
+	return subagent.Capabilities{OutputSchema: true, DepthLimit: true, ToolFilter: true, Persona: true}
+}
 
 // InheritsParentContext implements subagent.Provider: false.
 func (p *Provider) InheritsParentContext() bool { return false }
@@ -108,6 +120,13 @@ func (p *Provider) start(ctx context.Context, req subagent.StartRequest, remote 
 	if err != nil {
 		return nil, err
 	}
+	if p.cfg.Dsh && req.Parent.Tools().Restricted() {
+		// The filter the child applies is the request's alone: its own
+		// tools cannot be narrowed to a restricted parent's.
+		return nil, &subagent.Error{Code: subagent.CodeUnsupportedCapability, Provider: p.cfg.Name, Capability: subagent.CapToolFilter,
+			Msg: fmt.Sprintf("this agent's tools are restricted, and provider %q cannot restrict a child process to them: "+
+				"a child sees no more than its parent", p.cfg.Name)}
+	}
 	depth := req.Depth
 	if depth > p.cfg.MaxDepth {
 		return nil, &subagent.Error{Code: subagent.CodeDepthExceeded, Provider: p.cfg.Name, Attempted: depth, Max: p.cfg.MaxDepth,
@@ -122,7 +141,7 @@ func (p *Provider) start(ctx context.Context, req subagent.StartRequest, remote 
 		return nil, &childproc.StartError{Kind: providerKind, Provider: p.cfg.Name, Stage: "spawn", Err: err}
 	}
 	r := &run{cfg: p.cfg, id: "acp-" + uuid.NewString(), proc: child, progress: req.Progress,
-		parent: req.Parent, label: subagent.ChildLabel(p.cfg.Name, req.Label), trace: telemetry.Carrier(ctx)}
+		parent: req.Parent, label: subagent.ChildLabel(p.cfg.Name, req.Label), trace: telemetry.Carrier(ctx), req: req}
 	r.client = &client{run: r}
 	r.slots = &slots{live: req.LiveSlots}
 	go func() { <-child.Done(); r.slots.close() }()
@@ -153,7 +172,11 @@ func (p *Provider) start(ctx context.Context, req subagent.StartRequest, remote 
 // agents ignore it).
 func (r *run) handshake(ctx context.Context, cwd string, depth int, remote acpsdk.SessionId, desc *subagent.Descriptor) error {
 	policy := r.parent.Policy()
-	meta := acpmeta.Session{ParentSession: r.parent.ID(), Depth: depth, Policy: &policy}
+	meta := acpmeta.Session{ParentSession: r.parent.ID(), Depth: depth, Policy: &policy,
+		Persona: r.req.Persona, ToolFilter: r.req.ToolFilter, MaxDepth: r.req.MaxDepth}
+	if r.req.OutputSchema != nil {
+		meta.OutputSchema, _ = json.Marshal(r.req.OutputSchema)
+	}
 	if desc != nil {
 		meta.Descriptor, _ = json.Marshal(desc)
 	}
@@ -230,6 +253,7 @@ type run struct {
 	parent   *agent.Agent
 	label    string            // names the child in permission asks
 	trace    map[string]string // the run span's W3C trace context, sent in `_meta`; nil: none
+	req      subagent.StartRequest
 
 	subagent.Settlement
 	cancelled   chan struct{} // closed when the run is cancelled
@@ -331,6 +355,14 @@ func (r *run) outcome(res promptResult) subagent.Result {
 		switch res.resp.StopReason {
 		case acpsdk.StopReasonEndTurn:
 			out.StopReason = subagent.Completed
+			if r.req.OutputSchema == nil {
+				break
+			}
+			var m acpmeta.Prompt
+			if acpmeta.Get(res.resp.Meta, &m) && len(m.Structured) > 0 && json.Unmarshal(m.Structured, &out.Structured) == nil {
+				break
+			}
+			out.StopReason, out.Diagnostic = subagent.Failed, "the child finished without calling structured_output"
 		case acpsdk.StopReasonMaxTokens:
 			out.StopReason = subagent.MaxTokens
 		case acpsdk.StopReasonRefusal:

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/dsh-go/dsh/tool"
+	"github.com/google/jsonschema-go/jsonschema"
 	"io"
 	"log/slog"
 	"net/http"
@@ -11,6 +13,7 @@ import (
 	"os"
 	"os/signal"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -417,4 +420,97 @@ func TestResumeRunLoadsTheSession(t *testing.T) {
 	if err := noChildren(); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// A dsh child (command: self) honours the seam's capabilities as an
+// in-process child does: the persona in its system prompt, a filtered tool
+// absent from its request, its delegation refused beyond the depth cap,
+// and its structured_output call the run's structured result.
+func TestDshChildHonoursTheCapabilities(t *testing.T) {
+	const persona = "You are a terse triage clerk."
+	var mu sync.Mutex
+	var first, second llmtest.Request
+	srv := llmtest.NewServer(t, func(r llmtest.Request) llmtest.Reply {
+		mu.Lock()
+		defer mu.Unlock()
+		switch len(r.ToolResults) {
+		case 0:
+			first = r
+			return llmtest.Reply{ToolCall: &llmtest.ToolCall{Name: "subagent", Arguments: `{"description":"deeper","prompt":"go deeper"}`}}
+		case 1:
+			second = r
+			return llmtest.Reply{ToolCall: &llmtest.ToolCall{Name: "structured_output", Arguments: `{"label":"bug"}`}}
+		}
+		return llmtest.Reply{Text: "done"}
+	})
+	cfg := selfLoop(t, srv)
+	cfg.Dsh = true
+	p := newProvider(t, cfg)
+	if c := p.Capabilities(); !c.Persona || !c.ToolFilter || !c.OutputSchema || !c.DepthLimit {
+		t.Fatalf("a dsh child's capabilities %+v", c)
+	}
+	schema := &jsonschema.Schema{Type: "object", Properties: map[string]*jsonschema.Schema{"label": {Type: "string"}},
+		Required: []string{"label"}}
+	one := 1
+	p2 := persona
+	run, err := p.Start(context.Background(), subagent.StartRequest{Prompt: subagenttest.Prompt("classify this"),
+		Parent: subagenttest.ParentAgent(t), Depth: 1, Persona: &p2, ToolFilter: &tool.Restriction{Deny: []string{"bash"}},
+		OutputSchema: schema, MaxDepth: &one})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res := subagenttest.Wait(t, run)
+	if err := run.Dispose(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	body := string(first.Body)
+	switch {
+	case !strings.Contains(body, persona):
+		t.Errorf("the child's request has no persona:\n%.2000s", body)
+	case strings.Contains(body, `"name":"bash"`):
+		t.Error("the filtered bash tool is in the child's request")
+	case !strings.Contains(body, `"name":"structured_output"`):
+		t.Error("the child's request offers no structured_output")
+	}
+	if len(second.ToolResults) != 1 || !strings.Contains(second.ToolResults[0], "DEPTH_EXCEEDED") && !strings.Contains(second.ToolResults[0], "depth") {
+		t.Errorf("the child's delegation past maxDepth 1 answered %q", second.ToolResults)
+	}
+	t.Logf("the delegation past the cap answered %q", second.ToolResults)
+	if got, ok := res.Structured.(map[string]any); res.StopReason != subagent.Completed || !ok || got["label"] != "bug" {
+		t.Fatalf("result %+v, structured %#v", res, res.Structured)
+	}
+}
+
+// The conformance suite holds for a dsh child run with every capability
+// requested: a persona, a tool filter, an output schema (its model records
+// the result with structured_output) and a depth cap.
+func TestDshChildConformanceWithEveryCapability(t *testing.T) {
+	srv := llmtest.NewServer(t, func(r llmtest.Request) llmtest.Reply {
+		switch r.LastUser {
+		case subagenttest.PromptFail:
+			return llmtest.Reply{Status: http.StatusBadRequest, Body: `{"error":{"message":"the model refuses this request"}}`}
+		case subagenttest.PromptHang:
+			return llmtest.Reply{Text: "working…", Hang: true}
+		}
+		if len(r.ToolResults) > 0 {
+			return llmtest.Reply{Text: "recorded"}
+		}
+		return llmtest.Reply{Text: "done", ToolCall: &llmtest.ToolCall{Name: "structured_output", Arguments: `{"answer":"done"}`}}
+	})
+	cfg := selfLoop(t, srv)
+	cfg.Dsh = true
+	persona, depth := "You answer in one word.", 2
+	schema := &jsonschema.Schema{Type: "object", Properties: map[string]*jsonschema.Schema{"answer": {Type: "string"}},
+		Required: []string{"answer"}}
+	subagenttest.Conformance(t, subagenttest.Harness{
+		New: func(t *testing.T) (subagent.Provider, *agent.Agent) {
+			return newProvider(t, cfg), subagenttest.ParentAgent(t)
+		},
+		Shape: func(req *subagent.StartRequest) {
+			req.Persona, req.ToolFilter, req.OutputSchema, req.MaxDepth = &persona, &tool.Restriction{Deny: []string{"bash"}}, schema, &depth
+		},
+		Leftovers: noChildren,
+	})
 }

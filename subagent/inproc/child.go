@@ -45,7 +45,8 @@ func (b *Builder) BuildChild(ctx context.Context, opts agent.CreateOptions, desc
 // parent's), and the child's depth.
 func childOptions(parent agent.Options, override *agent.Options, depth int) agent.Options {
 	o := agent.Options{Provider: parent.Provider, Model: parent.Model, MaxTokens: parent.MaxTokens,
-		MaxParallelToolCalls: parent.MaxParallelToolCalls, MaxSteps: parent.MaxSteps, CompactAt: parent.CompactAt}
+		MaxParallelToolCalls: parent.MaxParallelToolCalls, MaxSteps: parent.MaxSteps, CompactAt: parent.CompactAt,
+		MaxDelegationDepth: parent.MaxDelegationDepth}
 	if override != nil {
 		if override.Provider != "" {
 			o.Provider, o.Model = override.Provider, ""

@@ -62,7 +62,7 @@ func (p *Provider) StartDetached(ctx context.Context, req subagent.StartRequest,
 		}
 		msg = content.UserMessage(content.Text(instructionsOpen + text + instructionsClose))
 	}
-	capture := &capture{}
+	capture := &Capture{}
 	child, err := p.cfg.Agents.Create(ctx, agent.CreateOptions{
 		SessionID:       d.SessionID,
 		Cwd:             d.Cwd,

@@ -91,7 +91,7 @@ func (p *Provider) Start(ctx context.Context, req subagent.StartRequest) (subage
 	if p.cfg.Fork {
 		seed = session.CompletedPrefix(parent.Session().Events())
 	}
-	capture := &capture{}
+	capture := &Capture{}
 	child, err := p.cfg.Agents.Create(ctx, agent.CreateOptions{
 		SessionID:       uuid.NewString(),
 		Cwd:             cmp.Or(req.Cwd, parent.Cwd()),
@@ -170,19 +170,13 @@ func withInstructions(framed string, task []content.Block) content.Message {
 
 // compose runs in the child's unpublished setup window: the descriptor,
 // the filter and persona, and the structured-output capture.
-func compose(a *agent.Agent, req subagent.StartRequest, c *capture) error {
+func compose(a *agent.Agent, req subagent.StartRequest, c *Capture) error {
 	if req.Descriptor != nil {
 		if err := subagent.AppendDescriptor(a.Session(), *req.Descriptor); err != nil {
 			return err
 		}
 	}
-	if err := composeChild(a, req.ToolFilter, req.Persona); err != nil {
-		return err
-	}
-	if req.OutputSchema != nil {
-		return c.install(a, req)
-	}
-	return nil
+	return Shape(a, Shaping{ToolFilter: req.ToolFilter, Persona: req.Persona, OutputSchema: req.OutputSchema}, c)
 }
 
 // The names spawn and fork providers are registered under by default.

@@ -25,7 +25,7 @@ type handle struct {
 // child's turn-end callback settles it.
 type run struct {
 	h            *handle
-	capture      *capture
+	capture      *Capture
 	structured   bool
 	progress     func(subagent.Progress)
 	msgID        string // the task message; cancelling it cancels the run
@@ -44,7 +44,7 @@ type run struct {
 	disposeErr  error
 }
 
-func newRun(h *handle, c *capture, structured bool, progress func(subagent.Progress)) *run {
+func newRun(h *handle, c *Capture, structured bool, progress func(subagent.Progress)) *run {
 	return &run{h: h, capture: c, structured: structured, progress: progress, fromSeq: h.agent.Session().Len()}
 }
 
@@ -116,7 +116,7 @@ func (r *run) finish(end session.TurnEnd) {
 	own := r.h.agent.Session().Events()[r.fromSeq:]
 	res := subagent.LogOutcome(own)
 	res.StopReason, res.Diagnostic = subagent.StopOf(end)
-	if v, ok := r.capture.get(); ok {
+	if v, ok := r.capture.Value(); ok {
 		res.Structured = v
 	} else if r.structured && res.StopReason == subagent.Completed {
 		res.StopReason, res.Diagnostic = subagent.Failed, "the child finished without calling structured_output"
@@ -182,7 +182,7 @@ func (r *run) Resume(ctx context.Context, req subagent.ResumeRequest) (subagent.
 	case r.h.owner != r:
 		return nil, errors.New("inproc: the child was already resumed")
 	}
-	next := newRun(r.h, &capture{}, false, req.Progress)
+	next := newRun(r.h, &Capture{}, false, req.Progress)
 	r.h.owner = next
 	next.start(ctx, content.UserMessage(req.Prompt...), false)
 	return next, nil

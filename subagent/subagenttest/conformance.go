@@ -40,6 +40,10 @@ type Harness struct {
 	// sessions outlive the process): the road scenarios then also delegate
 	// continuable children, as a default `dsh run` does.
 	Serve func(t *testing.T, svc *subagent.Service)
+	// Shape, when set, adds to every request of the suite the start-time
+	// capabilities the provider is run with (persona, tool filter, output
+	// schema, depth cap): the contract must hold with them too.
+	Shape func(req *subagent.StartRequest)
 }
 
 // Conformance runs the contract every subagent.Provider must honour:
@@ -319,7 +323,11 @@ func (c *conformanceEnv) record(e event.Event) {
 
 // request is what the service would pass the provider for prompt.
 func (c *conformanceEnv) request(prompt string) subagent.StartRequest {
-	return subagent.StartRequest{Prompt: Prompt(prompt), Parent: c.parent, Label: prompt, Depth: c.parent.Depth() + 1}
+	req := subagent.StartRequest{Prompt: Prompt(prompt), Parent: c.parent, Label: prompt, Depth: c.parent.Depth() + 1}
+	if c.h.Shape != nil {
+		c.h.Shape(&req)
+	}
+	return req
 }
 
 // start calls the provider directly, so that the service's wrapper cannot
