@@ -72,8 +72,9 @@ Zed's settings.json:
 			}
 			err = acpserver.Serve(cmd.Context(), acpserver.Options{Agents: rt.Agents, AgentOptions: cfg.Agent,
 				Policy: cfg.ACPPolicy(acpserver.DefaultAskPermission()), TokenBudget: cfg.Budget.Tokens,
-				Routes:    acpRoutes(cfg, c.getenv),
-				FileTools: func(f builtin.Files) []tool.Definition { return builtin.FileTools(toolOpts, f) },
+				Routes:        acpRoutes(cfg, c.getenv),
+				ContextWindow: rt.LLM.ContextWindow,
+				FileTools:     func(f builtin.Files) []tool.Definition { return builtin.FileTools(toolOpts, f) },
 				Cost: func(u map[string]content.Usage) (float64, bool) {
 					_, cost, priced := spentLine(u, cfg.PriceOf)
 					return cost, priced

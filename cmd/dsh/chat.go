@@ -235,6 +235,10 @@ func (c *cli) chatOnTerminal(ctx context.Context, rt *dsh.Runtime, cfg config.Co
 		},
 		Sessions:    func() (string, error) { return c.recentSessions(cfg, cwd) },
 		HistoryFile: historyFile(c.getenv),
+		Window: func(model string) int64 { // "route/model"
+			route, id, _ := strings.Cut(model, "/")
+			return int64(rt.LLM.ContextWindow(route, id))
+		},
 		ModelOf:     cfg.ModelOf,
 		Permissions: describePolicy(cfg.Permissions),
 		MCP:         describeMCP(cfg),
