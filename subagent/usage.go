@@ -43,6 +43,10 @@ func UsageFromEvents(events []session.Event) map[string]content.Usage {
 			if d.Usage != nil {
 				sum = AddUsage(sum, d.Message.Source.Provider+"/"+d.Message.Source.Model, *d.Usage)
 			}
+		case UsageRecord:
+			for k, u := range d.Usage {
+				sum = AddUsage(sum, k, u)
+			}
 		case json.RawMessage:
 			if e.Type != UsageType {
 				continue
@@ -85,8 +89,7 @@ func recordUsage(parent *agent.Agent, child string, usage map[string]content.Usa
 	if len(usage) == 0 || parent.Disposed() {
 		return
 	}
-	raw, err := json.Marshal(UsageRecord{Child: child, Usage: usage})
-	if err == nil {
-		parent.Session().Append(UsageType, json.RawMessage(raw))
-	}
+	// Appended as a value: the store encodes it when it writes, a reader
+	// of a stored log finds it as JSON (see UsageFromEvents).
+	parent.Session().Append(UsageType, UsageRecord{Child: child, Usage: usage})
 }

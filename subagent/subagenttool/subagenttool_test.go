@@ -604,9 +604,11 @@ func recordedUsage(t *testing.T, a *agent.Agent) map[string]content.Usage {
 		if e.Type != subagent.UsageType {
 			continue
 		}
-		var r subagent.UsageRecord
-		if err := json.Unmarshal(e.Data.(json.RawMessage), &r); err != nil {
-			t.Fatal(err)
+		r, ok := e.Data.(subagent.UsageRecord) // in memory as appended; as JSON once stored
+		if !ok {
+			if err := json.Unmarshal(e.Data.(json.RawMessage), &r); err != nil {
+				t.Fatal(err)
+			}
 		}
 		for k, u := range r.Usage {
 			sum = subagent.AddUsage(sum, k, u)
