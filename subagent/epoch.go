@@ -3,101 +3,107 @@ package subagent
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"strings"
 
 	"github.com/dsh-go/dsh/agent"
 	"github.com/dsh-go/dsh/content"
-	"github.com/dsh-go/dsh/session"
 )
 
-// The source of the messages the service relays between a parent and its
-// continuable children (content.Source{Kind: plugin, Plugin: SourcePlugin}),
-// by form; Sender names the sending session.
-const (
-	SourcePlugin = "subagent"
-	FormRelay    = "relay"   // a parent's send_message to its child
-	FormReport   = "report"  // a child's report to its parent
-	FormSettled  = "settled" // the notice of a child's settlement
-)
+// What the manager of continuable children (Continuation) uses of the
+// service: the checks and caps every start passes, the run announcements,
+// the wake budget and the log.
 
-// epoch is one activation as a run, so that the service announces it like
-// any other: subagent/start when it is published, progress while it runs,
-// subagent/end once it settled. The service owns its teardown.
-type epoch struct {
+// Validate makes the checks of Start on req for the named provider, before
+// any child exists, and sets req.Depth (see Start for their order).
+func (s *Service) Validate(name string, req *StartRequest) error { return s.validate(name, req) }
+
+// AdmitChild counts a child of parent's tree against the live-children
+// cap, and against the cap of parent's running turn (LIMIT_REACHED), and
+// returns its release.
+func (s *Service) AdmitChild(name string, parent *agent.Agent) (release func(), err error) {
+	return s.admit(name, parent)
+}
+
+// ChildSlots returns what a provider tells a child of parent's tree that
+// runs in another process about the tree's live-children cap, or nil when
+// nothing limits it (see StartRequest.LiveSlots).
+func (s *Service) ChildSlots(name string, parent *agent.Agent) *LiveSlots {
+	return s.liveSlots(name, parent)
+}
+
+// WakeBudget returns the LimitWakes bound.
+func (s *Service) WakeBudget() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.maxWakes <= 0 {
+		return DefaultMaxWakes
+	}
+	return s.maxWakes
+}
+
+// Logger returns the service's logger.
+func (s *Service) Logger() *slog.Logger { return s.log }
+
+// TeardownFailure logs that the provider's child, settled with stop,
+// could not be torn down (err), and returns the error Result.Teardown
+// carries (ACTIVATION_TEARDOWN_FAILED).
+func (s *Service) TeardownFailure(provider, child string, stop StopReason, err error) error {
+	s.log.Warn("subagent: teardown failed; the child's outcome stands", "child", child,
+		"code", CodeTeardownFailed, "stop", stop, "err", err)
+	return TeardownFailed(provider, child, err)
+}
+
+// Epoch is one activation of a continuable child announced as a run, like
+// any other: subagent/start at Announce, progress while it runs,
+// subagent/end (with the child's usage recorded in its parent's log) when
+// it is settled. Its Settlement's AfterSettle callbacks run after that end.
+// The manager of continuable children owns the activation's teardown.
+type Epoch struct {
 	Settlement
-	act *activation
+	t     *tracker
+	id    string
+	agent *agent.Agent
 }
 
-func (e *epoch) ID() string                               { return e.act.id }
-func (e *epoch) LocalAgent() *agent.Agent                 { return e.act.agent }
-func (e *epoch) Dispose(ctx context.Context) error        { return nil }
-func (e *epoch) Wait(ctx context.Context) (Result, error) { return e.Settlement.Wait(ctx) }
-
-// epochTracker makes the tracker of act's next epoch: its progress is
-// buffered until announceEpoch; release runs after subagent/end.
-func (s *Service) epochTracker(act *activation, release func()) *tracker {
-	return &tracker{svc: s, parent: act.parent, info: RunInfo{RunID: fmt.Sprintf("run-%d", s.lastRun.Add(1)), Provider: act.desc.Provider,
-		ParentID: act.parentID, Label: act.desc.Label}, ended: make(chan struct{}), release: release}
+// NewEpoch prepares the announcement of the next epoch of a continuable
+// child of parent on the named provider, labelled label: its progress is
+// buffered until Announce; release runs after subagent/end.
+func (s *Service) NewEpoch(parent *agent.Agent, provider, label string, release func()) *Epoch {
+	return &Epoch{t: &tracker{svc: s, parent: parent, info: RunInfo{RunID: fmt.Sprintf("run-%d", s.lastRun.Add(1)), Provider: provider,
+		ParentID: parent.ID(), Label: label}, ended: make(chan struct{}), release: release}}
 }
 
-// announceEpoch announces act's epoch: subagent/start now, subagent/end
-// once it settles.
-func (t *tracker) announceEpoch(act *activation) *epoch {
-	e := &epoch{act: act}
-	t.announce(e)
-	return e
+// Progress reports the epoch's activity (from any goroutine).
+func (e *Epoch) Progress(p Progress) { e.t.progress(p) }
+
+// Trace starts the epoch's span (see Service.Trace) under ctx's, for a
+// child at depth, and returns ctx carrying it.
+func (e *Epoch) Trace(ctx context.Context, depth int) context.Context {
+	ctx, e.t.span = e.t.svc.runSpan(ctx, e.t.info, depth)
+	return ctx
 }
 
-// child is what an activation runs: an in-process agent, or the runs of an
-// out-of-process product that continues its conversation by id.
-type child interface {
-	submit(m content.Message) error // a later turn, in order; wakes the child
-	busy() bool                     // a turn is running
-	queued() int                    // messages waiting, parked ones included
-	interrupt(cause session.Cause)  // ends the running turn; the queue waits
-	dispose(ctx context.Context) error
-	result() Result // the epoch's outcome, once disposed
+// Announce emits subagent/start for child id (local: its in-process
+// agent, nil for one in another process) and relays buffered progress;
+// subagent/end follows Settle.
+func (e *Epoch) Announce(id string, local *agent.Agent) {
+	e.id, e.agent = id, local
+	e.t.announce(epochRun{e})
 }
 
-// localChild is an in-process child agent.
-type localChild struct {
-	a    *agent.Agent
-	from int // the agent's events from here on are the epoch's own
-}
+// epochRun is an Epoch as the Run the tracker announces.
+type epochRun struct{ *Epoch }
 
-func (l *localChild) submit(m content.Message) error    { return l.a.Submit(m, nil) }
-func (l *localChild) busy() bool                        { return l.a.Status() == agent.StatusRunning }
-func (l *localChild) queued() int                       { return l.a.Queued() }
-func (l *localChild) interrupt(cause session.Cause)     { l.a.Cancel(cause, true) }
-func (l *localChild) dispose(ctx context.Context) error { return l.a.Dispose(ctx) }
-func (l *localChild) result() Result                    { return epochResult(l.a.Session().Events()[l.from:]) }
+func (e epochRun) ID() string                               { return e.id }
+func (e epochRun) LocalAgent() *agent.Agent                 { return e.agent }
+func (e epochRun) Dispose(ctx context.Context) error        { return nil }
+func (e epochRun) Wait(ctx context.Context) (Result, error) { return e.Settlement.Wait(ctx) }
 
-// epochResult is how an epoch ended, from its own events (LogOutcome;
-// an epoch that opened no turn completed with no output). Work accepted
-// into the inbox that never ran (dropped by an interrupt's teardown or a
-// disposal) makes a completed epoch aborted.
-func epochResult(own []session.Event) Result {
-	res := LogOutcome(own)
-	unrun := map[string]bool{}
-	for _, e := range own {
-		switch d := e.Data.(type) {
-		case session.InboxSpliced:
-			for _, m := range d.Inserted {
-				unrun[m.ID] = true
-			}
-		case content.Message:
-			delete(unrun, d.ID)
-		}
-	}
-	if len(unrun) > 0 && res.StopReason == Completed {
-		res.StopReason = Aborted
-	}
-	return res
-}
-
-// settledNotice is the settlement notice a parent receives: the summary, then the
-// epoch's closing message, or that it left none.
-func settledNotice(id string, res Result) content.Message {
+// SettledNotice is the settlement notice a continuable child's parent
+// receives: the summary, then the epoch's closing message, or that it left
+// none.
+func SettledNotice(id string, res Result) content.Message {
 	text := settledSummary(id, res.StopReason)
 	if res.Diagnostic != "" {
 		text += "\nDiagnostic: " + res.Diagnostic
