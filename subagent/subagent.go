@@ -13,7 +13,7 @@
 // continuable children (their residency, settlement, notices, interrupts,
 // drains and listing) are kept by package subagent/continuable, which
 // continuable.Serve hands the service as its Continuation, and which
-// builds on the small service API in epoch.go. The seam builds no child
+// builds on the small service API in manage.go. The seam builds no child
 // agent: providers do, and the agents of continuable children are built by
 // the ChildBuilder the manager is handed (package inproc's). A child's
 // outcome is read from its log in one place (outcome.go), its usage
