@@ -25,8 +25,8 @@ import (
 
 // Continuer is a provider whose children can continue after they settle
 // (spawn, fork). It contributes what a fresh child starts from; the
-// service's ChildBuilder makes its agent, and the service persists,
-// publishes and rebuilds it.
+// ChildBuilder handed to the manager of continuable children makes its
+// agent, and the manager persists, publishes and rebuilds it.
 type Continuer interface {
 	PrepareContinuable(ctx context.Context, req StartRequest) (Preparation, error)
 }
@@ -45,8 +45,8 @@ type Preparation struct {
 // ChildBuilder makes the agent of an in-process continuable child (package
 // inproc implements it): from opts, fresh (desc is then written first into
 // its log) or rebuilt from its log (opts.Resume), with desc's tool filter
-// and persona applied before it is published. The service makes no agent
-// itself.
+// and persona applied before it is published. Neither the service nor the
+// manager of continuable children makes an agent itself.
 type ChildBuilder interface {
 	BuildChild(ctx context.Context, opts agent.CreateOptions, desc Descriptor, fresh bool) (*agent.Agent, error)
 }

@@ -288,7 +288,7 @@ func (c *manager) resume(ctx context.Context, caller *agent.Agent, id string, m 
 	return m.ID, nil
 }
 
-// create makes a continuable child's agent with the service's builder:
+// create makes a continuable child's agent with the manager's builder:
 // fresh, or rebuilt from its log.
 func (c *manager) create(ctx context.Context, opts agent.CreateOptions, desc subagent.Descriptor, fresh bool) (*agent.Agent, error) {
 	if c.build == nil {
