@@ -17,6 +17,7 @@ import (
 	"github.com/dsh-go/dsh/prompt"
 	"github.com/dsh-go/dsh/session"
 	"github.com/dsh-go/dsh/subagent"
+	"github.com/dsh-go/dsh/subagent/continuable"
 	"github.com/dsh-go/dsh/subagent/inproc"
 	"github.com/dsh-go/dsh/task"
 	"github.com/dsh-go/dsh/telemetry"
@@ -79,7 +80,7 @@ func New(opts Options) (*Runtime, error) {
 	if err != nil {
 		return nil, err
 	}
-	rt.Subagents.ServeContinuation(rt.Agents, rt.Sessions, build)
+	continuable.Serve(rt.Subagents, rt.Agents, rt.Sessions, build)
 	rt.Tasks = task.New(bus, log, opts.MaxTasksPerOwner)
 	if _, err := rt.Prompt.Section(prompt.Section{Name: prompt.IdentitySection, Order: prompt.IdentityOrder, Text: Identity}); err != nil {
 		return nil, err

@@ -2,11 +2,6 @@ package subagent
 
 import (
 	"context"
-	"errors"
-	"fmt"
-	"sync"
-
-	"github.com/google/uuid"
 
 	"github.com/dsh-go/dsh/agent"
 	"github.com/dsh-go/dsh/content"
@@ -16,34 +11,22 @@ import (
 // Continuable children.
 //
 // A continuable child is a durable session plus at most one activation in
-// this process: the live agent that runs it now. The child's log holds its
+// a process: the live agent that runs it now. The child's log holds its
 // descriptor (see Descriptor), so that it can be rebuilt from the log alone,
 // by any process, even after the provider that started it was
-// unregistered. The service routes every message to a child by residency:
-// to the running activation's inbox as a later turn, to a waiting one by
-// waking it, or, when there is none, to a new activation rebuilt from the
-// log (a cold resume).
-//
-// An activation settles when its agent is idle with nothing queued and it
-// owns no live child activation: the service then disposes the agent
-// (releasing its session's writer lock, so that a later process may
-// continue it), tells the parent in exactly one notice how the activation
-// ended, and emits subagent/end. Every activation is one epoch between
-// subagent/start and subagent/end.
-//
-// The Go shape differs from the reference's in two places. A foreground
-// caller (Accepted.Wait) takes the first settlement's result itself, in its
-// tool result, instead of a notice: it is the same one delivery, and the
-// parent does not pay for a model step to read it twice. And in-process
-// children are rebuilt from the descriptor alone (model route, persona,
-// tool filter and permission policy), without the provider, by the
-// service's ChildBuilder: the provider only contributes what a fresh child
-// starts from (Continuer).
+// unregistered. Package subagent/continuable keeps them: it routes every
+// message to a child by residency, settles activations, tells parents,
+// interrupts, drains and lists. This package defines what they are made of
+// (Continuer, Preparation, ChildBuilder, RemoteContinuer, the options and
+// results below), the Continuation interface the service forwards its
+// continuable operations to, and the service API the manager builds on
+// (ContinuationSupport below). A service without a Continuation fails those
+// operations with CONTINUATION_UNAVAILABLE.
 
 // Continuer is a provider whose children can continue after they settle
 // (spawn, fork). It contributes what a fresh child starts from; the
-// service's ChildBuilder makes its agent, and the service persists,
-// publishes and rebuilds it.
+// ChildBuilder handed to the manager of continuable children makes its
+// agent, and the manager persists, publishes and rebuilds it.
 type Continuer interface {
 	PrepareContinuable(ctx context.Context, req StartRequest) (Preparation, error)
 }
@@ -62,8 +45,8 @@ type Preparation struct {
 // ChildBuilder makes the agent of an in-process continuable child (package
 // inproc implements it): from opts, fresh (desc is then written first into
 // its log) or rebuilt from its log (opts.Resume), with desc's tool filter
-// and persona applied before it is published. The service makes no agent
-// itself.
+// and persona applied before it is published. Neither the service nor the
+// manager of continuable children makes an agent itself.
 type ChildBuilder interface {
 	BuildChild(ctx context.Context, opts agent.CreateOptions, desc Descriptor, fresh bool) (*agent.Agent, error)
 }
@@ -82,33 +65,36 @@ type ContinuableOptions struct {
 	Settled func(Result)
 }
 
-// firstSettlement is who hears of an activation's first settlement: a
-// foreground caller instead of the parent's notice, or Settled before it.
-type firstSettlement struct {
-	claim   chan Result
-	settled func(Result)
-}
-
-// firstSettlementOf makes the firstSettlement of a start with opts.
-func firstSettlementOf(opts ContinuableOptions) firstSettlement {
-	if opts.Foreground {
-		return firstSettlement{claim: make(chan Result, 1)}
-	}
-	return firstSettlement{settled: opts.Settled}
-}
+// The source of the messages the service relays between a parent and its
+// continuable children (content.Source{Kind: plugin, Plugin: SourcePlugin}),
+// by form; Sender names the sending session.
+const (
+	SourcePlugin = "subagent"
+	FormRelay    = "relay"   // a parent's send_message to its child
+	FormReport   = "report"  // a child's report to its parent
+	FormSettled  = "settled" // the notice of a child's settlement
+)
 
 // Accepted is a message a continuable child's inbox accepted.
 type Accepted struct {
 	ChildID   string
 	MessageID string
-	result    chan Result // foreground starts only
-	epoch     *epoch      // the activation that took the message
+	result    chan Result    // foreground starts only
+	end       SettleNotifier // the activation that took the message
+}
+
+// NewAccepted is the acceptance of message messageID by child childID,
+// taken by an activation that announces its end through end (an Epoch).
+// claim, for a foreground start, is where that activation's first
+// settlement is sent (capacity 1); nil otherwise.
+func NewAccepted(childID, messageID string, claim chan Result, end SettleNotifier) *Accepted {
+	return &Accepted{ChildID: childID, MessageID: messageID, result: claim, end: end}
 }
 
 // afterEnd calls fn with the result of the activation that took the
 // message once its end has been announced (subagent/end): by then the
 // child is released and its parent told.
-func (a *Accepted) afterEnd(fn func(Result)) { a.epoch.AfterSettle(fn) }
+func (a *Accepted) afterEnd(fn func(Result)) { a.end.AfterSettle(fn) }
 
 // Wait returns the result of the activation that took the first message
 // of a foreground start, once it settled; ctx's cause if ctx ends first.
@@ -125,58 +111,42 @@ func (a *Accepted) Wait(ctx context.Context) (Result, error) {
 	}
 }
 
-// continuation is the service's manager of continuable children.
-type continuation struct {
-	svc      *Service
-	agents   *agent.Registry
-	sessions *session.Store
-	build    ChildBuilder
-
-	mu       sync.Mutex
-	acts     map[string]*activation // by child id
-	byAgent  map[*agent.Agent]*activation
-	building map[string]chan struct{} // ids being materialized
-	draining bool
-	wg       sync.WaitGroup // teardowns in flight
+// Continuation is the manager of continuable children (package
+// subagent/continuable's), to which the service forwards its continuable
+// operations; each method is documented on the Service method of the same
+// name.
+type Continuation interface {
+	CanContinue(name string) bool
+	StartContinuable(ctx context.Context, name string, req StartRequest, opts ContinuableOptions) (*Accepted, error)
+	Followup(ctx context.Context, caller *agent.Agent, id string, msg []content.Block) (string, error)
+	Report(ctx context.Context, child *agent.Agent, output []content.Block, quiet bool) (string, error)
+	Interrupt(caller *agent.Agent, target string) error
+	InterruptTree(rootID, reason string) []string
+	InterruptChildren(ids []string, reason string) []string
+	DrainTree(ctx context.Context, rootID string) error
+	DrainChildren(ctx context.Context, ids []string) error
+	Drain(ctx context.Context) error
+	Residency(id string) Residency
+	Working(parentID string) bool
+	ListChildren(ctx context.Context, parentID string) ([]ChildRow, error)
+	ListDescendants(ctx context.Context, rootID string) ([]ChildRow, error)
+	ReportInterrupted(ctx context.Context, parent *agent.Agent) (int, error)
 }
 
-// activation is a continuable child resident in this process.
-type activation struct {
-	id       string
-	parentID string       // the durable direct parent
-	parent   *agent.Agent // its live agent, the child agent's owner
-	agent    *agent.Agent // the in-process child; nil for an out-of-process one
-	child    child
-	desc     Descriptor
-	epoch    *epoch
-
-	// guarded by continuation.mu
-	owned    map[*activation]struct{}
-	closing  bool
-	hushed   bool            // interrupted by the user: its notices wake no one until its parent sends it more work
-	first    firstSettlement // who hears of the first settlement, besides the epoch's end
-	released chan struct{}   // closed once torn down and forgotten
-}
-
-// ServeContinuation lets the service start and continue continuable
-// children: build makes their agents (in agents, the registry whose
-// live agents the service checks), sessions persists them. Without it, continuable
-// operations fail with CONTINUATION_UNAVAILABLE; with a store whose
-// sessions do not outlive the process, with PERSISTENCE_UNAVAILABLE.
-func (s *Service) ServeContinuation(agents *agent.Registry, sessions *session.Store, build ChildBuilder) {
-	c := &continuation{svc: s, agents: agents, sessions: sessions, build: build, acts: map[string]*activation{},
-		byAgent: map[*agent.Agent]*activation{}, building: map[string]chan struct{}{}}
+// UseContinuation makes c serve the service's continuable operations
+// (continuable.Serve calls it).
+func (s *Service) UseContinuation(c Continuation) {
 	s.mu.Lock()
 	s.cont = c
 	s.mu.Unlock()
 }
 
-func (s *Service) continuation() (*continuation, error) {
+func (s *Service) continuation() (Continuation, error) {
 	s.mu.Lock()
 	c := s.cont
 	s.mu.Unlock()
 	if c == nil {
-		return nil, errorf(CodeContinuationUnavailable, "continuable children need the service to serve continuation")
+		return nil, errorf(CodeContinuationUnavailable, "continuable children need the service to serve continuation (continuable.Serve)")
 	}
 	return c, nil
 }
@@ -186,11 +156,7 @@ func (s *Service) continuation() (*continuation, error) {
 // sessions outlive the process.
 func (s *Service) CanContinue(name string) bool {
 	c, err := s.continuation()
-	if err != nil || !c.sessions.Durable() {
-		return false
-	}
-	p, ok := s.Provider(name)
-	return ok && Continues(p)
+	return err == nil && c.CanContinue(name)
 }
 
 // StartContinuable starts a continuable child on the named provider and
@@ -207,73 +173,7 @@ func (s *Service) StartContinuable(ctx context.Context, name string, req StartRe
 	if err != nil {
 		return nil, err
 	}
-	if err := c.admissionOpen(); err != nil {
-		return nil, err
-	}
-	if !c.sessions.Durable() {
-		return nil, errorf(CodePersistenceUnavailable, "continuable children need sessions that outlive the process (the JSONL store)")
-	}
-	if req.OutputSchema != nil {
-		return nil, invalid("start: a continuable child takes no output schema")
-	}
-	if err := s.validate(name, &req); err != nil {
-		return nil, err
-	}
-	p, _ := s.Provider(name)
-	cont, ok := p.(Continuer)
-	if rp, remote := p.(RemoteContinuer); remote && !ok {
-		return s.startRemote(ctx, c, name, rp, req, opts)
-	}
-	if !ok {
-		return nil, &Error{Code: CodeUnsupportedCapability, Provider: name, Capability: "continuable",
-			Msg: fmt.Sprintf("provider %q cannot start continuable children", name)}
-	}
-	id := opts.ChildID
-	if id == "" {
-		id = uuid.NewString()
-	} else if c.exists(id) {
-		return nil, &Error{Code: CodeDuplicateChild, Provider: name, Msg: fmt.Sprintf("child id %s is already live or stored", id)}
-	}
-	parent := req.Parent
-	prep, err := cont.PrepareContinuable(ctx, req)
-	if err != nil {
-		return nil, err
-	}
-	policy := parent.Policy()
-	desc := Descriptor{Version: DescriptorVersion, Mode: Continuable, Provider: name, Label: req.Label,
-		AgentProvider: prep.Options.Provider, AgentModel: prep.Options.Model, Persona: req.Persona, ToolFilter: req.ToolFilter, Policy: &policy}
-	if desc.Label == "" {
-		desc.Label = name
-	}
-	if ctx.Err() != nil {
-		return nil, AbortedBeforeReady(name, context.Cause(ctx))
-	}
-	release, err := s.admit(name, parent)
-	if err != nil {
-		return nil, err
-	}
-	done, err := c.reserve(id)
-	if err != nil {
-		release()
-		return nil, err
-	}
-	defer done()
-	child, err := c.create(ctx, agent.CreateOptions{SessionID: id, Cwd: parent.Cwd(), ParentSession: parent.ID(),
-		Origin: session.OriginSubagent, DelegationDepth: req.Depth, Seed: prep.Seed, Options: prep.Options, Owner: parent,
-		Label: ChildLabel(name, desc.Label)}, desc, true)
-	if err != nil {
-		release()
-		if ctx.Err() != nil {
-			return nil, AbortedBeforeReady(name, context.Cause(ctx))
-		}
-		return nil, fmt.Errorf("subagent %s: create child: %w", name, err)
-	}
-	first := firstSettlementOf(opts)
-	act, err := c.publish(ctx, parent, child, desc, prep.First, first, release)
-	if err != nil {
-		return nil, err
-	}
-	return &Accepted{ChildID: id, MessageID: prep.First.ID, result: first.claim, epoch: act.epoch}, nil
+	return c.StartContinuable(ctx, name, req, opts)
 }
 
 // Followup sends msg to caller's continuable child id as a later turn of
@@ -288,335 +188,93 @@ func (s *Service) Followup(ctx context.Context, caller *agent.Agent, id string, 
 	if err != nil {
 		return "", err
 	}
-	m := content.UserMessage(msg...)
-	m.Source = content.Source{Kind: content.SourcePlugin, Plugin: SourcePlugin, Form: FormRelay, Sender: caller.ID()}
-	for {
-		if err := c.authorize(caller); err != nil {
-			return "", err
-		}
-		if err := ctx.Err(); err != nil {
-			return "", context.Cause(ctx)
-		}
-		c.mu.Lock()
-		if err := c.admissionOpenLocked(); err != nil {
-			c.mu.Unlock()
-			return "", err
-		}
-		if act := c.acts[id]; act != nil {
-			if act.closing { // S9: wait for its release, then resume it cold
-				c.mu.Unlock()
-				if err := wait(ctx, act.released); err != nil {
-					return "", err
-				}
-				continue
-			}
-			defer c.mu.Unlock()
-			if act.parentID != caller.ID() {
-				return "", unauthorizedParent(id)
-			}
-			if err := act.child.submit(m); err != nil {
-				return "", errorf(CodeActivationClosing, "child %s is closing: %v", id, err)
-			}
-			act.hushed = false // work its parent asked for: its settlement may wake it again
-			return m.ID, nil
-		}
-		if ch, busy := c.building[id]; busy {
-			c.mu.Unlock()
-			if err := wait(ctx, ch); err != nil {
-				return "", err
-			}
-			continue
-		}
-		c.mu.Unlock()
-		return c.resume(ctx, caller, id, m)
-	}
+	return c.Followup(ctx, caller, id, msg)
 }
 
-// resume rebuilds child id from its log and sends it m.
-func (c *continuation) resume(ctx context.Context, caller *agent.Agent, id string, m content.Message) (string, error) {
-	h, events, err := c.sessions.Read(id)
-	if err != nil {
-		if ctx.Err() != nil {
-			return "", context.Cause(ctx)
-		}
-		return "", &Error{Code: CodeNotResumable, Msg: fmt.Sprintf("child %s is unavailable", id), Err: err}
-	}
-	if h.ParentSession != caller.ID() || h.Origin != session.OriginSubagent {
-		return "", unauthorizedParent(id)
-	}
-	desc, ok, err := ResumeDescriptor(h, events)
-	switch {
-	case err != nil:
-		return "", &Error{Code: CodeNotResumable, Msg: fmt.Sprintf("child %s has a malformed descriptor", id), Err: err}
-	case !ok || desc.Mode != Continuable:
-		return "", errorf(CodeNotResumable, "child %s is not continuable (a one-shot child takes one task): do not retry; start a new one", id)
-	case desc.Remote != "":
-		return c.svc.resumeRemote(ctx, caller, h, desc, m)
-	}
-	release, err := c.svc.admit(desc.Provider, caller)
+// Report sends output from a resident continuable child to its direct
+// parent, one edge up, as "Background subagent <id> reported:" and the
+// output: it wakes an idle parent and reaches a busy one at its next step;
+// quiet delivers it without a wake. Reporting neither ends the child's turn
+// nor its activation. It returns the delivered message's id.
+func (s *Service) Report(ctx context.Context, child *agent.Agent, output []content.Block, quiet bool) (string, error) {
+	c, err := s.continuation()
 	if err != nil {
 		return "", err
 	}
-	done, err := c.reserve(id)
+	return c.Report(ctx, child, output, quiet)
+}
+
+// Interrupt stops the current turn of caller's resident descendant target
+// (a resident child, or the conversation an out-of-process one continues):
+// the turn ends aborted, what is queued for it stays parked until the next
+// Followup, the activation stays resident and the target's own children
+// keep running. Only an ancestor of the target, as its exact live agent,
+// may interrupt it (UNAUTHORIZED, which leaves the target alone). A target
+// resident in the process of an out-of-process child (a descendant of the
+// conversation it continues, by the stored lineage) is interrupted there,
+// by that child, with its authority (DescendantInterrupter). A target
+// found nowhere (unknown, one-shot, settled) is an accepted no-op and is
+// never resumed for it.
+func (s *Service) Interrupt(caller *agent.Agent, target string) error {
+	c, err := s.continuation()
 	if err != nil {
-		release()
-		return "", err
+		return err
 	}
-	defer done()
-	po := caller.Options()
-	opts := agent.Options{Provider: desc.AgentProvider, Model: desc.AgentModel, MaxParallelToolCalls: po.MaxParallelToolCalls,
-		MaxSteps: po.MaxSteps, CompactAt: po.CompactAt, MaxDelegationDepth: po.MaxDelegationDepth, SubagentDepth: h.DelegationDepth}
-	if opts.Provider == "" {
-		opts.Provider, opts.Model = po.Provider, po.Model
-	}
-	child, err := c.create(ctx, agent.CreateOptions{SessionID: id, Resume: true, Options: opts, Owner: caller,
-		Policy: desc.Policy, Label: ChildLabel(desc.Provider, desc.Label)}, desc, false)
+	return c.Interrupt(caller, target)
+}
+
+// InterruptTree stops, with the user's authority, the running turn of
+// every continuable child below the agent rootID, at any depth, in process
+// and out (an out-of-process child's run is stopped with its processes):
+// each turn ends aborted with cause user and reason, what was queued
+// stays parked, and from then on the settlement notices of those children
+// wake no one: each is queued for the next turn its parent runs for
+// another reason (for the root, the user's next prompt), until the parent
+// sends that child more work. No live parent is needed. The root's own
+// turn is the caller's to cancel, after this call. It returns the ids of
+// the children it interrupted.
+func (s *Service) InterruptTree(rootID, reason string) []string {
+	c, err := s.continuation()
 	if err != nil {
-		release()
-		if ctx.Err() != nil {
-			return "", context.Cause(ctx)
-		}
-		var se *Error
-		if errors.As(err, &se) {
-			return "", err
-		}
-		return "", &Error{Code: CodeNotResumable, Provider: desc.Provider, Msg: fmt.Sprintf("child %s could not be rebuilt", id), Err: err}
-	}
-	if _, err := c.publish(ctx, caller, child, desc, m, firstSettlement{}, release); err != nil {
-		return "", err
-	}
-	return m.ID, nil
-}
-
-// create makes a continuable child's agent with the service's builder:
-// fresh, or rebuilt from its log.
-func (c *continuation) create(ctx context.Context, opts agent.CreateOptions, desc Descriptor, fresh bool) (*agent.Agent, error) {
-	if c.build == nil {
-		return nil, errorf(CodeContinuationUnavailable, "continuable children need a child builder (ServeContinuation)")
-	}
-	return c.build.BuildChild(ctx, opts, desc, fresh)
-}
-
-// publish makes child resident as an activation of parent and sends it
-// first. The parent is checked again here, at the last synchronous point;
-// a refusal, or a ctx that ended, disposes the child.
-func (c *continuation) publish(ctx context.Context, parent, child *agent.Agent, desc Descriptor, first content.Message,
-	settlement firstSettlement, release func()) (*activation, error) {
-	act := &activation{id: child.ID(), parentID: parent.ID(), parent: parent, agent: child, desc: desc,
-		owned: map[*activation]struct{}{}, first: settlement, released: make(chan struct{})}
-	act.child = &localChild{a: child, from: child.Session().Len()}
-	rollback := func(err error) (*activation, error) {
-		child.Dispose(context.Background())
-		release()
-		return nil, err
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if err := c.admissionOpenLocked(); err != nil {
-		return rollback(err)
-	}
-	if live, ok := c.agents.Get(parent.ID()); !ok || live != parent || parent.Disposed() {
-		return rollback(errorf(CodeUnauthorized, "the parent %s is no longer live", parent.ID()))
-	}
-	parentAct := c.byAgent[parent]
-	if parentAct != nil && parentAct.closing {
-		return rollback(errorf(CodeActivationClosing, "the parent %s is closing", parent.ID()))
-	}
-	if ctx.Err() != nil {
-		return rollback(AbortedBeforeReady(desc.Provider, context.Cause(ctx)))
-	}
-	if !child.OnDispose(func() { c.lost(act) }) || !child.OnIdle(func() { c.settleIdle(act) }) {
-		return rollback(errorf(CodeActivationClosing, "child %s was disposed", child.ID()))
-	}
-	t := c.svc.epochTracker(act, release)
-	_, t.span = c.svc.runSpan(ctx, t.info, child.Depth()) // beside the child's turns, under the parent's call
-	act.epoch = t.announceEpoch(act)
-	stop := SessionProgress(child.Session(), t.progress)
-	act.epoch.AfterSettle(func(Result) { stop() })
-	c.acts[act.id] = act
-	c.byAgent[child] = act
-	if parentAct != nil {
-		parentAct.owned[act] = struct{}{}
-	}
-	if err := child.Submit(first, nil); err != nil { // only a child disposed meanwhile refuses: lost tears it down
-		return nil, errorf(CodeActivationClosing, "child %s refused its message: %v", child.ID(), err)
-	}
-	return act, nil
-}
-
-// reserve marks id as being built, so that a concurrent start or cold
-// resume of the same id waits; done unmarks it.
-func (c *continuation) reserve(id string) (done func(), err error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if _, busy := c.building[id]; busy || c.acts[id] != nil {
-		return nil, errorf(CodeDuplicateChild, "child %s is already being built or resident", id)
-	}
-	ch := make(chan struct{})
-	c.building[id] = ch
-	return func() {
-		c.mu.Lock()
-		delete(c.building, id)
-		c.mu.Unlock()
-		close(ch)
-	}, nil
-}
-
-// exists reports whether id is a live agent or a stored session.
-func (c *continuation) exists(id string) bool {
-	if _, ok := c.agents.Get(id); ok {
-		return true
-	}
-	_, _, err := c.sessions.Read(id)
-	return err == nil
-}
-
-// authorize checks that caller is the exact live agent of its id.
-func (c *continuation) authorize(caller *agent.Agent) error {
-	if caller == nil {
-		return errorf(CodeUnauthorized, "no calling agent")
-	}
-	if live, ok := c.agents.Get(caller.ID()); !ok || live != caller {
-		return errorf(CodeUnauthorized, "the calling agent %s is not live", caller.ID())
-	}
-	return nil
-}
-
-func unauthorizedParent(id string) error {
-	return errorf(CodeUnauthorized, "child %s belongs to another parent session", id)
-}
-
-func (c *continuation) admissionOpen() error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.admissionOpenLocked()
-}
-
-func (c *continuation) admissionOpenLocked() error {
-	if c.draining {
-		return errorf(CodeDraining, "the service is tearing continuable children down")
-	}
-	return nil
-}
-
-func wait(ctx context.Context, ch <-chan struct{}) error {
-	select {
-	case <-ch:
 		return nil
-	case <-ctx.Done():
-		return context.Cause(ctx)
 	}
+	return c.InterruptTree(rootID, reason)
 }
 
-// Settlement comes up the call stack: an in-process child's agent calls
-// settleIdle on the goroutine that drove it, once it stopped (agent.OnIdle),
-// and the settlement of a child may settle its idle parent in turn, on
-// the same goroutine. Only a teardown that another path starts (a
-// disposal, an interrupt, a remote child's end) runs on a goroutine of its
-// own, since its caller may hold what the teardown waits for.
-
-// settleIdle settles act now if it is idle with nothing queued (or was
-// interrupted by the user) and owns no live child.
-func (c *continuation) settleIdle(act *activation) {
-	if c.claim(act, true) {
-		c.teardown(act)
+// InterruptChildren stops, with the user's authority, the running turns
+// of the named continuable children and of everything below them, as
+// InterruptTree does for a root: ids that are not resident are skipped.
+// It returns the ids of the children it interrupted.
+func (s *Service) InterruptChildren(ids []string, reason string) []string {
+	c, err := s.continuation()
+	if err != nil {
+		return nil
 	}
+	return c.InterruptChildren(ids, reason)
 }
 
-// check is settleIdle with the teardown on a goroutine of its own.
-func (c *continuation) check(act *activation) {
-	if c.claim(act, true) {
-		go c.teardown(act)
+// DrainTree tears down every resident continuable child below the agent
+// rootID, at any depth, as Drain does for all of them, while admission
+// stays open: their turns end, their notices wake no one and their
+// processes end. It returns once they are released or ctx ends.
+func (s *Service) DrainTree(ctx context.Context, rootID string) error {
+	c, err := s.continuation()
+	if err != nil {
+		return nil
 	}
+	return c.DrainTree(ctx, rootID)
 }
 
-// lost tears down an activation whose child something else ended: its
-// agent was disposed (by its owner, most often), or its parent agent was.
-func (c *continuation) lost(act *activation) {
-	if c.claim(act, false) {
-		go c.teardown(act)
+// DrainChildren tears down the named resident continuable children and
+// everything below them, as DrainTree does for a root's; ids that are not
+// resident are skipped.
+func (s *Service) DrainChildren(ctx context.Context, ids []string) error {
+	c, err := s.continuation()
+	if err != nil {
+		return nil
 	}
+	return c.DrainChildren(ctx, ids)
 }
-
-// claim marks act as closing, and counts its teardown in flight, unless it
-// is closing already or, when idleOnly, still has work (children it owns,
-// a running turn, messages).
-func (c *continuation) claim(act *activation, idleOnly bool) bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	// A child the user interrupted settles with its queue parked: the user
-	// stopped that work, and what was queued is reported as not run.
-	if act.closing || idleOnly && (len(act.owned) > 0 || act.child.busy() || act.child.queued() > 0 && !act.hushed) {
-		return false
-	}
-	act.closing = true
-	c.wg.Add(1)
-	return true
-}
-
-// teardown disposes a settled activation's agent, tells its parent how the
-// epoch ended (or hands the result to a foreground waiter), releases its
-// place in the parent's activation and forgets it; subagent/end follows.
-func (c *continuation) teardown(act *activation) {
-	defer c.wg.Done()
-	derr := act.child.dispose(context.Background())
-	res := act.child.result() // read from memory: a failed flush or detach loses none of it
-	if derr != nil {
-		res.Teardown = c.svc.teardownFailed(act.desc.Provider, act.id, res.StopReason, derr)
-	}
-	c.mu.Lock()
-	first := act.first
-	act.first = firstSettlement{}
-	parentAct := c.byAgent[act.parent]
-	c.mu.Unlock()
-	if first.claim != nil {
-		first.claim <- res
-	} else {
-		if first.settled != nil {
-			first.settled(res)
-		}
-		c.notify(act, res)
-	}
-	c.mu.Lock()
-	delete(c.acts, act.id)
-	if act.agent != nil {
-		delete(c.byAgent, act.agent)
-	}
-	if parentAct != nil {
-		delete(parentAct.owned, act)
-	}
-	c.mu.Unlock()
-	close(act.released)
-	act.epoch.Settle(res)
-	if parentAct != nil {
-		c.settleIdle(parentAct)
-	}
-}
-
-// notify sends the settlement notice to act's parent: it wakes an idle
-// parent with a new turn and reaches a busy one at its next step; a parent
-// that is closing, or that notices alone have woken LimitWakes times in a
-// row, gets it without a wake, and one that is gone none.
-func (c *continuation) notify(act *activation, res Result) {
-	parent := act.parent
-	if live, ok := c.agents.Get(act.parentID); !ok || live != parent || parent.ToolHost() {
-		return
-	}
-	msg := settledNotice(act.id, res)
-	woken := agent.WakesSinceUser(parent.Session().Events(), isSettlement) >= c.svc.wakeBudget()
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	send := parent.Steer
-	if pa := c.byAgent[parent]; woken || c.draining || act.hushed || (pa != nil && (pa.closing || pa.hushed)) {
-		send = parent.Inject
-	}
-	if err := send(msg); err != nil && !errors.Is(err, &agent.Error{Code: agent.CodeDisposed}) {
-		c.svc.log.Warn("subagent: settlement notice not delivered", "child", act.id, "parent", act.parentID, "err", err)
-	}
-}
-
-// isSettlement reports whether a message is a settlement notice.
-func isSettlement(s content.Source) bool { return s.Plugin == SourcePlugin && s.Form == FormSettled }
 
 // Drain closes admission to continuable children (DRAINING) and tears
 // every resident one down, children with their parents; it returns once
@@ -626,20 +284,68 @@ func (s *Service) Drain(ctx context.Context) error {
 	if err != nil {
 		return nil
 	}
-	c.mu.Lock()
-	c.draining = true
-	acts := make([]*activation, 0, len(c.acts))
-	for _, act := range c.acts {
-		acts = append(acts, act)
+	return c.Drain(ctx)
+}
+
+// Residency reports where child id is.
+func (s *Service) Residency(id string) Residency {
+	c, err := s.continuation()
+	if err != nil {
+		return NotResident
 	}
-	c.mu.Unlock()
-	for _, act := range acts {
-		c.lost(act) // its teardown disposes its agent, which disposes the children it owns
+	return c.Residency(id)
+}
+
+// Working reports whether some continuable child below the agent
+// parentID, at any depth, is still working here: running a turn, or
+// settling (idle with nothing queued and no children: its notice is on its
+// way). An activation parked by an interrupt, or waiting idle for its own
+// children, is not working itself.
+func (s *Service) Working(parentID string) bool {
+	c, err := s.continuation()
+	if err != nil {
+		return false
 	}
-	done := make(chan struct{})
-	go func() {
-		c.wg.Wait()
-		close(done)
-	}()
-	return wait(ctx, done)
+	return c.Working(parentID)
+}
+
+// ListChildren lists the subagent children of session parentID, stored or
+// live (live sessions win), oldest first: their identity is the last valid
+// descriptor of their log. A child whose session is still being created
+// (no descriptor yet) is left out. Provider availability never filters a
+// row. A ctx that ends fails the whole listing with CANCELLED.
+func (s *Service) ListChildren(ctx context.Context, parentID string) ([]ChildRow, error) {
+	c, err := s.continuation()
+	if err != nil {
+		return nil, err
+	}
+	return c.ListChildren(ctx, parentID)
+}
+
+// ListDescendants lists the subagent descendants of session rootID in
+// pre-order (siblings oldest first), each with its parent and depth. It
+// walks through every node, one-shot ones and unreadable ones included,
+// never visits a session twice, and does not recurse (a deep chain is
+// fine).
+func (s *Service) ListDescendants(ctx context.Context, rootID string) ([]ChildRow, error) {
+	c, err := s.continuation()
+	if err != nil {
+		return nil, err
+	}
+	return c.ListDescendants(ctx, rootID)
+}
+
+// ReportInterrupted tells a resumed parent about its children that were
+// working when the process running them ended: each child whose stored
+// log ends in an interrupted turn, and whose parent has heard nothing from
+// it since that turn began, gets one settlement notice, queued (without a
+// wake) for the parent's next turn. A child still written by a live
+// process is left alone, and so is the session a dsh child process wrote
+// for itself: the child's record stands for it. It returns how many notices it queued.
+func (s *Service) ReportInterrupted(ctx context.Context, parent *agent.Agent) (int, error) {
+	c, err := s.continuation()
+	if err != nil {
+		return 0, err
+	}
+	return c.ReportInterrupted(ctx, parent)
 }

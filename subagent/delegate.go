@@ -145,7 +145,7 @@ func (d *Delegation) finish(provider string, res Result, werr error) {
 	case werr != nil:
 		res = Result{StopReason: Failed, Diagnostic: Diagnostic(errors.Join(werr, derr).Error()), Output: res.Output, Usage: res.Usage}
 	case derr != nil:
-		res.Teardown = d.svc.teardownFailed(provider, d.ChildID, res.StopReason, derr)
+		res.Teardown = d.svc.TeardownFailure(provider, d.ChildID, res.StopReason, derr)
 	}
 	d.settle(res, d.settled)
 }
@@ -189,12 +189,4 @@ func (d *Delegation) settle(res Result, first func(Result)) {
 		first(res)
 	}
 	d.settlement.Settle(res)
-}
-
-// teardownFailed logs that child's run settled with stop but could not be
-// disposed, and returns the error Result.Teardown carries.
-func (s *Service) teardownFailed(provider, child string, stop StopReason, err error) error {
-	s.log.Warn("subagent: teardown failed; the child's outcome stands", "child", child,
-		"code", CodeTeardownFailed, "stop", stop, "err", err)
-	return TeardownFailed(provider, child, err)
 }

@@ -35,7 +35,7 @@ type Service struct {
 	maxWakes int                        // consecutive model calls settlement notices alone may cause; 0: DefaultMaxWakes
 	live     map[*agent.Agent]int       // live children per root agent; guarded by mu
 	upstream map[*agent.Agent]*upstream // roots whose parent process counts too; guarded by mu
-	cont     *continuation              // continuable children; nil until ServeContinuation
+	cont     Continuation               // continuable children; nil until UseContinuation
 
 	tracer *telemetry.Tracer // set before the first start; nil: no spans
 }
@@ -80,16 +80,6 @@ func (s *Service) LimitWakes(n int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.maxWakes = n
-}
-
-// wakeBudget returns the LimitWakes bound.
-func (s *Service) wakeBudget() int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.maxWakes <= 0 {
-		return DefaultMaxWakes
-	}
-	return s.maxWakes
 }
 
 // admit counts a child of parent's tree against the live-children cap,

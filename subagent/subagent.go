@@ -7,11 +7,15 @@
 //
 // Every caller reaches a child by one road, Service.Delegate (see
 // delegate.go): the subagent tool in every mode, `dsh mcp` through that
-// tool, and embedders. Beneath it, the service keeps the continuable
-// children resident in this process (continuation.go) and the
-// provider-level Start whose Run the caller owns. The seam builds no child
+// tool, and embedders. Beneath it is the provider-level Start whose Run
+// the caller owns. This package is the vocabulary, the registry with its
+// admission and validation, the run announcements and that road; the
+// continuable children (their residency, settlement, notices, interrupts,
+// drains and listing) are kept by package subagent/continuable, which
+// continuable.Serve hands the service as its Continuation, and which
+// builds on the small service API in manage.go. The seam builds no child
 // agent: providers do, and the agents of continuable children are built by
-// the ChildBuilder the service is handed (package inproc's). A child's
+// the ChildBuilder the manager is handed (package inproc's). A child's
 // outcome is read from its log in one place (outcome.go), its usage
 // reaches its parent's log one way (UsageType, when its end is announced),
 // and a settlement comes up the call stack (agent.OnIdle), not from an

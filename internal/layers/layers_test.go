@@ -31,12 +31,15 @@ type rule struct {
 //     child's first message by the frame package prompt owns, so that the
 //     tests of subagent/inproc itself can use it;
 //   - cmd/dsh does not import subagent/inproc: it splits a child's first
-//     message with package prompt, and gets its providers from config.
+//     message with package prompt, and gets its providers from config;
+//   - subagent/continuable depends on no subagent provider: it builds no
+//     child, the ChildBuilder it is handed (inproc's) does.
 func TestImportsPointDown(t *testing.T) {
 	rules := []rule{
 		{pkg: "hook", forbidden: "tool/builtin", deep: true, why: "tool names come from tool/toolname"},
 		{pkg: "internal/llmtest", forbidden: "subagent/inproc", deep: true, why: "a child's frame is split by prompt.SplitChildTask"},
 		{pkg: "cmd/dsh", forbidden: "subagent/inproc", why: "a child's frame is split by prompt.SplitChildTask; providers come from config"},
+		{pkg: "subagent/continuable", forbidden: "subagent/inproc", deep: true, why: "continuable children are built by the ChildBuilder it is handed"},
 	}
 	var pkgs []string
 	for _, r := range rules {

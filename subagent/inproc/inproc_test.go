@@ -23,6 +23,7 @@ import (
 	"github.com/dsh-go/dsh/session"
 	"github.com/dsh-go/dsh/session/jsonl"
 	"github.com/dsh-go/dsh/subagent"
+	"github.com/dsh-go/dsh/subagent/continuable"
 	"github.com/dsh-go/dsh/subagent/inproc"
 	"github.com/dsh-go/dsh/subagent/subagenttest"
 	"github.com/dsh-go/dsh/tool"
@@ -65,7 +66,7 @@ func conformance(t *testing.T, newProvider func(*agent.Registry) (*inproc.Provid
 			if err != nil {
 				t.Fatal(err)
 			}
-			svc.ServeContinuation(parent.Agents, parent.Sessions, build)
+			continuable.Serve(svc, parent.Agents, parent.Sessions, build)
 		},
 		New: func(t *testing.T) (subagent.Provider, *agent.Agent) {
 			parent = subagenttest.NewParentOn(t, jsonl.New(t.TempDir()), conformanceModel(), 0, agent.Options{})

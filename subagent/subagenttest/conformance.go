@@ -36,7 +36,7 @@ type Harness struct {
 	// a failure, never a pass.
 	Timeout time.Duration
 	// Serve, when set, makes each scenario's service continue children
-	// (Service.ServeContinuation over the parent's agents and a store whose
+	// (continuable.Serve over the parent's agents and a store whose
 	// sessions outlive the process): the road scenarios then also delegate
 	// continuable children, as a default `dsh run` does.
 	Serve func(t *testing.T, svc *subagent.Service)

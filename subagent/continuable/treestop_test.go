@@ -1,4 +1,4 @@
-package subagent_test
+package continuable_test
 
 import (
 	"context"

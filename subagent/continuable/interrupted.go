@@ -1,4 +1,4 @@
-package subagent
+package continuable
 
 import (
 	"context"
@@ -7,27 +7,18 @@ import (
 	"github.com/dsh-go/dsh/agent"
 	"github.com/dsh-go/dsh/content"
 	"github.com/dsh-go/dsh/session"
+	"github.com/dsh-go/dsh/subagent"
 )
 
-// ReportInterrupted tells a resumed parent about its children that were
-// working when the process running them ended: each child whose stored
-// log ends in an interrupted turn, and whose parent has heard nothing from
-// it since that turn began, gets one settlement notice, queued (without a
-// wake) for the parent's next turn. A child still written by a live
-// process is left alone, and so is the session a dsh child process wrote
-// for itself: the child's record stands for it. It returns how many notices it queued.
-func (s *Service) ReportInterrupted(ctx context.Context, parent *agent.Agent) (int, error) {
-	c, err := s.continuation()
-	if err != nil {
-		return 0, err
-	}
-	rows, err := s.ListChildren(ctx, parent.ID())
+// ReportInterrupted implements subagent.Continuation: see subagent.Service.ReportInterrupted.
+func (c *manager) ReportInterrupted(ctx context.Context, parent *agent.Agent) (int, error) {
+	rows, err := c.ListChildren(ctx, parent.ID())
 	if err != nil {
 		return 0, err
 	}
 	heard := map[string]int64{} // child → time of the parent's last notice from it
 	for _, e := range parent.Session().Events() {
-		if m, ok := e.Data.(content.Message); ok && m.Source.Plugin == SourcePlugin && m.Source.Form == FormSettled {
+		if m, ok := e.Data.(content.Message); ok && m.Source.Plugin == subagent.SourcePlugin && m.Source.Form == subagent.FormSettled {
 			heard[m.Source.Sender] = e.Time
 		}
 	}
@@ -74,18 +65,18 @@ func lastTurn(events []session.Event) (started int64, end session.TurnEnd, ok bo
 	return started, end, ok
 }
 
-func interruptedNotice(r ChildRow) content.Message {
+func interruptedNotice(r subagent.ChildRow) content.Message {
 	name := r.ID
 	if r.Label != "" {
 		name += " (" + r.Label + ")"
 	}
 	text := fmt.Sprintf("Background subagent %s was interrupted when the process running it ended, before it finished.", name)
-	if r.Mode == Continuable {
+	if r.Mode == subagent.Continuable {
 		text += " send_message continues it where it stopped."
 	} else {
 		text += " It was a one-shot child and cannot be continued."
 	}
 	m := content.UserText(text)
-	m.Source = content.Source{Kind: content.SourcePlugin, Plugin: SourcePlugin, Form: FormSettled, Sender: r.ID}
+	m.Source = content.Source{Kind: content.SourcePlugin, Plugin: subagent.SourcePlugin, Form: subagent.FormSettled, Sender: r.ID}
 	return m
 }

@@ -1,8 +1,9 @@
-package subagent_test
+package continuable_test
 
 import (
 	"context"
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 	"testing/synctest"
@@ -61,9 +62,12 @@ func TestTeardownFailureKeepsTheAnswer(t *testing.T) {
 		bg := w.start(parent, "spawn", "list the dirs", subagent.ContinuableOptions{})
 		ends := w.settled(2)
 		w.idle(parent)
-		if ends[1].ChildID != bg.ChildID || ends[1].StopReason != subagent.Completed ||
-			content.JoinText(ends[1].LastAssistantMessage) != "answer to list the dirs" {
-			t.Errorf("end %+v, want completed with the answer", ends[1])
+		// The foreground child's end may be announced after its waiter
+		// returned: find the background child's by id.
+		i := slices.IndexFunc(ends, func(e subagent.Ended) bool { return e.ChildID == bg.ChildID })
+		if i < 0 || ends[i].StopReason != subagent.Completed ||
+			content.JoinText(ends[i].LastAssistantMessage) != "answer to list the dirs" {
+			t.Errorf("ends %+v, want %s completed with the answer", ends, bg.ChildID)
 		}
 		got := notices(parent, subagent.FormSettled)
 		if len(got) != 1 {

@@ -1,4 +1,4 @@
-package subagent_test
+package continuable_test
 
 import (
 	"context"
@@ -23,6 +23,7 @@ import (
 	"github.com/dsh-go/dsh/session"
 	"github.com/dsh-go/dsh/session/jsonl"
 	"github.com/dsh-go/dsh/subagent"
+	"github.com/dsh-go/dsh/subagent/continuable"
 	"github.com/dsh-go/dsh/subagent/inproc"
 	"github.com/dsh-go/dsh/subagent/subagenttest"
 	"github.com/dsh-go/dsh/tool"
@@ -92,7 +93,7 @@ func newWorld(t *testing.T, dir string, backend session.Backend) *world {
 	if err != nil {
 		t.Fatal(err)
 	}
-	w.svc.ServeContinuation(w.agents, w.store, build)
+	continuable.Serve(w.svc, w.agents, w.store, build)
 	event.On(w.bus, func(e subagent.Ended) {
 		w.mu.Lock()
 		defer w.mu.Unlock()
