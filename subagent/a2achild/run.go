@@ -179,16 +179,56 @@ func emit(ctx context.Context, events chan<- a2a.Event, ev a2a.Event) bool {
 }
 
 func (r *run) stream(ctx context.Context, msg *a2a.MessageSendParams, events chan<- a2a.Event, ended chan<- error) {
-	for ev, err := range r.transport.SendStreamingMessage(ctx, msg) {
-		if err != nil {
-			ended <- err
+	for attempt := 1; ; attempt++ {
+		got, retry := false, false
+		for ev, err := range r.transport.SendStreamingMessage(ctx, msg) {
+			if err != nil {
+				if !got && r.busyContext(msg, err, attempt) && sleep(ctx, time.Duration(attempt)*followupBackoff) {
+					retry = true // the agent may still be closing the conversation's last task
+					break
+				}
+				ended <- err
+				return
+			}
+			got = true
+			if !emit(ctx, events, ev) {
+				break
+			}
+		}
+		if !retry {
+			ended <- nil
 			return
 		}
-		if !emit(ctx, events, ev) {
-			break
-		}
 	}
-	ended <- nil
+}
+
+// A follow-up sent right after the conversation's last task ended can meet
+// an agent still closing that task (an internal error before any event):
+// it is sent again, at most followupAttempts times, followupBackoff apart
+// and more each time.
+const (
+	followupAttempts = 4
+	followupBackoff  = 50 * time.Millisecond
+)
+
+// busyContext reports whether err, the answer to attempt of sending msg,
+// is worth sending msg again: msg continues a conversation and the agent
+// answered an internal error.
+func (r *run) busyContext(msg *a2a.MessageSendParams, err error, attempt int) bool {
+	var re *rpcError
+	return msg.Message.ContextID != "" && attempt < followupAttempts && errors.As(err, &re) && re.Code == -32603
+}
+
+// sleep waits d, or reports false when ctx ends first.
+func sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
 }
 
 // send is message/send, returning at once with the task, then polling it.
@@ -196,6 +236,9 @@ func (r *run) send(ctx context.Context, msg *a2a.MessageSendParams, events chan<
 	blocking := false
 	msg.Config.Blocking = &blocking
 	res, err := r.transport.SendMessage(ctx, msg)
+	for attempt := 1; err != nil && r.busyContext(msg, err, attempt) && sleep(ctx, time.Duration(attempt)*followupBackoff); attempt++ {
+		res, err = r.transport.SendMessage(ctx, msg)
+	}
 	if err != nil {
 		ended <- err
 		return
