@@ -67,7 +67,9 @@ func (a *activities) RunChild(ctx context.Context, at Attempt) (Outcome, error) 
 	}
 	wctx := context.WithoutCancel(ctx)
 	s := &sink{store: a.store, wf: wf, attempt: at.Attempt, next: at.From, ctx: wctx, timeout: a.timeout}
-	a.sessions.expect(in.SessionID, s)
+	if err := a.sessions.expect(ctx, in.SessionID, s); err != nil { // an earlier attempt here is still stopping
+		return Outcome{}, temporal.NewApplicationErrorWithCause("wait for the child's earlier attempt: "+err.Error(), ErrChild, err)
+	}
 	defer a.sessions.forget(in.SessionID)
 	if in.MaxDepth != nil {
 		a.caps.set(in.SessionID, *in.MaxDepth)

@@ -244,23 +244,44 @@ func superseded(err error) bool {
 type sessions struct {
 	inner session.Backend
 	mu    sync.Mutex
-	sinks map[string]*sink // by session id
+	sinks map[string]*sink         // by session id
+	gone  map[string]chan struct{} // by session id: closed when its sink is forgotten
 }
 
-// expect routes the session id to s until forget.
-func (b *sessions) expect(id string, s *sink) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.sinks == nil {
-		b.sinks = map[string]*sink{}
+// expect routes the session id to s until forget. While an earlier attempt
+// on this worker still holds id (its heartbeat timed out, and it is
+// stopping its child), it waits for that attempt's forget, or for ctx.
+func (b *sessions) expect(ctx context.Context, id string, s *sink) error {
+	for {
+		b.mu.Lock()
+		if b.sinks == nil {
+			b.sinks, b.gone = map[string]*sink{}, map[string]chan struct{}{}
+		}
+		gone, held := b.gone[id]
+		if !held {
+			b.sinks[id], b.gone[id] = s, make(chan struct{})
+			b.mu.Unlock()
+			return nil
+		}
+		b.mu.Unlock()
+		select {
+		case <-gone:
+		case <-ctx.Done():
+			return context.Cause(ctx)
+		}
 	}
-	b.sinks[id] = s
 }
 
+// forget ends what expect began: id goes to the worker's store again, and
+// an attempt waiting for it may take it.
 func (b *sessions) forget(id string) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	if gone, ok := b.gone[id]; ok {
+		close(gone)
+	}
 	delete(b.sinks, id)
+	delete(b.gone, id)
 }
 
 // Create implements session.Backend: a child's session claims its log.
