@@ -74,6 +74,7 @@ Zed's settings.json:
 				Policy: cfg.ACPPolicy(acpserver.DefaultAskPermission()), TokenBudget: cfg.Budget.Tokens,
 				Routes:    acpRoutes(cfg, c.getenv),
 				FileTools: func(f builtin.Files) []tool.Definition { return builtin.FileTools(toolOpts, f) },
+				Commands:  &toolOpts,
 				Cost: func(u map[string]content.Usage) (float64, bool) {
 					_, cost, priced := spentLine(u, cfg.PriceOf)
 					return cost, priced
