@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	acpsdk "github.com/coder/acp-go-sdk"
 
@@ -116,6 +117,9 @@ func (b clientBash) execute(ctx context.Context, call tool.Call) (tool.Result, e
 	out, outErr := conn.TerminalOutput(rctx, acpsdk.TerminalOutputRequest{SessionId: b.id, TerminalId: term})
 	cancel()
 	text := out.Output
+	if len(text) > limit { // a client that ignored outputByteLimit
+		text, out.Truncated = tail(text, limit), true
+	}
 	if out.Truncated {
 		text = "(the beginning of the output is omitted)\n" + text
 	}
@@ -143,6 +147,17 @@ func textResult(code, text string) tool.Result {
 	r := tool.TextResult(text)
 	r.IsError, r.Code = true, code
 	return r
+}
+
+// tail returns the last n bytes of s at most, from a rune's start.
+func tail(s string, n int) string {
+	s = s[len(s)-n:]
+	for i := 0; i < len(s) && i < utf8.UTFMax; i++ {
+		if utf8.RuneStart(s[i]) {
+			return s[i:]
+		}
+	}
+	return s
 }
 
 // withNL returns s ending in a newline, or empty.

@@ -8,36 +8,34 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/dsh-go/dsh/internal/llmtest"
 	"github.com/dsh-go/dsh/internal/testpeers"
 )
 
 // acpTerminalRun drives dsh acp with the pinned TypeScript SDK client as
-// an editor that offers terminal/*, under a user configuration config;
-// the model runs bash twice (a command that prints, then one that outlives
-// its timeout) and the tool results it reads are returned with the
-// client's report.
-func acpTerminalRun(t *testing.T, config string) (results []string, got acpTerminalReport) {
+// an editor that offers terminal/* (in mode, see acp-terminal.mjs), under
+// a user configuration config; the model runs bash with each of args in
+// turn, then answers. It returns the tool results the model read last,
+// with the client's report.
+func acpTerminalRun(t *testing.T, config, mode string, args ...string) (results []string, got acpTerminalReport) {
 	t.Helper()
 	sdk := testpeers.Path(t, "node_modules/@agentclientprotocol/sdk/dist/acp.js")
 	var mu sync.Mutex
 	srv := llmtest.NewServer(t, func(r llmtest.Request) llmtest.Reply {
 		mu.Lock()
 		defer mu.Unlock()
-		switch len(r.ToolResults) {
-		case 0:
-			return llmtest.Reply{ToolCall: &llmtest.ToolCall{Name: "bash", Arguments: `{"command":"echo in-terminal; pwd; exit 3"}`}}
-		case 1:
-			return llmtest.Reply{ToolCall: &llmtest.ToolCall{Name: "bash", Arguments: `{"command":"sleep 30","timeout_ms":300}`}}
-		}
 		results = r.ToolResults
+		if n := len(r.ToolResults); n < len(args) {
+			return llmtest.Reply{ToolCall: &llmtest.ToolCall{Name: "bash", Arguments: args[n]}}
+		}
 		return llmtest.Reply{Text: "ran"}
 	})
 	home, cwd := t.TempDir(), t.TempDir()
 	cfg := filepath.Join(home, "dsh.yaml")
 	os.WriteFile(cfg, []byte(config), 0o600)
-	cmd := exec.Command("node", "testdata/acp-terminal.mjs", sdk, dshBinary, cwd)
+	cmd := exec.Command("node", "testdata/acp-terminal.mjs", sdk, dshBinary, cwd, mode)
 	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + home, "DSH_HOME=" + home, "DSH_CONFIG=" + cfg,
 		"DEEPSEEK_API_KEY=sk-test", "DEEPSEEK_BASE_URL=" + srv.URL}
 	var stderr strings.Builder
@@ -49,17 +47,27 @@ func acpTerminalRun(t *testing.T, config string) (results []string, got acpTermi
 	if err := json.Unmarshal(out, &got); err != nil {
 		t.Fatalf("client output %s: %v", out, err)
 	}
-	if got.Exit != 0 || len(got.Invalid) > 0 || got.Stop != "end_turn" {
-		t.Fatalf("exit %d, stop %q, invalid frames: %v", got.Exit, got.Stop, got.Invalid)
+	if got.Exit != 0 || len(got.Invalid) > 0 {
+		t.Fatalf("exit %d, invalid frames: %v", got.Exit, got.Invalid)
 	}
 	got.cwd = cwd
 	mu.Lock()
 	defer mu.Unlock()
-	if len(results) != 2 {
-		t.Fatalf("the model read %d tool results: %q", len(results), results)
-	}
 	return results, got
 }
+
+// methods lists the terminal methods the client saw, in order.
+func (r acpTerminalReport) methods() string {
+	var m []string
+	for _, c := range r.Calls {
+		m = append(m, c.Method)
+	}
+	return strings.Join(m, " ")
+}
+
+// acpTerminalArgs are two bash calls: one that prints and fails, one that
+// outlives its timeout.
+var acpTerminalArgs = []string{`{"command":"echo in-terminal; pwd; exit 3"}`, `{"command":"sleep 30","timeout_ms":300}`}
 
 // acpTerminalReport is what the terminal client saw.
 type acpTerminalReport struct {
@@ -86,14 +94,10 @@ type acpTerminalReport struct {
 // for, read, killed when it outlives its timeout, and always released; the
 // model reads the output and the exit code as from dsh's own bash.
 func TestACPTerminalRunsBashInTheClient(t *testing.T) {
-	results, got := acpTerminalRun(t, "tools:\n  sandbox: full\n")
-	var methods []string
-	for _, c := range got.Calls {
-		methods = append(methods, c.Method)
-	}
+	results, got := acpTerminalRun(t, "tools:\n  sandbox: full\n", "", acpTerminalArgs...)
 	want := "create wait_for_exit output release create wait_for_exit kill output release"
-	if strings.Join(methods, " ") != want || got.Left != 0 {
-		t.Fatalf("terminal calls %v (want %s), %d left", methods, want, got.Left)
+	if got.methods() != want || got.Left != 0 || got.Stop != "end_turn" || len(results) != 2 {
+		t.Fatalf("terminal calls %v (want %s), %d left, stop %q, results %q", got.methods(), want, got.Left, got.Stop, results)
 	}
 	c := got.Calls[0]
 	if c.Command != "bash" || len(c.Args) != 2 || c.Args[0] != "-c" || c.Args[1] != "echo in-terminal; pwd; exit 3" ||
@@ -122,11 +126,29 @@ func TestACPTerminalRunsBashInTheClient(t *testing.T) {
 // Under the default sandbox, a client's terminal (the editor's process,
 // outside the sandbox) is not used: bash stays dsh's.
 func TestACPTerminalNotUnderTheSandbox(t *testing.T) {
-	results, got := acpTerminalRun(t, "")
-	if len(got.Calls) != 0 {
+	results, got := acpTerminalRun(t, "", "", acpTerminalArgs...)
+	if len(got.Calls) != 0 || len(results) != 2 {
 		t.Fatalf("dsh used the client's terminal under the sandbox: %+v", got.Calls)
 	}
 	if !strings.Contains(results[0], "in-terminal") || !strings.Contains(results[1], "timed out") {
 		t.Errorf("dsh's own bash: %q", results)
+	}
+}
+
+// session/cancel kills the command in the client's terminal and releases
+// it; a client that answers more output than outputByteLimit has the
+// output's tail kept, cut at a character.
+func TestACPTerminalCancelAndFlood(t *testing.T) {
+	_, got := acpTerminalRun(t, "tools:\n  sandbox: full\n", "cancel", `{"command":"sleep 30"}`)
+	if got.methods() != "create wait_for_exit kill output release" || got.Left != 0 || got.Stop != "cancelled" {
+		t.Fatalf("after a cancel: terminal calls %v, %d left, stop %q", got.methods(), got.Left, got.Stop)
+	}
+	results, got := acpTerminalRun(t, "tools:\n  sandbox: full\n  outputLimit: 1000\n", "flood", `{"command":"echo last-line"}`)
+	if len(results) != 1 || !strings.HasPrefix(results[0], "(the beginning of the output is omitted)\n") ||
+		!strings.HasSuffix(strings.TrimSpace(results[0]), "last-line") || len(results[0]) > 1100 || !utf8.ValidString(results[0]) {
+		t.Fatalf("a flood of output: %d bytes, %.200q", len(results[0]), results)
+	}
+	if got.Calls[0].Limit != 1000 {
+		t.Errorf("outputByteLimit %d, want tools.outputLimit", got.Calls[0].Limit)
 	}
 }

@@ -4,13 +4,16 @@
 // validated against the SDK's schema; the result is one JSON object on
 // stdout.
 //
-// usage: node acp-terminal.mjs SDK_ENTRY DSH_BINARY CWD
+// With MODE "cancel", the client cancels the prompt once a tool call shows
+// a terminal; with "flood", its terminals answer more output than asked.
+//
+// usage: node acp-terminal.mjs SDK_ENTRY DSH_BINARY CWD [MODE]
 import { spawn } from "node:child_process";
 import { Readable, Writable } from "node:stream";
 import { pathToFileURL } from "node:url";
 import path from "node:path";
 
-const [sdkEntry, dsh, cwd] = process.argv.slice(2);
+const [sdkEntry, dsh, cwd, mode] = process.argv.slice(2);
 const acp = await import(pathToFileURL(sdkEntry).href);
 const z = await import(pathToFileURL(path.join(path.dirname(sdkEntry), "schema", "zod.gen.js")).href);
 
@@ -29,8 +32,16 @@ const terminals = new Map();
 const calls = [];
 let next = 0;
 const updates = [];
-const conn = new acp.ClientSideConnection(() => ({
-  async sessionUpdate(p) { updates.push(p.update); },
+let cancelled = false;
+let conn;
+const conn0 = new acp.ClientSideConnection(() => ({
+  async sessionUpdate(p) {
+    updates.push(p.update);
+    if (mode === "cancel" && !cancelled && (p.update.content ?? []).some((c) => c.type === "terminal")) {
+      cancelled = true;
+      await conn.cancel({ sessionId: p.sessionId });
+    }
+  },
   async requestPermission(p) {
     const allow = p.options.find((o) => o.kind === "allow_once");
     return { outcome: { outcome: "selected", optionId: allow.optionId } };
@@ -56,7 +67,8 @@ const conn = new acp.ClientSideConnection(() => ({
   async terminalOutput(p) {
     calls.push({ method: "output", id: p.terminalId });
     const t = terminals.get(p.terminalId);
-    return { output: t.output, truncated: false, ...(t.exit ? { exitStatus: t.exit } : {}) };
+    const output = mode === "flood" ? "é".repeat(p.outputByteLimit ?? 10) + "x".repeat(100000) + t.output : t.output;
+    return { output, truncated: false, ...(t.exit ? { exitStatus: t.exit } : {}) };
   },
   async killTerminal(p) {
     calls.push({ method: "kill", id: p.terminalId });
@@ -71,6 +83,7 @@ const conn = new acp.ClientSideConnection(() => ({
     return {};
   },
 }), acp.ndJsonStream(Writable.toWeb(proc.stdin), fromAgent));
+conn = conn0;
 
 await conn.initialize({ protocolVersion: acp.PROTOCOL_VERSION, clientCapabilities: { terminal: true } });
 const { sessionId } = await conn.newSession({ cwd, mcpServers: [] });
