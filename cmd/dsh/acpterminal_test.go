@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"unicode/utf8"
 
@@ -21,9 +22,8 @@ import (
 // with the client's report.
 func acpTerminalRun(t *testing.T, config, mode string, args ...string) (results []string, got acpTerminalReport) {
 	t.Helper()
-	sdk := testpeers.Path(t, "node_modules/@agentclientprotocol/sdk/dist/acp.js")
 	var mu sync.Mutex
-	srv := llmtest.NewServer(t, func(r llmtest.Request) llmtest.Reply {
+	got = acpTerminalClient(t, config, mode, func(r llmtest.Request) llmtest.Reply {
 		mu.Lock()
 		defer mu.Unlock()
 		results = r.ToolResults
@@ -32,6 +32,17 @@ func acpTerminalRun(t *testing.T, config, mode string, args ...string) (results 
 		}
 		return llmtest.Reply{Text: "ran"}
 	})
+	mu.Lock()
+	defer mu.Unlock()
+	return results, got
+}
+
+// acpTerminalClient runs the terminal client against dsh acp and a model
+// answering with reply, and returns its report.
+func acpTerminalClient(t *testing.T, config, mode string, reply func(llmtest.Request) llmtest.Reply) (got acpTerminalReport) {
+	t.Helper()
+	sdk := testpeers.Path(t, "node_modules/@agentclientprotocol/sdk/dist/acp.js")
+	srv := llmtest.NewServer(t, reply)
 	home, cwd := t.TempDir(), t.TempDir()
 	cfg := filepath.Join(home, "dsh.yaml")
 	os.WriteFile(cfg, []byte(config), 0o600)
@@ -51,9 +62,7 @@ func acpTerminalRun(t *testing.T, config, mode string, args ...string) (results 
 		t.Fatalf("exit %d, invalid frames: %v", got.Exit, got.Invalid)
 	}
 	got.cwd = cwd
-	mu.Lock()
-	defer mu.Unlock()
-	return results, got
+	return got
 }
 
 // methods lists the terminal methods the client saw, in order.
@@ -132,6 +141,30 @@ func TestACPTerminalNotUnderTheSandbox(t *testing.T) {
 	}
 	if !strings.Contains(results[0], "in-terminal") || !strings.Contains(results[1], "timed out") {
 		t.Errorf("dsh's own bash: %q", results)
+	}
+}
+
+// A child's commands stay dsh's, in its sandbox, whatever the client
+// offers: only the session's own agent uses the client's terminal.
+func TestACPTerminalNotForChildren(t *testing.T) {
+	var childResult atomic.Value
+	got := acpTerminalClient(t, "tools:\n  sandbox: full\n", "", func(r llmtest.Request) llmtest.Reply {
+		switch {
+		case r.Child && len(r.ToolResults) == 0:
+			return llmtest.Reply{ToolCall: &llmtest.ToolCall{Name: "bash", Arguments: `{"command":"echo child-bash"}`}}
+		case r.Child:
+			childResult.Store(r.ToolResults[0])
+			return llmtest.Reply{Text: "child done"}
+		case len(r.ToolResults) == 0:
+			return llmtest.Reply{ToolCall: &llmtest.ToolCall{Name: "subagent", Arguments: `{"description":"helper","prompt":"run it"}`}}
+		}
+		return llmtest.Reply{Text: "done"}
+	})
+	if got.Stop != "end_turn" || len(got.Calls) != 0 {
+		t.Fatalf("stop %q; a child's bash used the client's terminal: %+v", got.Stop, got.Calls)
+	}
+	if r, _ := childResult.Load().(string); !strings.Contains(r, "child-bash") {
+		t.Fatalf("the child's bash: %q", r)
 	}
 }
 
