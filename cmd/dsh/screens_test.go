@@ -34,11 +34,11 @@ var (
 )
 
 // normalizeScreen makes a capture reproducible: the working directory, the
-// session's and children's ids and the elapsed times become fixed text,
-// and the empty rows above the first line go.
-func normalizeScreen(screen, dir string) string {
+// session's and children's ids (named in seen, shared by the captures of
+// one session) and the elapsed times become fixed text, and the empty rows
+// above the first line go.
+func normalizeScreen(screen, dir string, seen map[string]string) string {
 	screen = strings.ReplaceAll(screen, dir, "/home/you/project")
-	seen := map[string]string{}
 	name := func(id string) string {
 		if p, ok := seen[id]; ok {
 			return p
@@ -65,13 +65,13 @@ func normalizeScreen(screen, dir string) string {
 
 // settledScreen waits until the screen satisfies ok and then stays the
 // same for a moment (a frame drawn whole), and returns it normalised.
-func settledScreen(s *tuiSession, what string, ok func(screen string) bool) string {
+func settledScreen(s *tuiSession, seen map[string]string, what string, ok func(screen string) bool) string {
 	s.t.Helper()
 	for deadline := time.Now().Add(termtest.Timeout); ; {
 		screen := s.term.WaitFor(what, ok)
 		time.Sleep(300 * time.Millisecond)
 		if again := s.term.Screen(); again == screen {
-			return normalizeScreen(screen, s.dir)
+			return normalizeScreen(screen, s.dir, seen)
 		}
 		if time.Now().After(deadline) {
 			s.t.Fatalf("the screen showing %s never settled:\n%s", what, s.term.Screen())
@@ -101,8 +101,9 @@ func captureScreens(t *testing.T) map[string]string {
 		}
 		return llmtest.Reply{Text: "Done."}
 	}, map[string]string{"notes.txt": "alpha\n"}, screenWidth, screenHeight)
+	seen := map[string]string{}
 	s.send("review the change")
-	shots["delegation"] = settledScreen(s, "two running children", func(screen string) bool {
+	shots["delegation"] = settledScreen(s, seen, "two running children", func(screen string) bool {
 		return regexp.MustCompile(`(?m)spawn · tests · running \S+ · \d+ tokens$`).MatchString(screen) &&
 			regexp.MustCompile(`(?m)spawn · review · [0-9a-f]{8} · running .* · subagent`).MatchString(screen)
 	})
@@ -111,7 +112,7 @@ func captureScreens(t *testing.T) map[string]string {
 	s.term.Type(termtest.Tab)
 	s.term.WaitText("Enter opens spawn · tests's transcript")
 	s.term.Type(termtest.Enter)
-	shots["child"] = settledScreen(s, "the child's transcript", func(screen string) bool {
+	shots["child"] = settledScreen(s, seen, "the child's transcript", func(screen string) bool {
 		return strings.Contains(screen, "a child's transcript · esc returns") && strings.Contains(screen, "running the suite next")
 	})
 
@@ -124,16 +125,17 @@ func captureScreens(t *testing.T) map[string]string {
 		}
 		return llmtest.Reply{Text: "The greeting now says **hello, world**."}
 	}, map[string]string{"main.go": "package main\n\nimport \"fmt\"\n\nfunc main() {\n\tfmt.Println(\"hello\")\n}\n"}, screenWidth, screenHeight)
+	seen = map[string]string{}
 	s.send("greet the world")
-	shots["ask"] = settledScreen(s, "the ask box", func(screen string) bool {
+	shots["ask"] = settledScreen(s, seen, "the ask box", func(screen string) bool {
 		return strings.Contains(screen, "the main agent wants to run edit_file") && strings.Contains(screen, "· working ")
 	})
 	s.term.Type("y")
-	shots["diff"] = settledScreen(s, "the answer", func(screen string) bool {
+	shots["diff"] = settledScreen(s, seen, "the answer", func(screen string) bool {
 		return strings.Contains(screen, "hello, world") && strings.Contains(screen, "The greeting") && strings.Contains(screen, "· ready ")
 	})
 	s.term.Type("/")
-	shots["slash"] = settledScreen(s, "the slash menu", func(screen string) bool { return strings.Contains(screen, "start a new conversation") })
+	shots["slash"] = settledScreen(s, seen, "the slash menu", func(screen string) bool { return strings.Contains(screen, "start a new conversation") })
 	return shots
 }
 
