@@ -3,6 +3,7 @@ package acpserver
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -11,6 +12,7 @@ import (
 	acpsdk "github.com/coder/acp-go-sdk"
 
 	"github.com/dsh-go/dsh/agent"
+	"github.com/dsh-go/dsh/content"
 	"github.com/dsh-go/dsh/sandbox"
 	"github.com/dsh-go/dsh/tool"
 	"github.com/dsh-go/dsh/tool/builtin"
@@ -58,8 +60,31 @@ func (b clientBash) request() (context.Context, context.CancelFunc) {
 
 func (b clientBash) execute(ctx context.Context, call tool.Call) (tool.Result, error) {
 	if !b.runsInTerminal(ctx, call) {
-		return b.local.Execute(ctx, call)
+		return b.local.Execute(ctx, call) // redacted by builtin
 	}
+	res, err := b.inTerminal(ctx, call)
+	redact := b.s.opts.Commands.Redact
+	if redact == nil {
+		return res, err
+	}
+	// The editor's environment may hold what dsh's scrubbed one would
+	// not: the result is redacted as dsh's own bash's.
+	for i, block := range res.Content {
+		if block.Type == content.TypeText {
+			res.Content[i].Text = redact(block.Text)
+		}
+	}
+	var te *tool.Error
+	if errors.As(err, &te) {
+		err = &tool.Error{Code: te.Code, Msg: redact(te.Msg)}
+	} else if err != nil {
+		err = errors.New(redact(err.Error()))
+	}
+	return res, err
+}
+
+// inTerminal runs a bash call in a new terminal of the client's.
+func (b clientBash) inTerminal(ctx context.Context, call tool.Call) (tool.Result, error) {
 	var args struct {
 		Command   string `json:"command"`
 		TimeoutMS int    `json:"timeout_ms"`
@@ -104,7 +129,7 @@ func (b clientBash) execute(ctx context.Context, call tool.Call) (tool.Result, e
 	stop := context.AfterFunc(b.s.input, wcancel)
 	exit, waitErr := conn.WaitForTerminalExit(wctx, acpsdk.WaitForTerminalExitRequest{SessionId: b.id, TerminalId: term})
 	stop()
-	timedOut := wctx.Err() != nil && ctx.Err() == nil
+	timedOut := errors.Is(wctx.Err(), context.DeadlineExceeded) && ctx.Err() == nil
 	wcancel()
 	if waitErr != nil {
 		rctx, cancel := b.request()

@@ -48,7 +48,7 @@ func acpTerminalClient(t *testing.T, config, mode string, reply func(llmtest.Req
 	os.WriteFile(cfg, []byte(config), 0o600)
 	cmd := exec.Command("node", "testdata/acp-terminal.mjs", sdk, dshBinary, cwd, mode)
 	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + home, "DSH_HOME=" + home, "DSH_CONFIG=" + cfg,
-		"DEEPSEEK_API_KEY=sk-test", "DEEPSEEK_BASE_URL=" + srv.URL}
+		"DEEPSEEK_API_KEY=" + acpTerminalKey, "DEEPSEEK_BASE_URL=" + srv.URL}
 	var stderr strings.Builder
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
@@ -74,9 +74,13 @@ func (r acpTerminalReport) methods() string {
 	return strings.Join(m, " ")
 }
 
-// acpTerminalArgs are two bash calls: one that prints and fails, one that
-// outlives its timeout.
-var acpTerminalArgs = []string{`{"command":"echo in-terminal; pwd; exit 3"}`, `{"command":"sleep 30","timeout_ms":300}`}
+// acpTerminalArgs are two bash calls: one that prints (the model key of
+// the editor's environment too) and fails, one that outlives its timeout.
+var acpTerminalArgs = []string{`{"command":"echo in-terminal; pwd; echo \"key=$DEEPSEEK_API_KEY\"; exit 3"}`,
+	`{"command":"sleep 30","timeout_ms":300}`}
+
+// acpTerminalKey is the model key in the environment of dsh and the client.
+const acpTerminalKey = "sk-terminal-0123456789abcdef0123456789"
 
 // acpTerminalReport is what the terminal client saw.
 type acpTerminalReport struct {
@@ -101,7 +105,8 @@ type acpTerminalReport struct {
 // bash runs in the client's terminal: created with bash -c in the
 // session's directory and an output limit, shown in the tool call, waited
 // for, read, killed when it outlives its timeout, and always released; the
-// model reads the output and the exit code as from dsh's own bash.
+// model reads the output (redacted) and the exit code as from dsh's own
+// bash.
 func TestACPTerminalRunsBashInTheClient(t *testing.T) {
 	results, got := acpTerminalRun(t, "tools:\n  sandbox: full\n", "", acpTerminalArgs...)
 	want := "create wait_for_exit output release create wait_for_exit kill output release"
@@ -109,11 +114,12 @@ func TestACPTerminalRunsBashInTheClient(t *testing.T) {
 		t.Fatalf("terminal calls %v (want %s), %d left, stop %q, results %q", got.methods(), want, got.Left, got.Stop, results)
 	}
 	c := got.Calls[0]
-	if c.Command != "bash" || len(c.Args) != 2 || c.Args[0] != "-c" || c.Args[1] != "echo in-terminal; pwd; exit 3" ||
+	if c.Command != "bash" || len(c.Args) != 2 || c.Args[0] != "-c" || c.Args[1] != `echo in-terminal; pwd; echo "key=$DEEPSEEK_API_KEY"; exit 3` ||
 		c.Cwd != got.cwd || c.Limit <= 0 {
 		t.Errorf("terminal/create %+v", c)
 	}
-	if !strings.Contains(results[0], "in-terminal\n"+got.cwd) || !strings.Contains(results[0], "exit code 3") {
+	if !strings.Contains(results[0], "in-terminal\n"+got.cwd) || !strings.Contains(results[0], "exit code 3") ||
+		!strings.Contains(results[0], "key=") || strings.Contains(results[0], acpTerminalKey) {
 		t.Errorf("the first result: %q", results[0])
 	}
 	if !strings.Contains(results[1], "command timed out after 300ms and was killed") {
