@@ -93,6 +93,13 @@ type Options struct {
 	// sessions' reads and writes, so that the agent sees and edits its
 	// unsaved buffers.
 	FileTools func(builtin.Files) []tool.Definition
+	// Commands, when set, are the runtime's options of the commands it
+	// runs (sandbox, network, timeout, output limit). With a full sandbox
+	// and a client that offers terminal, the root agent's bash runs in the
+	// client's terminal, which the editor shows; a client's terminal is
+	// the editor's own process, outside any sandbox, so under another
+	// sandbox (or with the network denied) bash stays dsh's.
+	Commands *builtin.Options
 	// Ready, when set, is asked before a session is created: its error (a
 	// model route's key variable that is unset) refuses session/new with
 	// auth_required and the error's text, which the client shows.
@@ -187,11 +194,12 @@ type server struct {
 	input      context.Context
 	closeInput context.CancelCauseFunc
 
-	mu       sync.Mutex
-	clientFS acpsdk.FileSystemCapabilities // what initialize offered
-	sessions map[acpsdk.SessionId]*acpSession
-	creating int // sessions being created, counted against MaxSessions
-	closed   bool
+	mu             sync.Mutex
+	clientFS       acpsdk.FileSystemCapabilities // what initialize offered
+	clientTerminal bool                          // initialize offered terminal/*
+	sessions       map[acpsdk.SessionId]*acpSession
+	creating       int // sessions being created, counted against MaxSessions
+	closed         bool
 }
 
 // connection returns the client connection. Requests can reach a handler
@@ -255,6 +263,9 @@ func (s *server) open(ctx context.Context, co agent.CreateOptions, capture *inpr
 		co.Setup = chainSetup(co.Setup, files)
 	}
 	u := newUpdater(s.connection(), id, cwd, s.opts.Log)
+	if term := s.useClientTerminal(id, u); term != nil {
+		co.Setup = chainSetup(co.Setup, term)
+	}
 	var a *agent.Agent
 	mcp, err := s.sessionMCP(ctx, cwd, servers)
 	if err == nil {
@@ -346,6 +357,7 @@ func (s *server) Initialize(ctx context.Context, p acpsdk.InitializeRequest) (ac
 	}
 	s.mu.Lock()
 	s.clientFS = p.ClientCapabilities.Fs
+	s.clientTerminal = p.ClientCapabilities.Terminal
 	s.mu.Unlock()
 	return acpsdk.InitializeResponse{
 		ProtocolVersion:   acpsdk.ProtocolVersionNumber,

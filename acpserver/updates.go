@@ -30,11 +30,30 @@ type updater struct {
 	messages map[[2]int]string   // (turn, step) → message id, for the current turn
 	prompts  map[string]bool     // ids of the client's prompts not yet seen in the log
 	calls    map[string]toolView // tool calls without their result yet, by call id
+	// terminals are the client terminals tool calls run in, by call id.
+	terminals map[string]string
 }
 
 func newUpdater(conn *acpsdk.AgentSideConnection, id acpsdk.SessionId, cwd string, log *slog.Logger) *updater {
 	return &updater{conn: conn, id: id, cwd: cwd, log: log, messages: map[[2]int]string{}, prompts: map[string]bool{},
-		calls: map[string]toolView{}}
+		calls: map[string]toolView{}, terminals: map[string]string{}}
+}
+
+// terminal records that a tool call runs in the client's terminal id, and
+// shows the terminal in the call (now, or in its start when that has not
+// gone out yet).
+func (u *updater) terminal(callID, id string) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	u.terminals[callID] = id
+	if _, started := u.calls[callID]; started {
+		u.send(acpsdk.UpdateToolCall(acpsdk.ToolCallId(callID), acpsdk.WithUpdateContent([]acpsdk.ToolCallContent{terminalContent(id)})))
+	}
+}
+
+// terminalContent embeds a client terminal in a tool call.
+func terminalContent(id string) acpsdk.ToolCallContent {
+	return acpsdk.ToolCallContent{Terminal: &acpsdk.ToolCallContentTerminal{Type: "terminal", TerminalId: id}}
 }
 
 // prompted records the id of a message the client sent as a prompt.
@@ -87,13 +106,16 @@ func (u *updater) event(e session.Event) {
 			input = d.Arguments
 		}
 		v := viewOf(d.Name, d.Arguments, u.cwd)
-		u.mu.Lock()
-		u.calls[d.CallID] = v
-		u.mu.Unlock()
 		opts := []acpsdk.ToolCallStartOpt{acpsdk.WithStartKind(v.kind), acpsdk.WithStartStatus(acpsdk.ToolCallStatusInProgress),
 			acpsdk.WithStartRawInput(input)}
 		if len(v.locations) > 0 {
 			opts = append(opts, acpsdk.WithStartLocations(v.locations))
+		}
+		u.mu.Lock() // held while sending: a terminal shown meanwhile follows the start
+		defer u.mu.Unlock()
+		u.calls[d.CallID] = v
+		if term, ok := u.terminals[d.CallID]; ok {
+			opts = append(opts, acpsdk.WithStartContent([]acpsdk.ToolCallContent{terminalContent(term)}))
 		}
 		u.send(acpsdk.StartToolCall(acpsdk.ToolCallId(d.CallID), v.title, opts...))
 	case session.ToolResult:
@@ -108,9 +130,14 @@ func (u *updater) event(e session.Event) {
 		id := d.Message.Source.CallID
 		u.mu.Lock()
 		v := u.calls[id]
+		term, inTerminal := u.terminals[id]
 		delete(u.calls, id)
+		delete(u.terminals, id)
 		u.mu.Unlock()
 		var body []acpsdk.ToolCallContent
+		if inTerminal {
+			body = append(body, terminalContent(term)) // the editor goes on showing its output
+		}
 		if status == acpsdk.ToolCallStatusCompleted {
 			body = append(body, v.diff...) // the change made, which an editor shows as a diff
 		}

@@ -75,6 +75,7 @@ Zed's settings.json:
 				Routes:        acpRoutes(cfg, c.getenv),
 				ContextWindow: rt.LLM.ContextWindow,
 				FileTools:     func(f builtin.Files) []tool.Definition { return builtin.FileTools(toolOpts, f) },
+				Commands:      &toolOpts,
 				Cost: func(u map[string]content.Usage) (float64, bool) {
 					_, cost, priced := spentLine(u, cfg.PriceOf)
 					return cost, priced
