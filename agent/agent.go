@@ -134,6 +134,21 @@ type Registry struct {
 	mu      sync.Mutex
 	agents  map[string]*Agent
 	created uint64 // agents created so far: each agent's seq
+
+	// system is the system text last rendered by any agent: an agent that
+	// renders the same text keeps this copy, so that many children of one
+	// tool hold one string instead of one each.
+	system atomic.Pointer[string]
+}
+
+// sharedSystem returns text, or an equal string already held by another
+// agent of r.
+func (r *Registry) sharedSystem(text string) string {
+	if p := r.system.Load(); p != nil && *p == text {
+		return *p
+	}
+	r.system.Store(&text)
+	return text
 }
 
 // NewRegistry returns an empty registry over deps.
