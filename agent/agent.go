@@ -384,7 +384,7 @@ type Agent struct {
 	owned      map[*Agent]struct{} // live agents this one created
 	disposers  []func()
 	idlers     []func() // see OnIdle
-	lastHeader *session.RequestHeader
+	lastHeader any      // the session.RequestHeader last logged, as boxed in its event
 	usage      content.Usage
 	lastCall   int64 // tokens of the agent's last model call that reported usage
 	// Compaction (see compact.go): the prompt tokens per byte of history
