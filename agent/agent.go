@@ -134,20 +134,20 @@ type Registry struct {
 	mu      sync.Mutex
 	agents  map[string]*Agent
 	created uint64 // agents created so far: each agent's seq
-
-	// system is the system text last rendered by any agent: an agent that
-	// renders the same text keeps this copy, so that many children of one
-	// tool hold one string instead of one each.
-	system atomic.Pointer[string]
 }
 
-// sharedSystem returns text, or an equal string already held by another
-// agent of r.
-func (r *Registry) sharedSystem(text string) string {
-	if p := r.system.Load(); p != nil && *p == text {
+// sharedSystem returns text, or an equal string a sibling already holds:
+// the children of one agent that render the same system text keep one
+// copy of it instead of one each.
+func (a *Agent) sharedSystem(text string) string {
+	if a.owner == nil {
+		return text
+	}
+	shared := &a.owner.childSystem
+	if p := shared.Load(); p != nil && *p == text {
 		return *p
 	}
-	r.system.Store(&text)
+	shared.Store(&text)
 	return text
 }
 
@@ -371,6 +371,9 @@ type Agent struct {
 	path    []string          // labels from the root's child down to this agent
 	tree    *tree             // shared by every agent of the delegation tree
 	host    bool              // CreateOptions.ToolHost
+	// childSystem is the system text a child of this agent last rendered
+	// (see sharedSystem).
+	childSystem atomic.Pointer[string]
 
 	mu         sync.Mutex
 	inbox      inbox

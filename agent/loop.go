@@ -273,7 +273,7 @@ func (a *Agent) request(turn, step int) (*llm.Request, error) {
 	if err != nil {
 		return nil, err
 	}
-	system = a.reg.sharedSystem(system)
+	system = a.sharedSystem(system)
 	provider, model := a.routeOf()
 	req := &llm.Request{Provider: provider, Model: model, System: system, Tools: a.tools.Specs(),
 		MaxTokens: a.opts.MaxTokens, SessionID: a.id, Messages: s.Messages()}

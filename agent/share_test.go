@@ -8,13 +8,14 @@ import (
 	"github.com/dsh-go/dsh/llm/scripted"
 )
 
-// Agents of one registry that render the same system text hold one copy of
+// Children of one agent that render the same system text hold one copy of
 // it: many parked children of a tool cost one string, not one each.
-func TestAgentsShareEqualSystemText(t *testing.T) {
+func TestChildrenShareEqualSystemText(t *testing.T) {
 	e := newEnv(t, scripted.Text("one"), scripted.Text("two"))
 	cwd := t.TempDir()
-	run(t, e.create(agent.CreateOptions{Cwd: cwd}), "hi")
-	run(t, e.create(agent.CreateOptions{Cwd: cwd}), "hi")
+	parent := e.create(agent.CreateOptions{Cwd: cwd})
+	run(t, e.create(agent.CreateOptions{Cwd: cwd, Owner: parent, ParentSession: parent.ID(), DelegationDepth: 1}), "hi")
+	run(t, e.create(agent.CreateOptions{Cwd: cwd, Owner: parent, ParentSession: parent.ID(), DelegationDepth: 1}), "hi")
 	reqs := e.model.Requests()
 	if len(reqs) != 2 {
 		t.Fatalf("%d requests, want 2", len(reqs))
