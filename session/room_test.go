@@ -6,13 +6,23 @@ import (
 	"github.com/dsh-go/dsh/content"
 )
 
-// A new log and the memory store's copy of it make little room before
-// events come: a parked child holds a handful of events, and the room made
-// for 16 of each was most of its session's memory. A log that outgrows its
-// first room jumps to 16 events, so a short turn grows it once.
+// A child's new log and the memory store's copy of it make little room
+// before events come: a parked child holds a handful of events, and the
+// room made for 16 of each was most of its session's memory. A log that
+// outgrows its first room jumps to 16 events, so a short turn grows it
+// once; a root session starts there.
 func TestNewLogMakesLittleRoom(t *testing.T) {
 	backend := NewMemoryBackend()
-	s, detach, err := NewStore(backend, nil).Create(CreateOptions{ID: "s"})
+	st := NewStore(backend, nil)
+	root, detachRoot, err := st.Create(CreateOptions{ID: "root"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer detachRoot()
+	if c := cap(root.events); c != minEvents {
+		t.Fatalf("a new root log has room for %d events, want %d", c, minEvents)
+	}
+	s, detach, err := st.Create(CreateOptions{ID: "s", ParentSession: "root"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -122,16 +122,21 @@ type Session struct {
 
 type observer struct{ fn func(Event) }
 
-// initialEvents is a new log's room: what a child holds while parked in its
-// first model call (6 events) fits, and a log that outgrows it jumps to
-// minEvents, so a short one-shot turn grows once.
+// initialEvents is a new child log's room: what a child holds while parked
+// in its first model call (6 events) fits, and a log that outgrows it jumps
+// to minEvents, so a short one-shot turn grows once. A root session (one
+// per run or conversation, never thousands parked) starts at minEvents.
 const (
 	initialEvents = 8
 	minEvents     = 16
 )
 
 func newSession(h Header, seed []Event) *Session {
-	s := &Session{header: h, events: make([]Event, 0, max(len(seed)+1, initialEvents))}
+	room := minEvents
+	if h.ParentSession != "" {
+		room = initialEvents
+	}
+	s := &Session{header: h, events: make([]Event, 0, max(len(seed)+1, room))}
 	for _, e := range seed {
 		s.commit(e)
 	}
