@@ -407,10 +407,9 @@ type Agent struct {
 
 	trace *traceState // nil when tracing is off
 
-	hookState   hookState      // a root's (see hookState)
-	callStarts  sync.Map       // call id → when it was allowed, for PostToolUse's duration_ms
-	callContext sync.Map       // call id → the additional context of its PreToolUse hooks
-	hookStop    *session.Cause // a hook asked the turn to end (under mu)
+	hookState *hookState     // a root's (see hookState); nil for a child
+	toolHooks *toolHookState // nil without PreToolUse and PostToolUse hooks
+	hookStop  *session.Cause // a hook asked the turn to end (under mu)
 }
 
 func newAgent(r *Registry, s *session.Session, opts CreateOptions) *Agent {
@@ -433,6 +432,7 @@ func newAgent(r *Registry, s *session.Session, opts CreateOptions) *Agent {
 		a.tools.Inherit(p.tools)               // what the owner may not see, no descendant sees
 	} else {
 		a.tree, a.hooks = newTree(opts.Asker, opts.TokenBudget), r.deps.Hooks
+		a.hookState = new(hookState)
 	}
 	if opts.Policy != nil {
 		a.policy = a.policy.NarrowBy(*opts.Policy)
@@ -440,6 +440,7 @@ func newAgent(r *Registry, s *session.Session, opts CreateOptions) *Agent {
 	a.hooks = a.hooks.With(opts.Hooks)
 	a.tools.GuardCall(a.guardCall)
 	if a.hooks.Has(hook.PostToolUse) || a.hooks.Has(hook.PreToolUse) {
+		a.toolHooks = new(toolHookState)
 		a.tools.After(a.afterTool)
 	}
 	a.prompt = r.deps.Prompt.NewScopeWith(a.builtin)
