@@ -136,6 +136,21 @@ type Registry struct {
 	created uint64 // agents created so far: each agent's seq
 }
 
+// sharedSystem returns text, or an equal string a sibling already holds:
+// the children of one agent that render the same system text keep one
+// copy of it instead of one each.
+func (a *Agent) sharedSystem(text string) string {
+	if a.owner == nil {
+		return text
+	}
+	shared := &a.owner.childSystem
+	if p := shared.Load(); p != nil && *p == text {
+		return *p
+	}
+	shared.Store(&text)
+	return text
+}
+
 // NewRegistry returns an empty registry over deps.
 func NewRegistry(deps Deps) *Registry {
 	if deps.Log == nil {
@@ -356,6 +371,9 @@ type Agent struct {
 	path    []string          // labels from the root's child down to this agent
 	tree    *tree             // shared by every agent of the delegation tree
 	host    bool              // CreateOptions.ToolHost
+	// childSystem is the system text a child of this agent last rendered
+	// (see sharedSystem).
+	childSystem atomic.Pointer[string]
 
 	mu         sync.Mutex
 	inbox      inbox
@@ -369,7 +387,7 @@ type Agent struct {
 	owned      map[*Agent]struct{} // live agents this one created
 	disposers  []func()
 	idlers     []func() // see OnIdle
-	lastHeader *session.RequestHeader
+	lastHeader any      // the session.RequestHeader last logged, as boxed in its event
 	usage      content.Usage
 	lastCall   int64 // tokens of the agent's last model call that reported usage
 	// Compaction (see compact.go): the prompt tokens per byte of history
@@ -389,10 +407,9 @@ type Agent struct {
 
 	trace *traceState // nil when tracing is off
 
-	hookState   hookState      // a root's (see hookState)
-	callStarts  sync.Map       // call id → when it was allowed, for PostToolUse's duration_ms
-	callContext sync.Map       // call id → the additional context of its PreToolUse hooks
-	hookStop    *session.Cause // a hook asked the turn to end (under mu)
+	hookState *hookState     // a root's (see hookState); nil for a child
+	toolHooks *toolHookState // nil without PreToolUse and PostToolUse hooks
+	hookStop  *session.Cause // a hook asked the turn to end (under mu)
 }
 
 func newAgent(r *Registry, s *session.Session, opts CreateOptions) *Agent {
@@ -415,6 +432,7 @@ func newAgent(r *Registry, s *session.Session, opts CreateOptions) *Agent {
 		a.tools.Inherit(p.tools)               // what the owner may not see, no descendant sees
 	} else {
 		a.tree, a.hooks = newTree(opts.Asker, opts.TokenBudget), r.deps.Hooks
+		a.hookState = new(hookState)
 	}
 	if opts.Policy != nil {
 		a.policy = a.policy.NarrowBy(*opts.Policy)
@@ -422,6 +440,7 @@ func newAgent(r *Registry, s *session.Session, opts CreateOptions) *Agent {
 	a.hooks = a.hooks.With(opts.Hooks)
 	a.tools.GuardCall(a.guardCall)
 	if a.hooks.Has(hook.PostToolUse) || a.hooks.Has(hook.PreToolUse) {
+		a.toolHooks = new(toolHookState)
 		a.tools.After(a.afterTool)
 	}
 	a.prompt = r.deps.Prompt.NewScopeWith(a.builtin)

@@ -24,6 +24,14 @@ const MaxStopContinuations = 8
 // hookPlugin names hooks as the source of the messages they add.
 const hookPlugin = "hook"
 
+// toolHookState carries what a call's PreToolUse hooks and its
+// authorization leave for its PostToolUse hooks; an agent without tool
+// hooks has none.
+type toolHookState struct {
+	callStarts  sync.Map // call id → when it was allowed, for PostToolUse's duration_ms
+	callContext sync.Map // call id → the additional context of its PreToolUse hooks
+}
+
 // hookState is the root's part of the hooks' life: whether its session
 // started, the file of $CLAUDE_ENV_FILE and the transcript.
 type hookState struct {
@@ -71,7 +79,7 @@ func (a *Agent) HookInput(ev hook.Event) hook.Input {
 // hookEnvFile returns the root's $CLAUDE_ENV_FILE, made on first use in the
 // temporary directory (which hooks may write); "" when it cannot be made.
 func (a *Agent) hookEnvFile() string {
-	h := &a.hookState
+	h := a.hookState
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.envFile == "" && h.envErr == nil {
@@ -91,7 +99,7 @@ func (a *Agent) hookEnvFile() string {
 // conversation, made on first use, and returns its file; "" when it cannot
 // be made.
 func (a *Agent) hookTranscript() string {
-	h := &a.hookState
+	h := a.hookState
 	h.mu.Lock()
 	if h.transcript == nil && h.transcriptErr == nil {
 		if h.transcript, h.transcriptErr = hook.NewTranscript(a.id, a.Cwd()); h.transcriptErr != nil {
@@ -135,12 +143,12 @@ func (a *Agent) guardCall(ctx context.Context, call tool.Call) (tool.Call, error
 			call.Arguments = d.UpdatedInput
 		}
 		if len(d.Context) > 0 && call.ID != "" {
-			a.callContext.Store(call.ID, d.Context)
+			a.toolHooks.callContext.Store(call.ID, d.Context)
 		}
 	}
 	err := a.authorize(ctx, permission.Request{Tool: call.Name, CallID: call.ID, Arguments: call.Arguments}, d.Permission)
 	if err == nil && call.ID != "" && a.hooks.Has(hook.PostToolUse) {
-		a.callStarts.Store(call.ID, time.Now())
+		a.toolHooks.callStarts.Store(call.ID, time.Now())
 	}
 	return call, err
 }
@@ -151,7 +159,7 @@ func (a *Agent) guardCall(ctx context.Context, call tool.Call) (tool.Call, error
 // prints continue: false ends the turn after this step.
 func (a *Agent) afterTool(ctx context.Context, call tool.Call, res tool.Result) tool.Result {
 	var add []string
-	if pre, ok := a.callContext.LoadAndDelete(call.ID); ok {
+	if pre, ok := a.toolHooks.callContext.LoadAndDelete(call.ID); ok {
 		for _, c := range pre.([]string) {
 			add = append(add, "PreToolUse hook additional context: "+strings.TrimSpace(c))
 		}
@@ -162,7 +170,7 @@ func (a *Agent) afterTool(ctx context.Context, call tool.Call, res tool.Result) 
 		in := a.HookInput(hook.PostToolUse)
 		in.ToolName, in.ToolUseID, in.ToolInput = call.Name, call.ID, json.RawMessage(call.Arguments)
 		in.ToolResponse = &hook.ToolResponse{Content: content.JoinText(res.Content), IsError: res.IsError, Code: res.Code}
-		if start, ok := a.callStarts.LoadAndDelete(call.ID); ok {
+		if start, ok := a.toolHooks.callStarts.LoadAndDelete(call.ID); ok {
 			in.Duration = time.Since(start.(time.Time))
 		}
 		d, err = a.hooks.Decide(context.WithoutCancel(ctx), in)
@@ -319,6 +327,9 @@ func (a *Agent) endHooks(end session.TurnEnd) {
 // session started, as it is disposed, and removes its $CLAUDE_ENV_FILE and
 // transcript.
 func (a *Agent) sessionEndHooks() {
+	if a.hookState == nil { // a child: its root's session holds the hooks' life
+		return
+	}
 	a.hookState.mu.Lock()
 	started, env, transcript := a.hookState.started, a.hookState.envFile, a.hookState.transcript
 	a.hookState.mu.Unlock()

@@ -273,6 +273,7 @@ func (a *Agent) request(turn, step int) (*llm.Request, error) {
 	if err != nil {
 		return nil, err
 	}
+	system = a.sharedSystem(system)
 	provider, model := a.routeOf()
 	req := &llm.Request{Provider: provider, Model: model, System: system, Tools: a.tools.Specs(),
 		MaxTokens: a.opts.MaxTokens, SessionID: a.id, Messages: s.Messages()}
@@ -366,23 +367,24 @@ func (a *Agent) logRequestHeader(req *llm.Request) {
 	h := session.RequestHeader{Config: session.RequestConfig{Provider: req.Provider, Model: req.Model, MaxTokens: req.MaxTokens},
 		System: req.System, Tools: req.Tools}
 	a.mu.Lock()
-	last := a.lastHeader
+	last, logged := a.lastHeader.(session.RequestHeader)
 	a.mu.Unlock()
 	switch {
-	case last == nil:
+	case !logged:
 		h.Reason = "initial"
 		if a.session.LastTurn() > 1 || a.session.Header().SeedLength > 0 {
 			h.Reason = "resume"
 		}
-	case sameHeader(*last, h):
+	case sameHeader(last, h):
 		return
 	default:
 		h.Reason = "change"
 	}
+	var data any = h // one copy, shared by the log and lastHeader
 	a.mu.Lock()
-	a.lastHeader = &h
+	a.lastHeader = data
 	a.mu.Unlock()
-	a.session.Append(session.TypeRequestHeader, h)
+	a.session.Append(session.TypeRequestHeader, data)
 }
 
 func sameHeader(a, b session.RequestHeader) bool {

@@ -86,7 +86,7 @@ func (p *memPersister) Append(events []Event) error {
 	defer p.b.mu.Unlock()
 	s, ok := p.b.sessions[p.id]
 	if !ok {
-		s = &memSession{header: p.h, events: make([]Event, 0, max(16, len(events)))} // a session's first checkpoints fit
+		s = &memSession{header: p.h} // no room made: a parked child holds its first checkpoint only
 		p.b.sessions[p.id] = s
 	}
 	s.events = append(s.events, events...)

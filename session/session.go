@@ -122,8 +122,21 @@ type Session struct {
 
 type observer struct{ fn func(Event) }
 
+// initialEvents is a new child log's room: what a child holds while parked
+// in its first model call (6 events) fits, and a log that outgrows it jumps
+// to minEvents, so a short one-shot turn grows once. A root session (one
+// per run or conversation, never thousands parked) starts at minEvents.
+const (
+	initialEvents = 8
+	minEvents     = 16
+)
+
 func newSession(h Header, seed []Event) *Session {
-	s := &Session{header: h, events: make([]Event, 0, max(len(seed)+1, 16))}
+	room := minEvents
+	if h.ParentSession != "" {
+		room = initialEvents
+	}
+	s := &Session{header: h, events: make([]Event, 0, max(len(seed)+1, room))}
 	for _, e := range seed {
 		s.commit(e)
 	}
@@ -221,7 +234,7 @@ func (s *Session) Append(typ string, data any, sourceSeqs ...int64) (Event, erro
 // commit adds e to the log and the derived history. s.mu must be held.
 func (s *Session) commit(e Event) {
 	if n := len(s.events); n == cap(s.events) && n < 256 { // short logs grow by half (append would double them)
-		s.events = append(make([]Event, 0, max(n+n/2, 16)), s.events...)
+		s.events = append(make([]Event, 0, max(n+n/2, minEvents)), s.events...)
 	}
 	s.events = append(s.events, e)
 	switch d := e.Data.(type) {

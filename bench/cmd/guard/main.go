@@ -49,8 +49,9 @@ import (
 // comments: the limits are today's figures plus ~10 %, to be lowered as
 // the cuts land).
 const (
-	// Live heap + stacks per parked fan-out child, bytes (target ≤ 10 KB).
-	maxFanoutPerChild = 22_000
+	// Live heap + stacks per parked fan-out child, bytes (target ≤ 10 KB;
+	// 18,380–18,420 B after BENCHMARKS.md §7.6's cuts).
+	maxFanoutPerChild = 20_200
 	// Bytes per delegation, dsh / eino agent-as-tool (target ≤ 0.30).
 	maxEinoByteRatio = 0.40
 	// Allocations per default-road delegation.
