@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 	"unicode/utf8"
 
 	"github.com/dsh-go/dsh/agent"
@@ -300,6 +301,7 @@ func TestCompactByHandKeepsToolCallsWhole(t *testing.T) {
 		run(t, a, prompt100(i))
 	}
 	before := a.Session().Messages()
+	idle(t, a) // a turn that ended may still be going idle
 	c, err := a.Compact(context.Background(), "the list of files")
 	if err != nil {
 		t.Fatal(err)
@@ -390,6 +392,7 @@ func TestCompactRefusals(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	idle(t, a) // a turn that ended may still be going idle
 	if _, err := a.Compact(context.Background(), ""); !errors.Is(err, &agent.Error{Code: agent.CodeCompact}) {
 		t.Errorf("empty conversation: %v", err)
 	}
@@ -421,6 +424,7 @@ func TestPreCompactHookRuns(t *testing.T) {
 	}
 	run(t, a, "one")
 	run(t, a, "two")
+	idle(t, a) // a turn that ended may still be going idle
 	if _, err := a.Compact(context.Background(), "keep the plan"); err != nil {
 		t.Fatal(err)
 	}
@@ -443,6 +447,7 @@ func TestLongSummaryIsCut(t *testing.T) {
 	}
 	run(t, a, "one")
 	run(t, a, "two")
+	idle(t, a) // a turn that ended may still be going idle
 	c, err := a.Compact(context.Background(), "")
 	if err != nil {
 		t.Fatal(err)
@@ -506,5 +511,16 @@ func TestSummaryOfTooMuchReadsClippedMessages(t *testing.T) {
 	}
 	if !clippedAsked || m.summaries != 1 {
 		t.Errorf("clipped summarisation asked: %v; %d summaries", clippedAsked, m.summaries)
+	}
+}
+
+// idle waits for a's driver to stop: Compact refuses a running agent, and
+// Run returns at the turn's end, a moment before its driver is idle.
+func idle(t *testing.T, a *agent.Agent) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := a.WaitIdle(ctx); err != nil {
+		t.Fatal(err)
 	}
 }
