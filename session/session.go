@@ -122,12 +122,13 @@ type Session struct {
 
 type observer struct{ fn func(Event) }
 
-// initialEvents is a new child log's room: what a child holds while parked
-// in its first model call (6 events) fits, and a log that outgrows it jumps
-// to minEvents, so a short one-shot turn grows once. A root session (one
-// per run or conversation, never thousands parked) starts at minEvents.
+// initialEvents is a new child log's room: what a one-shot child's turn
+// writes when it answers at once (about 13 events) fits, so that a
+// delegation never grows its log, and a parked child (6 events) holds less
+// than minEvents' room. A root session (one per run or conversation, never
+// thousands parked) starts at minEvents.
 const (
-	initialEvents = 8
+	initialEvents = 14
 	minEvents     = 16
 )
 
