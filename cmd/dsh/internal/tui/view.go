@@ -5,9 +5,6 @@ import (
 	"io"
 	"strings"
 
-	"github.com/charmbracelet/glamour"
-	gansi "github.com/charmbracelet/glamour/ansi"
-	gstyles "github.com/charmbracelet/glamour/styles"
 	"github.com/charmbracelet/lipgloss"
 	"github.com/charmbracelet/x/ansi"
 	"github.com/muesli/termenv"
@@ -17,10 +14,11 @@ import (
 type styles struct {
 	dim, note, err, ok, prompt, child, status, hint, box, askBox lipgloss.Style
 
+	// The Markdown styles (see markdown.go).
+	mdHeading, mdBold, mdItalic, mdCode, mdLink lipgloss.Style
+
 	profile termenv.Profile
-	light   bool                  // the terminal's background is light, as $COLORFGBG says
-	md      *glamour.TermRenderer // renders Markdown at mdWidth; nil until needed
-	mdWidth int
+	light   bool // the terminal's background is light, as $COLORFGBG says
 }
 
 func newStyles(out io.Writer, getenv func(string) string) *styles {
@@ -39,6 +37,12 @@ func newStyles(out io.Writer, getenv func(string) string) *styles {
 		hint:    c("3"),
 		box:     r.NewStyle().Border(lipgloss.RoundedBorder()).BorderForeground(lipgloss.Color("8")),
 		askBox:  r.NewStyle().Border(lipgloss.RoundedBorder()).BorderForeground(lipgloss.Color("3")),
+
+		mdHeading: c("4").Bold(true),
+		mdBold:    r.NewStyle().Bold(true),
+		mdItalic:  r.NewStyle().Italic(true),
+		mdCode:    c("3"),
+		mdLink:    c("6").Underline(true),
 	}
 }
 
@@ -50,45 +54,6 @@ func lightBackground(colorfgbg string) bool {
 	i := strings.LastIndexByte(colorfgbg, ';')
 	bg := colorfgbg[i+1:]
 	return bg == "7" || bg == "15"
-}
-
-// maxMarkdown bounds the answer rendered as Markdown; a longer one shows as
-// text.
-const maxMarkdown = 128 << 10
-
-// markdown renders the model's Markdown at width: headings without their
-// #, emphasis, lists, links, code blocks highlighted. Text the renderer
-// refuses shows as it is.
-func (st *styles) markdown(text string, width int) string {
-	if len(text) > maxMarkdown {
-		return wrap(text, width)
-	}
-	if st.md == nil || st.mdWidth != width {
-		cfg := gstyles.DarkStyleConfig
-		if st.light {
-			cfg = gstyles.LightStyleConfig
-		}
-		if st.profile == termenv.Ascii {
-			cfg = gstyles.NoTTYStyleConfig
-		}
-		zero := uint(0)
-		cfg.Document.Margin = &zero
-		cfg.Document.BlockPrefix, cfg.Document.BlockSuffix = "", ""
-		for _, h := range []*gansi.StyleBlock{&cfg.H1, &cfg.H2, &cfg.H3, &cfg.H4, &cfg.H5, &cfg.H6} {
-			h.Prefix = ""
-		}
-		md, err := glamour.NewTermRenderer(glamour.WithStyles(cfg), glamour.WithWordWrap(max(width, 10)),
-			glamour.WithColorProfile(st.profile))
-		if err != nil {
-			return wrap(text, width)
-		}
-		st.md, st.mdWidth = md, width
-	}
-	out, err := st.md.Render(text)
-	if err != nil {
-		return wrap(text, width)
-	}
-	return strings.Trim(out, "\n")
 }
 
 // maxEditorLines bounds the editor's height; a longer prompt scrolls in it.
