@@ -36,10 +36,19 @@ func (st *styles) markdown(text string, width int) string {
 
 // mdWriter draws one document.
 type mdWriter struct {
-	st  *styles
-	src []byte
-	out strings.Builder
+	st    *styles
+	src   []byte
+	out   strings.Builder
+	depth int // lists and quotes this writer is inside
 }
+
+// maxMarkdownDepth bounds nested lists and quotes drawn as such: a model's
+// ">>>>…" of thousands of levels would otherwise copy each level's text
+// once per level. Deeper ones show as their text.
+const maxMarkdownDepth = 16
+
+// sub returns a writer for a list item's or a quote's blocks.
+func (w *mdWriter) sub() *mdWriter { return &mdWriter{st: w.st, src: w.src, depth: w.depth + 1} }
 
 // blocks draws n's block children, a blank line apart, each line after
 // the first of a block prefixed by indent.
@@ -53,6 +62,10 @@ func (w *mdWriter) blocks(n ast.Node, width int, indent string) {
 }
 
 func (w *mdWriter) block(n ast.Node, width int, indent string) {
+	if w.depth > maxMarkdownDepth {
+		w.para(w.plain(n), width, indent)
+		return
+	}
 	switch n := n.(type) {
 	case *ast.Heading:
 		w.para(w.st.mdHeading.Render(w.inline(n)), width, indent)
@@ -74,13 +87,13 @@ func (w *mdWriter) block(n ast.Node, width int, indent string) {
 				num++
 			}
 			w.out.WriteString(indent + mark)
-			sub := mdWriter{st: w.st, src: w.src}
+			sub := w.sub()
 			sub.blocks(item, width-len(mark), "")
 			body := strings.TrimRight(sub.out.String(), "\n")
 			w.out.WriteString(strings.ReplaceAll(body, "\n", "\n"+indent+strings.Repeat(" ", len(mark))) + "\n")
 		}
 	case *ast.Blockquote:
-		sub := mdWriter{st: w.st, src: w.src}
+		sub := w.sub()
 		sub.blocks(n, width-2, "")
 		for _, line := range strings.Split(strings.TrimRight(sub.out.String(), "\n"), "\n") {
 			w.out.WriteString(indent + w.st.dim.Render("│ ") + line + "\n")
