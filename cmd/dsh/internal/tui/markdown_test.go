@@ -23,7 +23,7 @@ func TestMarkdown(t *testing.T) {
 			t.Errorf("%q is drawn as source:\n%s", gone, out)
 		}
 	}
-	deep := st.markdown(strings.Repeat(">", 60000)+" deep\n\n"+strings.Repeat("- ", 20000)+"x\n", 80)
+	deep := st.markdown(strings.Repeat(">", 3000)+" deep\n\n"+strings.Repeat("- ", 2000)+"x\n", 80)
 	if !strings.Contains(deep, "deep") {
 		t.Fatalf("the deep document: %.200q", deep)
 	}
