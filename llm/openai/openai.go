@@ -12,7 +12,6 @@ import (
 	"io"
 	"iter"
 	"log/slog"
-	"math/rand/v2"
 	"net/http"
 	"net/url"
 	"os"
@@ -24,6 +23,7 @@ import (
 	"github.com/dsh-go/dsh/content"
 	"github.com/dsh-go/dsh/llm"
 	"github.com/dsh-go/dsh/llm/internal/httpfail"
+	"github.com/dsh-go/dsh/llm/internal/retry"
 	"github.com/dsh-go/dsh/telemetry"
 )
 
@@ -94,12 +94,8 @@ type Model struct {
 
 const userAgent = "dsh/0 (+github.com/dsh-go/dsh)"
 
-// errIdle is the cancellation cause of a request whose idle timer fired;
-// errDeadline that of a call that outlived Config.RequestTimeout.
-var (
-	errIdle     = errors.New("idle timeout")
-	errDeadline = errors.New("request deadline")
-)
+// errIdle is the cancellation cause of a request whose idle timer fired.
+var errIdle = errors.New("idle timeout")
 
 // New validates cfg, fills in its defaults and returns the model.
 func New(cfg Config) (*Model, error) {
@@ -167,103 +163,26 @@ func (m *Model) Stream(ctx context.Context, req *llm.Request) iter.Seq[content.C
 }
 
 func (m *Model) stream(ctx context.Context, req *llm.Request, yield func(content.Chunk) bool) {
-	p := m.cfg.Provider
-	key, f := m.key()
+	p := m.policy()
+	key, f := p.Key()
 	if f != nil {
 		yield(content.Chunk{Type: content.ChunkFinish, Finish: &content.Finish{Kind: content.FinishError, Failure: f}})
 		return
 	}
 	body, model, err := m.body(req)
 	if err != nil {
-		yield(llm.FinishError(llm.CodeInvalidRequest, "%s: %v", p, err))
+		yield(llm.FinishError(llm.CodeInvalidRequest, "%s: %v", p.Provider, err))
 		return
 	}
-	ctx, cancel := context.WithTimeoutCause(ctx, m.cfg.RequestTimeout, errDeadline)
-	defer cancel()
-	log := m.log.With("provider", p, "model", model, "session", req.SessionID)
-	for attempt := 0; ; attempt++ {
-		if ctx.Err() != nil {
-			yield(m.ended(ctx))
-			return
-		}
-		log.Debug("llm request", "url", m.url, "attempt", attempt+1)
-		f := m.attempt(ctx, key, model, body, yield)
-		if f == nil {
-			return
-		}
-		delay, ok := m.backoff(attempt+1, f)
-		if !retryable(f) || !ok || attempt >= m.cfg.MaxRetries || ctx.Err() != nil {
-			log.Debug("llm request failed", "code", f.Code, "status", f.Status, "request_id", f.RequestID)
-			if ctx.Err() != nil {
-				yield(m.ended(ctx))
-				return
-			}
-			yield(content.Chunk{Type: content.ChunkFinish, Finish: &content.Finish{Kind: content.FinishError, Failure: f}})
-			return
-		}
-		log.Debug("llm request failed; retrying", "code", f.Code, "status", f.Status, "retry", attempt+1, "delay", delay)
-		if req.OnRetry != nil {
-			req.OnRetry(llm.Retry{Attempt: attempt + 1, Max: m.cfg.MaxRetries, Delay: delay, Failure: f})
-		}
-		t := time.NewTimer(delay)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			yield(m.ended(ctx))
-			return
-		case <-t.C:
-		}
-	}
+	log := m.log.With("provider", p.Provider, "model", model, "session", req.SessionID)
+	p.Stream(ctx, req, log, m.url, func(ctx context.Context) *content.Failure { return m.attempt(ctx, key, model, body, yield) }, yield)
 }
 
-// key reads the API key: "" for a keyless endpoint, else a failure when
-// the variable is unset or malformed.
-func (m *Model) key() (string, *content.Failure) {
-	if m.cfg.APIKeyEnv == "" {
-		return "", nil
-	}
-	key := strings.TrimSpace(m.cfg.Getenv(m.cfg.APIKeyEnv))
-	switch {
-	case key == "":
-		return "", &content.Failure{Code: llm.CodeMissingKey, Message: fmt.Sprintf("%s: %s is not set", m.cfg.Provider, m.cfg.APIKeyEnv)}
-	case strings.ContainsFunc(key, func(r rune) bool { return r <= ' ' || r > '~' }):
-		return "", &content.Failure{Code: llm.CodeInvalidKey, Message: fmt.Sprintf("%s: %s holds spaces or non-printable characters", m.cfg.Provider, m.cfg.APIKeyEnv)}
-	}
-	return key, nil
-}
-
-// retryable reports whether a failure that produced no output is transient.
-func retryable(f *content.Failure) bool {
-	switch f.Code {
-	case llm.CodeRateLimit, llm.CodeServer, llm.CodeTransport, llm.CodeOverloaded, llm.CodeStreamClosed, llm.CodeTimeout:
-		return true
-	}
-	return false
-}
-
-// ended is the finish of a call whose ctx is done: the deadline's timeout,
-// else the caller's abort.
-func (m *Model) ended(ctx context.Context) content.Chunk {
-	if errors.Is(context.Cause(ctx), errDeadline) {
-		return llm.FinishError(llm.CodeTimeout, "%s: no complete answer within %v (models[].requestTimeout)", m.cfg.Provider, m.cfg.RequestTimeout)
-	}
-	return llm.FinishAborted(context.Cause(ctx))
-}
-
-// backoff returns the delay before retry n (1-based), or false when the
-// provider asks for a longer wait than MaxBackoff.
-func (m *Model) backoff(n int, f *content.Failure) (time.Duration, bool) {
-	if f.RetryAfterMs > 0 {
-		d := time.Duration(f.RetryAfterMs) * time.Millisecond
-		return d, d <= m.cfg.MaxBackoff
-	}
-	d := m.cfg.InitialBackoff
-	for i := 1; i < n && d < m.cfg.MaxBackoff; i++ {
-		d *= 2
-	}
-	d = min(d, m.cfg.MaxBackoff)
-	jittered := time.Duration(float64(d) * (0.9 + 0.2*rand.Float64()))
-	return min(jittered, m.cfg.MaxBackoff), true
+// policy is the route's key variable and retry settings.
+func (m *Model) policy() retry.Policy {
+	c := m.cfg
+	return retry.Policy{Provider: c.Provider, APIKeyEnv: c.APIKeyEnv, Getenv: c.Getenv, RequestTimeout: c.RequestTimeout,
+		MaxRetries: c.MaxRetries, InitialBackoff: c.InitialBackoff, MaxBackoff: c.MaxBackoff}
 }
 
 // attempt makes one request. It streams the answer to its end itself and
@@ -280,7 +199,7 @@ func (m *Model) attempt(ctx context.Context, key, model string, body []byte, yie
 	// idle timeout.
 	interrupted := func() (content.Chunk, bool) {
 		if ctx.Err() != nil {
-			return m.ended(ctx), true
+			return m.policy().Ended(ctx), true
 		}
 		if errors.Is(context.Cause(reqCtx), errIdle) {
 			return llm.FinishError(llm.CodeTimeout, "%s: no data from the server for %v", p, m.cfg.IdleTimeout), true
@@ -328,7 +247,7 @@ func (m *Model) attempt(ctx context.Context, key, model string, body []byte, yie
 	var held *content.Failure
 	yielded := false
 	decode(r, p, func(c content.Chunk) bool {
-		if !yielded && c.Type == content.ChunkFinish && c.Finish.Kind == content.FinishError && retryable(c.Finish.Failure) {
+		if !yielded && c.Type == content.ChunkFinish && c.Finish.Kind == content.FinishError && retry.Retryable(c.Finish.Failure) {
 			held = c.Finish.Failure
 			return false
 		}
@@ -395,7 +314,7 @@ func (m *Model) httpFailure(resp *http.Response, body io.Reader, model string) *
 // models), for diagnostics such as `dsh doctor`.
 func (m *Model) ListModels(ctx context.Context) ([]string, error) {
 	p := m.cfg.Provider
-	key, f := m.key()
+	key, f := m.policy().Key()
 	if f != nil {
 		return nil, &llm.Error{Code: f.Code, Msg: f.Message}
 	}

@@ -798,7 +798,7 @@ func TestBackoff(t *testing.T) {
 		{1, 1001, 0, 0, false},
 	} {
 		for range 20 {
-			d, ok := m.backoff(tt.n, &content.Failure{RetryAfterMs: tt.retryAfter})
+			d, ok := m.policy().Backoff(tt.n, &content.Failure{RetryAfterMs: tt.retryAfter})
 			if ok != tt.ok || (ok && (d < tt.lo || d > tt.hi)) {
 				t.Fatalf("backoff(%d, retry-after %dms) = %v, %v; want [%v, %v], %v", tt.n, tt.retryAfter, d, ok, tt.lo, tt.hi, tt.ok)
 			}
