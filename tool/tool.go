@@ -443,18 +443,7 @@ func (s *Scope) maskable() []string {
 // error refuses the call (code DENIED unless the error is an *Error)
 // without running it. It returns the guard's disposer.
 func (s *Scope) Guard(check func(ctx context.Context, call Call) error) (dispose func()) {
-	g := &guard{check: check}
-	s.mu.Lock()
-	s.guards = append(s.guards, g)
-	s.mu.Unlock()
-	var once sync.Once
-	return func() {
-		once.Do(func() {
-			s.mu.Lock()
-			s.guards = slices.DeleteFunc(slices.Clone(s.guards), func(x *guard) bool { return x == g })
-			s.mu.Unlock()
-		})
-	}
+	return s.addGuard(&guard{check: check})
 }
 
 // After adds fn, which runs after every call in this scope that reached its
@@ -480,7 +469,11 @@ func (s *Scope) After(fn func(ctx context.Context, call Call, res Result) Result
 // with new Arguments: those are what the next guards see and what is
 // validated and run.
 func (s *Scope) GuardCall(check func(ctx context.Context, call Call) (Call, error)) (dispose func()) {
-	g := &guard{rewrite: check}
+	return s.addGuard(&guard{rewrite: check})
+}
+
+// addGuard appends g to the scope's guards and returns its disposer.
+func (s *Scope) addGuard(g *guard) (dispose func()) {
 	s.mu.Lock()
 	s.guards = append(s.guards, g)
 	s.mu.Unlock()
