@@ -49,7 +49,7 @@ message in the task answers it (yes, always, or anything else for no).
 --yes approves every ask instead.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			cfg, err := c.loadConfig()
+			cfg, err := c.loadConfig(cwd)
 			if err != nil {
 				return err
 			}

@@ -43,7 +43,7 @@ Zed's settings.json:
   }`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			cfg, err := c.loadConfig()
+			cfg, err := c.loadConfig("")
 			if err != nil {
 				return err
 			}

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"os"
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
@@ -30,15 +29,9 @@ says that dsh does not use is a warning on stderr, and so is every bad file,
 naming its file and line: it is left out, and the others are listed.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			cfg, err := c.loadConfig()
+			cfg, err := c.loadConfig(cwd)
 			if err != nil {
 				return err
-			}
-			cfg.ProjectDir = cwd
-			if cwd == "" {
-				if cfg.ProjectDir, err = os.Getwd(); err != nil {
-					return err
-				}
 			}
 			quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
 			rt, err := cfg.Build(cmd.Context(), quiet, session.NewMemoryBackend(), c.getenv)

@@ -133,7 +133,7 @@ func (c *cli) chat(ctx context.Context, f chatFlags) error {
 			return err
 		}
 	}
-	cfg, err := c.loadConfig()
+	cfg, err := c.loadConfig(f.cwd)
 	if err != nil {
 		return err
 	}
@@ -151,7 +151,6 @@ func (c *cli) chat(ctx context.Context, f chatFlags) error {
 			return err
 		}
 	}
-	cfg.ProjectDir = f.cwd
 	if err := c.reportProject(cfg); err != nil {
 		return err
 	}

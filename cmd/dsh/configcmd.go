@@ -23,7 +23,7 @@ secrets hidden (an MCP server's env and headers, a URL's user-info or key;
 keys themselves are never in a file, only the names of their variables).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			cfg, err := c.loadConfig()
+			cfg, err := c.loadConfig("")
 			if err != nil {
 				return err
 			}

@@ -30,7 +30,7 @@ func (c *cli) demoCmd() *cobra.Command {
 		Short: "Run the agent loop and subagent delegation offline on a scripted model (no key, no network)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			cfg, err := c.loadConfig()
+			cfg, err := c.loadConfig("")
 			if err != nil {
 				return err
 			}

@@ -55,7 +55,7 @@ Environment: the built-in routes' key and base-URL variables (see dsh run
 route.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			cfg, err := c.loadConfig()
+			cfg, err := c.loadConfig("")
 			if err != nil {
 				return err
 			}

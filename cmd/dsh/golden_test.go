@@ -211,7 +211,7 @@ func (g goldenScenario) record(t *testing.T) {
 		}
 	} else {
 		c := &cli{stdout: new(bytes.Buffer), stderr: new(bytes.Buffer), getenv: func(k string) string { return env[k] }}
-		cfg, err := c.loadConfig()
+		cfg, err := c.loadConfig("")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -273,7 +273,7 @@ func (g goldenScenario) replay(t *testing.T, home string, mutate func(rt *dsh.Ru
 	}
 	var out bytes.Buffer
 	c := &cli{stdout: &lockedWriter{w: &out}, stderr: &lockedWriter{w: &out}, getenv: func(k string) string { return env[k] }}
-	cfg, err := c.loadConfig()
+	cfg, err := c.loadConfig("")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -129,10 +129,23 @@ func (l *lockedWriter) Write(p []byte) (int, error) {
 	return l.w.Write(p)
 }
 
-// loadConfig loads the configuration file and prints its warnings.
-func (c *cli) loadConfig() (config.Config, error) {
-	cfg, err := config.Load(c.configPath, c.getenv)
+// loadConfig loads the configuration of the project folder dir (a
+// command's --cwd; "" for the working directory: its .dsh/dsh.yaml,
+// .mcp.json, Claude Code settings, definitions and instructions, when
+// trusted) and prints its warnings. The result's ProjectDir is that folder.
+func (c *cli) loadConfig(dir string) (config.Config, error) {
+	if dir == "" {
+		wd, err := os.Getwd()
+		if err != nil {
+			return config.Config{}, err
+		}
+		dir = wd
+	} else if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
+		return config.Config{}, withCode(codeUsage, fmt.Errorf("--cwd %s is not a directory", dir))
+	}
+	cfg, err := config.Loader{}.LoadIn(dir, c.configPath, c.getenv)
 	if err == nil {
+		cfg.ProjectDir = dir
 		for _, w := range cfg.Warnings() {
 			fmt.Fprintln(c.stderr, "dsh: warning:", w)
 		}

@@ -48,7 +48,7 @@ forms (on protocol 2026-07-28, through the foreground call that asks);
 otherwise it is refused unless --yes approves every ask.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			cfg, err := c.loadConfig()
+			cfg, err := c.loadConfig(cwd)
 			if err != nil {
 				return err
 			}

@@ -54,7 +54,7 @@ folder, or to --keep's.`,
 			if _, err := parseTiming(timing); err != nil {
 				return err
 			}
-			cfg, err := c.loadConfig()
+			cfg, err := c.loadConfig("")
 			if err != nil {
 				return err
 			}

@@ -96,7 +96,12 @@ and "error" say why a run failed (see the README).`,
 			if err != nil {
 				return withCode(codeUsage, err)
 			}
-			cfg, err := c.loadConfig()
+			if cwd != "" {
+				if fi, err := os.Stat(cwd); err != nil || !fi.IsDir() {
+					return withCode(codeUsage, fmt.Errorf("--cwd %s is not a directory", cwd))
+				}
+			}
+			cfg, err := c.loadConfig(cwd)
 			if err != nil {
 				return withCode(codeConfig, err)
 			}
@@ -109,12 +114,6 @@ and "error" say why a run failed (see the README).`,
 				}
 				cfg.Agent.MaxSteps = maxSteps
 			}
-			if cwd != "" {
-				if fi, err := os.Stat(cwd); err != nil || !fi.IsDir() {
-					return withCode(codeUsage, fmt.Errorf("--cwd %s is not a directory", cwd))
-				}
-			}
-			cfg.ProjectDir = cwd
 			if err := c.reportProject(cfg); err != nil {
 				return withCode(codeConfig, err)
 			}

@@ -25,7 +25,7 @@ func (c *cli) sessionsCmd() *cobra.Command {
 			"a session a running dsh is writing is shown as far as it is. Without a command, dsh sessions\n" +
 			"is dsh sessions list." + envHelp}
 	store := func() (*session.Store, error) {
-		cfg, err := c.loadConfig()
+		cfg, err := c.loadConfig("")
 		if err != nil {
 			return nil, err
 		}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"io"
@@ -111,34 +112,27 @@ func (c *cli) listTrusted(store *trust.Store) error {
 	return w.Flush()
 }
 
-// reportProject says on stderr, once, what the project items of the
-// working directory and of cfg.ProjectDir are to this command: skipped
-// when the folder is not trusted (with how to trust it), and, when it is,
-// which of its definitions replace a built-in or a user one.
+// reportProject says on stderr, once, what the project items of
+// cfg.ProjectDir (the working directory when unset) are to this command:
+// skipped when the folder is not trusted (with how to trust it), and, when
+// it is, which of its definitions replace a built-in or a user one.
 func (c *cli) reportProject(cfg config.Config) error {
 	wd, err := os.Getwd()
 	if err != nil {
 		return err
 	}
-	dirs := []string{wd}
-	if cfg.ProjectDir != "" {
-		if d, err := trust.Resolve(cfg.ProjectDir); err == nil && d != resolved(wd) {
-			dirs = append(dirs, cfg.ProjectDir)
-		}
+	dir := cmp.Or(cfg.ProjectDir, wd)
+	p, err := cfg.Project(dir, c.getenv)
+	if err != nil {
+		return err
 	}
-	for _, dir := range dirs {
-		p, err := cfg.Project(dir, c.getenv)
-		if err != nil {
-			return err
-		}
-		if line := skippedNotice(p, dir == wd); line != "" {
-			fmt.Fprintln(c.stderr, "dsh:", line)
-		}
-		if p.State == trust.Trusted {
-			for _, d := range p.Definitions {
-				if d.Replaces != "" {
-					fmt.Fprintf(c.stderr, "dsh: warning: the project's agent definition %s (%s) replaces %s\n", d.Name, d.Path, d.Replaces)
-				}
+	if line := skippedNotice(p, resolved(dir) == resolved(wd)); line != "" {
+		fmt.Fprintln(c.stderr, "dsh:", line)
+	}
+	if p.State == trust.Trusted {
+		for _, d := range p.Definitions {
+			if d.Replaces != "" {
+				fmt.Fprintf(c.stderr, "dsh: warning: the project's agent definition %s (%s) replaces %s\n", d.Name, d.Path, d.Replaces)
 			}
 		}
 	}
