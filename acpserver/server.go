@@ -147,15 +147,15 @@ func Serve(ctx context.Context, opts Options, in io.Reader, out io.Writer) error
 	s := &server{opts: opts, sessions: map[acpsdk.SessionId]*acpSession{}, ready: make(chan struct{})}
 	s.input, s.closeInput = context.WithCancelCause(context.Background())
 	defer s.closeInput(errServerClosed)
-	pending := newInflight()
-	w := jsonrpcframe.NewWriter(answerWatch{w: out, f: pending, after: s.answered})
+	pending := jsonrpcframe.NewPending()
+	w := jsonrpcframe.NewWriter(pending.Watch(out, s.answered))
 	sdkIn, gateOut := io.Pipe()
 	// No SetLogger: in acp-go-sdk v0.13.0 it races with the connection's
 	// receive goroutine; the connection logs through slog.Default.
 	s.conn = acpsdk.NewAgentSideConnection(s, w, sdkIn)
 	close(s.ready)
 
-	g := &gate{limit: opts.MaxFrame, reply: w, log: opts.Log, admit: s.admitPrompt, cancel: s.cancelNotification, passed: pending.add}
+	g := &gate{limit: opts.MaxFrame, reply: w, log: opts.Log, admit: s.admitPrompt, cancel: s.cancelNotification, passed: pending.Add}
 	var inputErr error
 	inputDone := make(chan struct{})
 	go func() {

@@ -1,11 +1,13 @@
 package mcpserver
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
+	"time"
 	"unicode/utf8"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -16,6 +18,10 @@ import (
 // DefaultMaxFrame is the default limit in bytes of one client frame over
 // stdio, as `dsh acp`'s.
 const DefaultMaxFrame = 8 << 20
+
+// DefaultDrainTimeout is how long ServeStdio goes on answering the client's
+// pending requests after its input ended, as `dsh acp` does.
+const DefaultDrainTimeout = 10 * time.Second
 
 // maxDepth bounds how deeply a frame's JSON nests; the SDK ends the
 // connection on a frame nested deeper than 1000.
@@ -33,12 +39,25 @@ const (
 // (invalid JSON or UTF-8, a batch, a message that is not JSON-RPC 2.0, an
 // id that is neither a string nor a number, nesting deeper than 512, more
 // than Options.MaxFrame bytes) gets a JSON-RPC error response instead,
-// and the connection, with its calls in flight, goes on.
+// and the connection, with its calls in flight, goes on. When the input
+// ends, the requests it held are answered (for at most
+// Options.DrainTimeout) before the connection closes.
 func (s *Server) ServeStdio(ctx context.Context, in io.Reader, out io.Writer) error {
-	w := jsonrpcframe.NewWriter(out)
+	pending := jsonrpcframe.NewPending()
+	w := jsonrpcframe.NewWriter(pending.Watch(out, nil))
 	sdkIn, gateOut := io.Pipe()
-	g := &gate{limit: s.opts.MaxFrame, reply: w, log: s.opts.Log}
-	go func() { gateOut.CloseWithError(g.run(in, gateOut)) }()
+	g := &gate{limit: s.opts.MaxFrame, reply: w, log: s.opts.Log, passed: pending.Add}
+	go func() {
+		err := g.run(in, gateOut)
+		if err == nil {
+			wait, cancel := context.WithTimeout(ctx, cmp.Or(s.opts.DrainTimeout, DefaultDrainTimeout))
+			if !pending.Wait(wait) && ctx.Err() == nil {
+				s.opts.Log.Warn("mcpserver: the client's input ended with requests pending; closing", "after", cmp.Or(s.opts.DrainTimeout, DefaultDrainTimeout))
+			}
+			cancel()
+		}
+		gateOut.CloseWithError(err)
+	}()
 	defer sdkIn.Close() // ends the gate at its next frame
 	// The gate bounds every line: the SDK needs no cap of its own.
 	return s.Run(ctx, &mcp.IOTransport{Reader: sdkIn, Writer: w, MaxLineLength: -1})
@@ -51,6 +70,8 @@ type gate struct {
 	limit int
 	reply io.Writer // the client's side, shared with the SDK's writes
 	log   *slog.Logger
+	// passed is told of each request passed to the SDK, by id.
+	passed func(id json.RawMessage)
 }
 
 // run passes frames from in to sdk until in ends. It returns nil at the
@@ -88,6 +109,9 @@ func (g *gate) handle(frame []byte) []byte {
 		id, _, _ := jsonrpcframe.Peek(frame)
 		g.send(id, codeInvalidRequest, err.Error())
 		return nil
+	}
+	if id, _, isRequest := jsonrpcframe.Peek(frame); isRequest && id != nil && g.passed != nil {
+		g.passed(id)
 	}
 	return frame
 }

@@ -67,7 +67,12 @@ type Options struct {
 	// (ServeStdio; default DefaultMaxFrame); a longer one is answered with
 	// an error and the connection goes on.
 	MaxFrame int
-	Version  string
+	// DrainTimeout bounds how long ServeStdio goes on answering the
+	// client's pending requests after its input ended (default
+	// DefaultDrainTimeout); then the connection closes and the calls
+	// still running are cancelled.
+	DrainTimeout time.Duration
+	Version      string
 	Log      *slog.Logger
 }
 
