@@ -73,7 +73,7 @@ type Options struct {
 	// still running are cancelled.
 	DrainTimeout time.Duration
 	Version      string
-	Log      *slog.Logger
+	Log          *slog.Logger
 }
 
 // Server is dsh as an MCP server.
