@@ -5,10 +5,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
-	"path/filepath"
 	"strings"
 	"time"
 
@@ -16,8 +14,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/dsh-go/dsh/a2aserver"
-	"github.com/dsh-go/dsh/config"
-	"github.com/dsh-go/dsh/mcpserver"
 	"github.com/dsh-go/dsh/permission"
 )
 
@@ -59,7 +55,7 @@ message in the task answers it (yes, always, or anything else for no).
 			if err := c.checkKey(cfg); err != nil {
 				return err
 			}
-			ln, auth, err := c.a2aListener(listen, tokenFile, anyAddr)
+			ln, auth, err := c.listener(a2aHTTP(), listen, tokenFile, anyAddr)
 			if err != nil {
 				return err
 			}
@@ -123,50 +119,4 @@ message in the task answers it (yes, always, or anything else for no).
 	cmd.Flags().BoolVar(&anyAddr, "any-address", false, "allow a non-loopback --listen address (put TLS in front: the token travels in clear)")
 	cmd.Flags().IntVar(&maxTasks, "max-tasks", a2aserver.DefaultMaxTasks, "the tasks that may run at once; more are refused")
 	return cmd
-}
-
-// a2aListener listens where --listen says, as mcpListener does for dsh mcp:
-// a TCP address whose clients must send the bearer token of tokenFile
-// (default $DSH_HOME/a2a-token), or a Unix socket only this user can open.
-func (c *cli) a2aListener(listen, tokenFile string, anyAddr bool) (net.Listener, func(http.Handler) http.Handler, error) {
-	if path, ok := strings.CutPrefix(listen, "unix:"); ok {
-		if tokenFile != "" {
-			return nil, nil, errors.New("--token-file is for --listen on a TCP address: a unix: socket is open to its owner only and needs no token")
-		}
-		if path == "" {
-			return nil, nil, errors.New("--listen unix: needs a socket path (unix:PATH)")
-		}
-		ln, err := listenUnix(path)
-		if err != nil {
-			return nil, nil, fmt.Errorf("--listen %s: %w", listen, err)
-		}
-		return ln, func(h http.Handler) http.Handler { return h }, nil
-	}
-	host, _, err := net.SplitHostPort(listen)
-	if err != nil {
-		return nil, nil, fmt.Errorf("--listen %s: %w", listen, err)
-	}
-	if ip := net.ParseIP(host); !anyAddr && host != "localhost" && (ip == nil || !ip.IsLoopback()) {
-		return nil, nil, fmt.Errorf("--listen %s: dsh a2a serves loopback addresses (127.0.0.1, ::1, localhost) or unix:PATH unless --any-address: its children can run commands", listen)
-	}
-	if tokenFile == "" {
-		home, err := config.Home(c.getenv)
-		if err != nil {
-			return nil, nil, err
-		}
-		tokenFile = filepath.Join(home, "a2a-token")
-	}
-	token, created, err := mcpserver.LoadToken(tokenFile)
-	if err != nil {
-		return nil, nil, fmt.Errorf("dsh a2a: %w", err)
-	}
-	ln, err := net.Listen("tcp", listen)
-	if err != nil {
-		return nil, nil, err
-	}
-	if created {
-		fmt.Fprintf(c.stderr, "dsh a2a: generated a bearer token (shown this once, kept in %s): %s\n", tokenFile, token)
-	}
-	fmt.Fprintf(c.stderr, "dsh a2a: clients send the header \"Authorization: Bearer <token>\" with the token in %s\n", tokenFile)
-	return ln, func(h http.Handler) http.Handler { return a2aserver.RequireToken(token, h) }, nil
 }

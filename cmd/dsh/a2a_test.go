@@ -447,7 +447,7 @@ func TestA2AMaxTasks(t *testing.T) {
 // task back with tasks/resubscribe and tasks/get, and cancels it.
 func TestA2AResubscribeAndCancel(t *testing.T) {
 	s := startA2A(t)
-	tr := a2aclient.NewJSONRPCTransport(s.base+"/a2a", &http.Client{Transport: bearer{s.token, http.DefaultTransport}})
+	tr := a2aclient.NewJSONRPCTransport(s.base+"/a2a", &http.Client{Transport: bearerAuth{s.token, http.DefaultTransport}})
 	ctx, drop := context.WithCancel(context.Background())
 	var id a2a.TaskID
 	for ev, err := range tr.SendStreamingMessage(ctx, &a2a.MessageSendParams{

@@ -25,13 +25,13 @@ import (
 	"github.com/dsh-go/dsh/session/jsonl"
 )
 
-// bearer adds an Authorization header to every request.
-type bearer struct {
+// bearerAuth adds an Authorization header to every request.
+type bearerAuth struct {
 	token string
 	next  http.RoundTripper
 }
 
-func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
+func (b bearerAuth) RoundTrip(r *http.Request) (*http.Response, error) {
 	r = r.Clone(r.Context())
 	r.Header.Set("Authorization", "Bearer "+b.token)
 	return b.next.RoundTrip(r)
@@ -147,7 +147,7 @@ func TestDshMCPListenNeedsTheToken(t *testing.T) {
 	}
 	cs, err := mcp.NewClient(&mcp.Implementation{Name: "owner", Version: "1"}, nil).Connect(context.Background(),
 		&mcp.StreamableClientTransport{Endpoint: l.where,
-			HTTPClient: &http.Client{Transport: bearer{token, http.DefaultTransport}}}, nil)
+			HTTPClient: &http.Client{Transport: bearerAuth{token, http.DefaultTransport}}}, nil)
 	if err != nil {
 		t.Fatalf("connect with the token: %v", err)
 	}

@@ -312,7 +312,7 @@ func TestDshMCPOverHTTP(t *testing.T) {
 	token, _ := os.ReadFile(filepath.Join(home, "mcp-token"))
 	client := mcp.NewClient(&mcp.Implementation{Name: "test", Version: "1"}, nil)
 	cs, err := client.Connect(context.Background(), &mcp.StreamableClientTransport{Endpoint: l.where,
-		HTTPClient: &http.Client{Transport: bearer{strings.TrimSpace(string(token)), http.DefaultTransport}}}, nil)
+		HTTPClient: &http.Client{Transport: bearerAuth{strings.TrimSpace(string(token)), http.DefaultTransport}}}, nil)
 	if err != nil {
 		t.Fatalf("connect to %q: %v", l.where, err)
 	}

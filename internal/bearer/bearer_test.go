@@ -1,4 +1,4 @@
-package mcpserver_test
+package bearer_test
 
 import (
 	"net/http"
@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/dsh-go/dsh/mcpserver"
+	"github.com/dsh-go/dsh/internal/bearer"
 )
 
 // LoadToken generates a token once (0600, in a directory it creates) and
@@ -16,17 +16,17 @@ import (
 // without a token.
 func TestLoadToken(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "home", "mcp-token")
-	token, created, err := mcpserver.LoadToken(path)
-	if err != nil || !created || len(token) < mcpserver.MinTokenLen {
+	token, created, err := bearer.LoadToken(path)
+	if err != nil || !created || len(token) < bearer.MinTokenLen {
 		t.Fatalf("first load: %q %v %v", token, created, err)
 	}
 	if fi, err := os.Stat(path); err != nil || fi.Mode().Perm() != 0o600 {
 		t.Fatalf("token file mode %v %v", fi.Mode(), err)
 	}
-	if again, created, err := mcpserver.LoadToken(path); err != nil || created || again != token {
+	if again, created, err := bearer.LoadToken(path); err != nil || created || again != token {
 		t.Errorf("second load: %q %v %v, want %q", again, created, err, token)
 	}
-	if other, _, _ := mcpserver.LoadToken(filepath.Join(t.TempDir(), "t")); other == token {
+	if other, _, _ := bearer.LoadToken(filepath.Join(t.TempDir(), "t")); other == token {
 		t.Error("two files got the same token")
 	}
 
@@ -48,16 +48,16 @@ func TestLoadToken(t *testing.T) {
 		if tc.name != "wide" {
 			os.Chmod(p, 0o600)
 		}
-		if _, _, err := mcpserver.LoadToken(p); err == nil || !strings.Contains(err.Error(), tc.want) {
+		if _, _, err := bearer.LoadToken(p); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: %v, want %q", tc.name, err, tc.want)
 		}
 	}
 }
 
-// RequireToken passes only "Bearer <token>" (scheme in any case).
-func TestRequireToken(t *testing.T) {
+// Require passes only "Bearer <token>" (scheme in any case).
+func TestRequire(t *testing.T) {
 	token := strings.Repeat("k", 40)
-	h := mcpserver.RequireToken(token, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusTeapot) }))
+	h := bearer.Require(token, "dsh test", "send the token", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusTeapot) }))
 	for auth, want := range map[string]int{
 		"":                      http.StatusUnauthorized,
 		"Bearer":                http.StatusUnauthorized,
