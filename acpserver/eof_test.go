@@ -2,42 +2,23 @@ package acpserver_test
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/dsh-go/dsh"
 	"github.com/dsh-go/dsh/acpserver"
 	"github.com/dsh-go/dsh/agent"
+	"github.com/dsh-go/dsh/internal/jsonrpcframe/jsonrpcframetest"
 	"github.com/dsh-go/dsh/llm/scripted"
 	"github.com/dsh-go/dsh/permission"
 	"github.com/dsh-go/dsh/tool"
 )
-
-// lockedBuffer is a bytes.Buffer safe for the server's writers.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
 
 // serveAll runs Serve over input that ends after frames, and returns what
 // the server wrote, decoded, once Serve has returned.
@@ -52,7 +33,7 @@ func serveAll(t *testing.T, model *scripted.Model, frames ...string) []frame {
 	rt.Tools.Register(tool.Definition{Name: "bash", Execute: func(context.Context, tool.Call) (tool.Result, error) {
 		return tool.TextResult("ran"), nil
 	}})
-	var out lockedBuffer
+	var out jsonrpcframetest.Buffer
 	opts := acpserver.Options{Agents: rt.Agents, AgentOptions: agent.Options{Provider: "test"},
 		Policy: permission.Policy{}.Narrow(permission.AskFor(acpserver.DefaultAskPermission()...)),
 		Log:    slog.New(slog.NewTextHandler(io.Discard, nil))}

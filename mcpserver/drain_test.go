@@ -1,39 +1,20 @@
 package mcpserver_test
 
 import (
-	"bytes"
 	"context"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/dsh-go/dsh"
 	"github.com/dsh-go/dsh/agent"
+	"github.com/dsh-go/dsh/internal/jsonrpcframe/jsonrpcframetest"
 	"github.com/dsh-go/dsh/llm/scripted"
 	"github.com/dsh-go/dsh/mcpserver"
 	"github.com/dsh-go/dsh/subagent/inproc"
 	"github.com/dsh-go/dsh/subagent/subagenttool"
 	"github.com/dsh-go/dsh/task"
 )
-
-// lockedBuffer is a bytes.Buffer written by the server's goroutines.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
 
 // A client that writes its requests and closes its input at once (a
 // script's `printf … | dsh mcp`) gets every answer: the end of the input
@@ -62,7 +43,7 @@ func TestStdioAnswersRequestsPendingAtEndOfInput(t *testing.T) {
 		`{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"delegate","arguments":{"description":"d","prompt":"p"}}}`,
 	}, "\n") + "\n"
 	for range 5 { // it was dropped about one time in two
-		var out lockedBuffer
+		var out jsonrpcframetest.Buffer
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		if err := srv.ServeStdio(ctx, strings.NewReader(in), &out); err != nil {
 			t.Fatal(err)
