@@ -13,11 +13,9 @@
 package anthropic
 
 import (
-	"bytes"
 	"cmp"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"iter"
@@ -27,14 +25,12 @@ import (
 	"os"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/dsh-go/dsh/content"
 	"github.com/dsh-go/dsh/llm"
 	"github.com/dsh-go/dsh/llm/internal/httpfail"
 	"github.com/dsh-go/dsh/llm/internal/retry"
-	"github.com/dsh-go/dsh/telemetry"
 )
 
 // Version is the anthropic-version header the adapter speaks.
@@ -84,9 +80,6 @@ type Model struct {
 }
 
 const userAgent = "dsh/0 (+github.com/dsh-go/dsh)"
-
-// errIdle is the cancellation cause of a request whose idle timer fired.
-var errIdle = errors.New("idle timeout")
 
 // New validates cfg, fills in its defaults and returns the model.
 func New(cfg Config) (*Model, error) {
@@ -154,7 +147,7 @@ func (m *Model) stream(ctx context.Context, req *llm.Request, yield func(content
 		return
 	}
 	log := m.log.With("provider", p.Provider, "model", model, "session", req.SessionID)
-	p.Stream(ctx, req, log, m.url, func(ctx context.Context) *content.Failure { return m.attempt(ctx, key, model, body, yield) }, yield)
+	p.Stream(ctx, req, log, m.url, func(ctx context.Context) *content.Failure { return p.Attempt(ctx, m.request(key, model), body, yield) }, yield)
 }
 
 // policy is the route's key variable and retry settings.
@@ -179,92 +172,17 @@ func (m *Model) newRequest(ctx context.Context, method, target, key string, body
 	return hreq, nil
 }
 
-// attempt makes one request. It streams the answer to its end itself and
-// returns nil, or returns the failure of a request that yielded nothing.
-func (m *Model) attempt(ctx context.Context, key, model string, body []byte, yield func(content.Chunk) bool) *content.Failure {
-	p := m.cfg.Provider
-	reqCtx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
-	idle := time.AfterFunc(m.cfg.IdleTimeout, func() { cancel(errIdle) })
-	defer idle.Stop()
-	interrupted := func() (content.Chunk, bool) {
-		if ctx.Err() != nil {
-			return m.policy().Ended(ctx), true
-		}
-		if errors.Is(context.Cause(reqCtx), errIdle) {
-			return llm.FinishError(llm.CodeTimeout, "%s: no data from the server for %v", p, m.cfg.IdleTimeout), true
-		}
-		return content.Chunk{}, false
+// request is this route's part of a streamed request (see retry.Request).
+func (m *Model) request(key, model string) retry.Request {
+	return retry.Request{Client: m.client, URL: m.url, BaseURL: m.cfg.BaseURL, IdleTimeout: m.cfg.IdleTimeout,
+		New: func(ctx context.Context, body io.Reader) (*http.Request, error) {
+			return m.newRequest(ctx, http.MethodPost, m.url, key, body)
+		},
+		HTTPFailure: func(resp *http.Response, body io.Reader) *content.Failure { return m.httpFailure(resp, body, model) },
+		Decode: func(r io.Reader, yield func(content.Chunk) bool, interrupted func() (content.Chunk, bool)) {
+			decode(r, m.cfg.Provider, yield, interrupted)
+		},
 	}
-	hreq, err := m.newRequest(reqCtx, http.MethodPost, m.url, key, bytes.NewReader(body))
-	if err != nil {
-		return &content.Failure{Code: llm.CodeTransport, Message: fmt.Sprintf("%s: %v", p, err)}
-	}
-	hreq.Header.Set("Content-Type", "application/json")
-	hreq.Header.Set("Accept", "text/event-stream")
-	for k, v := range telemetry.Carrier(reqCtx) {
-		hreq.Header.Set(k, v)
-	}
-	resp, err := m.client.Do(hreq)
-	idle.Stop()
-	if err != nil {
-		if c, ok := interrupted(); ok {
-			if c.Finish.Kind == content.FinishAborted {
-				yield(c)
-				return nil
-			}
-			return c.Finish.Failure
-		}
-		return m.transportFailure(err)
-	}
-	defer resp.Body.Close()
-	r := &idleReader{r: resp.Body, timer: idle, d: m.cfg.IdleTimeout}
-	if resp.StatusCode/100 != 2 {
-		f := m.httpFailure(resp, r, model)
-		if c, ok := interrupted(); ok && c.Finish.Kind == content.FinishAborted {
-			yield(c)
-			return nil
-		}
-		return f
-	}
-	var held *content.Failure
-	yielded := false
-	decode(r, p, func(c content.Chunk) bool {
-		if !yielded && c.Type == content.ChunkFinish && c.Finish.Kind == content.FinishError && retry.Retryable(c.Finish.Failure) {
-			held = c.Finish.Failure
-			return false
-		}
-		yielded = true
-		return yield(c)
-	}, interrupted)
-	return held
-}
-
-// transportFailure describes a request that got no response; a refused
-// connection to a loopback address fails at once, with a hint.
-func (m *Model) transportFailure(err error) *content.Failure {
-	p := m.cfg.Provider
-	if errors.Is(err, syscall.ECONNREFUSED) {
-		if u, perr := url.Parse(m.url); perr == nil && httpfail.IsLoopback(u.Hostname()) {
-			return &content.Failure{Code: llm.CodeUnreachable,
-				Message: fmt.Sprintf("%s: connection refused by %s: is the server at %s running?", p, u.Host, m.cfg.BaseURL)}
-		}
-	}
-	return &content.Failure{Code: llm.CodeTransport, Message: fmt.Sprintf("%s: %v", p, err)}
-}
-
-// idleReader arms the idle timer for the duration of each read.
-type idleReader struct {
-	r     io.Reader
-	timer *time.Timer
-	d     time.Duration
-}
-
-func (r *idleReader) Read(b []byte) (int, error) {
-	r.timer.Reset(r.d)
-	n, err := r.r.Read(b)
-	r.timer.Stop()
-	return n, err
 }
 
 // httpFailure classifies an error response as every route does (see
@@ -311,7 +229,7 @@ func (m *Model) ListModels(ctx context.Context) ([]string, error) {
 	}
 	resp, err := m.client.Do(hreq)
 	if err != nil {
-		f := m.transportFailure(err)
+		f := retry.TransportFailure(m.cfg.Provider, m.url, m.cfg.BaseURL, err)
 		return nil, &llm.Error{Code: f.Code, Msg: f.Message}
 	}
 	defer resp.Body.Close()

@@ -3,11 +3,9 @@
 package openai
 
 import (
-	"bytes"
 	"cmp"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"iter"
@@ -17,14 +15,12 @@ import (
 	"os"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/dsh-go/dsh/content"
 	"github.com/dsh-go/dsh/llm"
 	"github.com/dsh-go/dsh/llm/internal/httpfail"
 	"github.com/dsh-go/dsh/llm/internal/retry"
-	"github.com/dsh-go/dsh/telemetry"
 )
 
 // Config configures a Model. Zero values take the defaults noted per field.
@@ -93,9 +89,6 @@ type Model struct {
 }
 
 const userAgent = "dsh/0 (+github.com/dsh-go/dsh)"
-
-// errIdle is the cancellation cause of a request whose idle timer fired.
-var errIdle = errors.New("idle timeout")
 
 // New validates cfg, fills in its defaults and returns the model.
 func New(cfg Config) (*Model, error) {
@@ -175,7 +168,7 @@ func (m *Model) stream(ctx context.Context, req *llm.Request, yield func(content
 		return
 	}
 	log := m.log.With("provider", p.Provider, "model", model, "session", req.SessionID)
-	p.Stream(ctx, req, log, m.url, func(ctx context.Context) *content.Failure { return m.attempt(ctx, key, model, body, yield) }, yield)
+	p.Stream(ctx, req, log, m.url, func(ctx context.Context) *content.Failure { return p.Attempt(ctx, m.request(key, model), body, yield) }, yield)
 }
 
 // policy is the route's key variable and retry settings.
@@ -185,104 +178,25 @@ func (m *Model) policy() retry.Policy {
 		MaxRetries: c.MaxRetries, InitialBackoff: c.InitialBackoff, MaxBackoff: c.MaxBackoff}
 }
 
-// attempt makes one request. It streams the answer to its end itself and
-// returns nil, or returns the failure of a request that yielded nothing: an
-// error status, a refused connection, or a stream that broke, stalled or
-// was ended by the server before its first chunk.
-func (m *Model) attempt(ctx context.Context, key, model string, body []byte, yield func(content.Chunk) bool) *content.Failure {
-	p := m.cfg.Provider
-	reqCtx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
-	idle := time.AfterFunc(m.cfg.IdleTimeout, func() { cancel(errIdle) })
-	defer idle.Stop()
-	// interrupted explains a failed read or request by abort, deadline or
-	// idle timeout.
-	interrupted := func() (content.Chunk, bool) {
-		if ctx.Err() != nil {
-			return m.policy().Ended(ctx), true
-		}
-		if errors.Is(context.Cause(reqCtx), errIdle) {
-			return llm.FinishError(llm.CodeTimeout, "%s: no data from the server for %v", p, m.cfg.IdleTimeout), true
-		}
-		return content.Chunk{}, false
-	}
-
-	hreq, err := http.NewRequestWithContext(reqCtx, http.MethodPost, m.url, bytes.NewReader(body))
-	if err != nil {
-		return &content.Failure{Code: llm.CodeTransport, Message: fmt.Sprintf("%s: %v", p, err)}
-	}
-	if key != "" {
-		hreq.Header.Set("Authorization", "Bearer "+key)
-	}
-	hreq.Header.Set("Content-Type", "application/json")
-	hreq.Header.Set("Accept", "text/event-stream")
-	hreq.Header.Set("User-Agent", userAgent)
-	for k, v := range telemetry.Carrier(reqCtx) { // the model call's span, for a gateway that traces
-		hreq.Header.Set(k, v)
-	}
-	resp, err := m.client.Do(hreq)
-	idle.Stop()
-	if err != nil {
-		if c, ok := interrupted(); ok {
-			if c.Finish.Kind == content.FinishAborted {
-				yield(c)
-				return nil
+// request is this route's part of a streamed request (see retry.Request).
+func (m *Model) request(key, model string) retry.Request {
+	return retry.Request{Client: m.client, URL: m.url, BaseURL: m.cfg.BaseURL, IdleTimeout: m.cfg.IdleTimeout,
+		New: func(ctx context.Context, body io.Reader) (*http.Request, error) {
+			hreq, err := http.NewRequestWithContext(ctx, http.MethodPost, m.url, body)
+			if err != nil {
+				return nil, err
 			}
-			return c.Finish.Failure
-		}
-		return m.transportFailure(err)
+			if key != "" {
+				hreq.Header.Set("Authorization", "Bearer "+key)
+			}
+			hreq.Header.Set("User-Agent", userAgent)
+			return hreq, nil
+		},
+		HTTPFailure: func(resp *http.Response, body io.Reader) *content.Failure { return m.httpFailure(resp, body, model) },
+		Decode: func(r io.Reader, yield func(content.Chunk) bool, interrupted func() (content.Chunk, bool)) {
+			decode(r, m.cfg.Provider, yield, interrupted)
+		},
 	}
-	defer resp.Body.Close()
-	r := &idleReader{r: resp.Body, timer: idle, d: m.cfg.IdleTimeout}
-	if resp.StatusCode/100 != 2 {
-		f := m.httpFailure(resp, r, model)
-		if c, ok := interrupted(); ok && c.Finish.Kind == content.FinishAborted {
-			yield(c)
-			return nil
-		}
-		return f
-	}
-	// A transient failure before the first chunk is held back for a retry;
-	// once anything was yielded, the stream's own finish stands.
-	var held *content.Failure
-	yielded := false
-	decode(r, p, func(c content.Chunk) bool {
-		if !yielded && c.Type == content.ChunkFinish && c.Finish.Kind == content.FinishError && retry.Retryable(c.Finish.Failure) {
-			held = c.Finish.Failure
-			return false
-		}
-		yielded = true
-		return yield(c)
-	}, interrupted)
-	return held
-}
-
-// transportFailure describes a request that got no response. A refused
-// connection to a loopback address means no server is running there: it
-// fails at once, with a hint, instead of being retried.
-func (m *Model) transportFailure(err error) *content.Failure {
-	p := m.cfg.Provider
-	if errors.Is(err, syscall.ECONNREFUSED) {
-		if u, perr := url.Parse(m.url); perr == nil && httpfail.IsLoopback(u.Hostname()) {
-			return &content.Failure{Code: llm.CodeUnreachable,
-				Message: fmt.Sprintf("%s: connection refused by %s: is the server at %s running?", p, u.Host, m.cfg.BaseURL)}
-		}
-	}
-	return &content.Failure{Code: llm.CodeTransport, Message: fmt.Sprintf("%s: %v", p, err)}
-}
-
-// idleReader arms the idle timer for the duration of each read.
-type idleReader struct {
-	r     io.Reader
-	timer *time.Timer
-	d     time.Duration
-}
-
-func (r *idleReader) Read(b []byte) (int, error) {
-	r.timer.Reset(r.d)
-	n, err := r.r.Read(b)
-	r.timer.Stop()
-	return n, err
 }
 
 // httpFailure classifies an error response, reading a bounded part of body.
@@ -334,7 +248,7 @@ func (m *Model) ListModels(ctx context.Context) ([]string, error) {
 	hreq.Header.Set("User-Agent", userAgent)
 	resp, err := m.client.Do(hreq)
 	if err != nil {
-		f := m.transportFailure(err)
+		f := retry.TransportFailure(p, m.url, m.cfg.BaseURL, err)
 		return nil, &llm.Error{Code: f.Code, Msg: f.Message}
 	}
 	defer resp.Body.Close()
