@@ -23,8 +23,6 @@ import (
 	"net/http"
 	"net/url"
 	"os"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/dsh-go/dsh/content"
@@ -200,11 +198,7 @@ func (m *Model) httpFailure(resp *http.Response, body io.Reader, model string) *
 		Status:    resp.StatusCode,
 		RequestID: cmp.Or(resp.Header.Get("Request-Id"), resp.Header.Get("X-Request-Id")),
 	}
-	if ra := strings.TrimSpace(resp.Header.Get("Retry-After")); ra != "" {
-		if s, err := strconv.ParseFloat(ra, 64); err == nil && s > 0 && s < 1e9 {
-			f.RetryAfterMs = int64(s * 1000)
-		}
-	}
+	f.RetryAfterMs = httpfail.RetryAfterMs(resp.Header)
 	return f
 }
 

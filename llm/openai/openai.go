@@ -13,7 +13,6 @@ import (
 	"net/http"
 	"net/url"
 	"os"
-	"strconv"
 	"strings"
 	"time"
 
@@ -214,13 +213,7 @@ func (m *Model) httpFailure(resp *http.Response, body io.Reader, model string) *
 		Status:    resp.StatusCode,
 		RequestID: cmp.Or(resp.Header.Get("X-Request-Id"), resp.Header.Get("X-Deepseek-Request-Id")),
 	}
-	if ra := strings.TrimSpace(resp.Header.Get("Retry-After")); ra != "" {
-		if s, err := strconv.ParseFloat(ra, 64); err == nil && s > 0 && s < 1e9 {
-			f.RetryAfterMs = int64(s * 1000)
-		} else if t, err := http.ParseTime(ra); err == nil {
-			f.RetryAfterMs = max(time.Until(t).Milliseconds(), 0)
-		}
-	}
+	f.RetryAfterMs = httpfail.RetryAfterMs(resp.Header)
 	return f
 }
 

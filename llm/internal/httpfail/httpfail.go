@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"time"
 	"unicode/utf8"
 
 	"github.com/dsh-go/dsh/llm"
@@ -128,4 +129,23 @@ func Message(r Route, resp *http.Response, text, code, model string) string {
 		msg += " (the conversation is longer than the model's context window: start a new session, or use a route whose model has a larger one)"
 	}
 	return msg
+}
+
+// RetryAfterMs reads a response's Retry-After header, seconds or an HTTP
+// date, as milliseconds to wait (0 for none or a value out of range).
+func RetryAfterMs(h http.Header) int64 {
+	ra := strings.TrimSpace(h.Get("Retry-After"))
+	if ra == "" {
+		return 0
+	}
+	if s, err := strconv.ParseFloat(ra, 64); err == nil {
+		if s > 0 && s < 1e9 {
+			return int64(s * 1000)
+		}
+		return 0
+	}
+	if t, err := http.ParseTime(ra); err == nil {
+		return max(time.Until(t).Milliseconds(), 0)
+	}
+	return 0
 }
