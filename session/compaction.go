@@ -39,8 +39,11 @@ type Compaction struct {
 	Model    string         `json:"model,omitempty"`
 }
 
-// compact applies c to the derived history. s.mu must be held.
-func (s *Session) compact(c Compaction) {
+// compact applies data, a Compaction, to the derived history (given as
+// the event's data so that commit's frame holds no copy). s.mu must be
+// held.
+func (s *Session) compact(data any) {
+	c := data.(Compaction)
 	kept := min(max(c.Kept, 0), len(s.messages))
 	msgs := make([]content.Message, 0, max(2*(kept+1), 16))
 	msgs = append(msgs, c.Summary)
@@ -63,16 +66,19 @@ func (s *Session) MessageBytes() int64 {
 // messageBytes is the share of one message in MessageBytes.
 func MessageSize(m content.Message) int64 {
 	n := int64(8)
-	for _, b := range m.Content {
-		n += blockBytes(b)
+	for i := range m.Content {
+		n += blockBytes(&m.Content[i])
 	}
 	return n
 }
 
-func blockBytes(b content.Block) int64 {
+// blockBytes is b's share; b by pointer, so that a caller's frame holds no
+// copy of a block (commit's frame is on every appending goroutine's
+// deepest path).
+func blockBytes(b *content.Block) int64 {
 	n := int64(8 + len(b.Text) + len(b.ID) + len(b.Name) + len(b.Arguments) + len(b.ToolCallID))
-	for _, c := range b.Content {
-		n += blockBytes(c)
+	for i := range b.Content {
+		n += blockBytes(&b.Content[i])
 	}
 	if b.Image != nil {
 		n += 1024 // an image's tokens do not scale with its reference

@@ -86,10 +86,11 @@ func (p *memPersister) Append(events []Event) error {
 	defer p.b.mu.Unlock()
 	s, ok := p.b.sessions[p.id]
 	if !ok {
-		s = &memSession{header: p.h} // no room made: a parked child holds its first checkpoint only
-		p.b.sessions[p.id] = s
+		// No room made: a parked child holds its first checkpoint only.
+		p.b.sessions[p.id] = &memSession{header: p.h, events: slices.Clone(events)}
+		return nil
 	}
-	s.events = append(s.events, events...)
+	s.events = append(growEvents(s.events, len(events)), events...) // as the live log grows
 	return nil
 }
 

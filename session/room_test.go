@@ -1,6 +1,7 @@
 package session
 
 import (
+	"encoding/json"
 	"testing"
 
 	"github.com/dsh-go/dsh/content"
@@ -54,5 +55,54 @@ func TestNewLogMakesLittleRoom(t *testing.T) {
 	_, events, _, err := backend.Read("s")
 	if err != nil || len(events) != 7 {
 		t.Fatalf("stored %d events (%v), want the 7 flushed", len(events), err)
+	}
+}
+
+// A long log, and the memory store's copy of it, grow by half when full:
+// a parent's log gains an event per child it delegates to, flushed at the
+// next child's start, and append's quarter steps for long slices copied
+// each event some five times over such a run. The room made over the
+// whole run stays within three times the final room, for both copies.
+func TestLongLogGrowsByHalf(t *testing.T) {
+	backend := NewMemoryBackend()
+	st := NewStore(backend, nil)
+	s, detach, err := st.Create(CreateOptions{ID: "parent"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer detach()
+	stored := func() int {
+		backend.mu.Lock()
+		defer backend.mu.Unlock()
+		if m, ok := backend.sessions["parent"]; ok {
+			return cap(m.events)
+		}
+		return 0
+	}
+	const n = 20000
+	var made, madeStored, last, lastStored int
+	for range n {
+		mustAppend(t, s, "subagent/usage", json.RawMessage(`{}`))
+		if err := s.Flush(); err != nil {
+			t.Fatal(err)
+		}
+		s.mu.Lock()
+		c := cap(s.events)
+		s.mu.Unlock()
+		if c != last {
+			made, last = made+c, c
+		}
+		if c := stored(); c != lastStored {
+			madeStored, lastStored = madeStored+c, c
+		}
+	}
+	if made > 3*last+minEvents {
+		t.Errorf("the log made room for %d events in all to end with room for %d (%.1f×), want at most 3×", made, last, float64(made)/float64(last))
+	}
+	if madeStored > 3*lastStored+minEvents {
+		t.Errorf("the memory store made room for %d events in all to end with room for %d (%.1f×), want at most 3×", madeStored, lastStored, float64(madeStored)/float64(lastStored))
+	}
+	if last > n+n/2+1 || lastStored > n+n/2+1 {
+		t.Errorf("room for %d and %d events to hold %d, want at most half again", last, lastStored, n)
 	}
 }

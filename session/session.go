@@ -104,6 +104,7 @@ type Session struct {
 	messages  []content.Message // derived history, kept in step with events
 	msgBytes  int64             // MessageSize of messages
 	turn      int               // last turn number seen
+	completed int               // events up to and including the last turn end
 	observers []*observer
 	closed    bool
 	persisted int     // events before this index were handed to the persister
@@ -131,6 +132,19 @@ const (
 	initialEvents = 14
 	minEvents     = 16
 )
+
+// growEvents returns events with room for add more. A full log grows by
+// half, to at least minEvents: append would double a short log, and grow a
+// long one by about a quarter, which copies each event some five times
+// over a long run (a parent's log gains an event per child it delegates
+// to); by half, three times.
+func growEvents(events []Event, add int) []Event {
+	n := len(events)
+	if n+add <= cap(events) {
+		return events
+	}
+	return append(make([]Event, 0, max(n+n/2, n+add, minEvents)), events...)
+}
 
 func newSession(h Header, seed []Event) *Session {
 	room := minEvents
@@ -177,6 +191,20 @@ func (s *Session) Messages() []content.Message {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.messages[:len(s.messages):len(s.messages)]
+}
+
+// CompletedPrefix returns the log up to and including its last turn end
+// (nil when no turn has ended): what the function CompletedPrefix finds in
+// Events, without a scan of what followed that end (a parent's log can
+// hold a usage event per child since its last turn). The returned slice
+// must not be modified.
+func (s *Session) CompletedPrefix() []Event {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.completed == 0 {
+		return nil
+	}
+	return s.events[:s.completed:s.completed]
 }
 
 // LastTurn returns the number of the last turn started in the log (0: none).
@@ -234,29 +262,45 @@ func (s *Session) Append(typ string, data any, sourceSeqs ...int64) (Event, erro
 
 // commit adds e to the log and the derived history. s.mu must be held.
 func (s *Session) commit(e Event) {
-	if n := len(s.events); n == cap(s.events) && n < 256 { // short logs grow by half (append would double them)
-		s.events = append(make([]Event, 0, max(n+n/2, minEvents)), s.events...)
+	s.events = append(growEvents(s.events, 1), e)
+	if e.Type == TypeTurnEnd {
+		s.completed = len(s.events)
 	}
-	s.events = append(s.events, e)
-	switch d := e.Data.(type) {
+	switch e.Data.(type) {
 	case TurnStart:
-		s.turn = d.Turn
-	case content.Message:
-		if e.Type == TypeUserMessage {
-			s.messages = append(s.messages, d)
-			s.msgBytes += MessageSize(d)
-		}
-	case AssistantMessage:
-		if len(d.Message.Content) > 0 {
-			s.messages = append(s.messages, d.Message)
-			s.msgBytes += MessageSize(d.Message)
-		}
-	case ToolResult:
-		s.messages = append(s.messages, d.Message)
-		s.msgBytes += MessageSize(d.Message)
+		s.turn = e.Data.(TurnStart).Turn
+	case content.Message, AssistantMessage, ToolResult:
+		s.derive(e)
 	case Compaction:
-		s.compact(d)
+		s.compact(e.Data)
 	}
+}
+
+// derive adds the message e holds, if any, to the derived history. It is
+// apart from commit so that commit's frame, on the deepest path of every
+// goroutine that appends (an agent's, while it streams), holds no copy of
+// a message: with them it was 1.6 KB, and a child's goroutine grew its
+// stack once more there, in every delegation.
+func (s *Session) derive(e Event) {
+	var m content.Message
+	switch d := e.Data.(type) {
+	case content.Message:
+		if e.Type != TypeUserMessage {
+			return
+		}
+		m = d
+	case AssistantMessage:
+		if len(d.Message.Content) == 0 {
+			return
+		}
+		m = d.Message
+	case ToolResult:
+		m = d.Message
+	default:
+		return
+	}
+	s.messages = append(s.messages, m)
+	s.msgBytes += MessageSize(m)
 }
 
 // publish delivers the queued events to observers in seq order. A

@@ -125,6 +125,49 @@ func TestCompletedPrefix(t *testing.T) {
 	}
 }
 
+// Session.CompletedPrefix is what CompletedPrefix finds in Events, without
+// scanning what followed the last turn end: events after it (a parent's
+// usage events, one per child), a turn still open, a seeded log.
+func TestSessionCompletedPrefix(t *testing.T) {
+	same := func(t *testing.T, s *Session) {
+		t.Helper()
+		got, want := s.CompletedPrefix(), CompletedPrefix(s.Events())
+		if len(got) != len(want) || cap(got) != len(got) || (want == nil) != (got == nil) {
+			t.Fatalf("Session.CompletedPrefix has %d events (room %d, nil %v), want %d (nil %v)", len(got), cap(got), got == nil, len(want), want == nil)
+		}
+		for i := range want {
+			if got[i].Seq != want[i].Seq || got[i].Type != want[i].Type {
+				t.Fatalf("event %d is %d %s, want %d %s", i, got[i].Seq, got[i].Type, want[i].Seq, want[i].Type)
+			}
+		}
+	}
+	s := newSession(Header{ID: "p"}, nil)
+	same(t, s)
+	appendTurn(t, s, 1)
+	same(t, s)
+	turn1 := s.Len()
+	for range 100 {
+		mustAppend(t, s, "subagent/usage", map[string]int{"tokens": 1})
+	}
+	same(t, s)
+	if n := len(s.CompletedPrefix()); n != turn1 {
+		t.Fatalf("prefix has %d events after the usage events, want turn 1's %d", n, turn1)
+	}
+	appendTurn(t, s, 2)
+	appendOpenTurn(t, s, 3)
+	mustAppend(t, s, TypeAssistantChunk, AssistantChunk{Turn: 3, Step: 1, Chunk: content.Chunk{Type: content.ChunkTextDelta, Text: "x"}})
+	same(t, s)
+	seed := s.CompletedPrefix()
+	if len(seed) != 2*turn1+100 {
+		t.Fatalf("prefix has %d events, want turns 1 and 2 and the usage events between, %d", len(seed), 2*turn1+100)
+	}
+	child := newSession(Header{ID: "c", ParentSession: "p"}, seed)
+	same(t, child)
+	if got := child.CompletedPrefix(); len(got) != len(seed) {
+		t.Fatalf("a seeded log's prefix has %d events, want the seed's %d", len(got), len(seed))
+	}
+}
+
 func TestRepairClosesInterruptedTurn(t *testing.T) {
 	var callA Event
 	events := logOf(t, func(s *Session) {

@@ -44,6 +44,8 @@ func rendered(t *testing.T, req *llm.Request) []byte {
 // its parent's last completed request plus the rest of that turn and the
 // task; a spawn child shares its parent's system prompt and tools; a
 // structured child's own tool and instructions come after the shared part.
+// The children's usage events, appended to the parent's log after its last
+// turn, change nothing in a later fork's request.
 func TestChildrenKeepTheParentsPrefix(t *testing.T) {
 	w := newWorld(t, nil,
 		scripted.Text("noted: the code word is 'heron'"), // parent turn 1
@@ -51,6 +53,7 @@ func TestChildrenKeepTheParentsPrefix(t *testing.T) {
 		scripted.Echo("fork saw: "),                      // fork child
 		scripted.Text("spawned"),                         // spawn child
 		scripted.ToolCalls("", scripted.Call{Name: "structured_output", Arguments: `{"n":1}`}), // structured spawn child
+		scripted.Echo("fork saw: "), // a second fork child, after the others' usage events
 	)
 	for _, text := range []string{"remember heron", "and remember owl"} {
 		if end, _ := w.Agent.Run(context.Background(), content.UserText(text)); end.Reason.Kind != session.EndCompleted {
@@ -64,8 +67,15 @@ func TestChildrenKeepTheParentsPrefix(t *testing.T) {
 	w.delegate(t, "spawn", subagent.StartRequest{Prompt: []content.Block{content.Text("count")}})
 	schema := &jsonschema.Schema{Type: "object", Properties: map[string]*jsonschema.Schema{"n": {Type: "integer"}}}
 	w.delegate(t, "spawn", subagent.StartRequest{Prompt: []content.Block{content.Text("structured")}, OutputSchema: schema})
+	w.delegate(t, "fork", subagent.StartRequest{Prompt: []content.Block{content.Text("what is the code word?")}})
 	reqs := w.model.Requests()
 	fork, spawn, structured := reqs[2], reqs[3], reqs[4]
+	if n := len(w.Agent.Session().Events()) - len(session.CompletedPrefix(w.Agent.Session().Events())); n < 3 {
+		t.Fatalf("%d events after the parent's last turn end, want its children's usage events", n)
+	}
+	if first, second := rendered(t, fork), rendered(t, reqs[5]); !bytes.Equal(first, second) {
+		t.Errorf("a fork after three children's usage events sent %d bytes, the first fork %d: the same seed and task must render the same", len(second), len(first))
+	}
 
 	if got := rendered(t, fork); !bytes.HasPrefix(got, last) {
 		t.Errorf("the parent's last request (%d bytes) is not a prefix of the fork child's first (%d bytes)", len(last), len(got))

@@ -89,7 +89,7 @@ func (p *Provider) Start(ctx context.Context, req subagent.StartRequest) (subage
 	}
 	var seed []session.Event
 	if p.cfg.Fork {
-		seed = session.CompletedPrefix(parent.Session().Events())
+		seed = parent.Session().CompletedPrefix()
 	}
 	capture := &Capture{}
 	child, err := p.cfg.Agents.Create(ctx, agent.CreateOptions{
@@ -128,7 +128,7 @@ func (p *Provider) PrepareContinuable(ctx context.Context, req subagent.StartReq
 	}
 	prep := subagent.Preparation{First: ContinuableMessage(req.Prompt), Options: childOptions(req.Parent.Options(), req.AgentOptions, req.Depth)}
 	if p.cfg.Fork {
-		prep.Seed = session.CompletedPrefix(req.Parent.Session().Events())
+		prep.Seed = req.Parent.Session().CompletedPrefix()
 	}
 	return prep, nil
 }
