@@ -50,8 +50,9 @@ import (
 // the cuts land).
 const (
 	// Live heap + stacks per parked fan-out child, bytes (target ≤ 10 KB;
-	// 18,380–18,420 B after BENCHMARKS.md §7.6's cuts).
-	maxFanoutPerChild = 20_200
+	// 14,800–14,850 B once a parked child's stack is 4 KiB, BENCHMARKS.md
+	// §7.7).
+	maxFanoutPerChild = 16_300
 	// Bytes per delegation, dsh / eino agent-as-tool (target ≤ 0.30).
 	maxEinoByteRatio = 0.40
 	// Allocations per default-road delegation.
