@@ -58,7 +58,7 @@ type turnState struct {
 	req     *llm.Request
 	est     int64
 	endSpan func(*content.Assembler)
-	asm     *content.Assembler // nil when the answer could not be logged (callErr)
+	asm     *content.Assembler // nil until the first chunk, and when the answer could not be logged (callErr)
 	seqs    []int64
 	callErr error
 }
@@ -317,7 +317,7 @@ func (a *Agent) startCall(t *turnState) context.Context {
 		return nil
 	}
 	mctx, endSpan := a.traceModelCall(t.ctx, t.req, t.step)
-	t.endSpan, t.asm, t.seqs, t.callErr = endSpan, new(content.Assembler), make([]int64, 0, 8), nil
+	t.endSpan, t.asm, t.seqs, t.callErr = endSpan, nil, nil, nil // the answer's, made at its first chunk
 	return mctx
 }
 
@@ -325,6 +325,9 @@ func (a *Agent) startCall(t *turnState) context.Context {
 // stepRetry when the call overflowed the context window and was compacted.
 func (a *Agent) endCall(t *turnState) (stepOutcome, error) {
 	asm := t.asm
+	if asm == nil && t.callErr == nil { // no chunk came (the registry always sends a finish)
+		asm = new(content.Assembler)
+	}
 	t.endSpan(asm)
 	t.endSpan = nil
 	var used *content.Usage // what the call reported, also when it failed part way
@@ -406,6 +409,9 @@ func (a *Agent) stream(ctx context.Context, t *turnState) {
 // chunk logs and assembles one chunk of the answer, and reports whether
 // the answer goes on.
 func (a *Agent) chunk(t *turnState, c content.Chunk) bool {
+	if t.asm == nil { // made here, not before the call: a child parked in its call holds neither
+		t.asm, t.seqs = new(content.Assembler), make([]int64, 0, 8)
+	}
 	if !t.retried && c.Type == content.ChunkFinish && c.Finish.Kind == content.FinishError &&
 		c.Finish.Failure != nil && c.Finish.Failure.Code == llm.CodeContextExceeded {
 		t.asm.Add(c)
