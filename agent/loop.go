@@ -39,14 +39,14 @@ func (a *Agent) drive(until func() bool) {
 // parked in its model call are small enough (under a quarter of 8 KiB) for
 // the GC to shrink the parked goroutine's stack to 4 KiB.
 type turnState struct {
-	ctx     context.Context // the turn's, with its span when tracing
-	cancel  context.CancelCauseFunc
-	n       int
-	claimed []item // the turn's input
-	input   []item // the step's input: the turn's at step 1, then what arrived since
-	usage   content.Usage
-	reason  session.EndReason // how the turn ended, unless err is set
-	err     error
+	ctx    context.Context // the turn's, with its span when tracing
+	cancel context.CancelCauseFunc
+	n      int
+	input  []item                  // the step's input, until it is logged: the turn's at step 1, then what arrived since
+	onEnds []func(session.TurnEnd) // of the turn's input, called at its end
+	usage  content.Usage
+	reason session.EndReason // how the turn ended, unless err is set
+	err    error
 
 	step      int
 	continued int               // times Stop hooks continued the turn
@@ -91,10 +91,10 @@ func (a *Agent) nextTurn(until func() bool) *turnState {
 	}
 	ctx, cancel := context.WithCancelCause(context.Background())
 	a.cancelTurn = cancel
-	t := &turnState{ctx: ctx, cancel: cancel, claimed: a.inbox.claimTurn()}
+	t := &turnState{ctx: ctx, cancel: cancel, input: a.inbox.claimTurn()}
 	a.turnMsgID = ""
-	if n := len(t.claimed); n > 0 && t.claimed[n-1].target == nextTurn {
-		a.turnMsgID = t.claimed[n-1].msg.ID
+	if n := len(t.input); n > 0 && t.input[n-1].target == nextTurn {
+		a.turnMsgID = t.input[n-1].msg.ID
 	}
 	a.mu.Unlock()
 	return t
@@ -114,10 +114,15 @@ const (
 // startTurn logs the start of the turn.
 func (a *Agent) startTurn(t *turnState) {
 	t.n = a.session.LastTurn() + 1
-	if a.owner == nil && slices.ContainsFunc(t.claimed, func(it item) bool { return it.msg.Source.Kind == content.SourceUser }) {
+	if a.owner == nil && slices.ContainsFunc(t.input, func(it item) bool { return it.msg.Source.Kind == content.SourceUser }) {
 		a.tree.newPrompt()
 	}
-	t.ctx = a.traceTurn(t.ctx, t.n, t.claimed)
+	t.ctx = a.traceTurn(t.ctx, t.n, t.input)
+	for _, it := range t.input {
+		if it.onEnd != nil {
+			t.onEnds = append(t.onEnds, it.onEnd)
+		}
+	}
 	a.session.Append(session.TypeTurnStart, session.TurnStart{Turn: t.n})
 }
 
@@ -140,10 +145,8 @@ func (a *Agent) endTurn(t *turnState) {
 		}
 	}
 	a.endHooks(end)
-	for _, it := range t.claimed {
-		if it.onEnd != nil {
-			it.onEnd(end)
-		}
+	for _, fn := range t.onEnds {
+		fn(end)
 	}
 	a.reg.deps.Events.Emit(TurnEnded{Agent: a, End: end, Usage: t.usage})
 	endTurnSpan(ctx, end, t.usage)
@@ -169,7 +172,6 @@ func failureOf(err error) *content.Failure {
 // steps runs the steps of the turn until it concludes.
 func (a *Agent) steps(t *turnState) {
 	a.takeHookStop()
-	t.input = t.claimed
 	for t.step = 1; ; t.step++ {
 		if a.startStep(t) {
 			return
@@ -207,6 +209,7 @@ func (a *Agent) startStep(t *turnState) bool {
 	for _, it := range t.input {
 		a.session.Append(session.TypeUserMessage, it.msg)
 	}
+	t.input = nil // logged: a child parked in its model call does not hold its prompt twice
 	for _, m := range t.fromHooks {
 		a.session.Append(session.TypeUserMessage, m)
 	}
