@@ -50,13 +50,13 @@ import (
 // the cuts land).
 const (
 	// Live heap + stacks per parked fan-out child, bytes (target ≤ 10 KB;
-	// 14,800–14,850 B once a parked child's stack is 4 KiB, BENCHMARKS.md
+	// 14,290–14,300 B once a parked child's stack is 4 KiB, BENCHMARKS.md
 	// §7.7).
-	maxFanoutPerChild = 16_300
+	maxFanoutPerChild = 15_700
 	// Bytes per delegation, dsh / eino agent-as-tool (target ≤ 0.30).
 	maxEinoByteRatio = 0.40
-	// Allocations per default-road delegation.
-	maxRoadAllocs = 610
+	// Allocations per default-road delegation (537 after BENCHMARKS.md §7.7).
+	maxRoadAllocs = 590
 	// Bytes allocated per default-road delegation.
 	maxRoadBytes = 240_000
 )
