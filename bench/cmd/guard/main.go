@@ -50,9 +50,9 @@ import (
 // the cuts land).
 const (
 	// Live heap + stacks per parked fan-out child, bytes (target ≤ 10 KB;
-	// 14,290–14,300 B once a parked child's stack is 4 KiB, BENCHMARKS.md
+	// 14,140–14,210 B once a parked child's stack is 4 KiB, BENCHMARKS.md
 	// §7.7).
-	maxFanoutPerChild = 15_700
+	maxFanoutPerChild = 15_600
 	// Bytes per delegation, dsh / eino agent-as-tool (target ≤ 0.30).
 	maxEinoByteRatio = 0.40
 	// Allocations per default-road delegation (537 after BENCHMARKS.md §7.7).
