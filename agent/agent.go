@@ -403,7 +403,7 @@ type Agent struct {
 	wg          sync.WaitGroup
 	disposeOnce sync.Once
 	disposeErr  error
-	disposeDone chan struct{}
+	disposeDone chan struct{} // made by the first Dispose
 
 	trace *traceState // nil when tracing is off
 
@@ -424,7 +424,7 @@ func newAgent(r *Registry, s *session.Session, opts CreateOptions) *Agent {
 		o.CompactAt = DefaultCompactAt
 	}
 	a := &Agent{reg: r, id: s.ID(), session: s, opts: o, owner: opts.Owner, host: opts.ToolHost,
-		tools: r.deps.Tools.NewScope(), disposeDone: make(chan struct{})}
+		tools: r.deps.Tools.NewScope()}
 	if p := opts.Owner; p != nil {
 		a.tree, a.policy, a.hooks = p.tree, p.policy, p.hooks
 		a.path = append(slices.Clip(p.path), cmp.Or(opts.Label, "child "+a.id))
@@ -798,12 +798,18 @@ func (a *Agent) WaitIdle(ctx context.Context) error {
 // disposers, leaves the registry and detaches its session. It is idempotent;
 // a ctx that ends first makes this call return early while teardown goes on.
 func (a *Agent) Dispose(ctx context.Context) error {
+	a.mu.Lock()
+	if a.disposeDone == nil { // made here, not at creation: a live child does not hold it
+		a.disposeDone = make(chan struct{})
+	}
+	done := a.disposeDone
+	a.mu.Unlock()
 	if ctx.Done() == nil { // cannot end early: tear down on this goroutine
 		a.disposeOnce.Do(a.dispose)
 	}
 	a.disposeOnce.Do(func() { go a.dispose() })
 	select {
-	case <-a.disposeDone:
+	case <-done:
 		return a.disposeErr
 	case <-ctx.Done():
 		return context.Cause(ctx)

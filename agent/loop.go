@@ -17,41 +17,87 @@ import (
 // (when set) reports true, it hands remaining input to a new driver
 // goroutine and returns, so that a caller driving on its own goroutine is
 // released after the turn it waits for.
+//
+// drive, steps, step and stream are the frames under a child parked in its
+// model call: they keep their state in the turn's turnState and their work
+// in functions that return before the model is called.
 func (a *Agent) drive(until func() bool) {
 	for {
-		a.mu.Lock()
-		if !a.inbox.pending() || a.disposed || a.parked {
-			a.running = false
-			a.cancelTurn = nil
-			if a.idle != nil {
-				close(a.idle)
-				a.idle = nil
-			}
-			idlers := a.idlers
-			a.mu.Unlock()
-			a.reg.deps.Events.Emit(StatusChanged{Agent: a, Status: StatusIdle})
-			a.wg.Done()
-			for _, fn := range idlers {
-				fn()
-			}
+		t := a.nextTurn(until)
+		if t == nil {
 			return
 		}
-		if until != nil && until() {
-			a.mu.Unlock()
-			go a.drive(nil)
-			return
-		}
-		ctx, cancel := context.WithCancelCause(context.Background())
-		a.cancelTurn = cancel
-		claimed := a.inbox.claimTurn()
-		a.turnMsgID = ""
-		if n := len(claimed); n > 0 && claimed[n-1].target == nextTurn {
-			a.turnMsgID = claimed[n-1].msg.ID
-		}
-		a.mu.Unlock()
-		a.turn(ctx, claimed)
-		cancel(nil)
+		a.startTurn(t)
+		a.steps(t)
+		a.endTurn(t)
+		t.cancel(nil)
 	}
+}
+
+// turnState is the turn being run, shared by pointer by the functions that
+// run it: one allocation per turn. With it, the frames under a child
+// parked in its model call are small enough (under a quarter of 8 KiB) for
+// the GC to shrink the parked goroutine's stack to 4 KiB.
+type turnState struct {
+	ctx    context.Context // the turn's, with its span when tracing
+	cancel context.CancelCauseFunc
+	n      int
+	input  []item                  // the step's input, until it is logged: the turn's at step 1, then what arrived since
+	onEnds []func(session.TurnEnd) // of the turn's input, called at its end
+	usage  content.Usage
+	reason session.EndReason // how the turn ended, unless err is set
+	err    error
+
+	step      int
+	continued int               // times Stop hooks continued the turn
+	fromHooks []content.Message // Stop hooks' feedback for the next step
+	maxTokens bool              // a step ended at the output token limit
+
+	// The step's model call.
+	retried bool // the call overflowed the context window, which was compacted
+	req     *llm.Request
+	est     int64
+	endSpan func(*content.Assembler)
+	asm     *content.Assembler // nil until the first chunk, and when the answer could not be logged (callErr)
+	seqs    []int64
+	callErr error
+}
+
+// nextTurn claims the next turn's input. It returns nil when drive is
+// done: the agent went idle, or until reported true and the remaining
+// input went to a new driver goroutine.
+func (a *Agent) nextTurn(until func() bool) *turnState {
+	a.mu.Lock()
+	if !a.inbox.pending() || a.disposed || a.parked {
+		a.running = false
+		a.cancelTurn = nil
+		if a.idle != nil {
+			close(a.idle)
+			a.idle = nil
+		}
+		idlers := a.idlers
+		a.mu.Unlock()
+		a.reg.deps.Events.Emit(StatusChanged{Agent: a, Status: StatusIdle})
+		a.wg.Done()
+		for _, fn := range idlers {
+			fn()
+		}
+		return nil
+	}
+	if until != nil && until() {
+		a.mu.Unlock()
+		go a.drive(nil)
+		return nil
+	}
+	ctx, cancel := context.WithCancelCause(context.Background())
+	a.cancelTurn = cancel
+	t := &turnState{ctx: ctx, cancel: cancel, input: a.inbox.claimTurn()}
+	a.turnMsgID = ""
+	if n := len(t.input); n > 0 && t.input[n-1].target == nextTurn {
+		a.turnMsgID = t.input[n-1].msg.ID
+	}
+	a.mu.Unlock()
+	return t
 }
 
 // stepOutcome is how a step ended.
@@ -62,26 +108,27 @@ const (
 	stepMaxTokens
 	stepContinue // tool calls ran; the model must see their results
 	stepBudget   // no call was made: the tree's budget is spent or held by calls in flight
+	stepRetry    // the call overflowed the context window, which was compacted: call again
 )
 
-// turn runs one turn over the claimed input and logs its end. Its work
-// before and after the steps is in functions of their own, so that the
-// frames under a child parked in its model call stay small.
-func (a *Agent) turn(ctx context.Context, claimed []item) {
-	n := a.session.LastTurn() + 1
-	if a.owner == nil && slices.ContainsFunc(claimed, func(it item) bool { return it.msg.Source.Kind == content.SourceUser }) {
+// startTurn logs the start of the turn.
+func (a *Agent) startTurn(t *turnState) {
+	t.n = a.session.LastTurn() + 1
+	if a.owner == nil && slices.ContainsFunc(t.input, func(it item) bool { return it.msg.Source.Kind == content.SourceUser }) {
 		a.tree.newPrompt()
 	}
-	ctx = a.traceTurn(ctx, n, claimed)
-	a.session.Append(session.TypeTurnStart, session.TurnStart{Turn: n})
-	var usage content.Usage
-	reason, err := a.steps(ctx, n, claimed, &usage)
-	a.endTurn(ctx, n, claimed, reason, err, usage)
+	t.ctx = a.traceTurn(t.ctx, t.n, t.input)
+	for _, it := range t.input {
+		if it.onEnd != nil {
+			t.onEnds = append(t.onEnds, it.onEnd)
+		}
+	}
+	a.session.Append(session.TypeTurnStart, session.TurnStart{Turn: t.n})
 }
 
-// endTurn logs the end of turn n, flushes the log and reports the end.
-func (a *Agent) endTurn(ctx context.Context, n int, claimed []item, reason session.EndReason, err error, usage content.Usage) {
-	s := a.session
+// endTurn logs the end of the turn, flushes the log and reports the end.
+func (a *Agent) endTurn(t *turnState) {
+	s, ctx, n, reason, err := a.session, t.ctx, t.n, t.reason, t.err
 	switch {
 	case ctx.Err() != nil && (err != nil || reason.Kind != session.EndCompleted):
 		reason = session.EndReason{Kind: session.EndAborted, Cause: causeOf(ctx)}
@@ -98,13 +145,11 @@ func (a *Agent) endTurn(ctx context.Context, n int, claimed []item, reason sessi
 		}
 	}
 	a.endHooks(end)
-	for _, it := range claimed {
-		if it.onEnd != nil {
-			it.onEnd(end)
-		}
+	for _, fn := range t.onEnds {
+		fn(end)
 	}
-	a.reg.deps.Events.Emit(TurnEnded{Agent: a, End: end, Usage: usage})
-	endTurnSpan(ctx, end, usage)
+	a.reg.deps.Events.Emit(TurnEnded{Agent: a, End: end, Usage: t.usage})
+	endTurnSpan(ctx, end, t.usage)
 }
 
 func causeOf(ctx context.Context) *session.Cause {
@@ -124,71 +169,96 @@ func failureOf(err error) *content.Failure {
 	return &content.Failure{Code: llm.CodeUnknown, Message: err.Error()}
 }
 
-// steps runs the steps of turn n until it concludes.
-func (a *Agent) steps(ctx context.Context, n int, claimed []item, usage *content.Usage) (session.EndReason, error) {
-	maxTokens := false
+// steps runs the steps of the turn until it concludes.
+func (a *Agent) steps(t *turnState) {
 	a.takeHookStop()
-	var fromHooks []content.Message // Stop hooks' feedback for the next step
-	continued := 0                  // times Stop hooks continued the turn
-	for step := 1; ; step++ {
-		if step > 1 {
-			a.mu.Lock()
-			claimed = a.inbox.claimStep()
-			a.mu.Unlock()
+	for t.step = 1; ; t.step++ {
+		if a.startStep(t) {
+			return
 		}
-		if step == 1 && len(claimed) == 0 {
-			return session.EndReason{Kind: session.EndCompleted}, nil
-		}
-		if err := ctx.Err(); err != nil {
-			return session.EndReason{}, err
-		}
-		if step == 1 {
-			if end, err := a.promptHooks(ctx, n, claimed); end != nil || err != nil {
-				return derefEnd(end), err
-			}
-		}
-		a.session.Append(session.TypeStepStart, session.Step{Turn: n, Step: step})
-		for _, it := range claimed {
-			a.session.Append(session.TypeUserMessage, it.msg)
-		}
-		for _, m := range fromHooks {
-			a.session.Append(session.TypeUserMessage, m)
-		}
-		fromHooks = nil
-		if stop, ok := a.limited(step); ok {
-			a.session.Append(session.TypeStepEnd, session.Step{Turn: n, Step: step})
-			return stop, nil
-		}
-		out, err := a.step(ctx, n, step, usage)
-		a.session.Append(session.TypeStepEnd, session.Step{Turn: n, Step: step})
-		if err != nil {
-			return session.EndReason{}, err
-		}
-		if out == stepBudget {
-			return session.EndReason{Kind: session.EndBudget}, nil
-		}
-		if c := a.takeHookStop(); c != nil {
-			return session.EndReason{Kind: session.EndBlocked, Cause: c}, nil
-		}
-		maxTokens = maxTokens || out == stepMaxTokens
-		if out == stepContinue {
-			continue
-		}
-		a.mu.Lock()
-		more := a.inbox.stepWakes()
-		a.mu.Unlock()
-		if !more {
-			if maxTokens {
-				return session.EndReason{Kind: session.EndMaxTokens}, nil
-			}
-			if msg, again := a.stopHooks(ctx, continued); again {
-				continued++
-				fromHooks = append(fromHooks, msg)
-				continue
-			}
-			return session.EndReason{Kind: session.EndCompleted}, nil
+		out, err := a.step(t)
+		if a.endStep(t, out, err) {
+			return
 		}
 	}
+}
+
+// startStep claims the step's input and logs it. It reports whether the
+// turn concluded instead (t.reason or t.err say how).
+func (a *Agent) startStep(t *turnState) bool {
+	if t.step > 1 {
+		a.mu.Lock()
+		t.input = a.inbox.claimStep()
+		a.mu.Unlock()
+	}
+	if t.step == 1 && len(t.input) == 0 {
+		t.reason = session.EndReason{Kind: session.EndCompleted}
+		return true
+	}
+	if err := t.ctx.Err(); err != nil {
+		t.err = err
+		return true
+	}
+	if t.step == 1 {
+		if end, err := a.promptHooks(t.ctx, t.n, t.input); end != nil || err != nil {
+			t.reason, t.err = derefEnd(end), err
+			return true
+		}
+	}
+	a.session.Append(session.TypeStepStart, session.Step{Turn: t.n, Step: t.step})
+	for _, it := range t.input {
+		a.session.Append(session.TypeUserMessage, it.msg)
+	}
+	t.input = nil // logged: a child parked in its model call does not hold its prompt twice
+	for _, m := range t.fromHooks {
+		a.session.Append(session.TypeUserMessage, m)
+	}
+	t.fromHooks = nil
+	if stop, ok := a.limited(t.step); ok {
+		a.session.Append(session.TypeStepEnd, session.Step{Turn: t.n, Step: t.step})
+		t.reason = stop
+		return true
+	}
+	return false
+}
+
+// endStep logs the end of a step that ended with out or err, and reports
+// whether the turn concluded (t.reason or t.err say how).
+func (a *Agent) endStep(t *turnState, out stepOutcome, err error) bool {
+	a.session.Append(session.TypeStepEnd, session.Step{Turn: t.n, Step: t.step})
+	if err != nil {
+		t.err = err
+		return true
+	}
+	if out == stepBudget {
+		t.reason = session.EndReason{Kind: session.EndBudget}
+		return true
+	}
+	if c := a.takeHookStop(); c != nil {
+		t.reason = session.EndReason{Kind: session.EndBlocked, Cause: c}
+		return true
+	}
+	t.maxTokens = t.maxTokens || out == stepMaxTokens
+	if out == stepContinue {
+		return false
+	}
+	a.mu.Lock()
+	more := a.inbox.stepWakes()
+	a.mu.Unlock()
+	if more {
+		return false
+	}
+	if t.maxTokens {
+		t.reason = session.EndReason{Kind: session.EndMaxTokens}
+		return true
+	}
+	if msg, again := a.stopHooks(t.ctx, t.continued); again {
+		t.continued++
+		t.fromHooks = append(t.fromHooks, msg)
+		return false
+	}
+	t.reason = session.EndReason{Kind: session.EndCompleted}
+	return true
 }
 
 func derefEnd(e *session.EndReason) session.EndReason {
@@ -211,45 +281,82 @@ func (a *Agent) limited(step int) (session.EndReason, bool) {
 }
 
 // step makes one model call and runs the tool calls it asked for. The
-// call's preparation, streaming and conclusion are separate functions, so
-// that the frames under a child parked in its model call stay small.
-func (a *Agent) step(ctx context.Context, turn, step int, usage *content.Usage) (stepOutcome, error) {
-	req, err := a.request(turn, step)
-	if err != nil {
+// call's preparation, start, streaming and end are functions of their own,
+// so that the frames under a child parked in its model call stay small.
+func (a *Agent) step(t *turnState) (stepOutcome, error) {
+	if err := a.prepareCall(t); err != nil {
 		return 0, err
 	}
-	a.maybeCompact(ctx, req, turn, usage)
-	for retried := false; ; retried = true {
-		est := a.estimate()
-		if !a.tree.reserve(est) {
+	for {
+		mctx := a.startCall(t)
+		if mctx == nil {
 			return stepBudget, nil
 		}
-		mctx, endSpan := a.traceModelCall(ctx, req, step)
-		asm, seqs, err := a.stream(mctx, req, turn, step, !retried)
-		endSpan(asm)
-		var used *content.Usage // what the call reported, also when it failed part way
-		if asm != nil {
-			used = asm.Usage()
+		a.stream(mctx, t)
+		if out, err := a.endCall(t); out != stepRetry {
+			return out, err
 		}
-		a.tree.settle(est, used)
-		if err != nil {
-			return 0, err
-		}
-		if !retried && overflowed(asm) && ctx.Err() == nil {
-			// One compaction and one retry; a second overflow ends the
-			// turn with advice (see conclude).
-			if _, err := a.compact(ctx, session.CompactOverflow, "", turn, a.tokensOf(a.requestBytes(req)), usage); err != nil {
-				a.reg.deps.Log.Warn("compaction failed", "agent", a.id, "turn", turn, "err", err)
-				return 0, compactFailed(asm.Finish().Failure, err)
-			}
-			req.Messages = a.session.Messages()
-			a.mu.Lock()
-			a.reqBytes = a.requestBytes(req)
-			a.mu.Unlock()
-			continue
-		}
-		return a.conclude(ctx, req, asm, seqs, turn, step, usage)
 	}
+}
+
+// prepareCall builds the step's request and compacts the conversation
+// when it nears the context window.
+func (a *Agent) prepareCall(t *turnState) error {
+	req, err := a.request(t.n, t.step)
+	if err != nil {
+		return err
+	}
+	a.maybeCompact(t.ctx, req, t.n, &t.usage)
+	t.req, t.retried = req, false
+	return nil
+}
+
+// startCall holds the call's estimate against the tree's budget and starts
+// its span; it returns the call's context, nil when the budget is spent or
+// held by calls in flight.
+func (a *Agent) startCall(t *turnState) context.Context {
+	t.est = a.estimate()
+	if !a.tree.reserve(t.est) {
+		return nil
+	}
+	mctx, endSpan := a.traceModelCall(t.ctx, t.req, t.step)
+	t.endSpan, t.asm, t.seqs, t.callErr = endSpan, nil, nil, nil // the answer's, made at its first chunk
+	return mctx
+}
+
+// endCall settles the call with the tree's budget and concludes the step;
+// stepRetry when the call overflowed the context window and was compacted.
+func (a *Agent) endCall(t *turnState) (stepOutcome, error) {
+	asm := t.asm
+	if asm == nil && t.callErr == nil { // no chunk came (the registry always sends a finish)
+		asm = new(content.Assembler)
+	}
+	t.endSpan(asm)
+	t.endSpan = nil
+	var used *content.Usage // what the call reported, also when it failed part way
+	if asm != nil {
+		used = asm.Usage()
+	}
+	a.tree.settle(t.est, used)
+	if t.callErr != nil {
+		return 0, t.callErr
+	}
+	if !t.retried && overflowed(asm) && t.ctx.Err() == nil {
+		// One compaction and one retry; a second overflow ends the
+		// turn with advice (see conclude).
+		if _, err := a.compact(t.ctx, session.CompactOverflow, "", t.n, a.tokensOf(a.requestBytes(t.req)), &t.usage); err != nil {
+			a.reg.deps.Log.Warn("compaction failed", "agent", a.id, "turn", t.n, "err", err)
+			return 0, compactFailed(asm.Finish().Failure, err)
+		}
+		t.req.Messages = a.session.Messages()
+		bytes := a.requestBytes(t.req)
+		a.mu.Lock()
+		a.reqBytes = bytes
+		a.mu.Unlock()
+		t.retried = true
+		return stepRetry, nil
+	}
+	return a.conclude(t.ctx, t.req, asm, t.seqs, t.n, t.step, &t.usage)
 }
 
 // estimate is what the next model call is expected to use, held against
@@ -290,28 +397,39 @@ func (a *Agent) request(turn, step int) (*llm.Request, error) {
 	return req, nil
 }
 
-// stream logs each chunk of the model's answer and assembles it. With
-// mayRetry, a context overflow's finish is not logged: the caller
-// compacts and retries, and the log keeps one finish per step.
-func (a *Agent) stream(ctx context.Context, req *llm.Request, turn, step int, mayRetry bool) (*content.Assembler, []int64, error) {
-	asm := new(content.Assembler)
-	seqs := make([]int64, 0, 8)
-	for c := range a.reg.deps.LLM.Stream(ctx, req) {
-		if mayRetry && c.Type == content.ChunkFinish && c.Finish.Kind == content.FinishError &&
-			c.Finish.Failure != nil && c.Finish.Failure.Code == llm.CodeContextExceeded {
-			asm.Add(c)
+// stream logs each chunk of the model's answer and assembles it in t.asm.
+// Before the retry a context overflow allows, the overflow's finish is not
+// logged: the caller compacts and retries, and the log keeps one finish
+// per step.
+func (a *Agent) stream(ctx context.Context, t *turnState) {
+	for c := range a.reg.deps.LLM.Stream(ctx, t.req) {
+		if !a.chunk(t, c) {
 			break
 		}
-		e, err := a.session.Append(session.TypeAssistantChunk, session.AssistantChunk{Turn: turn, Step: step, Chunk: c})
-		if err != nil {
-			return nil, nil, err
-		}
-		if n := len(seqs); n == 0 || seqs[n-1] != e.Seq { // consecutive deltas share a stored event
-			seqs = append(seqs, e.Seq)
-		}
-		asm.Add(c)
 	}
-	return asm, seqs, nil
+}
+
+// chunk logs and assembles one chunk of the answer, and reports whether
+// the answer goes on.
+func (a *Agent) chunk(t *turnState, c content.Chunk) bool {
+	if t.asm == nil { // made here, not before the call: a child parked in its call holds neither
+		t.asm, t.seqs = new(content.Assembler), make([]int64, 0, 8)
+	}
+	if !t.retried && c.Type == content.ChunkFinish && c.Finish.Kind == content.FinishError &&
+		c.Finish.Failure != nil && c.Finish.Failure.Code == llm.CodeContextExceeded {
+		t.asm.Add(c)
+		return false
+	}
+	e, err := a.session.Append(session.TypeAssistantChunk, session.AssistantChunk{Turn: t.n, Step: t.step, Chunk: c})
+	if err != nil {
+		t.asm, t.seqs, t.callErr = nil, nil, err
+		return false
+	}
+	if n := len(t.seqs); n == 0 || t.seqs[n-1] != e.Seq { // consecutive deltas share a stored event
+		t.seqs = append(t.seqs, e.Seq)
+	}
+	t.asm.Add(c)
+	return true
 }
 
 // conclude logs the assembled answer and runs the tool calls it asks for.

@@ -13,3 +13,11 @@ func TestAgentFitsItsSizeClass(t *testing.T) {
 		t.Fatalf("an Agent is %d bytes, want at most 640: keep state few agents use behind a pointer", n)
 	}
 }
+
+// Every live child holds its turn's state while parked in its model call:
+// keep it in the 288-byte size class.
+func TestTurnStateFitsItsSizeClass(t *testing.T) {
+	if n := unsafe.Sizeof(turnState{}); n > 288 {
+		t.Fatalf("a turnState is %d bytes, want at most 288", n)
+	}
+}

@@ -179,49 +179,81 @@ func (r *Registry) Get(provider string) (Model, error) {
 // too; a cancelled ctx turns the finish into aborted.
 func (r *Registry) Stream(ctx context.Context, req *Request) iter.Seq[content.Chunk] {
 	return func(yield func(content.Chunk) bool) {
-		finished := false
-		finish := func(c content.Chunk) {
-			if c.Finish == nil {
-				c.Finish = &content.Finish{Kind: content.FinishStop}
-			}
-			if ctx.Err() != nil && c.Finish.Kind != content.FinishAborted {
-				c = FinishAborted(context.Cause(ctx))
-			}
-			finished = true
-			yield(c)
-		}
 		m, err := r.Get(req.Provider)
 		if err != nil {
-			var le *Error
-			errors.As(err, &le)
-			finish(FinishError(le.Code, "%s", le.Msg))
+			noModel(ctx, err, yield)
 			return
 		}
-		inConsumer := false
-		defer func() {
-			if finished {
-				return
-			}
-			if p := recover(); p != nil {
-				if inConsumer {
-					panic(p) // the consumer's own fault propagates
-				}
-				finish(FinishError(CodeUnknown, "model %s panicked: %v", req.Provider, p))
-			}
-		}()
-		for c := range m.Stream(ctx, req) {
-			if c.Type == content.ChunkFinish {
-				finish(c)
-				return
-			}
-			inConsumer = true
-			ok := yield(c)
-			inConsumer = false
-			if !ok {
-				finished = true
-				return
-			}
-		}
-		finish(content.Chunk{Type: content.ChunkFinish})
+		s := &relay{ctx: ctx, req: req, yield: yield}
+		defer s.end()
+		m.Stream(ctx, req)(s.chunk)
 	}
+}
+
+// noModel reports that no model serves the request's provider.
+func noModel(ctx context.Context, err error, yield func(content.Chunk) bool) {
+	var le *Error
+	errors.As(err, &le)
+	s := relay{ctx: ctx, yield: yield}
+	s.finish(FinishError(le.Code, "%s", le.Msg))
+}
+
+// relay passes a model's chunks on to the consumer of a Registry's stream.
+// Its state is on the heap and its work in its methods, so that the frame
+// under a consumer parked in the model's call stays small (see agent's
+// loop).
+type relay struct {
+	ctx        context.Context
+	req        *Request
+	yield      func(content.Chunk) bool
+	finished   bool // the consumer has seen the finish, or stopped the stream
+	inConsumer bool // yield is running
+}
+
+// chunk passes c on, and reports whether the model may go on.
+func (s *relay) chunk(c content.Chunk) bool {
+	if s.finished {
+		return false // a model that goes on after being told to stop is not heard
+	}
+	if c.Type == content.ChunkFinish {
+		s.finish(c)
+		return false
+	}
+	s.inConsumer = true
+	ok := s.yield(c)
+	s.inConsumer = false
+	if !ok {
+		s.finished = true
+	}
+	return ok
+}
+
+// finish passes on the stream's one finish chunk: aborted when ctx was
+// cancelled.
+func (s *relay) finish(c content.Chunk) {
+	if c.Finish == nil {
+		c.Finish = &content.Finish{Kind: content.FinishStop}
+	}
+	if s.ctx.Err() != nil && c.Finish.Kind != content.FinishAborted {
+		c = FinishAborted(context.Cause(s.ctx))
+	}
+	s.finished = true
+	s.yield(c)
+}
+
+// end runs when the model's stream returns or panics: it finishes a stream
+// that ended without a finish chunk, and turns the model's panic into one.
+// A panic of the consumer propagates.
+func (s *relay) end() {
+	if s.finished {
+		return
+	}
+	if p := recover(); p != nil {
+		if s.inConsumer {
+			panic(p)
+		}
+		s.finish(FinishError(CodeUnknown, "model %s panicked: %v", s.req.Provider, p))
+		return
+	}
+	s.finish(content.Chunk{Type: content.ChunkFinish})
 }

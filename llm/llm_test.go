@@ -351,6 +351,28 @@ func TestStreamConsumerBreaksEarly(t *testing.T) {
 	}
 }
 
+// A model that yields again after being told to stop is not heard, and
+// does not crash the process (a range-over-func loop body would panic).
+func TestStreamModelIgnoringStopIsNotHeard(t *testing.T) {
+	m := model(func(context.Context, *llm.Request) iter.Seq[content.Chunk] {
+		return func(yield func(content.Chunk) bool) {
+			for i := range 5 {
+				yield(text(0, fmt.Sprint(i))) // ignores false
+			}
+			yield(finish(content.FinishStop))
+		}
+	})
+	r := registry(t, "p", m)
+	var got []content.Chunk
+	for c := range r.Stream(t.Context(), &llm.Request{Provider: "p"}) {
+		got = append(got, c)
+		break
+	}
+	if len(got) != 1 || got[0].Text != "0" {
+		t.Fatalf("chunks = %+v, want the first", got)
+	}
+}
+
 func TestStreamConsumerBreaksAtFinish(t *testing.T) {
 	r := registry(t, "p", fixed(text(0, "a"), finish(content.FinishStop)))
 	for c := range r.Stream(t.Context(), &llm.Request{Provider: "p"}) {

@@ -123,14 +123,15 @@ func (a *Admission) Delegate(ctx context.Context, opts DelegateOptions) (*Delega
 		d.finish(a.name, res, werr)
 		return d, nil
 	}
+	name := a.name // not a: a parked child need not hold its admission and the request in it
 	if sn, ok := run.(SettleNotifier); ok {
 		// The callback runs on the child's goroutine, which Dispose waits
 		// for: finish on a goroutine of its own.
-		sn.AfterSettle(func(res Result) { go d.finish(a.name, res, nil) })
+		sn.AfterSettle(func(res Result) { go d.finish(name, res, nil) })
 	} else {
 		go func() {
 			res, werr := run.Wait(context.Background())
-			d.finish(a.name, res, werr)
+			d.finish(name, res, werr)
 		}()
 	}
 	return d, nil

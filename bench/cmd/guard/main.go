@@ -50,12 +50,13 @@ import (
 // the cuts land).
 const (
 	// Live heap + stacks per parked fan-out child, bytes (target ≤ 10 KB;
-	// 18,380–18,420 B after BENCHMARKS.md §7.6's cuts).
-	maxFanoutPerChild = 20_200
+	// 14,140–14,210 B once a parked child's stack is 4 KiB, BENCHMARKS.md
+	// §7.7).
+	maxFanoutPerChild = 15_600
 	// Bytes per delegation, dsh / eino agent-as-tool (target ≤ 0.30).
 	maxEinoByteRatio = 0.40
-	// Allocations per default-road delegation.
-	maxRoadAllocs = 610
+	// Allocations per default-road delegation (537 after BENCHMARKS.md §7.7).
+	maxRoadAllocs = 590
 	// Bytes allocated per default-road delegation.
 	maxRoadBytes = 240_000
 )
