@@ -43,8 +43,9 @@ type activities struct {
 }
 
 // RunChild runs one attempt of a child: it reads the log so far (when the
-// attempt continues one), claims it, runs the child's turn with the
-// in-process driver, heartbeating, and returns how the turn ended. A
+// attempt continues one), runs the child's turn with the in-process
+// driver, heartbeating, and returns how the turn ended, with the end of
+// the log (the events after its last step boundary). A
 // cancelled activity cancels the child and returns once it has stopped; a
 // stopping worker hands the child back (ErrHandedBack) without writing
 // what the interrupted step did.
@@ -85,7 +86,7 @@ func (a *activities) RunChild(ctx context.Context, at Attempt) (Outcome, error) 
 		}
 		return Outcome{}, temporal.NewNonRetryableApplicationError("the worker could not start the child: "+err.Error(), ErrChild, nil)
 	}
-	if !s.isClaimed() { // the runtime's sessions do not go through Worker.Sessions
+	if !s.isOpen() { // the runtime's sessions do not go through Worker.Sessions
 		stopChild()
 		run.Dispose(wctx)
 		return Outcome{}, temporal.NewNonRetryableApplicationError("the worker's runtime does not keep its sessions through Worker.Sessions", ErrChild, nil)
@@ -101,23 +102,29 @@ func (a *activities) RunChild(ctx context.Context, at Attempt) (Outcome, error) 
 	case derr != nil:
 		return Outcome{}, temporal.NewApplicationErrorWithCause("close the child: "+derr.Error(), ErrCheckpoint, derr)
 	}
-	return Outcome{StopReason: res.StopReason, Diagnostic: res.Diagnostic}, nil
+	tail, err := s.finish()
+	if err != nil {
+		return Outcome{}, writeError(err)
+	}
+	return Outcome{StopReason: res.StopReason, Diagnostic: res.Diagnostic, Tail: tail}, nil
 }
 
 // follow heartbeats until the run settles. A cancelled activity (its
 // workflow was cancelled) cancels the child, whose turn ends aborted; a
 // stopping worker silences the child's log and cancels it: the step it was
-// in will be done again elsewhere.
+// in will be done again elsewhere. The first heartbeat goes a tick after
+// the start (the heartbeat timeout runs from the start): a short child
+// costs the cluster no heartbeat.
 func (a *activities) follow(ctx context.Context, run subagent.Run, s *sink, stop func()) (handedBack bool) {
 	tick := time.NewTicker(a.heartbeat)
 	defer tick.Stop()
 	stopping := activity.GetWorkerStopChannel(ctx)
 	for {
-		activity.RecordHeartbeat(ctx, s.length())
 		select {
 		case <-run.Done():
 			return false
 		case <-tick.C:
+			activity.RecordHeartbeat(ctx, s.length())
 		case <-ctx.Done():
 			select {
 			case <-stopping: // the worker's stop also ends the activity's ctx

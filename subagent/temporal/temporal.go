@@ -9,14 +9,17 @@
 // policy). The workflow runs one activity attempt at a time (ActivityName);
 // an attempt builds the child with the worker's models, tools and
 // workspace and runs its turn. The child's session log is the source of
-// truth and lives in the workflow's history: the attempt first claims the
-// log (a CheckpointUpdate carrying the session header: that is readiness),
-// then adds to it through one update per step boundary (before each model
-// call, before each tool call runs, at the turn's end), each applied before
-// the child goes on. The workflow accepts an update only from its current
-// attempt while it runs, and only if it continues the log exactly, so a
-// worker cut off from the cluster cannot write into a child that has moved
-// on.
+// truth and lives in the workflow's history: the attempt adds to it
+// through one update (CheckpointUpdate) per step boundary, before each
+// model call and before each tool call runs, each applied before the child
+// goes on; the first carries the session header and claims the log for
+// the attempt (for a new child, that is readiness). The rest of the turn
+// (the answer and the turn's end) comes back with the attempt's outcome
+// (Outcome.Tail), which the workflow adds to the log: a one-shot child
+// costs the cluster one update and three workflow tasks. The workflow
+// accepts a checkpoint only from its current attempt while it runs, and
+// only if it continues the log exactly, so a worker cut off from the
+// cluster cannot write into a child that has moved on.
 //
 // Durability. When a worker dies or hangs (its heartbeat stops:
 // HeartbeatTimeout) or stops (SIGTERM hands its children back at once), the
@@ -25,10 +28,12 @@
 // turn as crash repair does, and tells the child to continue: the model
 // calls and tool results already in the log are not redone; the model
 // call in flight is, and a tool call that was running is reported to the
-// model as of unknown outcome. MaxResumes bounds the attempts.
+// model as of unknown outcome; a worker that died after the turn ended but
+// before its attempt completed leaves the last model call to be redone.
+// MaxResumes bounds the attempts.
 //
 // Bounds. Each update adds five events to the history (its acceptance and
-// completion, and a workflow task), a step one to three updates; the step
+// completion, and a workflow task), a step one to two updates; the step
 // cap (agent.maxSteps, default 100) keeps a one-shot child far under
 // Temporal's 51,200-event limit, so no continue-as-new is needed. Payloads are the log's events, shipped in
 // checkpoints of at most 1 MiB (Temporal refuses payloads over 2 MiB); a
@@ -179,6 +184,11 @@ type Provider struct {
 	cfg    Config
 	client client.Client
 	owned  bool // the provider dialed client
+
+	// checking admits one worker check at a time; seen is when the last
+	// one found workers (guarded by checking).
+	checking chan struct{}
+	seen     time.Time
 }
 
 // New validates cfg and returns a provider. It does not connect: the first
@@ -188,14 +198,15 @@ func New(cfg Config) (*Provider, error) {
 		return nil, err
 	}
 	cfg = cfg.withDefaults()
-	if cfg.Client != nil {
-		return &Provider{cfg: cfg, client: cfg.Client}, nil
+	p := &Provider{cfg: cfg, client: cfg.Client, checking: make(chan struct{}, 1)}
+	if p.client == nil {
+		c, err := dial(cfg, true)
+		if err != nil {
+			return nil, &subagent.ConfigError{Kind: Kind, Provider: cfg.Name, Field: "hostPort", Msg: err.Error()}
+		}
+		p.client, p.owned = c, true
 	}
-	c, err := dial(cfg, true)
-	if err != nil {
-		return nil, &subagent.ConfigError{Kind: Kind, Provider: cfg.Name, Field: "hostPort", Msg: err.Error()}
-	}
-	return &Provider{cfg: cfg, client: c, owned: true}, nil
+	return p, nil
 }
 
 // Close closes the connection the provider made to the cluster. Runs still
@@ -333,8 +344,32 @@ func (p *Provider) input(req subagent.StartRequest) (Input, error) {
 // alive: a poll lasts up to about a minute.
 const pollerWindow = 90 * time.Second
 
-// checkWorkers fails fast when no worker polls the task queue.
+// workersFresh is how long a check that found workers stands for the
+// starts that follow it: a burst of children costs the cluster one check,
+// not two calls per child.
+const workersFresh = 5 * time.Second
+
+// checkWorkers fails fast when no worker polls the task queue. Starts wait
+// for a check under way and take its finding.
 func (p *Provider) checkWorkers(ctx context.Context) error {
+	select {
+	case p.checking <- struct{}{}:
+	case <-ctx.Done():
+		return context.Cause(ctx)
+	}
+	defer func() { <-p.checking }()
+	if !p.seen.IsZero() && time.Since(p.seen) < workersFresh {
+		return nil
+	}
+	if err := p.describeWorkers(ctx); err != nil {
+		return err
+	}
+	p.seen = time.Now()
+	return nil
+}
+
+// describeWorkers asks the cluster whether workers poll the task queue.
+func (p *Provider) describeWorkers(ctx context.Context) error {
 	cctx, cancel := context.WithTimeout(ctx, p.cfg.ReadyTimeout)
 	defer cancel()
 	for _, typ := range []enumspb.TaskQueueType{enumspb.TASK_QUEUE_TYPE_WORKFLOW, enumspb.TASK_QUEUE_TYPE_ACTIVITY} {

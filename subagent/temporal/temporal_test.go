@@ -3,9 +3,17 @@ package temporal
 import (
 	"context"
 	"errors"
+	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/google/jsonschema-go/jsonschema"
+	enumspb "go.temporal.io/api/enums/v1"
+	taskqueuepb "go.temporal.io/api/taskqueue/v1"
+	"go.temporal.io/api/workflowservice/v1"
+	"go.temporal.io/sdk/client"
+	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/dsh-go/dsh/agent"
 	"github.com/dsh-go/dsh/content"
@@ -59,4 +67,61 @@ func TestInput(t *testing.T) {
 			t.Errorf("%s: %v, want a refusal", name, err)
 		}
 	}
+}
+
+// describer is a cluster that answers DescribeTaskQueue only, counting the
+// calls.
+type describer struct {
+	client.Client
+	calls   atomic.Int32
+	pollers atomic.Bool
+}
+
+func (d *describer) DescribeTaskQueue(context.Context, string, enumspb.TaskQueueType) (*workflowservice.DescribeTaskQueueResponse, error) {
+	d.calls.Add(1)
+	time.Sleep(time.Millisecond)
+	if !d.pollers.Load() {
+		return &workflowservice.DescribeTaskQueueResponse{}, nil
+	}
+	return &workflowservice.DescribeTaskQueueResponse{Pollers: []*taskqueuepb.PollerInfo{{LastAccessTime: timestamppb.Now()}}}, nil
+}
+
+// A burst of starts costs the cluster one worker check, not two calls per
+// child; a check that found no worker stands for nothing.
+func TestCheckWorkersOncePerBurst(t *testing.T) {
+	d := &describer{}
+	p, err := New(Config{Name: "fleet", Client: d})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		var e *Error
+		if err := p.checkWorkers(context.Background()); !errors.As(err, &e) || e.Code != CodeNoWorker {
+			t.Fatalf("no worker: %v", err)
+		}
+	}
+	if n := d.calls.Load(); n != 2 {
+		t.Errorf("%d calls for two checks that found no worker: want each to ask (one call each)", n)
+	}
+	d.pollers.Store(true)
+	d.calls.Store(0)
+	var wg sync.WaitGroup
+	for range 50 {
+		wg.Go(func() {
+			if err := p.checkWorkers(context.Background()); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	wg.Wait()
+	if n := d.calls.Load(); n != 2 {
+		t.Errorf("%d DescribeTaskQueue calls for 50 starts at once: want 2 (workflow and activity queues, once)", n)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	p.checking <- struct{}{} // a check under way
+	cancel()
+	if err := p.checkWorkers(ctx); !errors.Is(err, context.Canceled) {
+		t.Errorf("a start whose ctx ends while it waits for the check: %v", err)
+	}
+	<-p.checking
 }
