@@ -53,13 +53,17 @@ import (
 	"cmp"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"time"
 
 	"github.com/google/uuid"
 	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/dsh-go/dsh/session"
 	"github.com/dsh-go/dsh/subagent"
@@ -285,22 +289,9 @@ func (p *Provider) Start(ctx context.Context, req subagent.StartRequest) (subage
 		}
 		return nil, err
 	}
-	// The start RPC is not cut short by ctx: whether the workflow exists
-	// must be known, to terminate it if ctx ended meanwhile.
-	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), p.cfg.ReadyTimeout)
-	wf, err := p.client.ExecuteWorkflow(sctx, client.StartWorkflowOptions{
-		ID:                       WorkflowID(in.SessionID),
-		TaskQueue:                p.cfg.TaskQueue,
-		WorkflowExecutionTimeout: p.cfg.RunTimeout,
-		// A stuck worker holds a workflow task this long before another
-		// worker gets it: no longer than it takes to notice it is stuck.
-		WorkflowTaskTimeout:      min(p.cfg.HeartbeatTimeout, 10*time.Second),
-		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_FAIL,
-		WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
-	}, WorkflowName, in)
-	cancel()
+	wf, err := p.startWorkflow(ctx, in)
 	if err != nil {
-		return nil, &Error{Code: CodeCluster, Msg: "start the child's workflow on " + p.cfg.HostPort, Err: err}
+		return nil, err
 	}
 	r := newRun(p, req, in, wf.GetID(), wf.GetRunID())
 	if err := r.awaitReady(ctx); err != nil {
@@ -308,6 +299,44 @@ func (p *Provider) Start(ctx context.Context, req subagent.StartRequest) (subage
 	}
 	r.relayCancel(ctx)
 	return r, nil
+}
+
+// startWorkflow starts the child's workflow. The start is not cut short
+// by ctx: whether the workflow exists must be known, to terminate it if ctx
+// ended meanwhile. A call the SDK gave up on (it waits at most 10s for one
+// call) while the cluster was overloaded by a burst of starts is made
+// again, within readyTimeout: if the first call did start the workflow,
+// the next one returns it (its id is the child's fresh session id, so it
+// can be no other's).
+func (p *Provider) startWorkflow(ctx context.Context, in Input) (client.WorkflowRun, error) {
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), p.cfg.ReadyTimeout)
+	defer cancel()
+	backoff := 50 * time.Millisecond
+	for {
+		wf, err := p.client.ExecuteWorkflow(sctx, client.StartWorkflowOptions{
+			ID:                       WorkflowID(in.SessionID),
+			TaskQueue:                p.cfg.TaskQueue,
+			WorkflowExecutionTimeout: p.cfg.RunTimeout,
+			// A stuck worker holds a workflow task this long before another
+			// worker gets it: no longer than it takes to notice it is stuck.
+			WorkflowTaskTimeout:      min(p.cfg.HeartbeatTimeout, 10*time.Second),
+			WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_FAIL,
+			WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
+		}, WorkflowName, in)
+		if err == nil {
+			return wf, nil
+		}
+		var timedOut *serviceerror.DeadlineExceeded
+		if !errors.As(err, &timedOut) && status.Code(err) != codes.DeadlineExceeded || sctx.Err() != nil {
+			return nil, &Error{Code: CodeCluster, Msg: "start the child's workflow on " + p.cfg.HostPort, Err: err}
+		}
+		p.cfg.Log.Debug("temporal: the start of a child timed out; starting it again", "workflow", WorkflowID(in.SessionID), "err", err)
+		select {
+		case <-time.After(backoff):
+		case <-sctx.Done():
+		}
+		backoff = min(2*backoff, time.Second)
+	}
 }
 
 // input is the workflow input of req.

@@ -10,6 +10,7 @@ import (
 
 	"github.com/google/jsonschema-go/jsonschema"
 	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/serviceerror"
 	taskqueuepb "go.temporal.io/api/taskqueue/v1"
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
@@ -124,4 +125,56 @@ func TestCheckWorkersOncePerBurst(t *testing.T) {
 		t.Errorf("a start whose ctx ends while it waits for the check: %v", err)
 	}
 	<-p.checking
+}
+
+// starter is a cluster whose first starts time out.
+type starter struct {
+	client.Client
+	timeouts int
+	calls    []string
+	err      error
+}
+
+func (s *starter) ExecuteWorkflow(ctx context.Context, opts client.StartWorkflowOptions, _ any, _ ...any) (client.WorkflowRun, error) {
+	s.calls = append(s.calls, opts.ID)
+	if len(s.calls) <= s.timeouts {
+		return nil, serviceerror.NewDeadlineExceeded("context deadline exceeded")
+	}
+	if s.err != nil {
+		return nil, s.err
+	}
+	return startedRun{id: opts.ID}, nil
+}
+
+type startedRun struct {
+	client.WorkflowRun
+	id string
+}
+
+func (r startedRun) GetID() string    { return r.id }
+func (r startedRun) GetRunID() string { return "run" }
+
+// A start call the SDK gave up on under load is made again with the same
+// workflow id, within readyTimeout; any other refusal fails the start.
+func TestStartWorkflowAgainAfterATimeout(t *testing.T) {
+	s := &starter{timeouts: 2}
+	p, err := New(Config{Name: "fleet", Client: s})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wf, err := p.startWorkflow(context.Background(), Input{SessionID: "child"})
+	if err != nil || wf.GetID() != WorkflowID("child") || len(s.calls) != 3 || s.calls[0] != s.calls[2] {
+		t.Fatalf("start: %v, %v after calls %v: want the workflow after three calls with one id", wf, err, s.calls)
+	}
+	s = &starter{err: serviceerror.NewPermissionDenied("no", "")}
+	p, _ = New(Config{Name: "fleet", Client: s})
+	var e *Error
+	if _, err := p.startWorkflow(context.Background(), Input{SessionID: "child"}); !errors.As(err, &e) || e.Code != CodeCluster || len(s.calls) != 1 {
+		t.Errorf("a refused start: %v after %d calls", err, len(s.calls))
+	}
+	s = &starter{timeouts: 1000}
+	p, _ = New(Config{Name: "fleet", Client: s, ChildTimeouts: subagent.ChildTimeouts{ReadyTimeout: 300 * time.Millisecond}})
+	if _, err := p.startWorkflow(context.Background(), Input{SessionID: "child"}); !errors.As(err, &e) || e.Code != CodeCluster {
+		t.Errorf("a start that times out until readyTimeout: %v", err)
+	}
 }
