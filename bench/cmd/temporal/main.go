@@ -181,7 +181,7 @@ subagents:
 	fmt.Printf("temporal children vs spawn and acp, %s %s/%s GOMAXPROCS=%d, %d runs per provider, two workers × %d, load average %.2f\n",
 		runtime.Version(), runtime.GOOS, runtime.GOARCH, runtime.GOMAXPROCS(0), runs, concurrency, measure.LoadAvg())
 
-	var lastChild string // the session id of the last temporal child
+	var fleetIDs []string // the session ids of the temporal children
 	one := func(name string) (ready, result, dispose time.Duration, err error) {
 		p, _ := rt.Subagents.Provider(name)
 		t0 := time.Now()
@@ -190,7 +190,7 @@ subagents:
 			return 0, 0, 0, fmt.Errorf("%s: start: %w", name, err)
 		}
 		if name == "fleet" {
-			lastChild = r.ID()
+			fleetIDs = append(fleetIDs, r.ID())
 		}
 		ready = time.Since(t0)
 		t1 := time.Now()
@@ -239,8 +239,11 @@ subagents:
 		return err
 	}
 	defer cluster.Close()
+	if err := printPhases(ctx, cluster, fleetIDs[len(fleetIDs)-runs:]); err != nil {
+		return err
+	}
 	if history {
-		events, err := fetchHistory(ctx, cluster, temporal.WorkflowID(lastChild))
+		events, err := fetchHistory(ctx, cluster, temporal.WorkflowID(fleetIDs[len(fleetIDs)-1]))
 		if err != nil {
 			return err
 		}
@@ -385,31 +388,52 @@ func printHistory(events []*historypb.HistoryEvent) {
 }
 
 // The phases of a child's workflow, from its history.
-var phaseNames = []string{"workflow task queued", "workflow task run", "activity queued", "activity run", "whole workflow"}
+var phaseNames = []string{"first workflow task queued", "its run", "activity queued", "activity start → claim", "claim → activity end",
+	"activity end → workflow end", "whole"}
 
-// phases returns, in milliseconds, how long a child's workflow tasks
-// waited for a worker (scheduled → started, summed) and took there
-// (started → completed, summed: the worker's work and the round trips), how
-// long its activity waited and ran, and the whole workflow.
+// phases returns, in milliseconds, the phases of a child's workflow: its
+// first workflow task waiting for a worker (scheduled → started) and
+// running there (started → completed: the worker's work and the round
+// trips), its activity waiting for a worker, from the activity's start to
+// the claim (the child built, its first checkpoint accepted), from there to
+// the activity's end (the model call, the outcome), from there to the
+// workflow's end (the last workflow task), and the whole workflow.
 func phases(events []*historypb.HistoryEvent) map[string]float64 {
 	out := map[string]float64{}
 	at := map[int64]time.Time{}
 	ms := func(from, to time.Time) float64 { return float64(to.Sub(from).Microseconds()) / 1e3 }
+	var actStart, claim time.Time
 	for _, e := range events {
 		t := e.GetEventTime().AsTime()
 		at[e.GetEventId()] = t
-		switch {
-		case e.GetWorkflowTaskStartedEventAttributes() != nil:
-			out["workflow task queued"] += ms(at[e.GetWorkflowTaskStartedEventAttributes().GetScheduledEventId()], t)
-		case e.GetWorkflowTaskCompletedEventAttributes() != nil:
-			out["workflow task run"] += ms(at[e.GetWorkflowTaskCompletedEventAttributes().GetStartedEventId()], t)
-		case e.GetActivityTaskStartedEventAttributes() != nil:
-			out["activity queued"] += ms(at[e.GetActivityTaskStartedEventAttributes().GetScheduledEventId()], t)
-		case e.GetActivityTaskCompletedEventAttributes() != nil:
-			out["activity run"] += ms(at[e.GetActivityTaskCompletedEventAttributes().GetStartedEventId()], t)
-		case e.GetWorkflowExecutionCompletedEventAttributes() != nil:
-			out["whole workflow"] = ms(at[1], t)
+		switch e.GetEventType() {
+		case enumspb.EVENT_TYPE_WORKFLOW_TASK_STARTED:
+			if _, ok := out["first workflow task queued"]; !ok {
+				out["first workflow task queued"] = ms(at[e.GetWorkflowTaskStartedEventAttributes().GetScheduledEventId()], t)
+			}
+		case enumspb.EVENT_TYPE_WORKFLOW_TASK_COMPLETED:
+			if _, ok := out["its run"]; !ok {
+				out["its run"] = ms(at[e.GetWorkflowTaskCompletedEventAttributes().GetStartedEventId()], t)
+			}
+		case enumspb.EVENT_TYPE_ACTIVITY_TASK_STARTED:
+			actStart = t
+			out["activity queued"] = ms(at[e.GetActivityTaskStartedEventAttributes().GetScheduledEventId()], t)
+		case enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_ACCEPTED:
+			if claim.IsZero() {
+				claim = t
+			}
+		case enumspb.EVENT_TYPE_ACTIVITY_TASK_COMPLETED:
+			if !claim.IsZero() {
+				out["claim → activity end"] = ms(claim, t)
+			}
+			at[-1] = t
+		case enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_COMPLETED:
+			out["activity end → workflow end"] = ms(at[-1], t)
+			out["whole"] = ms(at[1], t)
 		}
+	}
+	if !claim.IsZero() && !actStart.IsZero() { // the activity's start is recorded with its end
+		out["activity start → claim"] = ms(actStart, claim)
 	}
 	return out
 }
@@ -427,7 +451,7 @@ func printPhases(ctx context.Context, c client.Client, ids []string) error {
 			all[name] = append(all[name], v)
 		}
 	}
-	fmt.Printf("their workflows, from the histories (ms, median / p90 over the children):")
+	fmt.Printf("temporal children's workflows, from their histories (ms, median / p90 over %d children):", len(ids))
 	for _, name := range phaseNames {
 		st := stats.Of(all[name])
 		fmt.Printf(" %s %.1f / %.1f;", name, st.Median, st.P90)
