@@ -303,7 +303,7 @@ func throughput(ctx context.Context, p subagent.Provider, parent *agent.Agent, n
 			ids[i] = r.ID()
 			defer r.Dispose(ctx)
 			if res, err := r.Wait(ctx); err != nil || res.StopReason != subagent.Completed {
-				errs <- fmt.Errorf("child %d: %v %s %s", i, err, res.StopReason, res.Diagnostic)
+				errs <- &childError{id: r.ID(), err: fmt.Errorf("child %d: %v %s %s", i, err, res.StopReason, res.Diagnostic)}
 			}
 		})
 	}
@@ -311,6 +311,12 @@ func throughput(ctx context.Context, p subagent.Provider, parent *agent.Agent, n
 	elapsed := time.Since(t0)
 	close(errs)
 	if err := <-errs; err != nil {
+		if ce, ok := err.(*childError); ok {
+			if events, herr := fetchHistory(ctx, cluster, temporal.WorkflowID(ce.id)); herr == nil {
+				fmt.Printf("\nhistory of the failed child (ms after its workflow's start):\n")
+				printHistory(events)
+			}
+		}
 		return err
 	}
 	cpu1 := cpu()
@@ -323,6 +329,14 @@ func throughput(ctx context.Context, p subagent.Provider, parent *agent.Agent, n
 	fmt.Println()
 	return printPhases(ctx, cluster, ids)
 }
+
+// childError is a child of the burst that did not complete.
+type childError struct {
+	id  string
+	err error
+}
+
+func (e *childError) Error() string { return e.err.Error() }
 
 // startServer runs the test server and returns its address, namespace and
 // process id.
