@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/google/jsonschema-go/jsonschema"
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/temporal"
 	"go.uber.org/goleak"
@@ -492,4 +494,42 @@ func (f providerFunc) Capabilities() subagent.Capabilities {
 func (f providerFunc) InheritsParentContext() bool { return false }
 func (f providerFunc) Start(ctx context.Context, req subagent.StartRequest) (subagent.Run, error) {
 	return f(ctx, req)
+}
+
+// Only the workflow's cancellation aborts the child. When the SDK gives an
+// attempt up for another reason (a heartbeat the overloaded cluster did not
+// answer, the activity gone), the child is handed back unwritten: before,
+// it was aborted and its aborted end written to the log, and the parent got
+// an aborted child from a cluster that was only slow.
+func TestFollowAbortsOnlyOnCancellation(t *testing.T) {
+	for _, tc := range []struct {
+		name       string
+		cause      error
+		handedBack bool
+	}{
+		{"the workflow cancelled", temporal.NewCanceledError(), false},
+		{"a heartbeat unanswered", serviceerror.NewResourceExhausted(enumspb.RESOURCE_EXHAUSTED_CAUSE_SYSTEM_OVERLOADED, "busy"), true},
+		{"the activity gone", serviceerror.NewNotFound("no such activity"), true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			a := &activities{heartbeat: time.Millisecond}
+			s := &sink{}
+			ctx, cancel := context.WithCancelCause(context.Background())
+			done := make(chan struct{})
+			beats := 0
+			heartbeat := func() {
+				if beats++; beats == 3 {
+					cancel(tc.cause)
+				}
+			}
+			stopped := false
+			stop := func() {
+				stopped = true
+				close(done)
+			}
+			if got := a.follow(ctx, done, nil, heartbeat, s, stop); got != tc.handedBack || !stopped || s.silenced.Load() != tc.handedBack {
+				t.Errorf("handed back %v, child stopped %v, log silenced %v: want %v, true, %v", got, stopped, s.silenced.Load(), tc.handedBack, tc.handedBack)
+			}
+		})
+	}
 }

@@ -19,8 +19,9 @@ const (
 	ErrSuperseded = "Superseded"
 	// ErrHistoryFull: the workflow's history is near Temporal's limits.
 	ErrHistoryFull = "HistoryFull"
-	// ErrHandedBack: the attempt's worker is stopping; the child goes on
-	// on another worker.
+	// ErrHandedBack: the attempt's worker is stopping, or the attempt lost
+	// its activity (a heartbeat the cluster did not answer); the child goes
+	// on on another attempt.
 	ErrHandedBack = "HandedBack"
 	// ErrCheckpoint: the attempt could not read or extend the log; the
 	// child goes on on another worker.
