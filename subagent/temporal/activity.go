@@ -43,11 +43,12 @@ type activities struct {
 }
 
 // RunChild runs one attempt of a child: it reads the log so far (when the
-// attempt continues one), claims it, runs the child's turn with the
-// in-process driver, heartbeating, and returns how the turn ended. A
+// attempt continues one), runs the child's turn with the in-process
+// driver, heartbeating, and returns how the turn ended, with the end of
+// the log (the events after its last step boundary). A
 // cancelled activity cancels the child and returns once it has stopped; a
-// stopping worker hands the child back (ErrHandedBack) without writing
-// what the interrupted step did.
+// stopping worker, or an attempt that lost its activity, hands the child
+// back (ErrHandedBack) without writing what the interrupted step did.
 func (a *activities) RunChild(ctx context.Context, at Attempt) (Outcome, error) {
 	in := at.Input
 	info := activity.GetInfo(ctx)
@@ -85,53 +86,60 @@ func (a *activities) RunChild(ctx context.Context, at Attempt) (Outcome, error) 
 		}
 		return Outcome{}, temporal.NewNonRetryableApplicationError("the worker could not start the child: "+err.Error(), ErrChild, nil)
 	}
-	if !s.isClaimed() { // the runtime's sessions do not go through Worker.Sessions
+	if !s.isOpen() { // the runtime's sessions do not go through Worker.Sessions
 		stopChild()
 		run.Dispose(wctx)
 		return Outcome{}, temporal.NewNonRetryableApplicationError("the worker's runtime does not keep its sessions through Worker.Sessions", ErrChild, nil)
 	}
-	handedBack := a.follow(ctx, run, s, stopChild)
+	handedBack := a.follow(ctx, run.Done(), activity.GetWorkerStopChannel(ctx), func() { activity.RecordHeartbeat(ctx, s.length()) }, s, stopChild)
 	res, _ := run.Wait(wctx)
 	derr := run.Dispose(wctx)
 	switch {
 	case handedBack:
-		return Outcome{}, temporal.NewApplicationError("the worker stopped; the child goes on on another worker", ErrHandedBack)
+		return Outcome{}, temporal.NewApplicationError(fmt.Sprintf("the worker stopped or lost the child's activity (%v); the child goes on on another attempt",
+			context.Cause(ctx)), ErrHandedBack)
 	case s.failure() != nil:
 		return Outcome{}, writeError(s.failure())
 	case derr != nil:
 		return Outcome{}, temporal.NewApplicationErrorWithCause("close the child: "+derr.Error(), ErrCheckpoint, derr)
 	}
-	return Outcome{StopReason: res.StopReason, Diagnostic: res.Diagnostic}, nil
+	tail, err := s.finish()
+	if err != nil {
+		return Outcome{}, writeError(err)
+	}
+	return Outcome{StopReason: res.StopReason, Diagnostic: res.Diagnostic, Tail: tail}, nil
 }
 
-// follow heartbeats until the run settles. A cancelled activity (its
-// workflow was cancelled) cancels the child, whose turn ends aborted; a
-// stopping worker silences the child's log and cancels it: the step it was
-// in will be done again elsewhere.
-func (a *activities) follow(ctx context.Context, run subagent.Run, s *sink, stop func()) (handedBack bool) {
+// follow heartbeats until the run's done closes. Only the workflow's
+// cancellation (a cancelled activity) cancels the child, whose turn ends
+// aborted. Any other end of the activity's ctx hands the child back: the
+// worker stopping, or the activity lost (the SDK gives an attempt up when
+// the cluster, overloaded, does not answer a heartbeat in time, or when the
+// attempt has timed out there). The child's log is silenced and the child
+// stopped: the step it was in will be done again by the next attempt. The
+// first heartbeat goes a tick after the start (the heartbeat timeout runs
+// from the start): a short child costs the cluster no heartbeat.
+func (a *activities) follow(ctx context.Context, done, stopping <-chan struct{}, heartbeat func(), s *sink, stop func()) (handedBack bool) {
 	tick := time.NewTicker(a.heartbeat)
 	defer tick.Stop()
-	stopping := activity.GetWorkerStopChannel(ctx)
 	for {
-		activity.RecordHeartbeat(ctx, s.length())
 		select {
-		case <-run.Done():
+		case <-done:
 			return false
 		case <-tick.C:
+			heartbeat()
 		case <-ctx.Done():
-			select {
-			case <-stopping: // the worker's stop also ends the activity's ctx
+			handedBack = !temporal.IsCanceledError(context.Cause(ctx))
+			if handedBack {
 				s.silence()
-				handedBack = true
-			default:
 			}
 			stop()
-			<-run.Done()
+			<-done
 			return handedBack
 		case <-stopping:
 			s.silence()
 			stop()
-			<-run.Done()
+			<-done
 			return true
 		}
 	}

@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/google/jsonschema-go/jsonschema"
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/temporal"
 	"go.uber.org/goleak"
@@ -39,7 +41,8 @@ type memLog struct {
 	state   logState
 	events  []session.Event
 	headers []session.Header
-	writes  int
+	writes  int // checkpoints written, tails included
+	tails   int // tails of outcomes among them
 	fail    func(cp Checkpoint) error
 	onWrite func(cp Checkpoint)
 }
@@ -138,6 +141,19 @@ func (h *host) attempt(t *testing.T, at Attempt, stop chan struct{}) (Outcome, e
 	if err := val.Get(&out); err != nil {
 		t.Fatal(err)
 	}
+	if out.Tail != nil { // the workflow adds it to the log
+		h.log.mu.Lock()
+		h.log.state.running = nil
+		err := h.log.state.continues(*out.Tail)
+		h.log.mu.Unlock()
+		if err != nil {
+			t.Fatalf("the outcome's tail: %v", err)
+		}
+		h.log.tails++
+		if err := h.log.write(context.Background(), execution{}, *out.Tail); err != nil {
+			t.Fatal(err)
+		}
+	}
 	return out, nil
 }
 
@@ -191,8 +207,9 @@ func TestRunChild(t *testing.T) {
 		hs[0].Origin != session.OriginSubagent || hs[0].Cwd != h.acts.host.Cwd {
 		t.Errorf("claims %+v: want one, with the child's lineage and the worker's workspace", hs)
 	}
-	if h.log.writes != 6 {
-		t.Errorf("%d checkpoints for two steps of one tool call each: want the claim, one before each model call and each tool call, and the turn's end (6)", h.log.writes)
+	if h.log.writes != 5 || h.log.tails != 1 {
+		t.Errorf("%d checkpoints (%d tails) for two steps of one tool call each: want one before each model call (the first claims the log) and each tool call, "+
+			"and the turn's end with the outcome (4 + 1 tail)", h.log.writes, h.log.tails)
 	}
 	req := model.Requests()[0]
 	var tools []string
@@ -315,7 +332,10 @@ func TestRunChildWriteFailures(t *testing.T) {
 		}
 		return nil
 	}
-	h = newHost(t, scripted.New(scripted.Text("lost")), gone)
+	h = newHost(t, scripted.New(scripted.ToolCalls("", scripted.Call{Name: "look", Arguments: `{}`}), scripted.Text("lost")), gone)
+	h.tools.Register(tool.Definition{Name: "look", Execute: func(context.Context, tool.Call) (tool.Result, error) {
+		return tool.TextResult("seen"), nil
+	}})
 	if _, err := h.attempt(t, Attempt{Input: testInput(), Attempt: 1}, nil); errType(err) != ErrCheckpoint {
 		t.Errorf("an unwritable log: %v, want %s", err, ErrCheckpoint)
 	}
@@ -406,12 +426,57 @@ func TestSinkChunks(t *testing.T) {
 	if len(log.log()) != 8 || log.writes < 3 {
 		t.Errorf("%d events in %d checkpoints: want 8 in at least 3", len(log.log()), log.writes)
 	}
-	huge := session.Event{Seq: 8, Type: session.TypeTurnEnd, Data: content.UserText(strings.Repeat("y", 3<<20))}
+	huge := session.Event{Seq: 8, Type: session.TypeToolCall, Data: content.UserText(strings.Repeat("y", 3<<20))}
 	if err := s.Append([]session.Event{huge}); errType(err) != ErrChild || !strings.Contains(err.Error(), "larger than a Temporal payload") {
 		t.Errorf("a 3 MiB event: %v", err)
 	}
 	if err := s.Close(); err == nil {
 		t.Error("the sink forgot its failure")
+	}
+	if _, err := s.finish(); err == nil {
+		t.Error("finish forgot the sink's failure")
+	}
+}
+
+// The end of a turn goes with the attempt's outcome, not through a
+// checkpoint: finish returns it, claiming the log when nothing else did,
+// and writes first what one checkpoint cannot hold.
+func TestSinkFinish(t *testing.T) {
+	log := &memLog{state: logState{attempt: 1}}
+	s := &sink{store: log, attempt: 1, ctx: context.Background(), timeout: time.Second}
+	s.open(session.Header{ID: "child"})
+	if err := s.Append([]session.Event{{Seq: 0, Type: session.TypeTurnStart, Data: session.TurnStart{Turn: 1}},
+		{Seq: 1, Type: session.TypeTurnEnd, Data: session.TurnEnd{Turn: 1}}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil || log.writes != 0 {
+		t.Fatalf("close: %v, %d writes: want the turn's end kept for the outcome", err, log.writes)
+	}
+	tail, err := s.finish()
+	if err != nil || tail == nil || tail.Header == nil || tail.Header.ID != "child" || tail.From != 0 || len(tail.Events) != 2 {
+		t.Fatalf("finish: %+v, %v: want both events, with the claim", tail, err)
+	}
+	if tail, err := s.finish(); tail != nil || err != nil {
+		t.Errorf("a second finish: %+v, %v", tail, err)
+	}
+
+	big := strings.Repeat("x", 300<<10)
+	log = &memLog{state: logState{attempt: 1}}
+	s = &sink{store: log, attempt: 1, ctx: context.Background(), timeout: time.Second}
+	s.open(session.Header{ID: "child"})
+	var evs []session.Event
+	for i := range 7 {
+		evs = append(evs, session.Event{Seq: int64(i), Type: session.TypeUserMessage, Data: content.UserText(big)})
+	}
+	if err := s.Append(evs); err != nil {
+		t.Fatal(err)
+	}
+	tail, err = s.finish()
+	if err != nil || tail == nil || tail.Header != nil || len(log.headers) != 1 {
+		t.Fatalf("finish: %+v, %v; %d claims: want the first written checkpoint to claim the log", tail, err, len(log.headers))
+	}
+	if b, _ := json.Marshal(tail); len(b) > maxCheckpointBytes+64<<10 || log.writes == 0 || len(log.log())+len(tail.Events) != 7 || tail.From != len(log.log()) {
+		t.Errorf("tail of %d bytes from %d after %d writes of %d events", len(b), tail.From, log.writes, len(log.log()))
 	}
 }
 
@@ -429,4 +494,42 @@ func (f providerFunc) Capabilities() subagent.Capabilities {
 func (f providerFunc) InheritsParentContext() bool { return false }
 func (f providerFunc) Start(ctx context.Context, req subagent.StartRequest) (subagent.Run, error) {
 	return f(ctx, req)
+}
+
+// Only the workflow's cancellation aborts the child. When the SDK gives an
+// attempt up for another reason (a heartbeat the overloaded cluster did not
+// answer, the activity gone), the child is handed back unwritten: before,
+// it was aborted and its aborted end written to the log, and the parent got
+// an aborted child from a cluster that was only slow.
+func TestFollowAbortsOnlyOnCancellation(t *testing.T) {
+	for _, tc := range []struct {
+		name       string
+		cause      error
+		handedBack bool
+	}{
+		{"the workflow cancelled", temporal.NewCanceledError(), false},
+		{"a heartbeat unanswered", serviceerror.NewResourceExhausted(enumspb.RESOURCE_EXHAUSTED_CAUSE_SYSTEM_OVERLOADED, "busy"), true},
+		{"the activity gone", serviceerror.NewNotFound("no such activity"), true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			a := &activities{heartbeat: time.Millisecond}
+			s := &sink{}
+			ctx, cancel := context.WithCancelCause(context.Background())
+			done := make(chan struct{})
+			beats := 0
+			heartbeat := func() {
+				if beats++; beats == 3 {
+					cancel(tc.cause)
+				}
+			}
+			stopped := false
+			stop := func() {
+				stopped = true
+				close(done)
+			}
+			if got := a.follow(ctx, done, nil, heartbeat, s, stop); got != tc.handedBack || !stopped || s.silenced.Load() != tc.handedBack {
+				t.Errorf("handed back %v, child stopped %v, log silenced %v: want %v, true, %v", got, stopped, s.silenced.Load(), tc.handedBack, tc.handedBack)
+			}
+		})
+	}
 }

@@ -12,7 +12,9 @@ import (
 // logReader rebuilds a child's log from its workflow's history: the
 // checkpoints the workflow accepted, in the order it applied them. An
 // update's arguments are in its acceptance event, its outcome in its
-// completion; a checkpoint the validator refused leaves no trace.
+// completion; a checkpoint the validator refused leaves no trace. The
+// end of the log is in the completion of the attempt that ran the child's
+// turn to its end (Outcome.Tail).
 type logReader struct {
 	pending map[string]*commonpb.Payloads // accepted checkpoints not yet completed, by update id
 	length  int                           // events of the log so far
@@ -46,14 +48,28 @@ func (r *logReader) add(e *historypb.HistoryEvent) (*Checkpoint, error) {
 		if err := converter.GetDefaultDataConverter().FromPayloads(args, &cp); err != nil {
 			return nil, fmt.Errorf("history event %d: checkpoint %s: %w", e.GetEventId(), id, err)
 		}
-		for i, ev := range cp.Events {
-			if cp.From != r.length || ev.Seq != int64(r.length+i) {
-				return nil, fmt.Errorf("history event %d: checkpoint %s continues the log at %d (event seq %d), but it holds %d events",
-					e.GetEventId(), id, cp.From, ev.Seq, r.length)
-			}
+		return r.extend(e, id, &cp)
+	case enumspb.EVENT_TYPE_ACTIVITY_TASK_COMPLETED:
+		var out Outcome
+		if err := converter.GetDefaultDataConverter().FromPayloads(e.GetActivityTaskCompletedEventAttributes().GetResult(), &out); err != nil {
+			return nil, fmt.Errorf("history event %d: the attempt's outcome: %w", e.GetEventId(), err)
 		}
-		r.length += len(cp.Events)
-		return &cp, nil
+		if out.Tail == nil {
+			return nil, nil
+		}
+		return r.extend(e, "tail", out.Tail)
 	}
 	return nil, nil
+}
+
+// extend adds cp, read from history event e, to the log.
+func (r *logReader) extend(e *historypb.HistoryEvent, id string, cp *Checkpoint) (*Checkpoint, error) {
+	for i, ev := range cp.Events {
+		if cp.From != r.length || ev.Seq != int64(r.length+i) {
+			return nil, fmt.Errorf("history event %d: checkpoint %s continues the log at %d (event seq %d), but it holds %d events",
+				e.GetEventId(), id, cp.From, ev.Seq, r.length)
+		}
+	}
+	r.length += len(cp.Events)
+	return cp, nil
 }

@@ -34,8 +34,8 @@ func completed(id string, ok bool) *historypb.HistoryEvent {
 				Meta: &updatepb.Meta{UpdateId: id}, Outcome: outcome}}}
 }
 
-func payloads(t testing.TB, cp Checkpoint) *commonpb.Payloads {
-	p, err := converter.GetDefaultDataConverter().ToPayloads(cp)
+func payloads(t testing.TB, v any) *commonpb.Payloads {
+	p, err := converter.GetDefaultDataConverter().ToPayloads(v)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -69,6 +69,15 @@ func TestLogReader(t *testing.T) {
 	feed(completed("b", true))
 	if len(log) != 3 || r.length != 3 || log[2].Seq != 2 {
 		t.Fatalf("log %v (length %d): want seqs 0..2", log, r.length)
+	}
+	// The end of the log comes with the attempt's outcome.
+	feed(&historypb.HistoryEvent{EventType: enumspb.EVENT_TYPE_ACTIVITY_TASK_COMPLETED, Attributes: &historypb.HistoryEvent_ActivityTaskCompletedEventAttributes{
+		ActivityTaskCompletedEventAttributes: &historypb.ActivityTaskCompletedEventAttributes{Result: payloads(t, Outcome{StopReason: "completed"})}}})
+	feed(&historypb.HistoryEvent{EventType: enumspb.EVENT_TYPE_ACTIVITY_TASK_COMPLETED, Attributes: &historypb.HistoryEvent_ActivityTaskCompletedEventAttributes{
+		ActivityTaskCompletedEventAttributes: &historypb.ActivityTaskCompletedEventAttributes{
+			Result: payloads(t, Outcome{StopReason: "completed", Tail: &Checkpoint{Attempt: 1, From: 3, Events: events(3, 2)}})}}})
+	if len(log) != 5 || r.length != 5 || log[4].Seq != 4 {
+		t.Fatalf("log %v (length %d): want seqs 0..4, the tail's included", log, r.length)
 	}
 	// A checkpoint the workflow could not have applied is an error.
 	r.add(accepted("gap", payloads(t, Checkpoint{Attempt: 1, From: 9, Events: events(9, 1)})))

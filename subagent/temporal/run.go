@@ -90,8 +90,16 @@ func (r *run) awaitReady(ctx context.Context) error {
 		err = &Error{Code: CodeNoWorker, Msg: fmt.Sprintf("no worker claimed the child within readyTimeout (%s): the workers of task queue %s are busy, stuck or gone",
 			r.p.cfg.ReadyTimeout, r.p.cfg.TaskQueue)}
 	case <-r.Done():
-		res, _ := r.Wait(context.Background())
-		err = &Error{Code: CodeRefused, Msg: "the child's workflow ended before a worker claimed it: " + res.Diagnostic}
+		select {
+		case <-r.ready: // claimed by the outcome of its only attempt
+			if ctx.Err() == nil {
+				return nil
+			}
+			err = subagent.AbortedBeforeReady(r.p.cfg.Name, context.Cause(ctx))
+		default:
+			res, _ := r.Wait(context.Background())
+			err = &Error{Code: CodeRefused, Msg: "the child's workflow ended before a worker claimed it: " + res.Diagnostic}
+		}
 	}
 	r.aborting.Store(true)
 	if terr := r.terminate(context.Background(), "the parent gave up before a worker claimed the child"); terr != nil {

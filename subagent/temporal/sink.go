@@ -77,12 +77,16 @@ const (
 	maxEventBytes      = 2<<20 - 64<<10
 )
 
-// sink persists the session of a child this worker runs: when the session
-// is created it claims the child's log for its attempt, then it adds the
-// session's events to the log at each step boundary (see shipsAt), before
-// the child goes on: the agent flushes its session before each model call
-// and each tool call, and at the turn's end. It skips the events the log holds already (the seed of
-// a child that continues).
+// sink persists the session of a child this worker runs. The runtime
+// creates the session through it (open); then it adds the session's events
+// to the log at each step boundary (see shipsAt), before the child goes
+// on: the agent flushes its session before each model call and each tool
+// call. The first checkpoint of an attempt carries the session header: it
+// claims the log for the attempt (readiness, for a new child). What the
+// turn adds after its last boundary (the answer and the turn's end) is not
+// written through an update: the attempt returns it with its outcome
+// (finish), which saves the cluster a workflow task per child. It skips the
+// events the log holds already (the seed of a child that continues).
 type sink struct {
 	store   logStore
 	wf      execution
@@ -95,27 +99,25 @@ type sink struct {
 	mu       sync.Mutex
 	next     int // the log's length on the cluster
 	buffered []session.Event
-	claimed  bool
-	err      error // sticky: the first failed write
+	header   *session.Header // set by open; the first checkpoint carries it
+	claimed  bool            // a checkpoint of this attempt was accepted
+	err      error           // sticky: the first failed write
 }
 
-// claim makes the attempt the log's writer; h is the child's session
-// header.
-func (s *sink) claim(h session.Header) error {
+// open routes the child's session, whose header is h, to the sink; the
+// first checkpoint claims the log with h.
+func (s *sink) open(h session.Header) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if err := s.write(Checkpoint{Attempt: s.attempt, From: s.next, Header: &h}); err != nil {
-		return err
-	}
-	s.claimed = true
-	return nil
+	s.header = &h
 }
 
-// isClaimed reports whether the claim was written.
-func (s *sink) isClaimed() bool {
+// isOpen reports whether the runtime created the child's session through
+// the sink.
+func (s *sink) isOpen() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.claimed
+	return s.header != nil
 }
 
 // Append implements session.Persister.
@@ -139,28 +141,43 @@ func (s *sink) Append(events []session.Event) error {
 	if !ship {
 		return nil
 	}
-	return s.ship()
+	return s.ship(0)
 }
 
 // shipsAt reports whether an event ends a batch of the log: a step about
 // to call the model (the steps before it are then in the log, and are not
-// redone), a tool call about to run, and the turn's end.
+// redone) and a tool call about to run. The turn's end is not one: it goes
+// with the attempt's outcome.
 func shipsAt(typ string) bool {
 	switch typ {
-	case session.TypeStepStart, session.TypeToolCall, session.TypeTurnEnd:
+	case session.TypeStepStart, session.TypeToolCall:
 		return true
 	}
 	return false
 }
 
-// Close implements session.Persister: what is left is shipped.
-func (s *sink) Close() error {
+// Close implements session.Persister. What is buffered stays for finish.
+func (s *sink) Close() error { return s.failure() }
+
+// finish returns the checkpoint that goes with the attempt's outcome: the
+// events not yet in the log (nil when there are none). What does not fit
+// one checkpoint is written first.
+func (s *sink) finish() (*Checkpoint, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.err != nil || len(s.buffered) == 0 {
-		return s.err
+	if s.err != nil {
+		return nil, s.err
 	}
-	return s.ship()
+	if s.silenced.Load() || len(s.buffered) == 0 {
+		return nil, nil
+	}
+	if err := s.ship(maxCheckpointBytes); err != nil {
+		return nil, err
+	}
+	cp := s.checkpoint(len(s.buffered))
+	s.next += len(s.buffered)
+	s.buffered = nil
+	return &cp, nil
 }
 
 // silence drops what the session writes from now on.
@@ -180,15 +197,26 @@ func (s *sink) length() int {
 	return s.next
 }
 
+// checkpoint is the checkpoint of the first n buffered events; the
+// attempt's first carries the header. s.mu must be held.
+func (s *sink) checkpoint(n int) Checkpoint {
+	cp := Checkpoint{Attempt: s.attempt, From: s.next, Events: s.buffered[:n:n]}
+	if !s.claimed {
+		cp.Header = s.header
+	}
+	return cp
+}
+
 // ship writes the buffered events in checkpoints of at most
-// maxCheckpointBytes. s.mu must be held.
-func (s *sink) ship() error {
+// maxCheckpointBytes, until no more than keep bytes of them are left.
+// s.mu must be held.
+func (s *sink) ship(keep int) error {
 	for len(s.buffered) > 0 {
 		if s.silenced.Load() {
 			s.buffered = nil
 			return nil
 		}
-		n, size := 0, 0
+		n, size, total, full := 0, 0, 0, false
 		for _, e := range s.buffered {
 			b, err := e.MarshalJSON()
 			if err != nil {
@@ -198,14 +226,21 @@ func (s *sink) ship() error {
 				return s.fail(temporal.NewNonRetryableApplicationError(fmt.Sprintf(
 					"event %d (%s) is %d bytes: larger than a Temporal payload may be", e.Seq, e.Type, len(b)), ErrChild, nil))
 			}
-			if n > 0 && size+len(b) > maxCheckpointBytes {
+			if full = full || n > 0 && size+len(b) > maxCheckpointBytes; full && keep == 0 {
 				break
 			}
-			n, size = n+1, size+len(b)
+			if !full {
+				n, size = n+1, size+len(b)
+			}
+			total += len(b)
 		}
-		if err := s.write(Checkpoint{Attempt: s.attempt, From: s.next, Events: s.buffered[:n]}); err != nil {
+		if keep > 0 && total <= keep {
+			return nil
+		}
+		if err := s.write(s.checkpoint(n)); err != nil {
 			return err
 		}
+		s.claimed = true
 		s.next += n
 		s.buffered = s.buffered[n:]
 	}
@@ -284,7 +319,7 @@ func (b *sessions) forget(id string) {
 	delete(b.gone, id)
 }
 
-// Create implements session.Backend: a child's session claims its log.
+// Create implements session.Backend: a child's session goes to its sink.
 func (b *sessions) Create(h session.Header) (session.Persister, error) {
 	b.mu.Lock()
 	s := b.sinks[h.ID]
@@ -292,9 +327,7 @@ func (b *sessions) Create(h session.Header) (session.Persister, error) {
 	if s == nil {
 		return b.inner.Create(h)
 	}
-	if err := s.claim(h); err != nil {
-		return nil, err
-	}
+	s.open(h)
 	return s, nil
 }
 

@@ -9,14 +9,17 @@
 // policy). The workflow runs one activity attempt at a time (ActivityName);
 // an attempt builds the child with the worker's models, tools and
 // workspace and runs its turn. The child's session log is the source of
-// truth and lives in the workflow's history: the attempt first claims the
-// log (a CheckpointUpdate carrying the session header: that is readiness),
-// then adds to it through one update per step boundary (before each model
-// call, before each tool call runs, at the turn's end), each applied before
-// the child goes on. The workflow accepts an update only from its current
-// attempt while it runs, and only if it continues the log exactly, so a
-// worker cut off from the cluster cannot write into a child that has moved
-// on.
+// truth and lives in the workflow's history: the attempt adds to it
+// through one update (CheckpointUpdate) per step boundary, before each
+// model call and before each tool call runs, each applied before the child
+// goes on; the first carries the session header and claims the log for
+// the attempt (for a new child, that is readiness). The rest of the turn
+// (the answer and the turn's end) comes back with the attempt's outcome
+// (Outcome.Tail), which the workflow adds to the log: a one-shot child
+// costs the cluster one update and three workflow tasks. The workflow
+// accepts a checkpoint only from its current attempt while it runs, and
+// only if it continues the log exactly, so a worker cut off from the
+// cluster cannot write into a child that has moved on.
 //
 // Durability. When a worker dies or hangs (its heartbeat stops:
 // HeartbeatTimeout) or stops (SIGTERM hands its children back at once), the
@@ -25,10 +28,12 @@
 // turn as crash repair does, and tells the child to continue: the model
 // calls and tool results already in the log are not redone; the model
 // call in flight is, and a tool call that was running is reported to the
-// model as of unknown outcome. MaxResumes bounds the attempts.
+// model as of unknown outcome; a worker that died after the turn ended but
+// before its attempt completed leaves the last model call to be redone.
+// MaxResumes bounds the attempts.
 //
 // Bounds. Each update adds five events to the history (its acceptance and
-// completion, and a workflow task), a step one to three updates; the step
+// completion, and a workflow task), a step one to two updates; the step
 // cap (agent.maxSteps, default 100) keeps a one-shot child far under
 // Temporal's 51,200-event limit, so no continue-as-new is needed. Payloads are the log's events, shipped in
 // checkpoints of at most 1 MiB (Temporal refuses payloads over 2 MiB); a
@@ -48,13 +53,17 @@ import (
 	"cmp"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"time"
 
 	"github.com/google/uuid"
 	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/dsh-go/dsh/session"
 	"github.com/dsh-go/dsh/subagent"
@@ -179,6 +188,11 @@ type Provider struct {
 	cfg    Config
 	client client.Client
 	owned  bool // the provider dialed client
+
+	// checking admits one worker check at a time; seen is when the last
+	// one found workers (guarded by checking).
+	checking chan struct{}
+	seen     time.Time
 }
 
 // New validates cfg and returns a provider. It does not connect: the first
@@ -188,14 +202,15 @@ func New(cfg Config) (*Provider, error) {
 		return nil, err
 	}
 	cfg = cfg.withDefaults()
-	if cfg.Client != nil {
-		return &Provider{cfg: cfg, client: cfg.Client}, nil
+	p := &Provider{cfg: cfg, client: cfg.Client, checking: make(chan struct{}, 1)}
+	if p.client == nil {
+		c, err := dial(cfg, true)
+		if err != nil {
+			return nil, &subagent.ConfigError{Kind: Kind, Provider: cfg.Name, Field: "hostPort", Msg: err.Error()}
+		}
+		p.client, p.owned = c, true
 	}
-	c, err := dial(cfg, true)
-	if err != nil {
-		return nil, &subagent.ConfigError{Kind: Kind, Provider: cfg.Name, Field: "hostPort", Msg: err.Error()}
-	}
-	return &Provider{cfg: cfg, client: c, owned: true}, nil
+	return p, nil
 }
 
 // Close closes the connection the provider made to the cluster. Runs still
@@ -274,22 +289,9 @@ func (p *Provider) Start(ctx context.Context, req subagent.StartRequest) (subage
 		}
 		return nil, err
 	}
-	// The start RPC is not cut short by ctx: whether the workflow exists
-	// must be known, to terminate it if ctx ended meanwhile.
-	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), p.cfg.ReadyTimeout)
-	wf, err := p.client.ExecuteWorkflow(sctx, client.StartWorkflowOptions{
-		ID:                       WorkflowID(in.SessionID),
-		TaskQueue:                p.cfg.TaskQueue,
-		WorkflowExecutionTimeout: p.cfg.RunTimeout,
-		// A stuck worker holds a workflow task this long before another
-		// worker gets it: no longer than it takes to notice it is stuck.
-		WorkflowTaskTimeout:      min(p.cfg.HeartbeatTimeout, 10*time.Second),
-		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_FAIL,
-		WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
-	}, WorkflowName, in)
-	cancel()
+	wf, err := p.startWorkflow(ctx, in)
 	if err != nil {
-		return nil, &Error{Code: CodeCluster, Msg: "start the child's workflow on " + p.cfg.HostPort, Err: err}
+		return nil, err
 	}
 	r := newRun(p, req, in, wf.GetID(), wf.GetRunID())
 	if err := r.awaitReady(ctx); err != nil {
@@ -297,6 +299,44 @@ func (p *Provider) Start(ctx context.Context, req subagent.StartRequest) (subage
 	}
 	r.relayCancel(ctx)
 	return r, nil
+}
+
+// startWorkflow starts the child's workflow. The start is not cut short
+// by ctx: whether the workflow exists must be known, to terminate it if ctx
+// ended meanwhile. A call the SDK gave up on (it waits at most 10s for one
+// call) while the cluster was overloaded by a burst of starts is made
+// again, within readyTimeout: if the first call did start the workflow,
+// the next one returns it (its id is the child's fresh session id, so it
+// can be no other's).
+func (p *Provider) startWorkflow(ctx context.Context, in Input) (client.WorkflowRun, error) {
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), p.cfg.ReadyTimeout)
+	defer cancel()
+	backoff := 50 * time.Millisecond
+	for {
+		wf, err := p.client.ExecuteWorkflow(sctx, client.StartWorkflowOptions{
+			ID:                       WorkflowID(in.SessionID),
+			TaskQueue:                p.cfg.TaskQueue,
+			WorkflowExecutionTimeout: p.cfg.RunTimeout,
+			// A stuck worker holds a workflow task this long before another
+			// worker gets it: no longer than it takes to notice it is stuck.
+			WorkflowTaskTimeout:      min(p.cfg.HeartbeatTimeout, 10*time.Second),
+			WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_FAIL,
+			WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
+		}, WorkflowName, in)
+		if err == nil {
+			return wf, nil
+		}
+		var timedOut *serviceerror.DeadlineExceeded
+		if !errors.As(err, &timedOut) && status.Code(err) != codes.DeadlineExceeded || sctx.Err() != nil {
+			return nil, &Error{Code: CodeCluster, Msg: "start the child's workflow on " + p.cfg.HostPort, Err: err}
+		}
+		p.cfg.Log.Debug("temporal: the start of a child timed out; starting it again", "workflow", WorkflowID(in.SessionID), "err", err)
+		select {
+		case <-time.After(backoff):
+		case <-sctx.Done():
+		}
+		backoff = min(2*backoff, time.Second)
+	}
 }
 
 // input is the workflow input of req.
@@ -333,8 +373,32 @@ func (p *Provider) input(req subagent.StartRequest) (Input, error) {
 // alive: a poll lasts up to about a minute.
 const pollerWindow = 90 * time.Second
 
-// checkWorkers fails fast when no worker polls the task queue.
+// workersFresh is how long a check that found workers stands for the
+// starts that follow it: a burst of children costs the cluster one check,
+// not two calls per child.
+const workersFresh = 5 * time.Second
+
+// checkWorkers fails fast when no worker polls the task queue. Starts wait
+// for a check under way and take its finding.
 func (p *Provider) checkWorkers(ctx context.Context) error {
+	select {
+	case p.checking <- struct{}{}:
+	case <-ctx.Done():
+		return context.Cause(ctx)
+	}
+	defer func() { <-p.checking }()
+	if !p.seen.IsZero() && time.Since(p.seen) < workersFresh {
+		return nil
+	}
+	if err := p.describeWorkers(ctx); err != nil {
+		return err
+	}
+	p.seen = time.Now()
+	return nil
+}
+
+// describeWorkers asks the cluster whether workers poll the task queue.
+func (p *Provider) describeWorkers(ctx context.Context) error {
 	cctx, cancel := context.WithTimeout(ctx, p.cfg.ReadyTimeout)
 	defer cancel()
 	for _, typ := range []enumspb.TaskQueueType{enumspb.TASK_QUEUE_TYPE_WORKFLOW, enumspb.TASK_QUEUE_TYPE_ACTIVITY} {

@@ -69,7 +69,7 @@ type Attempt struct {
 
 // Checkpoint is what an attempt adds to the child's log: Events continue
 // the log, whose length was From. The first checkpoint of an attempt (its
-// claim, sent before the child runs) carries the header.
+// claim, sent before the child's first model call) carries the header.
 type Checkpoint struct {
 	Attempt int             `json:"attempt"`
 	From    int             `json:"from"`
@@ -77,14 +77,21 @@ type Checkpoint struct {
 	Events  []session.Event `json:"events,omitempty"`
 }
 
-// Outcome is a child workflow's result. The child's output, usage and
-// structured value are in its log; the outcome says how the run ended,
-// which the log alone cannot say when the child never finished its turn.
+// Outcome is an attempt's result and a child workflow's. The child's
+// output, usage and structured value are in its log; the outcome says how
+// the run ended, which the log alone cannot say when the child never
+// finished its turn.
 type Outcome struct {
 	StopReason subagent.StopReason `json:"stopReason"`
 	Diagnostic string              `json:"diagnostic,omitempty"`
 	// LogLen is the length of the child's log when the workflow closed.
 	LogLen int `json:"logLen"`
+	// Tail, in an attempt's outcome, is the end of the log that followed
+	// its last step boundary (the child's answer and its turn's end): the
+	// workflow adds it to the log as it would a checkpoint, and readers of
+	// the history find it in the activity's completion. Nil in the
+	// workflow's result.
+	Tail *Checkpoint `json:"tail,omitempty"`
 }
 
 // WorkflowID returns the workflow id of the child with session id id.

@@ -91,16 +91,7 @@ func (w *Worker) Run(ctx context.Context, host Host) error {
 	if err != nil {
 		return err
 	}
-	tw := worker.New(c, cfg.TaskQueue, worker.Options{
-		MaxConcurrentActivityExecutionSize: w.opts.Concurrency,
-		MaxHeartbeatThrottleInterval:       cfg.HeartbeatInterval,
-		WorkerStopTimeout:                  w.opts.StopTimeout,
-		Identity:                           w.opts.Identity,
-		// A dead worker's workflow tasks wait this long on its sticky
-		// queue before another worker gets them: keep it within half the
-		// time it takes to notice the death (the SDK's default is 5s).
-		StickyScheduleToStartTimeout: min(cfg.HeartbeatTimeout/2, 5*time.Second),
-	})
+	tw := worker.New(c, cfg.TaskQueue, w.sdkOptions())
 	tw.RegisterWorkflowWithOptions(Workflow, workflow.RegisterOptions{Name: WorkflowName})
 	acts := &activities{driver: driver, host: host, store: clusterLog{c}, sessions: w.sessions, caps: w.caps,
 		heartbeat: max(cfg.HeartbeatInterval/2, 10*time.Millisecond), timeout: time.Minute}
@@ -111,4 +102,31 @@ func (w *Worker) Run(ctx context.Context, host Host) error {
 	<-ctx.Done()
 	tw.Stop()
 	return nil
+}
+
+// sdkOptions are the options of the worker's SDK worker.
+func (w *Worker) sdkOptions() worker.Options {
+	cfg := w.opts.Config
+	wft, act := pollers(w.opts.Concurrency)
+	return worker.Options{
+		MaxConcurrentActivityExecutionSize: w.opts.Concurrency,
+		MaxHeartbeatThrottleInterval:       cfg.HeartbeatInterval,
+		WorkerStopTimeout:                  w.opts.StopTimeout,
+		Identity:                           w.opts.Identity,
+		// A dead worker's workflow tasks wait this long on its sticky
+		// queue before another worker gets them: keep it within half the
+		// time it takes to notice the death (the SDK's default is 5s).
+		StickyScheduleToStartTimeout:     min(cfg.HeartbeatTimeout/2, 5*time.Second),
+		MaxConcurrentWorkflowTaskPollers: wft,
+		MaxConcurrentActivityTaskPollers: act,
+	}
+}
+
+// pollers returns how many workflow-task and activity-task polls a worker
+// running concurrency children at once keeps open. Each child costs three
+// workflow tasks (its start, its claim, its end) and one activity task;
+// the SDK's 2 and 2 leave children of a busy worker waiting in the queue
+// while the worker has room.
+func pollers(concurrency int) (workflowTasks, activityTasks int) {
+	return min(max(concurrency/4, 2), 16), min(max(concurrency/8, 2), 8)
 }

@@ -19,8 +19,9 @@ const (
 	ErrSuperseded = "Superseded"
 	// ErrHistoryFull: the workflow's history is near Temporal's limits.
 	ErrHistoryFull = "HistoryFull"
-	// ErrHandedBack: the attempt's worker is stopping; the child goes on
-	// on another worker.
+	// ErrHandedBack: the attempt's worker is stopping, or the attempt lost
+	// its activity (a heartbeat the cluster did not answer); the child goes
+	// on on another attempt.
 	ErrHandedBack = "HandedBack"
 	// ErrCheckpoint: the attempt could not read or extend the log; the
 	// child goes on on another worker.
@@ -52,13 +53,20 @@ type logState struct {
 // check reports whether cp extends the log: it comes from the current
 // attempt, which is still running, and continues the log exactly.
 func (l *logState) check(cp Checkpoint) error {
-	if cp.Attempt != l.attempt {
-		return temporal.NewNonRetryableApplicationError(
-			fmt.Sprintf("checkpoint of attempt %d, but attempt %d runs the child", cp.Attempt, l.attempt), ErrSuperseded, nil)
-	}
 	if l.running != nil && l.running.IsReady() {
 		return temporal.NewNonRetryableApplicationError(
 			fmt.Sprintf("checkpoint of attempt %d, which has ended", cp.Attempt), ErrSuperseded, nil)
+	}
+	return l.continues(cp)
+}
+
+// continues reports whether cp, of the current attempt, continues the log
+// exactly: check without the attempt's being still running, which the
+// tail of its outcome is not.
+func (l *logState) continues(cp Checkpoint) error {
+	if cp.Attempt != l.attempt {
+		return temporal.NewNonRetryableApplicationError(
+			fmt.Sprintf("checkpoint of attempt %d, but attempt %d runs the child", cp.Attempt, l.attempt), ErrSuperseded, nil)
 	}
 	if cp.From != l.length {
 		return temporal.NewNonRetryableApplicationError(
@@ -111,6 +119,13 @@ func Workflow(ctx workflow.Context, in Input) (Outcome, error) {
 		err := l.running.Get(actx, &out)
 		if ctx.Err() != nil {
 			return Outcome{}, temporal.NewCanceledError()
+		}
+		if err == nil && out.Tail != nil {
+			if terr := l.continues(*out.Tail); terr != nil {
+				return Outcome{StopReason: subagent.Failed, Diagnostic: diagnostic(terr, l.attempt), LogLen: l.length}, nil
+			}
+			l.length += len(out.Tail.Events)
+			out.Tail = nil
 		}
 		if err == nil {
 			out.LogLen = l.length

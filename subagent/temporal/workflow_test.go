@@ -253,6 +253,46 @@ func TestWorkflowResumesFromTheLog(t *testing.T) {
 	}
 }
 
+// The tail of an attempt's outcome extends the log, if it continues it: a
+// tail that does not fails the child.
+func TestWorkflowAppliesTheTail(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		tail Checkpoint
+		len  int
+		stop subagent.StopReason
+	}{
+		{"a tail", Checkpoint{Attempt: 1, From: 4, Events: events(4, 2)}, 6, subagent.Completed},
+		{"a tail with a gap", Checkpoint{Attempt: 1, From: 5, Events: events(5, 2)}, 4, subagent.Failed},
+		{"another attempt's tail", Checkpoint{Attempt: 2, From: 4, Events: events(4, 2)}, 4, subagent.Failed},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			gate := make(chan struct{})
+			f := &fakeAttempts{plays: []func(context.Context, Attempt) (Outcome, error){
+				func(ctx context.Context, at Attempt) (Outcome, error) {
+					<-gate
+					return Outcome{StopReason: subagent.Completed, Tail: &tc.tail}, nil
+				},
+			}}
+			env := workflowEnv(f)
+			env.RegisterDelayedCallback(func() {
+				env.UpdateWorkflow(CheckpointUpdate, "cp", &testsuite.TestUpdateCallback{
+					OnReject:   func(error) { close(gate) },
+					OnComplete: func(any, error) { close(gate) },
+				}, Checkpoint{Attempt: 1, Events: events(0, 4)})
+			}, time.Millisecond)
+			env.ExecuteWorkflow(WorkflowName, testInput())
+			out, err := outcome(env)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if out.LogLen != tc.len || out.StopReason != tc.stop || out.Tail != nil {
+				t.Errorf("outcome %+v: want %s with a log of %d and no tail", out, tc.stop, tc.len)
+			}
+		})
+	}
+}
+
 // A cancelled workflow cancels its attempt and ends cancelled. (That it
 // waits for the attempt to stop is for the e2e tier: the test environment
 // completes the workflow first.)

@@ -34,6 +34,11 @@ import (
 	"sync"
 	"time"
 
+	enumspb "go.temporal.io/api/enums/v1"
+	historypb "go.temporal.io/api/history/v1"
+	"go.temporal.io/sdk/client"
+	sdklog "go.temporal.io/sdk/log"
+
 	"github.com/dsh-go/dsh/agent"
 	"github.com/dsh-go/dsh/bench/internal/dshbin"
 	"github.com/dsh-go/dsh/bench/internal/dshcase"
@@ -46,6 +51,7 @@ import (
 	"github.com/dsh-go/dsh/subagent"
 	"github.com/dsh-go/dsh/subagent/acpchild"
 	"github.com/dsh-go/dsh/subagent/childproc"
+	"github.com/dsh-go/dsh/subagent/temporal"
 )
 
 func main() {
@@ -53,13 +59,14 @@ func main() {
 	children := flag.Int("children", 200, "temporal children started at once for the throughput figure (0: skip)")
 	concurrency := flag.Int("concurrency", 50, "children each of the two workers runs at once")
 	server := flag.String("server", "", "a prebuilt testserver binary (default: build ../subagent/temporal/e2e/testserver)")
+	history := flag.Bool("history", false, "print the workflow history of the last recorded temporal child: its events, their times, and what they cost")
 	flag.Parse()
 	slog.SetDefault(dshcase.Quiet) // the ACP connection logs through slog.Default
 	if !tagged {
 		fmt.Fprintln(os.Stderr, "temporal: this bench needs the temporal kind: go run -tags temporal ./cmd/temporal")
 		os.Exit(2)
 	}
-	if err := run(*runs, *children, *concurrency, *server); err != nil {
+	if err := run(*runs, *children, *concurrency, *server, *history); err != nil {
 		fmt.Fprintln(os.Stderr, "temporal:", err)
 		os.Exit(1)
 	}
@@ -71,7 +78,7 @@ type sample struct {
 	ready, result, dispos []float64
 }
 
-func run(runs, children, concurrency int, server string) error {
+func run(runs, children, concurrency int, server string, history bool) error {
 	ctx := context.Background()
 	root, err := dshbin.Root()
 	if err != nil {
@@ -95,7 +102,7 @@ func run(runs, children, concurrency int, server string) error {
 			return fmt.Errorf("build the test server: %v\n%s", err, out)
 		}
 	}
-	hostPort, namespace, stop, err := startServer(server)
+	hostPort, namespace, serverPid, stop, err := startServer(server)
 	if err != nil {
 		return err
 	}
@@ -126,6 +133,7 @@ subagents:
 	}
 	env["DSH_CONFIG"] = configPath
 	exited := make(chan error, 2) // a worker that ends before the bench does
+	var workerPids []int
 	for _, name := range []string{"a", "b"} {
 		w := exec.Command(bin, "worker", "--identity", name, "--concurrency", fmt.Sprint(concurrency), "--workspace", tmp)
 		w.Env = dshbin.Environ(env)
@@ -134,6 +142,7 @@ subagents:
 		if err := w.Start(); err != nil {
 			return err
 		}
+		workerPids = append(workerPids, w.Process.Pid)
 		done := make(chan struct{})
 		go func() {
 			err := w.Wait()
@@ -172,12 +181,16 @@ subagents:
 	fmt.Printf("temporal children vs spawn and acp, %s %s/%s GOMAXPROCS=%d, %d runs per provider, two workers × %d, load average %.2f\n",
 		runtime.Version(), runtime.GOOS, runtime.GOARCH, runtime.GOMAXPROCS(0), runs, concurrency, measure.LoadAvg())
 
+	var fleetIDs []string // the session ids of the temporal children
 	one := func(name string) (ready, result, dispose time.Duration, err error) {
 		p, _ := rt.Subagents.Provider(name)
 		t0 := time.Now()
 		r, err := p.Start(ctx, subagent.StartRequest{Prompt: []content.Block{content.Text("say ok")}, Parent: parent, Depth: 1})
 		if err != nil {
 			return 0, 0, 0, fmt.Errorf("%s: start: %w", name, err)
+		}
+		if name == "fleet" {
+			fleetIDs = append(fleetIDs, r.ID())
 		}
 		ready = time.Since(t0)
 		t1 := time.Now()
@@ -221,9 +234,26 @@ subagents:
 		}
 		fmt.Printf("%-9s %19.2f, %7.2f %19.2f, %7.2f %22.2f\n", name, r.Median, r.P90, w.Median, w.P90, d.Median)
 	}
+	cluster, err := client.Dial(client.Options{HostPort: hostPort, Namespace: namespace, Logger: sdklog.NewStructuredLogger(dshcase.Quiet)})
+	if err != nil {
+		return err
+	}
+	defer cluster.Close()
+	if err := printPhases(ctx, cluster, fleetIDs[len(fleetIDs)-runs:]); err != nil {
+		return err
+	}
+	if history {
+		events, err := fetchHistory(ctx, cluster, temporal.WorkflowID(fleetIDs[len(fleetIDs)-1]))
+		if err != nil {
+			return err
+		}
+		fmt.Printf("\nhistory of the last temporal child (ms after its workflow's start):\n")
+		printHistory(events)
+	}
 	if children > 0 {
 		p, _ := rt.Subagents.Provider("fleet")
-		return throughput(ctx, p, parent, children, concurrency)
+		procs := map[string][]int{"server": {serverPid}, "workers": workerPids, "bench": {os.Getpid()}}
+		return throughput(ctx, p, parent, children, concurrency, procs, cluster)
 	}
 	return nil
 }
@@ -247,10 +277,21 @@ func awaitWorkers(ctx context.Context, one func(string) (time.Duration, time.Dur
 }
 
 // throughput starts n temporal children at once and reports how many
-// settle per second.
-func throughput(ctx context.Context, p subagent.Provider, parent *agent.Agent, n, concurrency int) error {
+// settle per second, and the CPU time each group of procs used meanwhile.
+func throughput(ctx context.Context, p subagent.Provider, parent *agent.Agent, n, concurrency int, procs map[string][]int, cluster client.Client) error {
+	cpu := func() map[string]time.Duration {
+		m := map[string]time.Duration{}
+		for name, pids := range procs {
+			for _, pid := range pids {
+				m[name] += cpuTime(pid)
+			}
+		}
+		return m
+	}
+	cpu0 := cpu()
 	var wg sync.WaitGroup
 	errs := make(chan error, n)
+	ids := make([]string, n)
 	t0 := time.Now()
 	for i := range n {
 		wg.Go(func() {
@@ -259,9 +300,10 @@ func throughput(ctx context.Context, p subagent.Provider, parent *agent.Agent, n
 				errs <- err
 				return
 			}
+			ids[i] = r.ID()
 			defer r.Dispose(ctx)
 			if res, err := r.Wait(ctx); err != nil || res.StopReason != subagent.Completed {
-				errs <- fmt.Errorf("child %d: %v %s %s", i, err, res.StopReason, res.Diagnostic)
+				errs <- &childError{id: r.ID(), err: fmt.Errorf("child %d: %v %s %s", i, err, res.StopReason, res.Diagnostic)}
 			}
 		})
 	}
@@ -269,26 +311,47 @@ func throughput(ctx context.Context, p subagent.Provider, parent *agent.Agent, n
 	elapsed := time.Since(t0)
 	close(errs)
 	if err := <-errs; err != nil {
+		if ce, ok := err.(*childError); ok {
+			if events, herr := fetchHistory(ctx, cluster, temporal.WorkflowID(ce.id)); herr == nil {
+				fmt.Printf("\nhistory of the failed child (ms after its workflow's start):\n")
+				printHistory(events)
+			}
+		}
 		return err
 	}
+	cpu1 := cpu()
 	fmt.Printf("\n%d temporal children started at once, two workers × %d: all settled and disposed in %.2f s: %.1f children/s\n",
 		n, concurrency, elapsed.Seconds(), float64(n)/elapsed.Seconds())
-	return nil
+	fmt.Printf("CPU time meanwhile, per child (Linux):")
+	for _, name := range []string{"server", "workers", "bench"} {
+		fmt.Printf(" %s %.1f ms", name, float64((cpu1[name]-cpu0[name]).Microseconds())/1e3/float64(n))
+	}
+	fmt.Println()
+	return printPhases(ctx, cluster, ids)
 }
 
-// startServer runs the test server and returns its address and namespace.
-func startServer(path string) (hostPort, namespace string, stop func(), err error) {
+// childError is a child of the burst that did not complete.
+type childError struct {
+	id  string
+	err error
+}
+
+func (e *childError) Error() string { return e.err.Error() }
+
+// startServer runs the test server and returns its address, namespace and
+// process id.
+func startServer(path string) (hostPort, namespace string, pid int, stop func(), err error) {
 	cmd := exec.Command(path)
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
-		return "", "", nil, err
+		return "", "", 0, nil, err
 	}
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
-		return "", "", nil, err
+		return "", "", 0, nil, err
 	}
 	if err := cmd.Start(); err != nil {
-		return "", "", nil, err
+		return "", "", 0, nil, err
 	}
 	stop = func() {
 		stdin.Close()
@@ -297,7 +360,116 @@ func startServer(path string) (hostPort, namespace string, stop func(), err erro
 	line, err := bufio.NewReader(stdout).ReadString('\n')
 	if _, serr := fmt.Sscan(line, &hostPort, &namespace); err != nil || serr != nil {
 		stop()
-		return "", "", nil, fmt.Errorf("the test server said %q: %v %v", line, err, serr)
+		return "", "", 0, nil, fmt.Errorf("the test server said %q: %v %v", line, err, serr)
 	}
-	return hostPort, namespace, stop, nil
+	return hostPort, namespace, cmd.Process.Pid, stop, nil
+}
+
+// fetchHistory returns the workflow history of one child.
+func fetchHistory(ctx context.Context, c client.Client, workflowID string) ([]*historypb.HistoryEvent, error) {
+	var events []*historypb.HistoryEvent
+	it := c.GetWorkflowHistory(ctx, workflowID, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	for it.HasNext() {
+		e, err := it.Next()
+		if err != nil {
+			return nil, err
+		}
+		events = append(events, e)
+	}
+	return events, nil
+}
+
+// printHistory prints the workflow history of one child: each event with
+// its time after the workflow started, then what the child cost the
+// cluster (workflow tasks, activity tasks, updates).
+func printHistory(events []*historypb.HistoryEvent) {
+	var t0 time.Time
+	count := map[enumspb.EventType]int{}
+	for _, e := range events {
+		at := e.GetEventTime().AsTime()
+		if t0.IsZero() {
+			t0 = at
+		}
+		count[e.GetEventType()]++
+		name := strings.TrimPrefix(e.GetEventType().String(), "EVENT_TYPE_")
+		if a := e.GetWorkflowExecutionUpdateAcceptedEventAttributes(); a != nil {
+			name += " " + a.GetAcceptedRequest().GetMeta().GetUpdateId()
+		}
+		fmt.Printf("  %3d %8.1f  %s\n", e.GetEventId(), float64(at.Sub(t0).Microseconds())/1e3, name)
+	}
+	fmt.Printf("%d events: %d workflow tasks, %d activity tasks, %d updates\n", len(events), count[enumspb.EVENT_TYPE_WORKFLOW_TASK_COMPLETED],
+		count[enumspb.EVENT_TYPE_ACTIVITY_TASK_STARTED], count[enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_ACCEPTED])
+}
+
+// The phases of a child's workflow, from its history.
+var phaseNames = []string{"first workflow task queued", "its run", "activity queued", "activity start → claim", "claim → activity end",
+	"activity end → workflow end", "whole"}
+
+// phases returns, in milliseconds, the phases of a child's workflow: its
+// first workflow task waiting for a worker (scheduled → started) and
+// running there (started → completed: the worker's work and the round
+// trips), its activity waiting for a worker, from the activity's start to
+// the claim (the child built, its first checkpoint accepted), from there to
+// the activity's end (the model call, the outcome), from there to the
+// workflow's end (the last workflow task), and the whole workflow.
+func phases(events []*historypb.HistoryEvent) map[string]float64 {
+	out := map[string]float64{}
+	at := map[int64]time.Time{}
+	ms := func(from, to time.Time) float64 { return float64(to.Sub(from).Microseconds()) / 1e3 }
+	var actStart, claim time.Time
+	for _, e := range events {
+		t := e.GetEventTime().AsTime()
+		at[e.GetEventId()] = t
+		switch e.GetEventType() {
+		case enumspb.EVENT_TYPE_WORKFLOW_TASK_STARTED:
+			if _, ok := out["first workflow task queued"]; !ok {
+				out["first workflow task queued"] = ms(at[e.GetWorkflowTaskStartedEventAttributes().GetScheduledEventId()], t)
+			}
+		case enumspb.EVENT_TYPE_WORKFLOW_TASK_COMPLETED:
+			if _, ok := out["its run"]; !ok {
+				out["its run"] = ms(at[e.GetWorkflowTaskCompletedEventAttributes().GetStartedEventId()], t)
+			}
+		case enumspb.EVENT_TYPE_ACTIVITY_TASK_STARTED:
+			actStart = t
+			out["activity queued"] = ms(at[e.GetActivityTaskStartedEventAttributes().GetScheduledEventId()], t)
+		case enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_ACCEPTED:
+			if claim.IsZero() {
+				claim = t
+			}
+		case enumspb.EVENT_TYPE_ACTIVITY_TASK_COMPLETED:
+			if !claim.IsZero() {
+				out["claim → activity end"] = ms(claim, t)
+			}
+			at[-1] = t
+		case enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_COMPLETED:
+			out["activity end → workflow end"] = ms(at[-1], t)
+			out["whole"] = ms(at[1], t)
+		}
+	}
+	if !claim.IsZero() && !actStart.IsZero() { // the activity's start is recorded with its end
+		out["activity start → claim"] = ms(actStart, claim)
+	}
+	return out
+}
+
+// printPhases prints the median and p90 of each phase over the children's
+// workflows.
+func printPhases(ctx context.Context, c client.Client, ids []string) error {
+	all := map[string][]float64{}
+	for _, id := range ids {
+		events, err := fetchHistory(ctx, c, temporal.WorkflowID(id))
+		if err != nil {
+			return err
+		}
+		for name, v := range phases(events) {
+			all[name] = append(all[name], v)
+		}
+	}
+	fmt.Printf("temporal children's workflows, from their histories (ms, median / p90 over %d children):", len(ids))
+	for _, name := range phaseNames {
+		st := stats.Of(all[name])
+		fmt.Printf(" %s %.1f / %.1f;", name, st.Median, st.P90)
+	}
+	fmt.Println()
+	return nil
 }

@@ -323,6 +323,26 @@ func history(childID string) string {
 	return b.String()
 }
 
+// cost returns how many workflow tasks the child's workflow completed and
+// how many updates it accepted.
+func cost(t *testing.T, childID string) (tasks, updates int) {
+	t.Helper()
+	it := cluster.GetWorkflowHistory(context.Background(), temporal.WorkflowID(childID), "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	for it.HasNext() {
+		e, err := it.Next()
+		if err != nil {
+			t.Fatal(err)
+		}
+		switch e.GetEventType() {
+		case enumspb.EVENT_TYPE_WORKFLOW_TASK_COMPLETED:
+			tasks++
+		case enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_ACCEPTED:
+			updates++
+		}
+	}
+	return tasks, updates
+}
+
 // syncBuffer is a bytes.Buffer safe for a process's output and a reader.
 type syncBuffer struct {
 	mu sync.Mutex

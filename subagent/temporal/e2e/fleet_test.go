@@ -80,9 +80,13 @@ func TestManyChildrenOverTwoWorkers(t *testing.T) {
 	}
 	// A child may continue on another attempt when its worker, loaded, let
 	// a heartbeat or a checkpoint lapse: that is the durability at work.
+	// Any other child cost the cluster one update (its claim, before its
+	// model call) and three workflow tasks (start, claim, end).
 	for _, id := range ids {
 		if _, events, err := parent.Sessions.Read(id); err == nil && strings.Contains(fmt.Sprint(events), inproc.ResumeText) {
 			t.Logf("child %s continued on another attempt:\n%s", id, history(id))
+		} else if tasks, updates := cost(t, id); tasks != 3 || updates != 1 {
+			t.Errorf("child %s cost %d workflow tasks and %d updates, want 3 and 1:\n%s", id, tasks, updates, history(id))
 		}
 	}
 	f.awaitOpen(t, 0)
