@@ -411,12 +411,13 @@ func (r *run) outcome(res promptResult) subagent.Result {
 	case res.err != nil:
 		// A lost connection usually means the agent died: give its exit a
 		// moment to be reaped so the diagnostic names it.
+		out.StopReason = subagent.Failed
 		select {
 		case <-r.proc.Done():
+			out.Diagnostic = subagent.Diagnostic(fmt.Sprintf("%s exited during the turn (%v): %s", r.processName(), res.err, r.proc.Diagnostic()))
 		case <-time.After(time.Second):
+			out.Diagnostic = subagent.Diagnostic(fmt.Sprintf("%v; %s", res.err, r.proc.Diagnostic()))
 		}
-		out.StopReason = subagent.Failed
-		out.Diagnostic = subagent.Diagnostic(fmt.Sprintf("%v; %s", res.err, r.proc.Diagnostic()))
 	default:
 		switch res.resp.StopReason {
 		case acpsdk.StopReasonEndTurn:

@@ -8,3 +8,6 @@ func PoolStats(p *Provider) (held, started int) {
 	}
 	return p.pool.Stats()
 }
+
+// ProcessPID returns the pid of the process a run's session lives in.
+func ProcessPID(r any) int { return r.(*run).proc.PID() }

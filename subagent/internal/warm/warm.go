@@ -19,7 +19,8 @@ import (
 
 // Config bounds a pool.
 type Config struct {
-	// Size is the number of processes kept (≥ 1).
+	// Size is the number of processes kept that take children (≥ 1); a
+	// retired one finishes its children outside it.
 	Size int
 	// Sessions is how many children one process serves at once (≥ 1).
 	Sessions int
@@ -111,7 +112,7 @@ func (p *Pool[P]) Acquire(ctx context.Context, key string, start func() (P, erro
 	m := p.pick(key)
 	var evict *member[P]
 	if m == nil {
-		if len(p.members) >= p.cfg.Size {
+		if p.kept() >= p.cfg.Size {
 			evict = p.lruIdle()
 			if evict == nil {
 				p.mu.Unlock()
@@ -127,6 +128,7 @@ func (p *Pool[P]) Acquire(ctx context.Context, key string, start func() (P, erro
 	}
 	m.live++
 	m.served++
+	m.retired = m.retired || p.cfg.MaxChildren > 0 && m.served >= p.cfg.MaxChildren
 	if m.idle != nil {
 		m.idle.Stop()
 		m.idle = nil
@@ -159,7 +161,7 @@ func (p *Pool[P]) Acquire(ctx context.Context, key string, start func() (P, erro
 func (p *Pool[P]) pick(key string) *member[P] {
 	var best *member[P]
 	for _, m := range p.members {
-		if m.key != key || m.retired || m.live >= p.cfg.Sessions || p.cfg.MaxChildren > 0 && m.served >= p.cfg.MaxChildren {
+		if m.key != key || m.retired || m.live >= p.cfg.Sessions {
 			continue
 		}
 		if best == nil || m.live < best.live {
@@ -167,6 +169,18 @@ func (p *Pool[P]) pick(key string) *member[P] {
 		}
 	}
 	return best
+}
+
+// kept counts the processes that take children (a retired one only
+// finishes its own, outside Size). Under p.mu.
+func (p *Pool[P]) kept() int {
+	n := 0
+	for _, m := range p.members {
+		if !m.retired {
+			n++
+		}
+	}
+	return n
 }
 
 // lruIdle returns the started process without children that has been idle
