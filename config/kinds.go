@@ -2,6 +2,7 @@ package config
 
 import (
 	"cmp"
+	"context"
 	"fmt"
 	"reflect"
 
@@ -85,7 +86,12 @@ func BuiltinKinds() []Kind {
 						return nil, err
 					}
 				}
-				return acpchild.New(c)
+				p, err := acpchild.New(c)
+				if err != nil {
+					return nil, err
+				}
+				env.Runtime.OnClose(func(context.Context) error { return p.Close() }) // the processes it keeps warm
+				return p, nil
 			},
 			Program: func(block any) string { return blockOf[acpchild.Config](block).Command }},
 		{Name: KindCodex, Block: "codex", NewBlock: func() any { return new(codex.Config) }, Install: "npm install -g @openai/codex",
