@@ -16,12 +16,12 @@ import (
 // Close closes the pool: the provider refuses children after it.
 func TestACPPool(t *testing.T) {
 	for yaml, want := range map[string]string{
-		"subagents:\n  providers:\n    - name: a\n      kind: acp\n      acp: {command: x, pool: {size: -1}}\n": `line 5: subagents.providers[0].acp.pool.size: must not be negative (0 turns the pool off), got -1`,
+		"subagents:\n  providers:\n    - name: a\n      kind: acp\n      acp: {command: x, pool: {size: -1}}\n":         `line 5: subagents.providers[0].acp.pool.size: must not be negative (0 turns the pool off), got -1`,
 		"subagents:\n  providers:\n    - name: a\n      kind: acp\n      acp: {command: x, pool: {idleTimeout: -1s}}\n": `subagents.providers[0].acp.pool.idleTimeout: must not be negative, got -1s`,
-		"subagents:\n  providers:\n    - name: a\n      kind: acp\n      acp: {command: x, pool: {maxChildren: -2}}\n": `subagents.providers[0].acp.pool.maxChildren: must not be negative, got -2`,
-		"subagents:\n  providers:\n    - name: a\n      kind: acp\n      acp: {command: x, pool: {sessions: -1}}\n": `subagents.providers[0].acp.pool.sessions: must not be negative, got -1`,
-		"subagents:\n  providers:\n    - name: a\n      kind: acp\n      acp: {command: x, pool: {sizes: 2}}\n":    `unknown field "sizes"`,
-		"subagents:\n  providers:\n    - name: a\n      kind: acp\n      acp: {command: x, pool: {idleTimeout: 10}}\n": `subagents.providers[0].acp.pool.idleTimeout: want a duration such as 30s or 2m, got "10"`,
+		"subagents:\n  providers:\n    - name: a\n      kind: acp\n      acp: {command: x, pool: {maxChildren: -2}}\n":  `subagents.providers[0].acp.pool.maxChildren: must not be negative, got -2`,
+		"subagents:\n  providers:\n    - name: a\n      kind: acp\n      acp: {command: x, pool: {sessions: -1}}\n":     `subagents.providers[0].acp.pool.sessions: must not be negative, got -1`,
+		"subagents:\n  providers:\n    - name: a\n      kind: acp\n      acp: {command: x, pool: {sizes: 2}}\n":         `unknown field "sizes"`,
+		"subagents:\n  providers:\n    - name: a\n      kind: acp\n      acp: {command: x, pool: {idleTimeout: 10}}\n":  `subagents.providers[0].acp.pool.idleTimeout: want a duration such as 30s or 2m, got "10"`,
 	} {
 		_, err := config.Parse("dsh.yaml", []byte(yaml), env(nil))
 		if err == nil || !strings.Contains(err.Error(), want) {
