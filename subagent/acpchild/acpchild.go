@@ -60,10 +60,11 @@ type Config struct {
 	// capabilities. Set by the configuration, not read from the file.
 	Dsh bool `yaml:"-"`
 	// Pool keeps the agent's processes warm between children: each child
-	// is then a session/new on a running process (see Pool). Nil: the
-	// default, a pool for a dsh child (DefaultSelfPool) and a process per
-	// child for any other agent.
-	Pool *Pool `yaml:"pool"`
+	// is then a session/new on a running process, disposed with
+	// session/close when the agent advertises it, else only dropped (see
+	// childproc.Pool). Nil: the default, DefaultSelfPool for a dsh child
+	// and a process per child for any other agent.
+	Pool *childproc.Pool `yaml:"pool"`
 }
 
 // Provider runs ACP agents as children. Close it: it stops the processes
@@ -90,16 +91,18 @@ func New(cfg Config) (*Provider, error) {
 		return nil, bad("maxDepth", "must not be negative, got %d", cfg.MaxDepth)
 	}
 	p := &Provider{cfg: cfg}
-	pc, perr := cfg.Pool.resolve(cfg.Dsh)
-	if perr != nil {
-		return nil, bad("pool."+perr.field, "%s", perr.msg)
+	var dflt *childproc.Pool
+	if cfg.Dsh {
+		dflt = DefaultSelfPool()
 	}
-	if *pc.Size > 0 {
-		pool, err := warm.New[*agentProc](pc.warm())
-		if err != nil {
+	pc, err := cfg.Pool.Resolve(providerKind, cfg.Name, dflt)
+	if err != nil {
+		return nil, err
+	}
+	if pc.On() {
+		if p.pool, err = warm.New[*agentProc](warm.Config{Size: *pc.Size, Sessions: pc.Sessions, IdleTimeout: pc.IdleTimeout, MaxChildren: pc.MaxChildren}); err != nil {
 			return nil, bad("pool", "%v", err)
 		}
-		p.pool = pool
 	}
 	return p, nil
 }
@@ -117,6 +120,13 @@ func (p *Provider) Close() error {
 
 // providerKind is the provider kind, as errors name it.
 const providerKind = "acp"
+
+// DefaultSelfPool is the pool of a dsh child (`command: self`) whose
+// provider has no `pool:` block: one process, kept
+// childproc.DefaultPoolIdle after its last child. A warm `dsh acp` takes a
+// child in under a millisecond instead of about twelve and holds about
+// 27 MiB meanwhile (BENCHMARKS §4.3).
+func DefaultSelfPool() *childproc.Pool { return &childproc.Pool{Size: new(1)} }
 
 // Name implements subagent.Provider.
 func (p *Provider) Name() string { return p.cfg.Name }

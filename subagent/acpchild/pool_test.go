@@ -19,11 +19,12 @@ import (
 	"github.com/dsh-go/dsh/internal/llmtest"
 	"github.com/dsh-go/dsh/subagent"
 	"github.com/dsh-go/dsh/subagent/acpchild"
+	"github.com/dsh-go/dsh/subagent/childproc"
 	"github.com/dsh-go/dsh/subagent/subagenttest"
 )
 
 // poolConfig is the self-loop config against srv with pool.
-func poolConfig(t *testing.T, srv *httptest.Server, pool acpchild.Pool) acpchild.Config {
+func poolConfig(t *testing.T, srv *httptest.Server, pool childproc.Pool) acpchild.Config {
 	cfg := selfLoop(t, srv)
 	cfg.Pool = &pool
 	return cfg
@@ -82,7 +83,7 @@ func sessionLogs(t *testing.T, home string) int {
 func TestPoolFiftySequentialChildrenOneProcess(t *testing.T) {
 	srv := modelServer(t)
 	ignore := goleak.IgnoreCurrent()
-	cfg := poolConfig(t, srv, acpchild.Pool{Size: size(1)})
+	cfg := poolConfig(t, srv, childproc.Pool{Size: size(1)})
 	p := newProvider(t, cfg)
 	pid := 0
 	for i := range 50 {
@@ -121,7 +122,7 @@ func TestPoolFiftySequentialChildrenOneProcess(t *testing.T) {
 func TestPoolTwentyParallelChildrenOneProcess(t *testing.T) {
 	srv := modelServer(t)
 	ignore := goleak.IgnoreCurrent()
-	p := newProvider(t, poolConfig(t, srv, acpchild.Pool{Size: size(1)}))
+	p := newProvider(t, poolConfig(t, srv, childproc.Pool{Size: size(1)}))
 	parent := parentOf(t)
 	var wg sync.WaitGroup
 	pids := make([]int, 20)
@@ -173,7 +174,7 @@ func hangServer(t *testing.T) (srv *httptest.Server, hung <-chan struct{}) {
 // running in it, and the process takes the next child.
 func TestPoolCancelAndDisposeOneChild(t *testing.T) {
 	srv, hung := hangServer(t)
-	p := newProvider(t, poolConfig(t, srv, acpchild.Pool{Size: size(1)}))
+	p := newProvider(t, poolConfig(t, srv, childproc.Pool{Size: size(1)}))
 	ctx, cancel := context.WithCancel(context.Background())
 	first := startOn(t, p, ctx, subagenttest.PromptHang)
 	others := []subagent.Run{startOn(t, p, context.Background(), subagenttest.PromptHang), startOn(t, p, context.Background(), subagenttest.PromptHang)}
@@ -219,7 +220,7 @@ func TestPoolCancelAndDisposeOneChild(t *testing.T) {
 // process for the next child.
 func TestPoolKilledProcessFailsOnlyItsChildren(t *testing.T) {
 	srv, hung := hangServer(t)
-	p := newProvider(t, poolConfig(t, srv, acpchild.Pool{Size: size(2), Sessions: 2}))
+	p := newProvider(t, poolConfig(t, srv, childproc.Pool{Size: size(2), Sessions: 2}))
 	var runs []subagent.Run
 	for range 4 {
 		runs = append(runs, startOn(t, p, context.Background(), subagenttest.PromptHang))
@@ -275,7 +276,7 @@ func TestPoolKilledProcessFailsOnlyItsChildren(t *testing.T) {
 
 // A warm process without a child is stopped after the idle timeout.
 func TestPoolIdleRetirement(t *testing.T) {
-	p := newProvider(t, poolConfig(t, modelServer(t), acpchild.Pool{Size: size(1), IdleTimeout: 300 * time.Millisecond}))
+	p := newProvider(t, poolConfig(t, modelServer(t), childproc.Pool{Size: size(1), IdleTimeout: 300 * time.Millisecond}))
 	run := startOn(t, p, context.Background(), "one")
 	subagenttest.Wait(t, run)
 	run.Dispose(context.Background())
@@ -302,7 +303,7 @@ func TestPoolIdleRetirement(t *testing.T) {
 // A process is retired after maxChildren children: stopped once its last
 // ends, and the next child gets a new one.
 func TestPoolRetirementAfterMaxChildren(t *testing.T) {
-	p := newProvider(t, poolConfig(t, modelServer(t), acpchild.Pool{Size: size(1), MaxChildren: 3}))
+	p := newProvider(t, poolConfig(t, modelServer(t), childproc.Pool{Size: size(1), MaxChildren: 3}))
 	for i := range 3 {
 		run := startOn(t, p, context.Background(), "x")
 		subagenttest.Wait(t, run)
@@ -324,7 +325,7 @@ func TestPoolRetirementAfterMaxChildren(t *testing.T) {
 // A full pool gives a child a process of its own, stopped at its disposal.
 func TestPoolFullGivesAProcessOfItsOwn(t *testing.T) {
 	srv, hung := hangServer(t)
-	p := newProvider(t, poolConfig(t, srv, acpchild.Pool{Size: size(1), Sessions: 1}))
+	p := newProvider(t, poolConfig(t, srv, childproc.Pool{Size: size(1), Sessions: 1}))
 	a := startOn(t, p, context.Background(), subagenttest.PromptHang)
 	b := startOn(t, p, context.Background(), subagenttest.PromptHang)
 	awaitHang(t, hung)
@@ -343,7 +344,7 @@ func TestPoolFullGivesAProcessOfItsOwn(t *testing.T) {
 // Only children of the same launch identity share a process: one in
 // another working directory (a worktree child's) gets its own.
 func TestPoolKeysOnLaunchIdentity(t *testing.T) {
-	p := newProvider(t, poolConfig(t, modelServer(t), acpchild.Pool{Size: size(2)}))
+	p := newProvider(t, poolConfig(t, modelServer(t), childproc.Pool{Size: size(2)}))
 	parent := parentOf(t)
 	var pids []int
 	for _, cwd := range []string{"", t.TempDir(), ""} {
@@ -365,7 +366,7 @@ func TestPoolKeysOnLaunchIdentity(t *testing.T) {
 // refuses new children; nothing is left.
 func TestPoolCloseStopsEverything(t *testing.T) {
 	srv, hung := hangServer(t)
-	p := newProvider(t, poolConfig(t, srv, acpchild.Pool{Size: size(1)}))
+	p := newProvider(t, poolConfig(t, srv, childproc.Pool{Size: size(1)}))
 	run := startOn(t, p, context.Background(), subagenttest.PromptHang)
 	awaitHang(t, hung)
 	if err := p.Close(); err != nil {
@@ -392,7 +393,7 @@ func TestPoolResumeRunLoadsInTheWarmProcess(t *testing.T) {
 	srv := llmtest.NewServer(t, func(r llmtest.Request) llmtest.Reply {
 		return llmtest.Reply{Text: fmt.Sprintf("done: %s after %d messages", r.LastUser, r.Messages)}
 	})
-	p := newProvider(t, poolConfig(t, srv, acpchild.Pool{Size: size(1)}))
+	p := newProvider(t, poolConfig(t, srv, childproc.Pool{Size: size(1)}))
 	a := parentOf(t)
 	run, err := p.Start(context.Background(), subagent.StartRequest{Prompt: subagenttest.Prompt("one"), Parent: a, Depth: 1})
 	if err != nil {
@@ -417,7 +418,7 @@ func TestPoolResumeRunLoadsInTheWarmProcess(t *testing.T) {
 // process retired: stopped at the child's disposal, never reused.
 func TestPoolStubbornAgentIsRetired(t *testing.T) {
 	cfg := fakeConfig("stubborn")
-	cfg.Pool = &acpchild.Pool{Size: size(1)}
+	cfg.Pool = &childproc.Pool{Size: size(1)}
 	p := newProvider(t, cfg)
 	run := startOn(t, p, context.Background(), "x")
 	if err := run.Dispose(context.Background()); err != nil {

@@ -106,7 +106,7 @@ func run(runs, sdkPrompts int, names []string, node string) error {
 			name := "dsh acp, a process per child"
 			if n == "warm" {
 				one := 1
-				cfg.Pool, name = &acpchild.Pool{Size: &one}, "dsh acp, kept warm (pool: {size: 1})"
+				cfg.Pool, name = &childproc.Pool{Size: &one}, "dsh acp, kept warm (pool: {size: 1})"
 			}
 			p, err := acpchild.New(cfg)
 			if err != nil {
