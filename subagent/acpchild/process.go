@@ -21,6 +21,7 @@ type agentProc struct {
 	proc *childproc.Process
 	conn *acpsdk.ClientSideConnection
 	init acpsdk.InitializeResponse
+	done chan struct{} // closed once the process has exited or its connection ended
 
 	mu    sync.Mutex
 	runs  map[acpsdk.SessionId]*run
@@ -34,11 +35,18 @@ func (p *Provider) startProcess(ctx context.Context, dir string, extra []string)
 	if err != nil {
 		return nil, &childproc.StartError{Kind: providerKind, Provider: p.cfg.Name, Stage: "spawn", Err: err}
 	}
-	a := &agentProc{cfg: p.cfg, proc: child, runs: map[acpsdk.SessionId]*run{}}
+	a := &agentProc{cfg: p.cfg, proc: child, runs: map[acpsdk.SessionId]*run{}, done: make(chan struct{})}
 	// No SetLogger: in acp-go-sdk v0.13.0 it races with the connection's
 	// receive goroutine, which starts in the constructor; the connection
 	// logs through slog.Default.
 	a.conn = acpsdk.NewClientSideConnection(router{a}, child.Stdin(), child.Stdout())
+	go func() {
+		select {
+		case <-child.Done():
+		case <-a.conn.Done(): // a line it cannot read: the process serves no one
+		}
+		close(a.done)
+	}()
 	go a.watch()
 	hctx, cancel := context.WithTimeoutCause(ctx, p.cfg.ReadyTimeout,
 		&childproc.ReadyTimeoutError{After: p.cfg.ReadyTimeout, Waiting: "answer to initialize"})
@@ -71,8 +79,9 @@ func (p *Provider) startProcess(ctx context.Context, dir string, extra []string)
 	return a, nil
 }
 
-// Done implements warm.Process.
-func (a *agentProc) Done() <-chan struct{} { return a.proc.Done() }
+// Done implements warm.Process: closed once the process has exited or its
+// connection has ended.
+func (a *agentProc) Done() <-chan struct{} { return a.done }
 
 // Stop implements warm.Process: the stop ladder.
 func (a *agentProc) Stop() error { return a.proc.Stop(a.cfg.EOFGrace, a.cfg.TermGrace) }
@@ -80,9 +89,7 @@ func (a *agentProc) Stop() error { return a.proc.Stop(a.cfg.EOFGrace, a.cfg.Term
 // healthy reports whether the process runs and its connection is open.
 func (a *agentProc) healthy() bool {
 	select {
-	case <-a.proc.Done():
-		return false
-	case <-a.conn.Done():
+	case <-a.done:
 		return false
 	default:
 		return true
