@@ -100,7 +100,7 @@ func New(cfg Config) (*Provider, error) {
 		return nil, err
 	}
 	if pc.On() {
-		if p.pool, err = warm.New[*agentProc](warm.Config{Size: *pc.Size, Sessions: pc.Sessions, IdleTimeout: pc.IdleTimeout, MaxChildren: pc.MaxChildren}); err != nil {
+		if p.pool, err = warm.New[*agentProc](pc.Bounds()); err != nil {
 			return nil, bad("pool", "%v", err)
 		}
 	}

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/dsh-go/dsh/subagent"
+	"github.com/dsh-go/dsh/subagent/internal/warm"
 )
 
 // Pool keeps a provider's child processes warm between children (the
@@ -80,3 +81,8 @@ func (p *Pool) Resolve(kind, provider string, dflt *Pool) (Pool, error) {
 
 // On reports whether a resolved pool keeps processes.
 func (p Pool) On() bool { return p.Size != nil && *p.Size > 0 }
+
+// Bounds are a resolved pool's, for the providers' warm.Pool.
+func (p Pool) Bounds() warm.Config {
+	return warm.Config{Size: *p.Size, Sessions: p.Sessions, IdleTimeout: p.IdleTimeout, MaxChildren: p.MaxChildren}
+}
