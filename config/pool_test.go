@@ -12,7 +12,7 @@ import (
 	"github.com/dsh-go/dsh/subagent"
 )
 
-// An acp provider's pool block is checked key by key, and the runtime's
+// An acp or codex provider's pool block is checked key by key, and the runtime's
 // Close closes the pool: the provider refuses children after it.
 func TestACPPool(t *testing.T) {
 	for yaml, want := range map[string]string{
@@ -29,7 +29,8 @@ func TestACPPool(t *testing.T) {
 		}
 	}
 
-	cfg, err := config.Parse("dsh.yaml", []byte("subagents:\n  providers:\n    - name: warm\n      kind: acp\n      acp: {command: /bin/cat, pool: {size: 2, sessions: 4, idleTimeout: 30s, maxChildren: 10}}\n"), env(nil))
+	cfg, err := config.Parse("dsh.yaml", []byte("subagents:\n  providers:\n    - name: warm\n      kind: acp\n      acp: {command: /bin/cat, pool: {size: 2, sessions: 4, idleTimeout: 30s, maxChildren: 10}}\n"+
+		"    - name: cx\n      kind: codex\n      codex: {command: /bin/cat, pool: {size: 1}}\n"), env(nil))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -37,8 +38,9 @@ func TestACPPool(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, ok := rt.Subagents.Provider("warm")
-	if !ok {
+	warm, ok := rt.Subagents.Provider("warm")
+	cx, ok2 := rt.Subagents.Provider("cx")
+	if !ok || !ok2 {
 		t.Fatal("no provider")
 	}
 	parent, err := rt.Agents.Create(context.Background(), agent.CreateOptions{Cwd: t.TempDir(), Options: cfg.Agent})
@@ -48,8 +50,10 @@ func TestACPPool(t *testing.T) {
 	if err := rt.Close(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	_, err = p.Start(context.Background(), subagent.StartRequest{Prompt: []content.Block{content.Text("x")}, Parent: parent, Depth: 1})
-	if err == nil || !strings.Contains(err.Error(), "the provider is closed") {
-		t.Fatalf("a start after the runtime closed: %v", err)
+	for _, p := range []subagent.Provider{warm, cx} {
+		_, err = p.Start(context.Background(), subagent.StartRequest{Prompt: []content.Block{content.Text("x")}, Parent: parent, Depth: 1})
+		if err == nil || !strings.Contains(err.Error(), "the provider is closed") {
+			t.Fatalf("%s: a start after the runtime closed: %v", p.Name(), err)
+		}
 	}
 }
