@@ -9,6 +9,10 @@
 //     1}): each child a session/new on the running process, disposed with
 //     session/close;
 //   - spawn: an in-process child (subagent/inproc) on the same loopback model;
+//   - codex, codexwarm: the pinned real Codex (`codex app-server`, from
+//     ../.cache/peers) through subagent/codex on a loopback Responses API
+//     server, a process per child and kept warm (pool: {size: 1}; each
+//     child a thread/start, ended with thread/unsubscribe);
 //   - sdk: the official TypeScript ACP SDK's example agent
 //     (node …/@agentclientprotocol/sdk/dist/examples/agent.js, installed by
 //     ../scripts/peers.sh into ../.cache/peers). Its prompt turn sleeps about
@@ -25,10 +29,12 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -45,6 +51,7 @@ import (
 	"github.com/dsh-go/dsh/subagent"
 	"github.com/dsh-go/dsh/subagent/acpchild"
 	"github.com/dsh-go/dsh/subagent/childproc"
+	"github.com/dsh-go/dsh/subagent/codex"
 	"github.com/dsh-go/dsh/subagent/inproc"
 )
 
@@ -59,17 +66,18 @@ type impl struct {
 func main() {
 	runs := flag.Int("runs", 15, "recorded children per agent (after one warm-up each)")
 	sdkPrompts := flag.Int("sdk-prompts", 3, "how many of the sdk agent's children also run their ~5 s prompt (the rest are disposed once ready)")
-	impls := flag.String("impls", "dsh,warm,spawn,sdk", "agents, comma separated: dsh, warm, spawn, sdk")
+	impls := flag.String("impls", "dsh,warm,spawn,sdk", "agents, comma separated: dsh, warm, spawn, sdk, codex, codexwarm")
+	peers := flag.String("peers", "", "the peers folder (default: ../.cache/peers)")
 	node := flag.String("node", "", "node binary for the sdk agent (default: ../.cache/bench-ref/node_modules/.bin/node if present, else node)")
 	flag.Parse()
 	slog.SetDefault(dshcase.Quiet) // the ACP connection logs through slog.Default
-	if err := run(*runs, *sdkPrompts, strings.Split(*impls, ","), *node); err != nil {
+	if err := run(*runs, *sdkPrompts, strings.Split(*impls, ","), *node, *peers); err != nil {
 		fmt.Fprintln(os.Stderr, "acpready:", err)
 		os.Exit(1)
 	}
 }
 
-func run(runs, sdkPrompts int, names []string, node string) error {
+func run(runs, sdkPrompts int, names []string, node, peers string) error {
 	ctx := context.Background()
 	root, err := dshbin.Root()
 	if err != nil {
@@ -82,6 +90,9 @@ func run(runs, sdkPrompts int, names []string, node string) error {
 	defer os.RemoveAll(tmp)
 	srv := loopllm.Start("ok")
 	defer srv.Close()
+	if peers == "" {
+		peers = filepath.Join(root, ".cache", "peers")
+	}
 
 	rt, err := dsh.New(dsh.Options{Logger: dshcase.Quiet})
 	if err != nil {
@@ -120,8 +131,19 @@ func run(runs, sdkPrompts int, names []string, node string) error {
 				return err
 			}
 			list = append(list, &impl{name: "spawn (in process)", prov: p, prompt: true, wantText: "ok", roundTripTag: "prompt round trip (loopback model answers at once)"})
+		case "codex", "codexwarm":
+			p, err := codexProvider(tmp, peers, n == "codexwarm")
+			if err != nil {
+				return err
+			}
+			defer p.Close()
+			name := "codex app-server, a process per child"
+			if n == "codexwarm" {
+				name = "codex app-server, kept warm (pool: {size: 1})"
+			}
+			list = append(list, &impl{name: name, prov: p, prompt: true, wantText: "ok", roundTripTag: "turn round trip (loopback Responses model answers at once)"})
 		case "sdk":
-			agentJS := filepath.Join(root, ".cache", "peers", "node_modules", "@agentclientprotocol", "sdk", "dist", "examples", "agent.js")
+			agentJS := filepath.Join(peers, "node_modules", "@agentclientprotocol", "sdk", "dist", "examples", "agent.js")
 			if _, err := os.Stat(agentJS); err != nil {
 				return fmt.Errorf("%s missing: run ../scripts/peers.sh first", agentJS)
 			}
@@ -236,8 +258,11 @@ func run(runs, sdkPrompts int, names []string, node string) error {
 		}
 		fmt.Printf("  dispose: median %.2f ms\n", d.Median)
 	}
-	if rss := childrenRSS(); rss > 0 {
-		fmt.Printf("\nresident memory of the processes left running (the warm one, idle): %.1f MiB\n", float64(rss)/(1<<20))
+	if rss := childrenRSS(); len(rss) > 0 {
+		fmt.Println()
+		for _, comm := range slices.Sorted(maps.Keys(rss)) {
+			fmt.Printf("resident memory of the warm %s processes left idle: %.1f MiB\n", comm, float64(rss[comm])/(1<<20))
+		}
 	}
 	if len(list) >= 2 {
 		fmt.Println()
@@ -246,18 +271,18 @@ func run(runs, sdkPrompts int, names []string, node string) error {
 			fmt.Printf("ready, %s / %s: %.2f×\n", im.name, list[0].name, b/a)
 		}
 	}
-	if n := srv.Requests.Load(); n == 0 && len(list) > 0 && list[0].prompt {
+	if n := srv.Requests.Load(); n == 0 && slices.ContainsFunc(names, func(n string) bool { return n == "dsh" || n == "warm" || n == "spawn" }) {
 		return fmt.Errorf("the loopback model got no request")
 	}
 	return nil
 }
 
 // childrenRSS sums the resident memory of this process's children and
-// their descendants (Linux; 0 elsewhere).
-func childrenRSS() int64 {
+// their descendants by program name (Linux; none elsewhere).
+func childrenRSS() map[string]int64 {
 	entries, err := os.ReadDir("/proc")
 	if err != nil {
-		return 0
+		return nil
 	}
 	parent := map[int]int{}
 	for _, e := range entries {
@@ -275,21 +300,65 @@ func childrenRSS() int64 {
 			parent[pid], _ = strconv.Atoi(f[1])
 		}
 	}
-	var total int64
+	total := map[string]int64{}
 	for pid := range parent {
 		for p := parent[pid]; p > 1; p = parent[p] {
 			if p != os.Getpid() {
 				continue
 			}
+			comm, _ := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "comm"))
 			b, _ := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "status"))
 			for line := range strings.Lines(string(b)) {
 				if kb, ok := strings.CutPrefix(line, "VmRSS:"); ok {
 					n, _ := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(kb), " kB"), 10, 64)
-					total += n << 10
+					total[strings.TrimSpace(string(comm))] += n << 10
 				}
 			}
 			break
 		}
 	}
 	return total
+}
+
+// codexProvider is the pinned real Codex against a loopback Responses
+// server (started here, stopped with the process), offline and keyless,
+// with a CODEX_HOME of its own under tmp.
+func codexProvider(tmp, peers string, warm bool) (*codex.Provider, error) {
+	bin := filepath.Join(peers, "node_modules", "@openai", "codex-linux-x64", "vendor", "x86_64-unknown-linux-musl", "bin", "codex")
+	if _, err := os.Stat(bin); err != nil {
+		return nil, fmt.Errorf("%s missing: run ../scripts/peers.sh first", bin)
+	}
+	srv := loopllm.StartResponses("ok")
+	home, err := os.MkdirTemp(tmp, "codex-home-")
+	if err != nil {
+		return nil, err
+	}
+	toml := fmt.Sprintf(`model = "mock-model"
+model_provider = "mock"
+approval_policy = "never"
+sandbox_mode = "read-only"
+check_for_update_on_startup = false
+
+[model_providers.mock]
+name = "Mock Responses"
+base_url = "%s/v1"
+env_key = "MOCK_API_KEY"
+wire_api = "responses"
+requires_openai_auth = false
+request_max_retries = 0
+stream_max_retries = 0
+
+[analytics]
+enabled = false
+`, srv.URL)
+	if err := os.WriteFile(filepath.Join(home, "config.toml"), []byte(toml), 0o600); err != nil {
+		return nil, err
+	}
+	cfg := codex.Config{CodexHome: home, Options: childproc.Options{Name: "codex", Command: bin,
+		Env: map[string]string{"HOME": home, "MOCK_API_KEY": "fake", "NO_PROXY": "127.0.0.1"}}}
+	if warm {
+		one := 1
+		cfg.Pool = &childproc.Pool{Size: &one}
+	}
+	return codex.New(cfg)
 }
