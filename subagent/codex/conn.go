@@ -35,9 +35,9 @@ type conn struct {
 
 	// async answers each server request on a goroutine of its own (set
 	// before serve): a shared process's requests do not wait on one
-	// another's permission asks. handlers are those goroutines.
-	async    bool
-	handlers sync.WaitGroup
+	// another's permission asks. Such a goroutine ends with its ask, which
+	// its run's cancellation ends.
+	async bool
 }
 
 type reply struct {
@@ -84,7 +84,7 @@ func (c *conn) serve() {
 			c.h.notify(m.Method, m.Params)
 		case kindRequest:
 			if c.async {
-				c.handlers.Go(func() { c.answer(m) })
+				go c.answer(m)
 			} else {
 				c.answer(m)
 			}

@@ -14,6 +14,7 @@ import (
 	"github.com/dsh-go/dsh/content"
 	"github.com/dsh-go/dsh/internal/llmtest"
 	"github.com/dsh-go/dsh/internal/proc"
+	"github.com/dsh-go/dsh/permission"
 	"github.com/dsh-go/dsh/subagent"
 	"github.com/dsh-go/dsh/subagent/childproc"
 	"github.com/dsh-go/dsh/subagent/codex"
@@ -231,4 +232,52 @@ func TestRealCodexPoolConformance(t *testing.T) {
 			return noChildren()
 		},
 	})
+}
+
+// Two children of one warm Codex ask the parent's policy at once: one ask
+// waiting on the person holds up neither the other child's ask nor its
+// turn (the shared process's requests are answered concurrently).
+func TestRealCodexPoolAsksDoNotWaitOnEachOther(t *testing.T) {
+	srv := execModel(t)
+	cfg := realConfig(t, &llmtest.Responses{Server: srv})
+	cfg.Pool = &childproc.Pool{Size: one(1)}
+	p := newProvider(t, cfg)
+	t.Cleanup(func() { p.Close() })
+	release, slowAsked := make(chan struct{}), make(chan struct{}, 1)
+	var releaseOnce sync.Once
+	free := func() { releaseOnce.Do(func() { close(release) }) }
+	t.Cleanup(free) // before the provider's Close, on a failure too
+	parent := subagenttest.PolicyParent(t, permission.Rules{Tools: map[string]permission.Decision{"bash": permission.Ask}},
+		permission.AskerFunc(func(ctx context.Context, r permission.Request) (permission.Answer, error) {
+			if strings.Contains(r.Who(), "slow") {
+				slowAsked <- struct{}{}
+				select {
+				case <-release:
+				case <-ctx.Done():
+				}
+			}
+			return permission.Reject, nil
+		}))
+	slow := start(t, p, context.Background(), subagent.StartRequest{Label: "slow", Prompt: subagenttest.Prompt("plant a file"), Parent: parent, Depth: 1})
+	select {
+	case <-slowAsked:
+	case <-time.After(20 * time.Second):
+		t.Fatal("the slow child never asked")
+	}
+	quick := start(t, p, context.Background(), subagent.StartRequest{Label: "quick", Prompt: subagenttest.Prompt("plant a file"), Parent: parent, Depth: 1})
+	select {
+	case <-quick.Done():
+	case <-time.After(20 * time.Second):
+		t.Fatal("the quick child waited on its sibling's ask")
+	}
+	if res := subagenttest.Wait(t, quick); res.StopReason != subagent.Completed || codex.ProcessPID(quick) != codex.ProcessPID(slow) {
+		t.Fatalf("the quick child: %+v", res)
+	}
+	free()
+	if res := subagenttest.Wait(t, slow); res.StopReason != subagent.Completed {
+		t.Fatalf("the slow child: %+v", res)
+	}
+	subagenttest.Dispose(t, quick)
+	subagenttest.Dispose(t, slow)
+	codexStats(t, p, 1, 1)
 }

@@ -118,7 +118,6 @@ func (c *codexProc) Stop() error { return c.stop(c.cfg.EOFGrace) }
 func (c *codexProc) stop(eofGrace time.Duration) error {
 	err := c.proc.Stop(eofGrace, c.cfg.TermGrace)
 	<-c.conn.done
-	c.conn.handlers.Wait()
 	c.removeHome()
 	return err
 }
