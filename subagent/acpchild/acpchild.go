@@ -124,8 +124,8 @@ const providerKind = "acp"
 // DefaultSelfPool is the pool of a dsh child (`command: self`) whose
 // provider has no `pool:` block: one process, kept
 // childproc.DefaultPoolIdle after its last child. A warm `dsh acp` takes a
-// child in under a millisecond instead of about twelve and holds about
-// 27 MiB meanwhile (BENCHMARKS §4.3).
+// child in about a millisecond instead of 9–15 and holds about
+// 27 MiB meanwhile (BENCHMARKS §7.7).
 func DefaultSelfPool() *childproc.Pool { return &childproc.Pool{Size: new(1)} }
 
 // Name implements subagent.Provider.
