@@ -125,7 +125,7 @@ const providerKind = "acp"
 // provider has no `pool:` block: one process, kept
 // childproc.DefaultPoolIdle after its last child. A warm `dsh acp` takes a
 // child in about a millisecond instead of 9–15 and holds about
-// 27 MiB meanwhile (BENCHMARKS §7.7).
+// 27 MiB meanwhile (BENCHMARKS §8).
 func DefaultSelfPool() *childproc.Pool { return &childproc.Pool{Size: new(1)} }
 
 // Name implements subagent.Provider.
