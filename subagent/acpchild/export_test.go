@@ -11,3 +11,6 @@ func PoolStats(p *Provider) (held, started int) {
 
 // ProcessPID returns the pid of the process a run's session lives in.
 func ProcessPID(r any) int { return r.(*run).proc.PID() }
+
+// Pooled reports whether p keeps processes warm.
+func Pooled(p *Provider) bool { return p.pool != nil }

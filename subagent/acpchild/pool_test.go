@@ -432,3 +432,25 @@ func TestPoolStubbornAgentIsRetired(t *testing.T) {
 	}
 	stats(t, p, 0, 1)
 }
+
+// A dsh child's provider keeps one process warm unless its pool says
+// otherwise; another agent's keeps none unless configured.
+func TestPoolDefaults(t *testing.T) {
+	for _, tc := range []struct {
+		dsh  bool
+		pool *childproc.Pool
+		want bool
+	}{
+		{true, nil, true}, {true, &childproc.Pool{Size: size(0)}, false},
+		{false, nil, false}, {false, &childproc.Pool{}, true},
+	} {
+		p := newProvider(t, acpchild.Config{Options: childproc.Options{Command: "x"}, Dsh: tc.dsh, Pool: tc.pool})
+		if acpchild.Pooled(p) != tc.want {
+			t.Errorf("dsh %v, pool %+v: pooled %v", tc.dsh, tc.pool, !tc.want)
+		}
+	}
+	if _, err := acpchild.New(acpchild.Config{Options: childproc.Options{Command: "x"}, Pool: &childproc.Pool{Sessions: -1}}); err == nil ||
+		!strings.Contains(err.Error(), "pool.sessions") {
+		t.Errorf("a negative pool.sessions: %v", err)
+	}
+}
