@@ -10,6 +10,8 @@ import (
 	"github.com/dsh-go/dsh/content"
 	"github.com/dsh-go/dsh/session"
 	"github.com/dsh-go/dsh/subagent"
+	"github.com/dsh-go/dsh/subagent/acpchild"
+	"github.com/dsh-go/dsh/subagent/childproc"
 )
 
 // An acp or codex provider's pool block is checked key by key, and the runtime's
@@ -55,5 +57,31 @@ func TestACPPool(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), "the provider is closed") {
 			t.Fatalf("%s: a start after the runtime closed: %v", p.Name(), err)
 		}
+	}
+}
+
+// A `command: self` provider keeps one `dsh acp` warm by default, serving
+// no more children at once than acp.maxSessions lets that process hold.
+func TestSelfPoolFollowsMaxSessions(t *testing.T) {
+	for yaml, want := range map[string]childproc.Pool{
+		"subagents:\n  providers:\n    - name: s\n      kind: acp\n      acp: {command: self}\n":                                                      {Size: new(1), Sessions: 32},
+		"acp: {maxSessions: 4}\nsubagents:\n  providers:\n    - name: s\n      kind: acp\n      acp: {command: self}\n":                               {Size: new(1), Sessions: 4},
+		"acp: {maxSessions: 4}\nsubagents:\n  providers:\n    - name: s\n      kind: acp\n      acp: {command: self, pool: {size: 2, sessions: 8}}\n": {Size: new(2), Sessions: 4},
+		"subagents:\n  providers:\n    - name: s\n      kind: acp\n      acp: {command: self, pool: {size: 0}}\n":                                     {Size: new(0), Sessions: 32},
+	} {
+		cfg, err := config.Parse("dsh.yaml", []byte(yaml), env(nil))
+		if err != nil {
+			t.Fatal(err)
+		}
+		rt, err := cfg.Build(context.Background(), nil, session.NewMemoryBackend(), env(map[string]string{"DSH_HOME": t.TempDir()}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, _ := rt.Subagents.Provider("s")
+		got := p.(*acpchild.Provider).Pool()
+		if *got.Size != *want.Size || *want.Size > 0 && got.Sessions != want.Sessions {
+			t.Errorf("%s: pool size %d, sessions %d; want %d, %d", yaml, *got.Size, got.Sessions, *want.Size, want.Sessions)
+		}
+		rt.Close(context.Background())
 	}
 }

@@ -70,8 +70,9 @@ type Config struct {
 // Provider runs ACP agents as children. Close it: it stops the processes
 // it keeps warm.
 type Provider struct {
-	cfg  Config
-	pool *warm.Pool[*agentProc] // nil: a process per child
+	cfg    Config
+	bounds childproc.Pool         // the pool's, resolved; Size 0: none
+	pool   *warm.Pool[*agentProc] // nil: a process per child
 }
 
 // New validates cfg and returns a provider.
@@ -99,6 +100,7 @@ func New(cfg Config) (*Provider, error) {
 	if err != nil {
 		return nil, err
 	}
+	p.bounds = pc
 	if pc.On() {
 		if p.pool, err = warm.New[*agentProc](pc.Bounds()); err != nil {
 			return nil, bad("pool", "%v", err)
@@ -117,6 +119,10 @@ func (p *Provider) Close() error {
 	}
 	return p.pool.Close()
 }
+
+// Pool returns the pool the provider runs with, its defaults filled in
+// (Size 0: a process per child).
+func (p *Provider) Pool() childproc.Pool { return p.bounds }
 
 // providerKind is the provider kind, as errors name it.
 const providerKind = "acp"
