@@ -232,8 +232,8 @@ func (p *Provider) process(ctx context.Context, cwd string, extra []string) (*wa
 		return &warm.Lease[*agentProc]{Process: a}, nil
 	}
 	key := strings.Join(append([]string{cwd}, extra...), "\x00")
-	lease, err := p.pool.Acquire(ctx, key, func() (*agentProc, error) {
-		return p.startProcess(context.Background(), cwd, extra)
+	lease, err := p.pool.Acquire(ctx, key, func(ctx context.Context) (*agentProc, error) {
+		return p.startProcess(ctx, cwd, extra)
 	})
 	if errors.Is(err, warm.ErrClosed) {
 		return nil, &childproc.StartError{Kind: providerKind, Provider: p.cfg.Name, Stage: "spawn", Err: err}

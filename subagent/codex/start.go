@@ -102,8 +102,8 @@ func (p *Provider) process(ctx context.Context, cwd string, extra []string) (*wa
 		return &warm.Lease[*codexProc]{Process: c}, nil
 	}
 	key := strings.Join(append([]string{cwd}, extra...), "\x00")
-	lease, err := p.pool.Acquire(ctx, key, func() (*codexProc, error) {
-		return p.startProcess(context.Background(), cwd, extra, true)
+	lease, err := p.pool.Acquire(ctx, key, func(ctx context.Context) (*codexProc, error) {
+		return p.startProcess(ctx, cwd, extra, true)
 	})
 	if errors.Is(err, warm.ErrClosed) {
 		return nil, p.fail("spawn", err)

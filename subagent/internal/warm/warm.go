@@ -99,11 +99,12 @@ type Lease[P Process] struct {
 // Acquire returns a process of launch identity key for one child: a
 // running one with room, else one it starts with start (the pool's own
 // when it has room, after stopping its least recently used idle process of
-// another key when full; else a process for this child alone). start runs
-// on a goroutine of its own, unbound to ctx, so that a start others wait
-// for survives the first child's cancellation; it must bound itself. ctx
-// bounds only this child's wait.
-func (p *Pool[P]) Acquire(ctx context.Context, key string, start func() (P, error)) (*Lease[P], error) {
+// another key when full; else a process for this child alone). The pool's
+// own start runs on a goroutine of its own with a context that never ends,
+// so that a start others wait for survives the first child's
+// cancellation: start must bound itself. ctx bounds this child's wait, and
+// the start of a process for it alone.
+func (p *Pool[P]) Acquire(ctx context.Context, key string, start func(context.Context) (P, error)) (*Lease[P], error) {
 	p.mu.Lock()
 	if p.closed {
 		p.mu.Unlock()
@@ -116,7 +117,7 @@ func (p *Pool[P]) Acquire(ctx context.Context, key string, start func() (P, erro
 			evict = p.lruIdle()
 			if evict == nil {
 				p.mu.Unlock()
-				return p.alone(start)
+				return p.alone(ctx, start)
 			}
 			p.remove(evict)
 		}
@@ -200,8 +201,8 @@ func (p *Pool[P]) lruIdle() *member[P] {
 }
 
 // alone starts a process for one child, outside the pool.
-func (p *Pool[P]) alone(start func() (P, error)) (*Lease[P], error) {
-	proc, err := start()
+func (p *Pool[P]) alone(ctx context.Context, start func(context.Context) (P, error)) (*Lease[P], error) {
+	proc, err := start(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -210,9 +211,9 @@ func (p *Pool[P]) alone(start func() (P, error)) (*Lease[P], error) {
 
 // start starts m's process, and watches it: once it exits it leaves the
 // pool (its children find out by themselves).
-func (p *Pool[P]) start(m *member[P], start func() (P, error)) {
+func (p *Pool[P]) start(m *member[P], start func(context.Context) (P, error)) {
 	defer p.wg.Done()
-	proc, err := start()
+	proc, err := start(context.Background())
 	p.mu.Lock()
 	m.proc, m.err = proc, err
 	if err != nil {

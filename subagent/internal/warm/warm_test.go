@@ -40,8 +40,8 @@ func newPool(t *testing.T, cfg Config) *Pool[*fake] {
 	return p
 }
 
-func starter(n *atomic.Int32) func() (*fake, error) {
-	return func() (*fake, error) {
+func starter(n *atomic.Int32) func(context.Context) (*fake, error) {
+	return func(context.Context) (*fake, error) {
 		n.Add(1)
 		return newFake(), nil
 	}
@@ -62,7 +62,7 @@ func TestSharedStart(t *testing.T) {
 	p := newPool(t, Config{Size: 1, Sessions: 4, IdleTimeout: time.Minute})
 	release := make(chan struct{})
 	var starts atomic.Int32
-	start := func() (*fake, error) {
+	start := func(context.Context) (*fake, error) {
 		starts.Add(1)
 		<-release
 		return newFake(), nil
@@ -110,7 +110,7 @@ func TestSharedStart(t *testing.T) {
 
 	boom := errors.New("boom")
 	q := newPool(t, Config{Size: 1, Sessions: 4, IdleTimeout: time.Minute})
-	if _, err := q.Acquire(context.Background(), "k", func() (*fake, error) { return nil, boom }); !errors.Is(err, boom) {
+	if _, err := q.Acquire(context.Background(), "k", func(context.Context) (*fake, error) { return nil, boom }); !errors.Is(err, boom) {
 		t.Fatalf("a failed start: %v", err)
 	}
 	if held, _ := q.Stats(); held != 0 {
@@ -146,6 +146,11 @@ func TestEvictionAndOverflow(t *testing.T) {
 	alone.Release(false)
 	if !alone.Process.stopped.Load() {
 		t.Fatal("a process of its own outlived its child")
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := p.Acquire(ctx, "b", func(ctx context.Context) (*fake, error) { return nil, ctx.Err() }); !errors.Is(err, context.Canceled) {
+		t.Fatalf("the start of a process of its own ignored the child's ctx: %v", err)
 	}
 	b2.Release(false)
 	c.Release(false)
