@@ -9,6 +9,7 @@ import (
 	"io"
 	"iter"
 	"log/slog"
+	"runtime"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -22,6 +23,7 @@ import (
 	"github.com/dsh-go/dsh/acpserver"
 	"github.com/dsh-go/dsh/agent"
 	"github.com/dsh-go/dsh/content"
+	"github.com/dsh-go/dsh/internal/acpmeta"
 	"github.com/dsh-go/dsh/llm"
 	"github.com/dsh-go/dsh/llm/scripted"
 	"github.com/dsh-go/dsh/session"
@@ -394,5 +396,42 @@ func TestServeReportsInputFailure(t *testing.T) {
 	}
 	if err := acpserver.Serve(context.Background(), opts, strings.NewReader(request(1, "initialize", initialize)+"\n"), io.Discard); err != nil {
 		t.Fatalf("Serve on an input that ends: %v", err)
+	}
+}
+
+// A warm `dsh acp` process (a parent's pool) serves child after child on
+// one connection: each session/close drops the session's agent and all
+// that follows it (updates, observers, captures), so fifty children in
+// turn leave neither an agent nor a goroutine behind.
+func TestClosedSessionsLeaveNothing(t *testing.T) {
+	conn, srv := connect(t, acpserver.Options{}, scripted.Repeat(scripted.Text("done")), &recorder{})
+	closeOne := func() {
+		resp, err := conn.NewSession(context.Background(), acpsdk.NewSessionRequest{Cwd: t.TempDir(), McpServers: []acpsdk.McpServer{},
+			Meta: acpmeta.Set(nil, acpmeta.Session{ParentSession: "parent-1", Depth: 1,
+				OutputSchema: json.RawMessage(`{"type":"object","properties":{"a":{"type":"string"}}}`)})})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r, err := prompt(conn, resp.SessionId, "task"); err != nil || r.StopReason != acpsdk.StopReasonEndTurn {
+			t.Fatalf("prompt = %+v, %v", r, err)
+		}
+		if _, err := conn.CloseSession(context.Background(), acpsdk.CloseSessionRequest{SessionId: resp.SessionId}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	closeOne() // the first session starts what the connection keeps
+	before := runtime.NumGoroutine()
+	for range 50 {
+		closeOne()
+	}
+	if n := len(srv.rt.Agents.List()); n != 0 {
+		t.Fatalf("%d agents left after 51 sessions were closed", n)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for runtime.NumGoroutine() > before && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if after := runtime.NumGoroutine(); after > before {
+		t.Fatalf("goroutines grew from %d to %d over 50 closed sessions", before, after)
 	}
 }

@@ -2,6 +2,7 @@ package config
 
 import (
 	"cmp"
+	"context"
 	"fmt"
 	"reflect"
 
@@ -85,13 +86,23 @@ func BuiltinKinds() []Kind {
 						return nil, err
 					}
 				}
-				return acpchild.New(c)
+				p, err := acpchild.New(c)
+				if err != nil {
+					return nil, err
+				}
+				env.Runtime.OnClose(func(context.Context) error { return p.Close() }) // the processes it keeps warm
+				return p, nil
 			},
 			Program: func(block any) string { return blockOf[acpchild.Config](block).Command }},
 		{Name: KindCodex, Block: "codex", NewBlock: func() any { return new(codex.Config) }, Install: "npm install -g @openai/codex",
 			Check: func(name string, block any) error { _, err := newCodex(name, block, nil); return err },
 			New: func(env BuildEnv, name string, block any) (subagent.Provider, error) {
-				return newCodex(name, block, env.Getenv)
+				p, err := newCodex(name, block, env.Getenv)
+				if err != nil {
+					return nil, err
+				}
+				env.Runtime.OnClose(func(context.Context) error { return p.Close() }) // the processes it keeps warm
+				return p, nil
 			},
 			Program: func(block any) string { return cmp.Or(blockOf[codex.Config](block).Command, "codex") }},
 		{Name: KindClaudeCode, Block: "claudeCode", NewBlock: func() any { return new(claudecode.Config) },

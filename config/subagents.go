@@ -271,6 +271,18 @@ func (cfg Config) selfHost(ac *acpchild.Config, getenv func(string) string) erro
 		}
 	}
 	ac.DepthEnv, ac.Dsh = DepthEnv, true
+	// A warm `dsh acp` reads this configuration too, and holds at most
+	// acp.maxSessions sessions: its pool gives it no more children at once.
+	if most := cfg.ACP.MaxSessions; most > 0 {
+		pool := acpchild.DefaultSelfPool()
+		if ac.Pool != nil {
+			*pool = *ac.Pool
+		}
+		if pool.Sessions == 0 || pool.Sessions > most {
+			pool.Sessions = most
+		}
+		ac.Pool = pool
+	}
 	return nil
 }
 

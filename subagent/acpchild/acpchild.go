@@ -10,7 +10,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	acpsdk "github.com/coder/acp-go-sdk"
@@ -21,6 +23,7 @@ import (
 	"github.com/dsh-go/dsh/internal/acpmeta"
 	"github.com/dsh-go/dsh/subagent"
 	"github.com/dsh-go/dsh/subagent/childproc"
+	"github.com/dsh-go/dsh/subagent/internal/warm"
 	"github.com/dsh-go/dsh/telemetry"
 )
 
@@ -56,10 +59,21 @@ type Config struct {
 	// extension carries (acpmeta.Session), so the provider declares those
 	// capabilities. Set by the configuration, not read from the file.
 	Dsh bool `yaml:"-"`
+	// Pool keeps the agent's processes warm between children: each child
+	// is then a session/new on a running process, disposed with
+	// session/close when the agent advertises it, else only dropped (see
+	// childproc.Pool). Nil: the default, DefaultSelfPool for a dsh child
+	// and a process per child for any other agent.
+	Pool *childproc.Pool `yaml:"pool"`
 }
 
-// Provider runs ACP agents as children.
-type Provider struct{ cfg Config }
+// Provider runs ACP agents as children. Close it: it stops the processes
+// it keeps warm.
+type Provider struct {
+	cfg    Config
+	bounds childproc.Pool         // the pool's, resolved; Size 0: none
+	pool   *warm.Pool[*agentProc] // nil: a process per child
+}
 
 // New validates cfg and returns a provider.
 func New(cfg Config) (*Provider, error) {
@@ -77,11 +91,48 @@ func New(cfg Config) (*Provider, error) {
 	case cfg.MaxDepth < 0:
 		return nil, bad("maxDepth", "must not be negative, got %d", cfg.MaxDepth)
 	}
-	return &Provider{cfg: cfg}, nil
+	p := &Provider{cfg: cfg}
+	var dflt *childproc.Pool
+	if cfg.Dsh {
+		dflt = DefaultSelfPool()
+	}
+	pc, err := cfg.Pool.Resolve(providerKind, cfg.Name, dflt)
+	if err != nil {
+		return nil, err
+	}
+	p.bounds = pc
+	if pc.On() {
+		if p.pool, err = warm.New[*agentProc](pc.Bounds()); err != nil {
+			return nil, bad("pool", "%v", err)
+		}
+	}
+	return p, nil
 }
+
+// Close stops the processes the provider keeps warm, children or not (a
+// child of one then fails as at any exit of its process), and returns once
+// they are reaped; the provider then refuses to start children in a warm
+// process. A provider without a pool has nothing to stop.
+func (p *Provider) Close() error {
+	if p.pool == nil {
+		return nil
+	}
+	return p.pool.Close()
+}
+
+// Pool returns the pool the provider runs with, its defaults filled in
+// (Size 0: a process per child).
+func (p *Provider) Pool() childproc.Pool { return p.bounds }
 
 // providerKind is the provider kind, as errors name it.
 const providerKind = "acp"
+
+// DefaultSelfPool is the pool of a dsh child (`command: self`) whose
+// provider has no `pool:` block: one process, kept
+// childproc.DefaultPoolIdle after its last child. A warm `dsh acp` takes a
+// child in about a millisecond instead of 9–15 and holds about
+// 27 MiB meanwhile (BENCHMARKS §8).
+func DefaultSelfPool() *childproc.Pool { return &childproc.Pool{Size: new(1)} }
 
 // Name implements subagent.Provider.
 func (p *Provider) Name() string { return p.cfg.Name }
@@ -136,21 +187,25 @@ func (p *Provider) start(ctx context.Context, req subagent.StartRequest, remote 
 	if p.cfg.DepthEnv != "" {
 		extra = append(extra, fmt.Sprintf("%s=%d", p.cfg.DepthEnv, depth))
 	}
-	child, err := p.cfg.Spawn(cwd, p.cfg.Args, extra...)
+	lease, err := p.process(ctx, cwd, extra)
 	if err != nil {
-		return nil, &childproc.StartError{Kind: providerKind, Provider: p.cfg.Name, Stage: "spawn", Err: err}
+		if ctx.Err() != nil {
+			return nil, subagent.AbortedBeforeReady(p.cfg.Name, context.Cause(ctx))
+		}
+		return nil, err
 	}
-	r := &run{cfg: p.cfg, id: "acp-" + uuid.NewString(), proc: child, progress: req.Progress,
+	a := lease.Process
+	r := &run{cfg: p.cfg, id: "acp-" + uuid.NewString(), agent: a, lease: lease, proc: a.proc, conn: a.conn, progress: req.Progress,
 		parent: req.Parent, label: subagent.ChildLabel(p.cfg.Name, req.Label), trace: telemetry.Carrier(ctx), req: req}
 	r.client = &client{run: r}
 	r.slots = &slots{live: req.LiveSlots}
-	go func() { <-child.Done(); r.slots.close() }()
-	r.conn = acpsdk.NewClientSideConnection(r.client, child.Stdin(), child.Stdout())
-	// No SetLogger: in acp-go-sdk v0.13.0 it races with the connection's
-	// receive goroutine, which starts in the constructor; the connection
-	// logs through slog.Default.
 	if err := r.handshake(ctx, cwd, depth, remote, req.Descriptor); err != nil {
-		child.Stop(0, p.cfg.TermGrace)
+		a.detach(r)
+		r.slots.close()
+		// A refusal the agent answered leaves a shared process in service;
+		// a lost connection or no answer in time retires it.
+		var re *acpsdk.RequestError
+		lease.Release(!errors.As(err, &re) || !a.healthy())
 		if ctx.Err() != nil {
 			return nil, subagent.AbortedBeforeReady(p.cfg.Name, context.Cause(ctx))
 		}
@@ -158,10 +213,32 @@ func (p *Provider) start(ctx context.Context, req subagent.StartRequest, remote 
 			return nil, err
 		}
 		return nil, &childproc.StartError{Kind: providerKind, Provider: p.cfg.Name, Stage: "handshake", Err: err,
-			Diagnostic: subagent.Diagnostic(child.Diagnostic())}
+			Diagnostic: subagent.Diagnostic(a.proc.Diagnostic())}
 	}
 	r.start(ctx, req.Prompt)
 	return r, nil
+}
+
+// process returns the agent process a child runs on: a warm one of the
+// same launch identity (the working directory and the variables given at
+// spawn; the command, arguments and env are the provider's) from the pool,
+// else a new one.
+func (p *Provider) process(ctx context.Context, cwd string, extra []string) (*warm.Lease[*agentProc], error) {
+	if p.pool == nil {
+		a, err := p.startProcess(ctx, cwd, extra)
+		if err != nil {
+			return nil, err
+		}
+		return &warm.Lease[*agentProc]{Process: a}, nil
+	}
+	key := strings.Join(append([]string{cwd}, extra...), "\x00")
+	lease, err := p.pool.Acquire(ctx, key, func(ctx context.Context) (*agentProc, error) {
+		return p.startProcess(ctx, cwd, extra)
+	})
+	if errors.Is(err, warm.ErrClosed) {
+		return nil, &childproc.StartError{Kind: providerKind, Provider: p.cfg.Name, Stage: "spawn", Err: err}
+	}
+	return lease, err
 }
 
 // handshake performs initialize and session/new (or session/load of
@@ -191,14 +268,8 @@ func (r *run) handshake(ctx context.Context, cwd string, depth int, remote acpsd
 	defer cancel()
 	errc := make(chan error, 1)
 	go func() {
-		init, err := r.conn.Initialize(hctx, acpsdk.InitializeRequest{ProtocolVersion: acpsdk.ProtocolVersionNumber,
-			ClientCapabilities: acpsdk.ClientCapabilities{}, ClientInfo: &acpsdk.Implementation{Name: "dsh", Version: "0"}})
-		if err != nil {
-			errc <- fmt.Errorf("initialize: %w", err)
-			return
-		}
 		if remote != "" {
-			errc <- r.load(hctx, init, cwd, remote, meta)
+			errc <- r.load(hctx, r.agent.init, cwd, remote, meta)
 			return
 		}
 		resp, err := r.conn.NewSession(hctx, acpsdk.NewSessionRequest{Cwd: cwd, McpServers: []acpsdk.McpServer{},
@@ -208,16 +279,20 @@ func (r *run) handshake(ctx context.Context, cwd string, depth int, remote acpsd
 			return
 		}
 		r.session = resp.SessionId
-		errc <- nil
+		errc <- r.agent.attach(r)
 	}()
+	var err error
 	select {
-	case err := <-errc:
+	case err = <-errc:
 		return err
 	case <-hctx.Done():
-		return context.Cause(hctx)
+		err = context.Cause(hctx)
 	case <-r.proc.Done():
-		return &childproc.ExitError{Program: "the agent", During: "the handshake", Diagnostic: r.proc.Diagnostic()}
+		err = &childproc.ExitError{Program: "the agent", During: "the handshake", Diagnostic: r.proc.Diagnostic()}
 	}
+	cancel()
+	<-errc // the request ends with hctx: the run is left to its caller alone
+	return err
 }
 
 // load continues the agent's session remote: session/load, whose replay
@@ -227,13 +302,16 @@ func (r *run) load(ctx context.Context, init acpsdk.InitializeResponse, cwd stri
 		return subagent.NotResumable(r.cfg.Name, "the agent does not advertise loadSession, so it cannot load its earlier session")
 	}
 	meta.Descriptor = nil // recorded when the session was created
+	r.session = remote
+	if err := r.agent.attach(r); err != nil {
+		return err
+	}
 	r.client.replay(true)
 	defer r.client.replay(false)
 	if _, err := r.conn.LoadSession(ctx, acpsdk.LoadSessionRequest{SessionId: remote, Cwd: cwd, McpServers: []acpsdk.McpServer{},
 		Meta: acpmeta.Set(nil, meta)}); err != nil {
 		return fmt.Errorf("session/load %s: %w", remote, err)
 	}
-	r.session = remote
 	return nil
 }
 
@@ -244,6 +322,8 @@ func (r *run) RemoteSession() string { return string(r.session) }
 type run struct {
 	cfg      Config
 	id       string
+	agent    *agentProc // the process of the run's session
+	lease    *warm.Lease[*agentProc]
 	proc     *childproc.Process
 	conn     *acpsdk.ClientSideConnection
 	client   *client
@@ -259,6 +339,7 @@ type run struct {
 	cancelled   chan struct{} // closed when the run is cancelled
 	cancelOnce  sync.Once
 	stopParent  func() bool
+	broken      atomic.Bool // the agent did not answer the cancellation in time: its process serves no more children
 	disposeOnce sync.Once
 	disposeErr  error
 }
@@ -317,13 +398,14 @@ func (r *run) drive(prompt []content.Block) {
 		case <-time.After(100 * time.Millisecond):
 			stopPrompt()
 			res = <-answered
-			res.err = fmt.Errorf("the agent exited during the turn: %s", r.proc.Diagnostic())
+			res.err = fmt.Errorf("%s exited during the turn: %s", r.processName(), r.proc.Diagnostic())
 		}
 	case <-r.cancelled:
 		timer := time.NewTimer(r.cfg.CancelGrace)
 		select {
 		case res = <-answered:
 		case <-timer.C:
+			r.broken.Store(true)
 			stopPrompt()
 			<-answered
 			res = promptResult{resp: acpsdk.PromptResponse{StopReason: acpsdk.StopReasonCancelled}}
@@ -345,12 +427,13 @@ func (r *run) outcome(res promptResult) subagent.Result {
 	case res.err != nil:
 		// A lost connection usually means the agent died: give its exit a
 		// moment to be reaped so the diagnostic names it.
+		out.StopReason = subagent.Failed
 		select {
 		case <-r.proc.Done():
+			out.Diagnostic = subagent.Diagnostic(fmt.Sprintf("%s exited during the turn (%v): %s", r.processName(), res.err, r.proc.Diagnostic()))
 		case <-time.After(time.Second):
+			out.Diagnostic = subagent.Diagnostic(fmt.Sprintf("%v; %s", res.err, r.proc.Diagnostic()))
 		}
-		out.StopReason = subagent.Failed
-		out.Diagnostic = subagent.Diagnostic(fmt.Sprintf("%v; %s", res.err, r.proc.Diagnostic()))
 	default:
 		switch res.resp.StopReason {
 		case acpsdk.StopReasonEndTurn:
@@ -418,13 +501,51 @@ func (r *run) ID() string { return r.id }
 // LocalAgent implements subagent.Run: nil, the child is remote.
 func (r *run) LocalAgent() *agent.Agent { return nil }
 
-// Dispose implements subagent.Run: it cancels the prompt, waits for the run
-// to settle, and stops the process (stdin EOF, SIGTERM, SIGKILL to its whole
-// process group), returning once it is reaped.
+// processName names the run's process in a failure: a shared process
+// fails every child it serves.
+func (r *run) processName() string {
+	if r.lease.Pooled {
+		return "the agent's process (kept warm for several children, all of which its exit fails)"
+	}
+	return "the agent"
+}
+
+// Dispose implements subagent.Run: it cancels the prompt and waits for the
+// run to settle. A process of its own is stopped (stdin EOF, SIGTERM,
+// SIGKILL to its whole process group) and Dispose returns once it is
+// reaped; a warm process is told to close the session (session/close,
+// when the agent advertises it; else the session is only dropped) and
+// stays for the next child, unless the run found it broken.
 func (r *run) Dispose(ctx context.Context) error {
 	r.disposeOnce.Do(func() {
 		childproc.Settle(r.Done(), r.cancel)
-		r.disposeErr = r.proc.Stop(r.cfg.EOFGrace, r.cfg.TermGrace)
+		if !r.lease.Pooled {
+			r.disposeErr = r.lease.Release(false)
+			return
+		}
+		broken := r.broken.Load() || r.closeSession() != nil
+		r.agent.detach(r)
+		r.slots.close()
+		r.lease.Release(broken)
 	})
 	return r.disposeErr
+}
+
+// closeSession tells the agent that the run's session is over, within the
+// cancel grace; an error means the process did not answer as it should.
+func (r *run) closeSession() error {
+	if !r.agent.healthy() {
+		return errors.New("the agent's process has ended")
+	}
+	if !r.agent.closes() {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), r.cfg.CancelGrace)
+	defer cancel()
+	_, err := r.conn.CloseSession(ctx, acpsdk.CloseSessionRequest{SessionId: r.session})
+	var re *acpsdk.RequestError
+	if errors.As(err, &re) && r.agent.healthy() && ctx.Err() == nil {
+		return nil // answered: an unknown session is a closed one
+	}
+	return err
 }

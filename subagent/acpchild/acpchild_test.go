@@ -102,7 +102,19 @@ func newProvider(t *testing.T, cfg acpchild.Config) *acpchild.Provider {
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { p.Close() })
 	return p
+}
+
+// closeAndCheck closes the provider *p (stopping the processes it keeps
+// warm) and reports any child process left.
+func closeAndCheck(p **acpchild.Provider) func() error {
+	return func() error {
+		if err := (*p).Close(); err != nil {
+			return err
+		}
+		return noChildren()
+	}
 }
 
 // children lists the live child processes of this test.
@@ -504,13 +516,15 @@ func TestDshChildConformanceWithEveryCapability(t *testing.T) {
 	persona, depth := "You answer in one word.", 2
 	schema := &jsonschema.Schema{Type: "object", Properties: map[string]*jsonschema.Schema{"answer": {Type: "string"}},
 		Required: []string{"answer"}}
+	var p *acpchild.Provider // the scenario's: its warm process is stopped by Close
 	subagenttest.Conformance(t, subagenttest.Harness{
 		New: func(t *testing.T) (subagent.Provider, *agent.Agent) {
-			return newProvider(t, cfg), subagenttest.ParentAgent(t)
+			p = newProvider(t, cfg)
+			return p, subagenttest.ParentAgent(t)
 		},
 		Shape: func(req *subagent.StartRequest) {
 			req.Persona, req.ToolFilter, req.OutputSchema, req.MaxDepth = &persona, &tool.Restriction{Deny: []string{"bash"}}, schema, &depth
 		},
-		Leftovers: noChildren,
+		Leftovers: closeAndCheck(&p),
 	})
 }

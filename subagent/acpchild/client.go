@@ -1,7 +1,6 @@
 package acpchild
 
 import (
-	"context"
 	"encoding/json"
 	"strings"
 	"sync"
@@ -14,9 +13,9 @@ import (
 	"github.com/dsh-go/dsh/subagent"
 )
 
-// client answers the child agent: it collects message text, relays
-// progress, and answers permission requests per policy. It advertises no
-// file system or terminal capability, so those requests are refused.
+// client answers the child agent about one run's session (the process's
+// router hands it what names the session): it collects message text,
+// relays progress, and answers permission requests per policy.
 type client struct {
 	run *run
 
@@ -37,8 +36,6 @@ type message struct {
 	id   string // "" when the agent sends no message ids
 	text strings.Builder
 }
-
-var _ acpsdk.Client = (*client)(nil)
 
 func (c *client) markCancelled() {
 	c.mu.Lock()
@@ -65,13 +62,13 @@ func (c *client) report(p subagent.Progress) {
 	}
 }
 
-// SessionUpdate implements acpsdk.Client.
-func (c *client) SessionUpdate(ctx context.Context, n acpsdk.SessionNotification) error {
+// sessionUpdate takes an update of the run's session.
+func (c *client) sessionUpdate(n acpsdk.SessionNotification) {
 	c.mu.Lock()
 	replaying := c.replaying
 	c.mu.Unlock()
 	if replaying {
-		return nil
+		return
 	}
 	u := n.Update
 	switch {
@@ -97,21 +94,20 @@ func (c *client) SessionUpdate(ctx context.Context, n acpsdk.SessionNotification
 				IsError: *s == acpsdk.ToolCallStatusFailed})
 		}
 	}
-	return nil
 }
 
-// RequestPermission implements acpsdk.Client. Unless the provider rejects
+// requestPermission answers a permission request of the run's session. Unless the provider rejects
 // every request, the call is decided by the parent's permission policy
 // (agent.Authorize): asked about in the parent's tree, naming this child
 // and, for a dsh child, the descendant that asks. The request is cancelled
 // once the run is.
-func (c *client) RequestPermission(ctx context.Context, p acpsdk.RequestPermissionRequest) (acpsdk.RequestPermissionResponse, error) {
+func (c *client) requestPermission(p acpsdk.RequestPermissionRequest) acpsdk.RequestPermissionResponse {
 	c.mu.Lock()
 	cancelled := c.cancelled
 	c.mu.Unlock()
 	r := c.run
 	if cancelled {
-		return acpsdk.RequestPermissionResponse{Outcome: acpsdk.NewRequestPermissionOutcomeCancelled()}, nil
+		return acpsdk.RequestPermissionResponse{Outcome: acpsdk.NewRequestPermissionOutcomeCancelled()}
 	}
 	allowed := r.cfg.Permission == PermissionPolicy && subagent.AuthorizeChild(r.parent, r.label, r.cancelled, askOf(p)) == nil
 	want := []acpsdk.PermissionOptionKind{acpsdk.PermissionOptionKindRejectOnce, acpsdk.PermissionOptionKindRejectAlways}
@@ -121,11 +117,11 @@ func (c *client) RequestPermission(ctx context.Context, p acpsdk.RequestPermissi
 	for _, k := range want {
 		for _, o := range p.Options {
 			if o.Kind == k {
-				return acpsdk.RequestPermissionResponse{Outcome: acpsdk.NewRequestPermissionOutcomeSelected(o.OptionId)}, nil
+				return acpsdk.RequestPermissionResponse{Outcome: acpsdk.NewRequestPermissionOutcomeSelected(o.OptionId)}
 			}
 		}
 	}
-	return acpsdk.RequestPermissionResponse{Outcome: acpsdk.NewRequestPermissionOutcomeCancelled()}, nil
+	return acpsdk.RequestPermissionResponse{Outcome: acpsdk.NewRequestPermissionOutcomeCancelled()}
 }
 
 // askOf turns a child's permission request into an ask of the parent's
@@ -163,39 +159,4 @@ func toolOfKind(kind *acpsdk.ToolKind, title *string) string {
 		return *title
 	}
 	return "unknown"
-}
-
-// ReadTextFile implements acpsdk.Client: not advertised, refused.
-func (c *client) ReadTextFile(context.Context, acpsdk.ReadTextFileRequest) (acpsdk.ReadTextFileResponse, error) {
-	return acpsdk.ReadTextFileResponse{}, acpsdk.NewMethodNotFound("fs/read_text_file")
-}
-
-// WriteTextFile implements acpsdk.Client: not advertised, refused.
-func (c *client) WriteTextFile(context.Context, acpsdk.WriteTextFileRequest) (acpsdk.WriteTextFileResponse, error) {
-	return acpsdk.WriteTextFileResponse{}, acpsdk.NewMethodNotFound("fs/write_text_file")
-}
-
-// CreateTerminal implements acpsdk.Client: not advertised, refused.
-func (c *client) CreateTerminal(context.Context, acpsdk.CreateTerminalRequest) (acpsdk.CreateTerminalResponse, error) {
-	return acpsdk.CreateTerminalResponse{}, acpsdk.NewMethodNotFound("terminal/create")
-}
-
-// KillTerminal implements acpsdk.Client: not advertised, refused.
-func (c *client) KillTerminal(context.Context, acpsdk.KillTerminalRequest) (acpsdk.KillTerminalResponse, error) {
-	return acpsdk.KillTerminalResponse{}, acpsdk.NewMethodNotFound("terminal/kill")
-}
-
-// TerminalOutput implements acpsdk.Client: not advertised, refused.
-func (c *client) TerminalOutput(context.Context, acpsdk.TerminalOutputRequest) (acpsdk.TerminalOutputResponse, error) {
-	return acpsdk.TerminalOutputResponse{}, acpsdk.NewMethodNotFound("terminal/output")
-}
-
-// ReleaseTerminal implements acpsdk.Client: not advertised, refused.
-func (c *client) ReleaseTerminal(context.Context, acpsdk.ReleaseTerminalRequest) (acpsdk.ReleaseTerminalResponse, error) {
-	return acpsdk.ReleaseTerminalResponse{}, acpsdk.NewMethodNotFound("terminal/release")
-}
-
-// WaitForTerminalExit implements acpsdk.Client: not advertised, refused.
-func (c *client) WaitForTerminalExit(context.Context, acpsdk.WaitForTerminalExitRequest) (acpsdk.WaitForTerminalExitResponse, error) {
-	return acpsdk.WaitForTerminalExitResponse{}, acpsdk.NewMethodNotFound("terminal/wait_for_exit")
 }

@@ -1,8 +1,6 @@
 package acpchild
 
 import (
-	"context"
-	"encoding/json"
 	"errors"
 	"strconv"
 	"sync"
@@ -83,22 +81,4 @@ func (s *slots) close() {
 	for _, release := range held {
 		release()
 	}
-}
-
-// HandleExtensionMethod implements acpsdk.ExtensionMethodHandler: a dsh
-// child's requests for places under the tree's live-children cap and their
-// release. Other extension methods are not served.
-func (c *client) HandleExtensionMethod(ctx context.Context, method string, params json.RawMessage) (any, error) {
-	switch method {
-	case acpmeta.MethodAdmit:
-		return c.run.slots.admit()
-	case acpmeta.MethodRelease:
-		var p acpmeta.Release
-		if err := json.Unmarshal(params, &p); err != nil {
-			return nil, acpsdk.NewInvalidParams(err.Error())
-		}
-		c.run.slots.release(p.Slot)
-		return nil, nil
-	}
-	return nil, acpsdk.NewMethodNotFound(method)
 }

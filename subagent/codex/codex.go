@@ -13,6 +13,7 @@ import (
 
 	"github.com/dsh-go/dsh/subagent"
 	"github.com/dsh-go/dsh/subagent/childproc"
+	"github.com/dsh-go/dsh/subagent/internal/warm"
 )
 
 // Permission modes (Config.PermissionMode).
@@ -54,12 +55,19 @@ type Config struct {
 	PermissionMode string `yaml:"permissionMode"`
 	// Config holds Codex config overrides sent with thread/start.
 	Config map[string]any `yaml:"config"`
+	// Pool keeps `codex app-server` processes warm between children: each
+	// child is then a thread/start on a running process, ended with
+	// thread/unsubscribe at its disposal (see childproc.Pool). Nil: a
+	// process per child.
+	Pool *childproc.Pool `yaml:"pool"`
 }
 
-// Provider runs Codex app-server children. It holds no state across runs.
+// Provider runs Codex app-server children. Close it: it stops the
+// processes it keeps warm.
 type Provider struct {
 	cfg     Config
 	maxLine int
+	pool    *warm.Pool[*codexProc] // nil: a process per child
 }
 
 // New validates cfg, applies its defaults and returns a provider.
@@ -91,7 +99,28 @@ func New(cfg Config) (*Provider, error) {
 		}
 		cfg.CodexHome = abs
 	}
-	return &Provider{cfg: cfg, maxLine: MaxLine}, nil
+	p := &Provider{cfg: cfg, maxLine: MaxLine}
+	pc, err := cfg.Pool.Resolve(providerKind, cfg.Name, nil)
+	if err != nil {
+		return nil, err
+	}
+	if pc.On() {
+		if p.pool, err = warm.New[*codexProc](pc.Bounds()); err != nil {
+			return nil, bad("pool", "%v", err)
+		}
+	}
+	return p, nil
+}
+
+// Close stops the processes the provider keeps warm, children or not (a
+// child of one then fails as at any exit), and returns once they are
+// reaped; the provider then refuses to start children in a warm process.
+// A provider without a pool has nothing to stop.
+func (p *Provider) Close() error {
+	if p.pool == nil {
+		return nil
+	}
+	return p.pool.Close()
 }
 
 // kind is the provider kind, as errors name it.

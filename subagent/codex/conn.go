@@ -32,6 +32,12 @@ type conn struct {
 
 	done chan struct{} // closed when serve returns
 	err  error         // why serve returned (io.EOF at a clean end), set before done closes
+
+	// async answers each server request on a goroutine of its own (set
+	// before serve): a shared process's requests do not wait on one
+	// another's permission asks. Such a goroutine ends with its ask, which
+	// its run's cancellation ends.
+	async bool
 }
 
 type reply struct {
@@ -77,17 +83,26 @@ func (c *conn) serve() {
 		case kindNotification:
 			c.h.notify(m.Method, m.Params)
 		case kindRequest:
-			result, werr := c.h.request(m.Method, m.Params)
-			out := outgoing{ID: m.ID, Error: werr}
-			if werr == nil {
-				out.Result = result
-				if result == nil {
-					out.Result = struct{}{}
-				}
+			if c.async {
+				go c.answer(m)
+			} else {
+				c.answer(m)
 			}
-			c.write(out) // a failed write surfaces as the end of the stream
 		}
 	}
+}
+
+// answer answers a server request through the handler.
+func (c *conn) answer(m message) {
+	result, werr := c.h.request(m.Method, m.Params)
+	out := outgoing{ID: m.ID, Error: werr}
+	if werr == nil {
+		out.Result = result
+		if result == nil {
+			out.Result = struct{}{}
+		}
+	}
+	c.write(out) // a failed write surfaces as the end of the stream
 }
 
 // closed returns why the stream ended, once done is closed.

@@ -2,6 +2,7 @@ package codex
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -10,18 +11,23 @@ import (
 	"github.com/dsh-go/dsh/content"
 	"github.com/dsh-go/dsh/subagent"
 	"github.com/dsh-go/dsh/subagent/childproc"
+	"github.com/dsh-go/dsh/subagent/internal/warm"
 )
 
 // run is one Codex child running one turn.
 type run struct {
-	cfg        Config
-	id         string
-	proc       *childproc.Process
-	conn       *conn
-	turn       *turnState
-	threadID   string // Codex's, private to the run
-	model      string // as thread/start reported it
-	removeHome func() // removes a temporary CODEX_HOME
+	cfg   Config
+	id    string
+	codex *codexProc // the process of the run's thread
+	lease *warm.Lease[*codexProc]
+	proc  *childproc.Process
+	conn  *conn
+	turn  *turnState
+	model string // as thread/start reported it
+
+	mu       sync.Mutex
+	threadID string // Codex's, private to the run; set once the thread exists
+	broken   bool   // Codex ignored the interrupt: its process takes no more children
 
 	// writers are the goroutines that write to Codex for the run: drive
 	// never waits on a write (a child that stops reading stdin could block
@@ -143,7 +149,13 @@ func (r *run) await(input []inputItem) subagent.Result {
 			defer timer.Stop()
 			grace = timer.C
 		case <-grace:
-			r.proc.Stop(r.cfg.EOFGrace, r.cfg.TermGrace) // Dispose reports its error
+			if !r.lease.Pooled {
+				r.proc.Stop(r.cfg.EOFGrace, r.cfg.TermGrace) // Dispose reports its error
+			} else { // the process of other children: retired, not stopped
+				r.mu.Lock()
+				r.broken = true
+				r.mu.Unlock()
+			}
 			return abort()
 		}
 	}
@@ -157,17 +169,63 @@ func (r *run) lost() subagent.Result {
 		return res
 	}
 	r.proc.Exited(time.Second)
-	res.Diagnostic = subagent.Diagnostic((&childproc.ExitError{Program: "codex", During: "the turn", Diagnostic: r.proc.Diagnostic()}).Error())
+	program := "codex"
+	if r.lease.Pooled {
+		program = "codex (a warm process, whose exit fails every child it serves)"
+	}
+	res.Diagnostic = subagent.Diagnostic((&childproc.ExitError{Program: program, During: "the turn", Diagnostic: r.proc.Diagnostic()}).Error())
 	return res
 }
 
-// teardown stops the process and waits for the connection and the
-// writers to end.
-func (r *run) teardown(eofGrace time.Duration) error {
-	err := r.proc.Stop(eofGrace, r.cfg.TermGrace)
-	<-r.conn.done
+// How a run leaves its process (see release).
+type ending int
+
+const (
+	keep   ending = iota // the process serves the next child
+	retire               // it serves no new child, and stops after its last
+	kill                 // it is stopped now: it does not answer
+)
+
+// release ends the run's use of its process. A process of its own is
+// stopped (eofGrace, then the ladder) and the writers are waited for. A
+// warm one is told that the thread is over (thread/unsubscribe, within
+// CancelGrace) and kept for the next child, unless end says otherwise or
+// it does not answer, which stops it.
+func (r *run) release(end ending, eofGrace time.Duration) error {
+	c := r.codex
+	r.mu.Lock()
+	thread := r.threadID
+	r.mu.Unlock()
+	if !r.lease.Pooled {
+		err := c.stop(eofGrace)
+		r.writers.Wait()
+		r.lease.Release(false)
+		return err
+	}
+	if thread != "" {
+		if end == keep && r.endThread(thread) != nil {
+			end = kill
+		}
+		c.detach(thread)
+	}
+	if end == kill {
+		c.Stop() // its other children fail, as at any exit
+	}
 	r.writers.Wait()
-	r.removeHome()
+	r.lease.Release(end != keep)
+	return nil
+}
+
+// endThread tells Codex that the run's thread is over; an error other than
+// Codex's answer means the process does not serve.
+func (r *run) endThread(thread string) error {
+	ctx, cancel := context.WithTimeout(context.Background(), r.cfg.CancelGrace)
+	defer cancel()
+	err := r.conn.call(ctx, "thread/unsubscribe", map[string]any{"threadId": thread}, nil)
+	var rpc *RPCError
+	if errors.As(err, &rpc) {
+		return nil // answered
+	}
 	return err
 }
 
@@ -178,16 +236,23 @@ func (r *run) ID() string { return r.id }
 // LocalAgent implements subagent.Run: nil, the child is remote.
 func (r *run) LocalAgent() *agent.Agent { return nil }
 
-// Dispose implements subagent.Run: it cancels the turn, waits for the run
-// to settle (at most CancelGrace plus the ladder), stops the process (stdin
-// EOF, on which Codex exits, then SIGTERM and SIGKILL to its process group)
-// and removes a temporary CODEX_HOME. Its time is bounded by the config, so
-// ctx is not consulted.
+// Dispose implements subagent.Run: it cancels the turn and waits for the
+// run to settle (at most CancelGrace plus the ladder). A process of its
+// own is stopped (stdin EOF, on which Codex exits, then SIGTERM and SIGKILL
+// to its process group) and a temporary CODEX_HOME removed; a warm one is
+// told the thread is over (thread/unsubscribe) and stays for the next
+// child. Its time is bounded by the config, so ctx is not consulted.
 func (r *run) Dispose(ctx context.Context) error {
 	r.disposeOnce.Do(func() {
 		r.cancel()
 		<-r.Done()
-		r.disposeErr = r.teardown(r.cfg.EOFGrace)
+		r.mu.Lock()
+		end := keep
+		if r.broken {
+			end = retire
+		}
+		r.mu.Unlock()
+		r.disposeErr = r.release(end, r.cfg.EOFGrace)
 	})
 	return r.disposeErr
 }

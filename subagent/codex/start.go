@@ -4,14 +4,14 @@ import (
 	"cmp"
 	"context"
 	"errors"
-	"os"
-	"time"
+	"strings"
 
 	"github.com/google/uuid"
 
 	"github.com/dsh-go/dsh/permission"
 	"github.com/dsh-go/dsh/subagent"
 	"github.com/dsh-go/dsh/subagent/childproc"
+	"github.com/dsh-go/dsh/subagent/internal/warm"
 	"github.com/dsh-go/dsh/telemetry"
 )
 
@@ -22,9 +22,10 @@ type inputItem struct {
 	TextElements []any  `json:"text_elements"`
 }
 
-// Start spawns Codex, performs initialize, initialized and thread/start
-// within ReadyTimeout, and only then returns the run; the prompt's text
-// blocks are sent as one turn once it is ready.
+// Start spawns Codex (or takes a warm process from the pool), performs
+// initialize, initialized and thread/start within ReadyTimeout, and only
+// then returns the run; the prompt's text blocks are sent as one turn once
+// it is ready.
 func (p *Provider) Start(ctx context.Context, req subagent.StartRequest) (subagent.Run, error) {
 	return p.start(ctx, req, "")
 }
@@ -53,75 +54,76 @@ func (p *Provider) start(ctx context.Context, req subagent.StartRequest, remote 
 	for _, text := range childproc.Texts(req.Prompt) {
 		input = append(input, inputItem{Type: "text", Text: text, TextElements: []any{}})
 	}
-	home, tempHome := p.cfg.CodexHome, false
-	if home == "" {
-		dir, err := os.MkdirTemp("", "dsh-codex-home-")
-		if err != nil {
-			return nil, p.fail("codex home", err)
-		}
-		home, tempHome = dir, true
-	} else if err := childproc.CheckDir(home); err != nil {
-		return nil, p.fail("codex home", err)
-	}
-	removeHome := func() {
-		if tempHome {
-			os.RemoveAll(home)
-		}
-	}
-	child, err := p.cfg.Spawn(cwd, p.cfg.Args, append([]string{"CODEX_HOME=" + home}, telemetry.Env(ctx)...)...) // Codex continues a TRACEPARENT it is given
+	lease, err := p.process(ctx, cwd, telemetry.Env(ctx)) // Codex continues a TRACEPARENT it is given
 	if err != nil {
-		removeHome()
-		return nil, p.fail("spawn", err)
+		if ctx.Err() != nil {
+			return nil, subagent.AbortedBeforeReady(p.cfg.Name, context.Cause(ctx))
+		}
+		return nil, err
 	}
+	c := lease.Process
 	cancelled := make(chan struct{})
 	label := subagent.ChildLabel(p.cfg.Name, req.Label)
 	state := newTurnState(p.cfg.PermissionMode, req.Progress, func(ask permission.Request) bool {
 		return subagent.AuthorizeChild(req.Parent, label, cancelled, ask) == nil
 	})
-	r := &run{cfg: p.cfg, id: "codex-" + uuid.NewString(), proc: child, turn: state,
-		conn: newConn(child.Stdin(), child.Stdout(), p.maxLine, state), removeHome: removeHome,
+	r := &run{cfg: p.cfg, id: "codex-" + uuid.NewString(), codex: c, lease: lease, proc: c.proc, conn: c.conn, turn: state,
 		cancelled: cancelled}
-	go r.conn.serve()
-
 	if err := r.handshake(ctx, cwd, remote); err != nil {
-		r.teardown(0)
+		// Codex's refusal leaves a shared process in service; no answer
+		// in time or a broken connection stops it.
+		end := kill
+		if rpc := (*RPCError)(nil); errors.As(err, &rpc) && c.healthy() {
+			end = keep
+		}
+		r.release(end, 0)
 		if ctx.Err() != nil {
 			return nil, subagent.AbortedBeforeReady(p.cfg.Name, context.Cause(ctx))
 		}
-		return nil, &childproc.StartError{Kind: providerKind, Provider: p.cfg.Name, Stage: "handshake", Err: err, Diagnostic: child.Diagnostic()}
+		return nil, &childproc.StartError{Kind: providerKind, Provider: p.cfg.Name, Stage: "handshake", Err: err, Diagnostic: c.proc.Diagnostic()}
 	}
 	if ctx.Err() != nil { // aborted between the handshake and publication
-		r.teardown(0)
+		r.release(keep, 0)
 		return nil, subagent.AbortedBeforeReady(p.cfg.Name, context.Cause(ctx))
 	}
 	r.start(ctx, input)
 	return r, nil
 }
 
-// handshake performs initialize, initialized and thread/start (or
-// thread/resume of remote) within ReadyTimeout.
+// process returns the Codex process a child runs on: a warm one of the
+// same launch identity (the working directory and the variables given at
+// spawn, a trace context among them) from the pool, else a new one.
+func (p *Provider) process(ctx context.Context, cwd string, extra []string) (*warm.Lease[*codexProc], error) {
+	if p.pool == nil {
+		c, err := p.startProcess(ctx, cwd, extra, false)
+		if err != nil {
+			return nil, err
+		}
+		return &warm.Lease[*codexProc]{Process: c}, nil
+	}
+	key := strings.Join(append([]string{cwd}, extra...), "\x00")
+	lease, err := p.pool.Acquire(ctx, key, func(ctx context.Context) (*codexProc, error) {
+		return p.startProcess(ctx, cwd, extra, true)
+	})
+	if errors.Is(err, warm.ErrClosed) {
+		return nil, p.fail("spawn", err)
+	}
+	return lease, err
+}
+
+// handshake starts the run's thread (thread/start, or thread/resume of
+// remote) within ReadyTimeout.
 func (r *run) handshake(ctx context.Context, cwd, remote string) error {
 	hctx, cancel := context.WithTimeoutCause(ctx, r.cfg.ReadyTimeout, &childproc.ReadyTimeoutError{After: r.cfg.ReadyTimeout, Waiting: "answer to the handshake"})
 	defer cancel()
 	errc := make(chan error, 1)
-	r.writers.Go(func() { errc <- r.greet(hctx, cwd, remote) })
-	var err error
+	r.writers.Go(func() { errc <- r.open(hctx, cwd, remote) })
 	select {
-	case err = <-errc:
-	case <-hctx.Done(): // greet may be stuck writing; teardown ends it
+	case err := <-errc:
+		return r.codex.exitError(hctx, err, "the handshake")
+	case <-hctx.Done(): // open may be stuck writing; stopping the process ends it
 		return context.Cause(hctx)
-	case <-r.proc.Done():
-		// Codex exited: its stdout ends and so does greet.
-		select {
-		case err = <-errc:
-		case <-hctx.Done():
-			return context.Cause(hctx)
-		}
 	}
-	if err != nil && hctx.Err() == nil && lostConnection(err) && r.proc.Exited(time.Second) {
-		return &childproc.ExitError{Program: "codex", During: "the handshake", Diagnostic: r.proc.Diagnostic()}
-	}
-	return err
 }
 
 // lostConnection reports whether err means the stream to or from Codex
@@ -133,18 +135,9 @@ func lostConnection(err error) bool {
 	return !errors.As(err, &rpc) && !errors.As(err, &proto) && !errors.As(err, &long)
 }
 
-// greet is the handshake proper.
-func (r *run) greet(ctx context.Context, cwd, remote string) error {
-	initParams := map[string]any{
-		"clientInfo":   map[string]any{"name": "dsh", "title": "dsh", "version": "0"},
-		"capabilities": map[string]any{"experimentalApi": false},
-	}
-	if err := r.conn.call(ctx, "initialize", initParams, nil); err != nil {
-		return err
-	}
-	if err := r.conn.notify("initialized", nil); err != nil {
-		return err
-	}
+// open starts or resumes the run's thread and routes its messages to the
+// run's turn.
+func (r *run) open(ctx context.Context, cwd, remote string) error {
 	var started struct {
 		Thread struct {
 			ID string `json:"id"`
@@ -163,7 +156,10 @@ func (r *run) greet(ctx context.Context, cwd, remote string) error {
 		return &ProtocolError{Msg: method + " answered without a thread id"}
 	}
 	r.turn.setThread(started.Thread.ID)
+	r.codex.attach(started.Thread.ID, r.turn)
+	r.mu.Lock()
 	r.threadID = started.Thread.ID
+	r.mu.Unlock()
 	r.model = cmp.Or(started.Model, r.cfg.Model, "unknown")
 	return nil
 }
