@@ -17,16 +17,24 @@ type styles struct {
 	// The Markdown styles (see markdown.go).
 	mdHeading, mdBold, mdItalic, mdCode, mdLink lipgloss.Style
 
+	code *highlighter // fenced code's colours
+
 	profile termenv.Profile
 	light   bool // the terminal's background is light, as $COLORFGBG says
 }
 
 func newStyles(out io.Writer, getenv func(string) string) *styles {
-	r := lipgloss.NewRenderer(out)
+	return stylesFor(lipgloss.NewRenderer(out), getenv)
+}
+
+// stylesFor makes the styles of r's terminal.
+func stylesFor(r *lipgloss.Renderer, getenv func(string) string) *styles {
 	c := func(code string) lipgloss.Style { return r.NewStyle().Foreground(lipgloss.Color(code)) }
+	light := lightBackground(getenv("COLORFGBG"))
 	return &styles{
+		code:    &highlighter{styles: newCodeStyles(r, light), color: r.ColorProfile() != termenv.Ascii},
 		profile: r.ColorProfile(),
-		light:   lightBackground(getenv("COLORFGBG")),
+		light:   light,
 		dim:     c("8"),
 		note:    c("6"),
 		err:     c("1"),
