@@ -294,9 +294,17 @@ func stream(srv *server, c client, n int, size pty.Winsize) (result, error) {
 	if seen != n {
 		return result{}, fmt.Errorf("%d of %d tokens reached stdout", seen, n)
 	}
-	srv.mu.Lock()
-	written := srv.written
-	srv.mu.Unlock()
+	// The server stores its stamps after its last write, which the client
+	// may have read and exited on already.
+	var written []time.Time
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
+		srv.mu.Lock()
+		written = srv.written
+		srv.mu.Unlock()
+		if len(written) == n || time.Now().After(deadline) {
+			break
+		}
+	}
 	if len(written) != n {
 		return result{}, fmt.Errorf("the server wrote %d of %d tokens", len(written), n)
 	}

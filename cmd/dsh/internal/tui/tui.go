@@ -207,10 +207,11 @@ func (u *UI) pump(ctx context.Context, send func(tea.Msg), stop <-chan struct{})
 		case <-next.C:
 			ready = u.feed.ready
 		case <-ready:
+			taken := time.Now()
 			items, dropped := u.feed.take()
 			send(batchMsg{items: items, dropped: dropped})
 			ready = nil
-			next.Reset(frame)
+			next.Reset(frame - time.Since(taken))
 		case now := <-ticker.C:
 			send(tickMsg(now))
 		case <-ctxDone:
