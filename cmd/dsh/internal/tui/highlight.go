@@ -10,10 +10,10 @@ import (
 
 // Fenced code is highlighted with chroma's core (its lexer engine and token
 // types) and lexers written here (lexers.go). chroma's own lexers and styles
-// packages build their registries in package init, ~55 ms and 70,000
-// allocations in every dsh process (BENCHMARKS §5h); its core costs ~0.1 ms.
-// A lexer is built when the first block of its language is drawn, once per
-// screen.
+// packages build their registries in package init, 30–75 ms and 71,000
+// allocations in every dsh process (BENCHMARKS §8.1); its core and its
+// regular expressions cost ~0.1 ms and ~110 allocations. A lexer is built
+// when the first block of its language is drawn, once per screen.
 
 // Bounds on what is highlighted: a longer block, or the blocks past the
 // document's budget, are drawn plain. Every lexer runs in time linear in

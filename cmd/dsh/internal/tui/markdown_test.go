@@ -1,6 +1,7 @@
 package tui
 
 import (
+	"fmt"
 	"io"
 	"os"
 	"strings"
@@ -180,5 +181,30 @@ func TestMarkdownHighlightBounds(t *testing.T) {
 		if got := ansi.Strip(strings.Join(lines, "\n")); got != strings.TrimSuffix(code, "\n") {
 			t.Errorf("%s: hostile code is not drawn as it is (%d bytes, want %d)", lang, len(got), len(code))
 		}
+	}
+}
+
+// BenchmarkHighlight is the time to highlight a block of Go: the first
+// one of a screen also builds the lexer (compiles its rules).
+func BenchmarkHighlight(b *testing.B) {
+	src := strings.Repeat("// f returns n.\nfunc f(n int) (string, error) {\n\treturn fmt.Sprint(n, \"x\"), nil\n}\n", 10)
+	b.Run("first block", func(b *testing.B) {
+		for b.Loop() {
+			if colourStyles("").code.highlight("go", src) == nil {
+				b.Fatal("not highlighted")
+			}
+		}
+	})
+	for _, size := range []int{1 << 10, 32 << 10} {
+		code := strings.Repeat(src, max(size/len(src), 1))
+		h := colourStyles("").code
+		b.Run(fmt.Sprintf("%d KiB", size>>10), func(b *testing.B) {
+			b.SetBytes(int64(len(code)))
+			for b.Loop() {
+				if h.highlight("go", code) == nil {
+					b.Fatal("not highlighted")
+				}
+			}
+		})
 	}
 }

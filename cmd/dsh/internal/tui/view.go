@@ -197,7 +197,21 @@ func (m *model) askView() string {
 
 // editorView is the editor in its box.
 func (m *model) editorView() string {
-	return m.st.box.Width(max(m.width-2, 8)).Render(m.editor.View())
+	k := editorKey{text: m.editor.Value(), width: m.width, height: m.editor.Height(),
+		line: m.editor.Line(), col: m.editor.LineInfo().ColumnOffset, focused: m.editor.Focused()}
+	if m.edView == "" || k != m.edKey {
+		m.edKey, m.edView = k, m.st.box.Width(max(m.width-2, 8)).Render(m.editor.View())
+	}
+	return m.edView
+}
+
+// editorKey is what the editor's drawing depends on. While a model
+// streams, the editor is the same at every frame: drawing it anew each
+// time was a third of the screen's work.
+type editorKey struct {
+	text                     string
+	width, height, line, col int
+	focused                  bool
 }
 
 // statusView is the last line: the model, the session, what runs, the
