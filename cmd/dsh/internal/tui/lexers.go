@@ -84,6 +84,34 @@ const (
 	operators = `[-+*%&|^!=<>?:.~]+`
 )
 
+// identifiers matches an identifier and gives it its type in kinds, else
+// NameFunction before a "(", else Name: one rule, not one per word list
+// (each rule tried and failed costs a regular expression run).
+func identifiers(kinds map[string]chroma.TokenType) chroma.Rule {
+	return rule(`[\p{L}_$][\p{L}\p{N}_$]*(?=(\s*\()?)`, chroma.EmitterFunc(func(groups []string, _ *chroma.LexerState) chroma.Iterator {
+		t, ok := kinds[groups[0]]
+		switch {
+		case ok:
+		case len(groups) > 1 && groups[1] != "":
+			t = chroma.NameFunction
+		default:
+			t = chroma.Name
+		}
+		return chroma.Literator(chroma.Token{Type: t, Value: groups[0]})
+	}))
+}
+
+// kinds maps each word of each list to its type.
+func kinds(lists map[chroma.TokenType][]string) map[string]chroma.TokenType {
+	m := map[string]chroma.TokenType{}
+	for t, words := range lists {
+		for _, w := range words {
+			m[w] = t
+		}
+	}
+	return m
+}
+
 // rule is a chroma rule.
 func rule(pattern string, t chroma.Emitter, m ...chroma.Mutator) chroma.Rule {
 	r := chroma.Rule{Pattern: pattern, Type: t}
@@ -139,13 +167,18 @@ type cLike struct {
 }
 
 func (c cLike) rules() chroma.Rules {
-	root := []chroma.Rule{
-		rule(`\s+`, chroma.Text),
+	// The commonest tokens first: each rule tried before the one that
+	// matches costs a regular expression run.
+	root := []chroma.Rule{rule(`\s+`, chroma.Text)}
+	root = append(root, c.before...)
+	root = append(root,
+		identifiers(kinds(map[chroma.TokenType][]string{chroma.Keyword: c.keywords, chroma.KeywordConstant: c.constants,
+			chroma.KeywordType: c.types, chroma.NameBuiltin: c.builtins})),
+		rule(punct, chroma.Punctuation),
 		rule(`//[^\n]*`, chroma.CommentSingle),
 		rule(`/\*`, chroma.CommentMultiline, chroma.Push("comment")),
-	}
-	root = append(root, c.before...)
-	root = append(root, rule(`"`, chroma.LiteralString, chroma.Push("dq")))
+		rule(operators, chroma.Operator),
+		rule(`"`, chroma.LiteralString, chroma.Push("dq")))
 	if c.sqStrings {
 		root = append(root, rule(`'`, chroma.LiteralString, chroma.Push("sq")))
 	} else {
@@ -174,24 +207,8 @@ func (c cLike) rules() chroma.Rules {
 		root = append(root, rule("`", chroma.LiteralStringBacktick, chroma.Push("raw")))
 		rules["raw"] = raw("`")
 	}
-	root = append(root, rule(number, chroma.LiteralNumber))
-	if len(c.keywords) > 0 {
-		root = append(root, rule(words(c.keywords...), chroma.Keyword))
-	}
-	if len(c.constants) > 0 {
-		root = append(root, rule(words(c.constants...), chroma.KeywordConstant))
-	}
-	if len(c.types) > 0 {
-		root = append(root, rule(words(c.types...), chroma.KeywordType))
-	}
-	if len(c.builtins) > 0 {
-		root = append(root, rule(words(c.builtins...), chroma.NameBuiltin))
-	}
 	root = append(root,
-		rule(funcCall, chroma.NameFunction),
-		rule(`[\p{L}_$][\p{L}\p{N}_$]*`, chroma.Name),
-		rule(operators, chroma.Operator),
-		rule(punct, chroma.Punctuation),
+		rule(number, chroma.LiteralNumber),
 		rule(`.`, chroma.Text))
 	rules["root"] = root
 	return rules

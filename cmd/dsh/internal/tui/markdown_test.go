@@ -153,8 +153,8 @@ func TestMarkdownHighlightBounds(t *testing.T) {
 			t.Errorf("%s: highlighted (%d lines)", name, len(lines))
 		}
 	}
-	// The document's budget: two blocks of 30 KiB fit, the third is plain.
-	block := "```go\n" + strings.Repeat("var abcdefghijklmnopqrstuvwxyz = 1\n", 900) + "```\n\n"
+	// The document's budget: two blocks of 12 KiB fit, the third is plain.
+	block := "```go\n" + strings.Repeat("var abcdefghijklmnopqrstuvwxyz = 1\n", 350) + "```\n\n"
 	out := strings.Split(st.markdown(block+block+block, 80), "\n\n")
 	if len(out) != 3 || !strings.Contains(out[1], "\x1b[35mvar") || strings.Contains(out[2], "\x1b[35mvar") {
 		t.Errorf("the document's budget: %d blocks, highlighted %v %v %v", len(out),
@@ -195,7 +195,7 @@ func BenchmarkHighlight(b *testing.B) {
 			}
 		}
 	})
-	for _, size := range []int{1 << 10, 32 << 10} {
+	for _, size := range []int{1 << 10, 16 << 10} {
 		code := strings.Repeat(src, max(size/len(src), 1))
 		h := colourStyles("").code
 		b.Run(fmt.Sprintf("%d KiB", size>>10), func(b *testing.B) {

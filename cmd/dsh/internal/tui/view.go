@@ -32,7 +32,7 @@ func stylesFor(r *lipgloss.Renderer, getenv func(string) string) *styles {
 	c := func(code string) lipgloss.Style { return r.NewStyle().Foreground(lipgloss.Color(code)) }
 	light := lightBackground(getenv("COLORFGBG"))
 	return &styles{
-		code:    &highlighter{styles: newCodeStyles(r, light), color: r.ColorProfile() != termenv.Ascii},
+		code:    newHighlighter(r, light),
 		profile: r.ColorProfile(),
 		light:   light,
 		dim:     c("8"),
