@@ -12,6 +12,7 @@ require (
 	github.com/bytedance/sonic v1.15.5 // indirect
 	github.com/cloudwego/eino v0.7.36
 	github.com/coder/acp-go-sdk v0.13.0
+	github.com/creack/pty v1.1.24
 	github.com/dsh-go/dsh v0.0.0
 	go.uber.org/goleak v1.3.0
 )

@@ -12,12 +12,12 @@ import (
 )
 
 // The model's Markdown is parsed with goldmark and drawn with the screen's
-// styles: headings bold without their #, emphasis, inline code and code
-// blocks in a colour of their own, lists, quotes, links with their
-// target. Code is not syntax-highlighted: the highlighter glamour brings
-// (chroma) builds its tables when a program starts, about 17 ms that
-// every dsh process paid, `dsh acp`'s readiness for each `command: self`
-// child included.
+// styles: headings bold without their #, emphasis, inline code in a colour
+// of its own, fenced code highlighted when its language is known
+// (highlight.go), lists, quotes, links with their target. glamour was not
+// used: the highlighter it brings builds its tables when a program starts,
+// about 17 ms that every dsh process paid, `dsh acp`'s readiness for each
+// `command: self` child included.
 
 // maxMarkdown bounds the answer rendered as Markdown; a longer one shows as
 // text.
@@ -29,7 +29,7 @@ func (st *styles) markdown(text string, width int) string {
 		return wrap(text, width)
 	}
 	src := []byte(text)
-	w := mdWriter{st: st, src: src}
+	w := mdWriter{st: st, src: src, highlighted: new(int)}
 	w.blocks(goldmark.DefaultParser().Parse(gtext.NewReader(src)), max(width, 10), "")
 	return strings.Trim(w.out.String(), "\n")
 }
@@ -40,6 +40,8 @@ type mdWriter struct {
 	src   []byte
 	out   strings.Builder
 	depth int // lists and quotes this writer is inside
+
+	highlighted *int // bytes of code highlighted in the document, against maxHighlightDoc
 }
 
 // maxMarkdownDepth bounds nested lists and quotes drawn as such: a model's
@@ -48,7 +50,9 @@ type mdWriter struct {
 const maxMarkdownDepth = 16
 
 // sub returns a writer for a list item's or a quote's blocks.
-func (w *mdWriter) sub() *mdWriter { return &mdWriter{st: w.st, src: w.src, depth: w.depth + 1} }
+func (w *mdWriter) sub() *mdWriter {
+	return &mdWriter{st: w.st, src: w.src, depth: w.depth + 1, highlighted: w.highlighted}
+}
 
 // blocks draws n's block children, a blank line apart, each line after
 // the first of a block prefixed by indent.
@@ -71,13 +75,10 @@ func (w *mdWriter) block(n ast.Node, width int, indent string) {
 		w.para(w.st.mdHeading.Render(w.inline(n)), width, indent)
 	case *ast.Paragraph, *ast.TextBlock:
 		w.para(w.inline(n), width, indent)
-	case *ast.FencedCodeBlock, *ast.CodeBlock:
-		lines := n.Lines()
-		for i := range lines.Len() {
-			seg := lines.At(i)
-			line := strings.TrimRight(string(seg.Value(w.src)), "\n")
-			w.out.WriteString(indent + "  " + w.st.mdCode.Render(line) + "\n")
-		}
+	case *ast.FencedCodeBlock:
+		w.code(n.Lines(), string(n.Language(w.src)), indent)
+	case *ast.CodeBlock:
+		w.code(n.Lines(), "", indent)
 	case *ast.List:
 		num := n.Start
 		for item := n.FirstChild(); item != nil; item = item.NextSibling() {
@@ -108,6 +109,34 @@ func (w *mdWriter) block(n ast.Node, width int, indent string) {
 		}
 	default:
 		w.blocks(n, width, indent)
+	}
+}
+
+// code writes a code block's lines, highlighted when lang is known and the
+// document's budget allows, else in the code colour.
+func (w *mdWriter) code(segs *gtext.Segments, lang, indent string) {
+	var b strings.Builder
+	for i := range segs.Len() {
+		seg := segs.At(i)
+		b.Write(seg.Value(w.src))
+	}
+	src := b.String()
+	if src == "" {
+		return
+	}
+	var lines []string
+	if lang != "" && *w.highlighted+len(src) <= maxHighlightDoc {
+		if lines = w.st.code.highlight(lang, src); lines != nil {
+			*w.highlighted += len(src)
+		}
+	}
+	if lines == nil {
+		for _, line := range strings.Split(strings.TrimSuffix(src, "\n"), "\n") {
+			lines = append(lines, w.st.mdCode.Render(line))
+		}
+	}
+	for _, line := range lines {
+		w.out.WriteString(indent + "  " + line + "\n")
 	}
 }
 

@@ -50,9 +50,11 @@ type model struct {
 	cwd       string     // the scratch model's child's working directory
 	opened    bool       // the running turn has shown its first message
 	search    *search    // the reverse history search (ctrl+r) under way; nil: none
-	retry     *entry     // the running step's retry line, updated in place
-	ctxTokens int64      // the tokens of the conversation's last model call: its context
-	modelName string     // "route/model" the next turn runs on
+	edView    string     // the editor as last drawn, for edKey
+	edKey     editorKey
+	retry     *entry // the running step's retry line, updated in place
+	ctxTokens int64  // the tokens of the conversation's last model call: its context
+	modelName string // "route/model" the next turn runs on
 
 	busy      bool      // the agent is running a turn
 	turnStart time.Time // when the running turn started

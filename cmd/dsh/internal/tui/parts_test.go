@@ -6,10 +6,13 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 	"unicode"
 	"unicode/utf8"
+
+	tea "github.com/charmbracelet/bubbletea"
 
 	"github.com/dsh-go/dsh/permission"
 	"github.com/dsh-go/dsh/subagent"
@@ -40,6 +43,50 @@ func TestFeedIsBoundedForLossyItemsOnly(t *testing.T) {
 	}
 	if items, _ := f.take(); len(items) != 0 {
 		t.Fatalf("a closed feed holds %v", items)
+	}
+}
+
+// The screen takes the feed at most once a frame: a model streaming a
+// delta a millisecond builds ~60 views a second, not 1,000, and every
+// delta is still shown.
+func TestPumpTakesTheFeedOnceAFrame(t *testing.T) {
+	u := &UI{feed: newFeed(feedLimit)}
+	var mu sync.Mutex
+	var batches, items int
+	send := func(msg tea.Msg) {
+		if b, ok := msg.(batchMsg); ok {
+			mu.Lock()
+			batches++
+			items += len(b.items)
+			mu.Unlock()
+		}
+	}
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() { u.pump(context.Background(), send, stop) })
+	defer func() { close(stop); wg.Wait() }()
+	const n = 300
+	start := time.Now()
+	for i := range n {
+		u.feed.push(i, true)
+		time.Sleep(time.Millisecond)
+	}
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(time.Millisecond) {
+		mu.Lock()
+		got := items
+		mu.Unlock()
+		if got == n {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of %d items reached the screen", got, n)
+		}
+	}
+	elapsed := time.Since(start)
+	mu.Lock()
+	defer mu.Unlock()
+	if most := int(elapsed/frame) + 1; batches > most {
+		t.Errorf("%d batches in %v: more than one a frame (%d)", batches, elapsed, most)
 	}
 }
 

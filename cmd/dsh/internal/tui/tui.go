@@ -102,6 +102,13 @@ const feedLimit = 4096
 // tick is how often elapsed times and tokens so far are redrawn.
 const tick = time.Second
 
+// frame is the least time between two batches of the feed: the renderer
+// draws at most 60 frames a second, so a batch per delta (200 a second
+// from a fast model) built views that were never drawn. Half a frame, not
+// a whole one: batches at the renderer's own rate beat against its clock,
+// and a frame now and then found nothing new (BENCHMARKS §9.2).
+const frame = time.Second / 120
+
 // New returns a UI that is not running yet.
 func New(opts Options) *UI {
 	u := &UI{opts: opts, feed: newFeed(feedLimit), done: make(chan struct{})}
@@ -155,7 +162,7 @@ func (u *UI) Run(ctx context.Context, root *agent.Agent) (*agent.Agent, error) {
 		tea.WithoutSignalHandler())
 	stop := make(chan struct{})
 	var pump sync.WaitGroup
-	pump.Go(func() { u.pump(ctx, p, stop) })
+	pump.Go(func() { u.pump(ctx, p.Send, stop) })
 	_, err := p.Run()
 	close(stop)
 	pump.Wait()
@@ -184,24 +191,33 @@ func (u *UI) Abandon() {
 	term.Restore(u.opts.In.Fd(), u.saved)
 }
 
-// pump hands the feed's items to the program in batches, ticks the clock,
-// and tells the program when ctx ends, until stop.
-func (u *UI) pump(ctx context.Context, p *tea.Program, stop <-chan struct{}) {
+// pump hands the feed's items to the program (send) in batches, at most
+// one a frame, ticks the clock, and tells the program when ctx ends, until
+// stop.
+func (u *UI) pump(ctx context.Context, send func(tea.Msg), stop <-chan struct{}) {
 	ticker := time.NewTicker(tick)
 	defer ticker.Stop()
+	next := time.NewTimer(0) // when the feed may be taken again
+	defer next.Stop()
+	var ready <-chan struct{} // the feed's, once a frame has passed since the last batch
 	ctxDone := ctx.Done()
 	for {
 		select {
 		case <-stop:
 			return
-		case <-u.feed.ready:
+		case <-next.C:
+			ready = u.feed.ready
+		case <-ready:
+			taken := time.Now()
 			items, dropped := u.feed.take()
-			p.Send(batchMsg{items: items, dropped: dropped})
+			send(batchMsg{items: items, dropped: dropped})
+			ready = nil
+			next.Reset(frame - time.Since(taken))
 		case now := <-ticker.C:
-			p.Send(tickMsg(now))
+			send(tickMsg(now))
 		case <-ctxDone:
 			ctxDone = nil
-			p.Send(endMsg{err: context.Cause(ctx)})
+			send(endMsg{err: context.Cause(ctx)})
 		}
 	}
 }

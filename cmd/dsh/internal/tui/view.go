@@ -17,16 +17,24 @@ type styles struct {
 	// The Markdown styles (see markdown.go).
 	mdHeading, mdBold, mdItalic, mdCode, mdLink lipgloss.Style
 
+	code *highlighter // fenced code's colours
+
 	profile termenv.Profile
 	light   bool // the terminal's background is light, as $COLORFGBG says
 }
 
 func newStyles(out io.Writer, getenv func(string) string) *styles {
-	r := lipgloss.NewRenderer(out)
+	return stylesFor(lipgloss.NewRenderer(out), getenv)
+}
+
+// stylesFor makes the styles of r's terminal.
+func stylesFor(r *lipgloss.Renderer, getenv func(string) string) *styles {
 	c := func(code string) lipgloss.Style { return r.NewStyle().Foreground(lipgloss.Color(code)) }
+	light := lightBackground(getenv("COLORFGBG"))
 	return &styles{
+		code:    newHighlighter(r, light),
 		profile: r.ColorProfile(),
-		light:   lightBackground(getenv("COLORFGBG")),
+		light:   light,
 		dim:     c("8"),
 		note:    c("6"),
 		err:     c("1"),
@@ -189,7 +197,21 @@ func (m *model) askView() string {
 
 // editorView is the editor in its box.
 func (m *model) editorView() string {
-	return m.st.box.Width(max(m.width-2, 8)).Render(m.editor.View())
+	k := editorKey{text: m.editor.Value(), width: m.width, height: m.editor.Height(),
+		line: m.editor.Line(), col: m.editor.LineInfo().ColumnOffset, focused: m.editor.Focused()}
+	if m.edView == "" || k != m.edKey {
+		m.edKey, m.edView = k, m.st.box.Width(max(m.width-2, 8)).Render(m.editor.View())
+	}
+	return m.edView
+}
+
+// editorKey is what the editor's drawing depends on. While a model
+// streams, the editor is the same at every frame: drawing it anew each
+// time was a third of the screen's work.
+type editorKey struct {
+	text                     string
+	width, height, line, col int
+	focused                  bool
 }
 
 // statusView is the last line: the model, the session, what runs, the
