@@ -105,7 +105,7 @@ func (a *Agent) summarise(ctx context.Context, req *llm.Request, usage *content.
 	for c := range a.reg.deps.LLM.Stream(ctx, req) {
 		asm.Add(c)
 	}
-	a.tree.settle(reserve, asm.Usage())
+	a.tree.settle(reserve, asm.Usage(), ctx.Err() != nil)
 	if u := asm.Usage(); u != nil {
 		*usage = usage.Add(*u)
 		a.mu.Lock()

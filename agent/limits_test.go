@@ -3,6 +3,7 @@ package agent_test
 import (
 	"context"
 	"errors"
+	"iter"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -10,8 +11,10 @@ import (
 
 	"github.com/dsh-go/dsh/agent"
 	"github.com/dsh-go/dsh/content"
+	"github.com/dsh-go/dsh/event"
 	"github.com/dsh-go/dsh/llm"
 	"github.com/dsh-go/dsh/llm/scripted"
+	"github.com/dsh-go/dsh/prompt"
 	"github.com/dsh-go/dsh/session"
 	"github.com/dsh-go/dsh/tool"
 )
@@ -203,5 +206,60 @@ func TestEachPromptGetsTheBudgetAfresh(t *testing.T) {
 	used, _ := root.TokensUsed()
 	if used != 2*perCall {
 		t.Fatalf("the notice turn reset the budget: used %d, want %d", used, 2*perCall)
+	}
+}
+
+// A model call abandoned after it was sent (its turn was stopped before
+// the call reported usage) counts against the tree's budget at its
+// estimate: releasing its hold for nothing let siblings' calls pass the
+// budget while the tree was being stopped.
+func TestAbandonedCallCountsAtItsEstimate(t *testing.T) {
+	const perCall, budget = 1000, 1500
+	bus := event.New(nil)
+	reg := llm.NewRegistry()
+	call := scripted.Entry{Reply: func(*llm.Request) []content.Chunk {
+		return usageText("ok", content.Usage{Input: perCall - 100, Output: 100})
+	}}
+	if _, err := reg.Register("test", scripted.New(call, call)); err != nil {
+		t.Fatal(err)
+	}
+	sent := make(chan struct{}, 1)
+	hang := llm.ModelFunc(func(ctx context.Context, _ *llm.Request) iter.Seq[content.Chunk] {
+		return func(yield func(content.Chunk) bool) {
+			sent <- struct{}{}
+			<-ctx.Done()
+		}
+	})
+	if _, err := reg.Register("hang", hang); err != nil {
+		t.Fatal(err)
+	}
+	agents := agent.NewRegistry(agent.Deps{Sessions: session.NewStore(nil, bus), LLM: reg, Tools: tool.NewRegistry(),
+		Prompt: prompt.NewRegistry(), Events: bus})
+	defer agents.DisposeAll(context.Background())
+	create := func(opts agent.CreateOptions) *agent.Agent {
+		a, err := agents.Create(context.Background(), opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return a
+	}
+	root := create(agent.CreateOptions{TokenBudget: budget, Options: agent.Options{Provider: "test"}})
+	run(t, root, "first") // the tree learns what a call costs: 1,000 of 1,500 spent
+
+	stopped := create(agent.CreateOptions{Owner: root, Options: agent.Options{Provider: "hang"}})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		stopped.Run(ctx, content.UserText("go"))
+	}()
+	<-sent
+	cancel()
+	<-done
+
+	next := create(agent.CreateOptions{Owner: root, Options: agent.Options{Provider: "test"}})
+	if end := run(t, next, "go"); end.Reason.Kind != session.EndBudget {
+		used, _ := root.TokensUsed()
+		t.Fatalf("after an abandoned call the next call ran (ended %s, %d tokens counted): the abandoned call counted for nothing", end.Reason.Kind, used)
 	}
 }

@@ -337,7 +337,7 @@ func (a *Agent) endCall(t *turnState) (stepOutcome, error) {
 	if asm != nil {
 		used = asm.Usage()
 	}
-	a.tree.settle(t.est, used)
+	a.tree.settle(t.est, used, t.ctx.Err() != nil)
 	if t.callErr != nil {
 		return 0, t.callErr
 	}

@@ -67,11 +67,18 @@ func (t *tree) reserve(est int64) bool {
 
 // settle ends a reservation of est tokens: the call used u (nil: it
 // reported no usage). Usage is counted before the hold is released, so
-// that a concurrent reserve never sees less than is spent or held.
-func (t *tree) settle(est int64, u *content.Usage) {
-	if u != nil {
+// that a concurrent reserve never sees less than is spent or held. A call
+// abandoned after it was sent (its context ended before it reported usage)
+// counts at its estimate: the provider may bill it, and releasing its hold
+// for nothing let the calls of siblings still running pass the budget while
+// the tree was being stopped.
+func (t *tree) settle(est int64, u *content.Usage, abandoned bool) {
+	switch {
+	case u != nil:
 		t.charge(*u)
 		t.lastCall.Store(tokens(*u))
+	case abandoned && t.budget > 0:
+		t.used.Add(est)
 	}
 	if t.budget > 0 {
 		t.reserved.Add(-est)
