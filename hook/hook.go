@@ -129,6 +129,23 @@ func (in Input) MarshalJSON() ([]byte, error) {
 	return json.Marshal(w)
 }
 
+// MaxOutput bounds the bytes of a child's answer that SubagentStop hooks
+// get as output and last_assistant_message.
+const MaxOutput = 64 << 10
+
+// SetOutput sets in's Output and LastAssistantMessage (Claude Code's name
+// for it) to a child's answer, cut at MaxOutput bytes on a rune boundary.
+func (in *Input) SetOutput(answer string) {
+	if len(answer) > MaxOutput {
+		n := MaxOutput
+		for n > 0 && !utf8.RuneStart(answer[n]) {
+			n--
+		}
+		answer = answer[:n]
+	}
+	in.Output, in.LastAssistantMessage = answer, answer
+}
+
 // ToolResponse is what a tool call produced (PostToolUse).
 type ToolResponse struct {
 	Content string `json:"content"`
