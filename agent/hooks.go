@@ -17,9 +17,9 @@ import (
 	"github.com/dsh-go/dsh/tool"
 )
 
-// MaxStopContinuations bounds how many times in one turn Stop hooks may
-// continue it (a Stop hook that blocks): the next end of the turn then
-// stands. The re-runs get stop_hook_active.
+// MaxStopContinuations bounds how many times in one turn Stop hooks (a
+// child's SubagentStop hooks) may continue it (a hook that blocks): the
+// next end of the turn then stands. The re-runs get stop_hook_active.
 const MaxStopContinuations = 8
 
 // Subagent describes a child to its hooks, as its delegation started it
