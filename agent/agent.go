@@ -415,6 +415,10 @@ type Agent struct {
 	toolHooks *toolHookState // nil without PreToolUse and PostToolUse hooks
 	hookStop  *session.Cause // a hook asked the turn to end (under mu)
 	subagent  *Subagent      // CreateOptions.Subagent of a child; nil for a root
+	// ownHooks holds a child's own transcript (agent_transcript_path of
+	// its SubagentStop); nil for a root and a child without SubagentStop
+	// hooks.
+	ownHooks *hookState
 }
 
 func newAgent(r *Registry, s *session.Session, opts CreateOptions) *Agent {
@@ -444,6 +448,9 @@ func newAgent(r *Registry, s *session.Session, opts CreateOptions) *Agent {
 		a.policy = a.policy.NarrowBy(*opts.Policy)
 	}
 	a.hooks = a.hooks.With(opts.Hooks)
+	if a.owner != nil && a.hooks.Has(hook.SubagentStop) {
+		a.ownHooks = new(hookState)
+	}
 	a.tools.GuardCall(a.guardCall)
 	if a.hooks.Has(hook.PostToolUse) || a.hooks.Has(hook.PreToolUse) {
 		a.toolHooks = new(toolHookState)

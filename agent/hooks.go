@@ -85,7 +85,7 @@ func (a *Agent) root() *Agent {
 func (a *Agent) HookInput(ev hook.Event) hook.Input {
 	root := a.root()
 	in := hook.Input{Event: ev, SessionID: root.id, Cwd: a.Cwd(), Agent: a.path, ProjectDir: root.Cwd(),
-		TranscriptPath: root.hookTranscript(), PermissionMode: "default"}
+		TranscriptPath: root.hookTranscript(root.hookState), PermissionMode: "default"}
 	if ev == hook.SessionStart { // as in Claude Code, only SessionStart hooks get $CLAUDE_ENV_FILE
 		in.EnvFile = root.hookEnvFile()
 	}
@@ -120,11 +120,10 @@ func (a *Agent) hookEnvFile() string {
 	return h.envFile
 }
 
-// hookTranscript brings the root's Claude Code-shaped transcript up to its
-// conversation, made on first use, and returns its file; "" when it cannot
-// be made.
-func (a *Agent) hookTranscript() string {
-	h := a.hookState
+// hookTranscript brings the Claude Code-shaped transcript of a's
+// conversation that h holds (a root's hookState, a child's ownHooks) up to
+// it, made on first use, and returns its file; "" when it cannot be made.
+func (a *Agent) hookTranscript(h *hookState) string {
 	h.mu.Lock()
 	if h.transcript == nil && h.transcriptErr == nil {
 		if h.transcript, h.transcriptErr = hook.NewTranscript(a.id, a.Cwd()); h.transcriptErr != nil {
@@ -374,13 +373,21 @@ func (a *Agent) turnEndInput(reason string) (in hook.Input, ok bool) {
 	}
 	in.StopReason = reason
 	in.SetOutput(a.lastAnswer())
+	in.AgentTranscriptPath = a.hookTranscript(a.ownHooks)
 	return in, true
 }
 
 // sessionEndHooks runs the SessionEnd hooks of a top-level agent whose
 // session started, as it is disposed, and removes its $CLAUDE_ENV_FILE and
-// transcript.
+// transcript; a child's own transcript is removed too.
 func (a *Agent) sessionEndHooks() {
+	if own := a.ownHooks; own != nil {
+		own.mu.Lock()
+		if own.transcript != nil {
+			own.transcript.Remove()
+		}
+		own.mu.Unlock()
+	}
 	if a.hookState == nil { // a child: its root's session holds the hooks' life
 		return
 	}

@@ -82,6 +82,9 @@ type Input struct {
 	// LastAssistantMessage is the text of the agent's last answer (Stop,
 	// SubagentStop).
 	LastAssistantMessage string `json:"last_assistant_message,omitempty"`
+	// AgentTranscriptPath is a child's own conversation in the shape of
+	// TranscriptPath (SubagentStop of a child in dsh's process).
+	AgentTranscriptPath string `json:"agent_transcript_path,omitempty"`
 	// StopHookActive is set on a Stop (SubagentStop) that follows a turn
 	// a Stop hook continued.
 	StopHookActive bool `json:"-"`

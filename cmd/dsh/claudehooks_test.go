@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -328,11 +329,13 @@ func TestClaudeSubagentStopBlocksAndAgentType(t *testing.T) {
 	home, project := t.TempDir(), t.TempDir()
 	record := `cat >> "$CLAUDE_PROJECT_DIR/payloads.jsonl"; echo >> "$CLAUDE_PROJECT_DIR/payloads.jsonl"`
 	once := `grep -q '"stop_hook_active":true' || printf '%s' '{"decision":"block","reason":"RUN THE TESTS"}'`
+	copyTranscript := `tp=$(sed -n 's/.*"agent_transcript_path":"\([^"]*\)".*/\1/p'); cp "$tp" "$CLAUDE_PROJECT_DIR/child-transcript.jsonl"`
 	files := map[string]string{
 		filepath.Join(home, ".claude", "agents", "checker.md"): "---\nname: checker\ndescription: Checks a change.\ntools: Bash\n" +
 			"hooks:\n  Stop:\n    - hooks:\n        - type: command\n          command: \"" + strings.ReplaceAll(once, `"`, `\"`) + "\"\n---\nCheck.\n",
 		filepath.Join(home, ".claude", "settings.json"): `{"hooks": {"PreToolUse": [{"hooks": [{"type": "command", "command": ` + strconvQuote(record) + `}]}],
-		  "SubagentStop": [{"matcher": "checker", "hooks": [{"type": "command", "command": ` + strconvQuote(record) + `}]}]}}`,
+		  "SubagentStop": [{"matcher": "checker", "hooks": [{"type": "command", "command": ` + strconvQuote(record) + `},
+		    {"type": "command", "command": ` + strconvQuote(copyTranscript) + `}]}]}}`,
 	}
 	for path, text := range files {
 		os.MkdirAll(filepath.Dir(path), 0o755)
@@ -382,6 +385,29 @@ func TestClaudeSubagentStopBlocksAndAgentType(t *testing.T) {
 		stops[0]["last_assistant_message"] != "first answer" || stops[1]["last_assistant_message"] != "second answer" ||
 		stops[1]["agent_type"] != "checker" || len(childTools) == 1 && stops[1]["agent_id"] != childTools[0]["agent_id"] {
 		t.Errorf("SubagentStop payloads %v", stops)
+	}
+	// agent_transcript_path is the child's own conversation, in Claude
+	// Code's transcript shape, removed with the child.
+	var answers []string
+	for _, r := range readPayloads(t, filepath.Join(project, "child-transcript.jsonl")) {
+		msg, _ := r["message"].(map[string]any)
+		blocks, _ := msg["content"].([]any)
+		for _, b := range blocks {
+			if b := b.(map[string]any); r["type"] == "assistant" && b["type"] == "text" {
+				answers = append(answers, b["text"].(string))
+			}
+		}
+	}
+	if !slices.Equal(answers, []string{"first answer", "second answer"}) {
+		t.Errorf("the child's transcript has answers %q", answers)
+	}
+	for _, p := range stops {
+		tp, _ := p["agent_transcript_path"].(string)
+		if tp == "" || tp == p["transcript_path"] {
+			t.Errorf("agent_transcript_path %q (transcript_path %v)", tp, p["transcript_path"])
+		} else if _, err := os.Stat(tp); err == nil {
+			t.Errorf("the child's transcript %s outlives it", tp)
+		}
 	}
 }
 
