@@ -190,6 +190,10 @@ type CreateOptions struct {
 	// Hooks are added after the hooks the agent inherits: its owner's, or
 	// for a top-level agent the registry's (Deps.Hooks).
 	Hooks *hook.Set
+	// Subagent describes an agent with an owner to its hooks as its
+	// delegation started it (nil: nothing beyond its id); see Subagent.
+	// Ignored for a top-level agent.
+	Subagent *Subagent
 	// Setup runs before the agent and its session are published; it may
 	// register scoped tools, prompt sections and restrictions. An error
 	// rolls everything back.
@@ -410,6 +414,11 @@ type Agent struct {
 	hookState *hookState     // a root's (see hookState); nil for a child
 	toolHooks *toolHookState // nil without PreToolUse and PostToolUse hooks
 	hookStop  *session.Cause // a hook asked the turn to end (under mu)
+	subagent  *Subagent      // CreateOptions.Subagent of a child; nil for a root
+	// ownHooks holds a child's own transcript (agent_transcript_path of
+	// its SubagentStop); nil for a root and a child without SubagentStop
+	// hooks.
+	ownHooks *hookState
 }
 
 func newAgent(r *Registry, s *session.Session, opts CreateOptions) *Agent {
@@ -430,6 +439,7 @@ func newAgent(r *Registry, s *session.Session, opts CreateOptions) *Agent {
 		a.path = append(slices.Clip(p.path), cmp.Or(opts.Label, "child "+a.id))
 		a.tools.AddLayers(p.tools.Layers()...) // a tree's shared tools, e.g. its ACP client's MCP servers
 		a.tools.Inherit(p.tools)               // what the owner may not see, no descendant sees
+		a.subagent = opts.Subagent
 	} else {
 		a.tree, a.hooks = newTree(opts.Asker, opts.TokenBudget), r.deps.Hooks
 		a.hookState = new(hookState)
@@ -438,6 +448,9 @@ func newAgent(r *Registry, s *session.Session, opts CreateOptions) *Agent {
 		a.policy = a.policy.NarrowBy(*opts.Policy)
 	}
 	a.hooks = a.hooks.With(opts.Hooks)
+	if a.owner != nil && a.hooks.Has(hook.SubagentStop) {
+		a.ownHooks = new(hookState)
+	}
 	a.tools.GuardCall(a.guardCall)
 	if a.hooks.Has(hook.PostToolUse) || a.hooks.Has(hook.PreToolUse) {
 		a.toolHooks = new(toolHookState)

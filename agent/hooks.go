@@ -7,6 +7,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/dsh-go/dsh/content"
@@ -16,10 +17,31 @@ import (
 	"github.com/dsh-go/dsh/tool"
 )
 
-// MaxStopContinuations bounds how many times in one turn Stop hooks may
-// continue it (a Stop hook that blocks): the next end of the turn then
-// stands. The re-runs get stop_hook_active.
+// MaxStopContinuations bounds how many times in one turn Stop hooks (a
+// child's SubagentStop hooks) may continue it (a hook that blocks): the
+// next end of the turn then stands. The re-runs get stop_hook_active.
 const MaxStopContinuations = 8
+
+// Subagent describes a child to its hooks, as its delegation started it
+// (CreateOptions.Subagent). A child runs its SubagentStop hooks itself, at
+// the end of each of its turns, where a top-level agent runs its Stop
+// hooks: one that blocks continues the child's turn. StopHooksRan tells
+// the delegation so, that it does not run them again after the child
+// settled. A Subagent belongs to one child; it is not to be copied.
+type Subagent struct {
+	// Type is the child's subagent_type ("" when untyped): agent_type on
+	// every event its hooks get, and what SubagentStop matchers match.
+	Type string
+	// Provider, Description and Prompt are the delegation's: provider,
+	// description and prompt on SubagentStop, as on SubagentStart.
+	Provider, Description, Prompt string
+
+	stopRan atomic.Bool
+}
+
+// StopHooksRan reports whether the child ran its SubagentStop hooks at
+// the end of a turn (false for a nil s).
+func (s *Subagent) StopHooksRan() bool { return s != nil && s.stopRan.Load() }
 
 // hookPlugin names hooks as the source of the messages they add.
 const hookPlugin = "hook"
@@ -63,12 +85,15 @@ func (a *Agent) root() *Agent {
 func (a *Agent) HookInput(ev hook.Event) hook.Input {
 	root := a.root()
 	in := hook.Input{Event: ev, SessionID: root.id, Cwd: a.Cwd(), Agent: a.path, ProjectDir: root.Cwd(),
-		TranscriptPath: root.hookTranscript(), PermissionMode: "default"}
+		TranscriptPath: root.hookTranscript(root.hookState), PermissionMode: "default"}
 	if ev == hook.SessionStart { // as in Claude Code, only SessionStart hooks get $CLAUDE_ENV_FILE
 		in.EnvFile = root.hookEnvFile()
 	}
 	if root != a {
 		in.AgentID = a.id
+		if a.subagent != nil {
+			in.AgentType = a.subagent.Type
+		}
 	}
 	if a.policy.Unrestricted() {
 		in.PermissionMode = "bypassPermissions"
@@ -95,11 +120,10 @@ func (a *Agent) hookEnvFile() string {
 	return h.envFile
 }
 
-// hookTranscript brings the root's Claude Code-shaped transcript up to its
-// conversation, made on first use, and returns its file; "" when it cannot
-// be made.
-func (a *Agent) hookTranscript() string {
-	h := a.hookState
+// hookTranscript brings the Claude Code-shaped transcript of a's
+// conversation that h holds (a root's hookState, a child's ownHooks) up to
+// it, made on first use, and returns its file; "" when it cannot be made.
+func (a *Agent) hookTranscript(h *hookState) string {
 	h.mu.Lock()
 	if h.transcript == nil && h.transcriptErr == nil {
 		if h.transcript, h.transcriptErr = hook.NewTranscript(a.id, a.Cwd()); h.transcriptErr != nil {
@@ -290,43 +314,80 @@ func labelled(ev string, ctxs []string) []string {
 }
 
 // stopHooks runs the Stop hooks of a top-level agent's turn that is about
-// to complete. A hook that blocks (exit 2, decision block) continues the
-// turn: it returns the message with the hook's reason for the model, at
-// most MaxStopContinuations times a turn. A child's end is its parent's
-// SubagentStop.
+// to complete, and a child's SubagentStop hooks (see Subagent). A hook
+// that blocks (exit 2, decision block) continues the turn: it returns the
+// message with the hook's reason for the model, at most
+// MaxStopContinuations times a turn.
 func (a *Agent) stopHooks(ctx context.Context, continued int) (content.Message, bool) {
-	if a.owner != nil || a.host || !a.hooks.Has(hook.Stop) {
+	in, ok := a.turnEndInput(session.EndCompleted)
+	if !ok {
 		return content.Message{}, false
 	}
-	in := a.HookInput(hook.Stop)
-	in.StopReason, in.StopHookActive, in.LastAssistantMessage = session.EndCompleted, continued > 0, a.lastAnswer()
+	in.StopHookActive = continued > 0
 	d, err := a.hooks.Decide(ctx, in)
 	b, ok := errors.AsType[*hook.Blocked](err)
 	switch {
 	case !ok || d.Stop || ctx.Err() != nil:
 		return content.Message{}, false
 	case continued >= MaxStopContinuations:
-		a.reg.deps.Log.Warn("a Stop hook would continue the turn again; the turn ends", "agent", a.id, "continuations", continued)
+		a.reg.deps.Log.Warn("a "+string(in.Event)+" hook would continue the turn again; the turn ends", "agent", a.id,
+			"continuations", continued, "reason", strings.TrimSpace(b.Reason))
 		return content.Message{}, false
 	}
-	return hookMessage("Stop hook feedback:\n" + strings.TrimSpace(b.Reason)), true
+	return hookMessage(string(in.Event) + " hook feedback:\n" + strings.TrimSpace(b.Reason)), true
 }
 
-// endHooks runs the Stop hooks (observe only) of a top-level agent's turn
-// that ended otherwise than completed.
+// endHooks runs the Stop hooks (a child's SubagentStop hooks), observe
+// only, of a turn that ended otherwise than completed.
 func (a *Agent) endHooks(end session.TurnEnd) {
-	if a.owner != nil || a.host || !a.hooks.Has(hook.Stop) || end.Reason.Kind == session.EndCompleted {
+	if end.Reason.Kind == session.EndCompleted {
 		return
 	}
-	in := a.HookInput(hook.Stop)
-	in.StopReason, in.LastAssistantMessage = end.Reason.Kind, a.lastAnswer()
-	a.hooks.Run(context.Background(), in)
+	if in, ok := a.turnEndInput(end.Reason.Kind); ok {
+		a.hooks.Run(context.Background(), in)
+	}
+}
+
+// turnEndInput is the input of the hooks that run at the end of a turn
+// that ends with reason: Stop for a top-level agent, SubagentStop for a
+// child, which marks its Subagent (see StopHooksRan). ok is false when no
+// hook of the event would run.
+func (a *Agent) turnEndInput(reason string) (in hook.Input, ok bool) {
+	if a.owner == nil {
+		if a.host || !a.hooks.Has(hook.Stop) {
+			return in, false
+		}
+		in = a.HookInput(hook.Stop)
+		in.StopReason, in.LastAssistantMessage = reason, a.lastAnswer()
+		return in, true
+	}
+	if s := a.subagent; s != nil {
+		s.stopRan.Store(true)
+	}
+	if !a.hooks.Has(hook.SubagentStop) {
+		return in, false
+	}
+	in = a.HookInput(hook.SubagentStop)
+	if s := a.subagent; s != nil {
+		in.Provider, in.Description, in.Prompt = s.Provider, s.Description, s.Prompt
+	}
+	in.StopReason = reason
+	in.SetOutput(a.lastAnswer())
+	in.AgentTranscriptPath = a.hookTranscript(a.ownHooks)
+	return in, true
 }
 
 // sessionEndHooks runs the SessionEnd hooks of a top-level agent whose
 // session started, as it is disposed, and removes its $CLAUDE_ENV_FILE and
-// transcript.
+// transcript; a child's own transcript is removed too.
 func (a *Agent) sessionEndHooks() {
+	if own := a.ownHooks; own != nil {
+		own.mu.Lock()
+		if own.transcript != nil {
+			own.transcript.Remove()
+		}
+		own.mu.Unlock()
+	}
 	if a.hookState == nil { // a child: its root's session holds the hooks' life
 		return
 	}

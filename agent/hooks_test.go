@@ -3,9 +3,12 @@ package agent_test
 import (
 	"context"
 	"encoding/json"
+	"io"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/dsh-go/dsh/agent"
@@ -151,4 +154,60 @@ func TestChildrenInheritHooks(t *testing.T) {
 	if len(in.Agent) != 1 || in.Agent[0] != "spawn · x" || in.SessionID != root.ID() || in.AgentID != child.ID() {
 		t.Errorf("child's hook input %+v", in)
 	}
+}
+
+// A child runs its SubagentStop hooks where a root runs Stop: one that
+// always blocks continues the child's turn MaxStopContinuations times,
+// then the turn ends with a warning; a root does not run SubagentStop, and
+// the child's Subagent says that its hooks ran.
+func TestChildSubagentStopIsBounded(t *testing.T) {
+	var logs strings.Builder
+	entries := make([]scripted.Entry, 0, agent.MaxStopContinuations+2)
+	for range agent.MaxStopContinuations + 2 {
+		entries = append(entries, scripted.Text("done"))
+	}
+	bus := event.New(nil)
+	reg := llm.NewRegistry()
+	reg.Register("test", scripted.New(entries...))
+	always := hooks(t, hook.Config{hook.SubagentStop: command("cat > /dev/null; echo 'not yet' >&2; exit 2")})
+	agents := agent.NewRegistry(agent.Deps{Sessions: session.NewStore(nil, bus), LLM: reg, Tools: tool.NewRegistry(),
+		Prompt: prompt.NewRegistry(), Events: bus, Hooks: always, Log: slog.New(slog.NewTextHandler(&syncWriter{w: &logs}, nil))})
+	t.Cleanup(func() { agents.DisposeAll(context.Background()) })
+	root, err := agents.Create(context.Background(), agent.CreateOptions{Cwd: t.TempDir(), Options: agent.Options{Provider: "test"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if end := run(t, root, "go"); end.Reason.Kind != session.EndCompleted || countAssistant(root) != 1 {
+		t.Fatalf("the root's turn %+v with %d answers: a root ran SubagentStop", end, countAssistant(root))
+	}
+	sub := &agent.Subagent{Type: "checker"}
+	child, err := agents.Create(context.Background(), agent.CreateOptions{Cwd: root.Cwd(), Options: agent.Options{Provider: "test"}, Owner: root,
+		Label: "spawn · x", Subagent: sub})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if end := run(t, child, "go"); end.Reason.Kind != session.EndCompleted {
+		t.Fatalf("the child's turn %+v", end)
+	}
+	if n := countAssistant(child); n != 1+agent.MaxStopContinuations {
+		t.Errorf("the child answered %d times, want %d", n, 1+agent.MaxStopContinuations)
+	}
+	if !strings.Contains(logs.String(), "a SubagentStop hook would continue the turn again; the turn ends") || !sub.StopHooksRan() {
+		t.Errorf("no warning, or not marked (%v):\n%s", sub.StopHooksRan(), logs.String())
+	}
+	if in := child.HookInput(hook.PreToolUse); in.AgentType != "checker" || in.AgentID != child.ID() || in.SessionID != root.ID() {
+		t.Errorf("the child's hook input %+v", in)
+	}
+}
+
+// syncWriter serializes writes to w.
+type syncWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (s *syncWriter) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.w.Write(p)
 }

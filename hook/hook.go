@@ -82,6 +82,9 @@ type Input struct {
 	// LastAssistantMessage is the text of the agent's last answer (Stop,
 	// SubagentStop).
 	LastAssistantMessage string `json:"last_assistant_message,omitempty"`
+	// AgentTranscriptPath is a child's own conversation in the shape of
+	// TranscriptPath (SubagentStop of a child in dsh's process).
+	AgentTranscriptPath string `json:"agent_transcript_path,omitempty"`
 	// StopHookActive is set on a Stop (SubagentStop) that follows a turn
 	// a Stop hook continued.
 	StopHookActive bool `json:"-"`
@@ -127,6 +130,23 @@ func (in Input) MarshalJSON() ([]byte, error) {
 		w.StopHookActive = &in.StopHookActive
 	}
 	return json.Marshal(w)
+}
+
+// MaxOutput bounds the bytes of a child's answer that SubagentStop hooks
+// get as output and last_assistant_message.
+const MaxOutput = 64 << 10
+
+// SetOutput sets in's Output and LastAssistantMessage (Claude Code's name
+// for it) to a child's answer, cut at MaxOutput bytes on a rune boundary.
+func (in *Input) SetOutput(answer string) {
+	if len(answer) > MaxOutput {
+		n := MaxOutput
+		for n > 0 && !utf8.RuneStart(answer[n]) {
+			n--
+		}
+		answer = answer[:n]
+	}
+	in.Output, in.LastAssistantMessage = answer, answer
 }
 
 // ToolResponse is what a tool call produced (PostToolUse).

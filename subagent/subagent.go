@@ -77,6 +77,11 @@ type StartRequest struct {
 	Policy *permission.Policy
 	// Hooks are run in the child after those it inherits from Parent.
 	Hooks *hook.Set
+	// Subagent describes the child to its hooks (its subagent_type, the
+	// delegation's provider, description and prompt). An in-process
+	// provider gives it to the child's agent (agent.CreateOptions.Subagent),
+	// which then runs its SubagentStop hooks itself; others ignore it.
+	Subagent *agent.Subagent
 	// Cwd is the child's working directory (absolute), instead of the
 	// parent's; every provider honours it, over its own configured cwd.
 	Cwd string

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -317,4 +318,100 @@ func TestClaudePromptHookRefuses(t *testing.T) {
 	if calls != 0 {
 		t.Errorf("the refused prompt reached the model (%d requests)", calls)
 	}
+}
+
+// A Claude Code subagent file whose Stop hook (the parent's SubagentStop)
+// prints decision block continues the child through the real binary: the
+// child reads the reason and its continued answer is what the parent gets;
+// the re-run has stop_hook_active true. The child's own tool events carry
+// its type as agent_type and its session as agent_id.
+func TestClaudeSubagentStopBlocksAndAgentType(t *testing.T) {
+	home, project := t.TempDir(), t.TempDir()
+	record := `cat >> "$CLAUDE_PROJECT_DIR/payloads.jsonl"; echo >> "$CLAUDE_PROJECT_DIR/payloads.jsonl"`
+	once := `grep -q '"stop_hook_active":true' || printf '%s' '{"decision":"block","reason":"RUN THE TESTS"}'`
+	copyTranscript := `tp=$(sed -n 's/.*"agent_transcript_path":"\([^"]*\)".*/\1/p'); cp "$tp" "$CLAUDE_PROJECT_DIR/child-transcript.jsonl"`
+	files := map[string]string{
+		filepath.Join(home, ".claude", "agents", "checker.md"): "---\nname: checker\ndescription: Checks a change.\ntools: Bash\n" +
+			"hooks:\n  Stop:\n    - hooks:\n        - type: command\n          command: \"" + strings.ReplaceAll(once, `"`, `\"`) + "\"\n---\nCheck.\n",
+		filepath.Join(home, ".claude", "settings.json"): `{"hooks": {"PreToolUse": [{"hooks": [{"type": "command", "command": ` + strconvQuote(record) + `}]}],
+		  "SubagentStop": [{"matcher": "checker", "hooks": [{"type": "command", "command": ` + strconvQuote(record) + `},
+		    {"type": "command", "command": ` + strconvQuote(copyTranscript) + `}]}]}}`,
+	}
+	for path, text := range files {
+		os.MkdirAll(filepath.Dir(path), 0o755)
+		if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	srv := llmtest.NewServer(t, func(r llmtest.Request) llmtest.Reply {
+		switch {
+		case !r.Child && len(r.ToolResults) == 0:
+			return llmtest.Reply{ToolCall: &llmtest.ToolCall{Name: "subagent", Arguments: `{"description":"check","prompt":"check it","subagent_type":"checker"}`}}
+		case !r.Child:
+			return llmtest.Reply{Text: "parent read: " + r.ToolResults[0]}
+		case strings.Contains(r.LastUser, "RUN THE TESTS"):
+			return llmtest.Reply{Text: "second answer"}
+		case len(r.ToolResults) == 0:
+			return llmtest.Reply{ToolCall: &llmtest.ToolCall{Name: "bash", Arguments: `{"command":"echo hi"}`}}
+		}
+		return llmtest.Reply{Text: "first answer"}
+	})
+	cmd := dshCommand(t, srv, home, "", "run", "--yes", "check the change")
+	cmd.Dir = project
+	out, err := cmd.CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "parent read: second answer") {
+		t.Fatalf("dsh run: %v\n%s", err, out)
+	}
+	var stops, childTools []map[string]any
+	var sessionID string
+	for _, p := range readPayloads(t, filepath.Join(project, "payloads.jsonl")) {
+		switch {
+		case p["hook_event_name"] == "SubagentStop":
+			stops = append(stops, p)
+		case p["tool_name"] == "Agent":
+			if p["agent_id"] != nil || p["agent_type"] != nil {
+				t.Errorf("the parent's PreToolUse carries a child's identity: %v", p)
+			}
+			sessionID, _ = p["session_id"].(string)
+		default:
+			childTools = append(childTools, p)
+		}
+	}
+	if len(childTools) != 1 || childTools[0]["tool_name"] != "Bash" || childTools[0]["agent_type"] != "checker" ||
+		childTools[0]["agent_id"] == nil || childTools[0]["agent_id"] == sessionID || childTools[0]["session_id"] != sessionID {
+		t.Errorf("the child's PreToolUse payloads %v (session %s)", childTools, sessionID)
+	}
+	if len(stops) != 2 || stops[0]["stop_hook_active"] != false || stops[1]["stop_hook_active"] != true ||
+		stops[0]["last_assistant_message"] != "first answer" || stops[1]["last_assistant_message"] != "second answer" ||
+		stops[1]["agent_type"] != "checker" || len(childTools) == 1 && stops[1]["agent_id"] != childTools[0]["agent_id"] {
+		t.Errorf("SubagentStop payloads %v", stops)
+	}
+	// agent_transcript_path is the child's own conversation, in Claude
+	// Code's transcript shape, removed with the child.
+	var answers []string
+	for _, r := range readPayloads(t, filepath.Join(project, "child-transcript.jsonl")) {
+		msg, _ := r["message"].(map[string]any)
+		blocks, _ := msg["content"].([]any)
+		for _, b := range blocks {
+			if b := b.(map[string]any); r["type"] == "assistant" && b["type"] == "text" {
+				answers = append(answers, b["text"].(string))
+			}
+		}
+	}
+	if !slices.Equal(answers, []string{"first answer", "second answer"}) {
+		t.Errorf("the child's transcript has answers %q", answers)
+	}
+	for _, p := range stops {
+		tp, _ := p["agent_transcript_path"].(string)
+		if tp == "" || tp == p["transcript_path"] {
+			t.Errorf("agent_transcript_path %q (transcript_path %v)", tp, p["transcript_path"])
+		} else if _, err := os.Stat(tp); err == nil {
+			t.Errorf("the child's transcript %s outlives it", tp)
+		}
+	}
+}
+
+func strconvQuote(s string) string {
+	b, _ := json.Marshal(s)
+	return string(b)
 }

@@ -170,7 +170,7 @@ func (c *manager) StartContinuable(ctx context.Context, name string, req subagen
 	defer done()
 	child, err := c.create(ctx, agent.CreateOptions{SessionID: id, Cwd: parent.Cwd(), ParentSession: parent.ID(),
 		Origin: session.OriginSubagent, DelegationDepth: req.Depth, Seed: prep.Seed, Options: prep.Options, Owner: parent,
-		Label: subagent.ChildLabel(name, desc.Label)}, desc, true)
+		Label: subagent.ChildLabel(name, desc.Label), Subagent: req.Subagent}, desc, true)
 	if err != nil {
 		release()
 		if ctx.Err() != nil {

@@ -104,6 +104,7 @@ func (p *Provider) Start(ctx context.Context, req subagent.StartRequest) (subage
 		Label:           subagent.ChildLabel(p.cfg.Name, req.Label),
 		Policy:          req.Policy,
 		Hooks:           req.Hooks,
+		Subagent:        req.Subagent,
 		Setup:           func(a *agent.Agent) error { return compose(a, req, capture) },
 	})
 	if err != nil {

@@ -29,9 +29,6 @@ type delegation struct {
 	wt         *worktree.Worktree
 }
 
-// maxHookOutput bounds the child's output given to SubagentStop hooks.
-const maxHookOutput = 64 << 10
-
 // delegation builds a call's child from the tool's settings, overlaid by
 // the type's: a type on another provider than the tool's drops the tool's
 // persona and options, which were written for its own provider, but keeps
@@ -58,6 +55,7 @@ func (t *instance) delegation(parent *agent.Agent, a args) (*delegation, error) 
 	case d.background && !*t.cfg.EnableRunInBackground:
 		d.background = false // the type's default gives way to the tool's
 	}
+	d.req.Subagent = &agent.Subagent{Type: d.typ, Provider: d.provider, Description: d.req.Label, Prompt: content.JoinText(d.req.Prompt)}
 	if d.isolation != "" && d.isolation != agentdef.IsolationWorktree {
 		return nil, tool.Errorf(tool.CodeInvalidArgs, "isolation: want %q, got %q", agentdef.IsolationWorktree, d.isolation)
 	}
@@ -185,16 +183,15 @@ func (d *delegation) release(ctx context.Context) string {
 }
 
 // end follows a settled child: its worktree is removed or kept, and the
-// SubagentStop hooks run. It returns a note for the model.
+// SubagentStop hooks run, observe only, unless the child ran them itself
+// at the end of its turn (an in-process child, where they may continue
+// it: see agent.Subagent). It returns a note for the model.
 func (d *delegation) end(ctx context.Context, res subagent.Result) string {
 	note := d.release(ctx)
-	if d.hooks.Has(hook.SubagentStop) {
+	if d.hooks.Has(hook.SubagentStop) && !d.req.Subagent.StopHooksRan() {
 		in := d.hookInput(hook.SubagentStop)
 		in.StopReason = string(res.StopReason)
-		if in.Output = content.JoinText(res.Output); len(in.Output) > maxHookOutput {
-			in.Output = in.Output[:maxHookOutput]
-		}
-		in.LastAssistantMessage = in.Output // Claude Code's name for it
+		in.SetOutput(content.JoinText(res.Output))
 		d.hooks.Run(context.WithoutCancel(ctx), in)
 	}
 	return note
