@@ -372,19 +372,36 @@ func (s *Session) Flush() error {
 	defer s.ioMu.Unlock()
 	s.mu.Lock()
 	p := s.persister
-	var batch []Event
+	var log []Event
+	from := s.persisted
 	s.commitPending()
 	if p != nil {
-		batch = s.events[s.persisted:len(s.events):len(s.events)]
+		log = s.events[:len(s.events):len(s.events)]
 		s.persisted = len(s.events)
 	}
 	s.mu.Unlock()
-	if p != nil && len(batch) > 0 && s.writeErr == nil {
-		if err := p.Append(batch); err != nil {
+	if p != nil && len(log) > from && s.writeErr == nil {
+		var err error
+		if k, ok := p.(logKeeper); ok {
+			err = k.keepLog(log, from)
+		} else {
+			err = p.Append(log[from:])
+		}
+		if err != nil {
 			s.writeErr = fmt.Errorf("session %s: persist: %w", s.header.ID, err)
 		}
 	}
 	return s.writeErr
+}
+
+// logKeeper is a persister that may keep a session's log itself rather
+// than a copy of it (the memory store): a committed event is never changed
+// (commit only appends; a delta chunk still growing is not committed until
+// it is complete), so the log's prefix a persister was handed stays as it
+// was.
+type logKeeper interface {
+	// keepLog stores log, whose events before from are stored already.
+	keepLog(log []Event, from int) error
 }
 
 // close refuses further appends, flushes, and closes the persister.
