@@ -127,10 +127,15 @@ type observer struct{ fn func(Event) }
 // writes when it answers at once (about 13 events) fits, so that a
 // delegation never grows its log, and a parked child (6 events) holds less
 // than minEvents' room. A root session (one per run or conversation, never
-// thousands parked) starts at minEvents.
+// thousands parked) starts at rootEvents, what a turn that calls a tool
+// once writes (about 20 events; 25 fill the 2,048-byte size class), and
+// with room for rootMessages derived messages (the user's, the call, its
+// result, the answer): a first turn grows neither.
 const (
 	initialEvents = 14
 	minEvents     = 16
+	rootEvents    = 25
+	rootMessages  = 4
 )
 
 // growEvents returns events with room for add more. A full log grows by
@@ -147,7 +152,7 @@ func growEvents(events []Event, add int) []Event {
 }
 
 func newSession(h Header, seed []Event) *Session {
-	room := minEvents
+	room := rootEvents
 	if h.ParentSession != "" {
 		room = initialEvents
 	}
@@ -298,6 +303,9 @@ func (s *Session) derive(e Event) {
 		m = d.Message
 	default:
 		return
+	}
+	if s.messages == nil && s.header.ParentSession == "" {
+		s.messages = make([]content.Message, 0, rootMessages)
 	}
 	s.messages = append(s.messages, m)
 	s.msgBytes += MessageSize(m)
