@@ -117,8 +117,14 @@ type Session struct {
 	persister Persister
 	writeErr  error
 
-	loaded    Persister // PrepareLoad's persister, until Enter or Abandon
-	loadedLen int       // the events loaded holds
+	loaded *loadedLog // PrepareLoad's, until Enter or Abandon
+}
+
+// loadedLog is what PrepareLoad read, apart from Session: only a loaded
+// session has one (each Session is 416 B, not 448).
+type loadedLog struct {
+	p Persister // its writer
+	n int       // the events stored
 }
 
 type observer struct{ fn func(Event) }
