@@ -370,26 +370,29 @@ type Agent struct {
 	hooks   *hook.Set         // inherited, plus CreateOptions.Hooks
 	path    []string          // labels from the root's child down to this agent
 	tree    *tree             // shared by every agent of the delegation tree
-	host    bool              // CreateOptions.ToolHost
 	// childSystem is the system text a child of this agent last rendered
 	// (see sharedSystem).
 	childSystem atomic.Pointer[string]
 
-	mu         sync.Mutex
-	inbox      inbox
-	running    bool
-	idle       chan struct{} // made by a WaitIdle waiter, closed when the driver goes idle
-	cancelTurn context.CancelCauseFunc
-	turnMsgID  string // the next-turn message the running turn claimed
-	parked     bool   // a Cancel kept the inbox: no turn starts until a waking send
-	disposed   bool
-	seq        uint64              // creation order in the registry
-	owned      map[*Agent]struct{} // live agents this one created
-	disposers  []func()
-	idlers     []func() // see OnIdle
-	lastHeader any      // the session.RequestHeader last logged, as boxed in its event
-	usage      content.Usage
-	lastCall   int64 // tokens of the agent's last model call that reported usage
+	mu    sync.Mutex
+	inbox inbox
+	// disposeOnce (12 bytes) and the flags share two words: an Agent is
+	// 568 B, in the 576-byte size class with its allocation header.
+	disposeOnce sync.Once
+	running     bool
+	parked      bool // a Cancel kept the inbox: no turn starts until a waking send
+	disposed    bool
+	host        bool          // CreateOptions.ToolHost, set at creation
+	idle        chan struct{} // made by a WaitIdle waiter, closed when the driver goes idle
+	cancelTurn  context.CancelCauseFunc
+	turnMsgID   string              // the next-turn message the running turn claimed
+	seq         uint64              // creation order in the registry
+	owned       map[*Agent]struct{} // live agents this one created
+	disposers   []func()
+	idlers      []func() // see OnIdle
+	lastHeader  any      // the session.RequestHeader last logged, as boxed in its event
+	usage       content.Usage
+	lastCall    int64 // tokens of the agent's last model call that reported usage
 	// Compaction (see compact.go): the prompt tokens per byte of history
 	// the last call reported, the bytes of the request being sent, and
 	// the estimated prompt just after the last compaction.
@@ -401,7 +404,6 @@ type Agent struct {
 	detach        func() error
 
 	wg          sync.WaitGroup
-	disposeOnce sync.Once
 	disposeErr  error
 	disposeDone chan struct{} // made by the first Dispose
 
