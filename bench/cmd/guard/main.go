@@ -50,9 +50,9 @@ import (
 // the cuts land).
 const (
 	// Live heap + stacks per parked fan-out child, bytes (target ≤ 10 KB;
-	// 13,300–13,340 B after BENCHMARKS.md §7.10).
+	// 13,290–13,340 B after BENCHMARKS.md §7.10).
 	maxFanoutPerChild = 14_700
-	// Bytes per delegation, dsh / eino agent-as-tool (target ≤ 0.30; 0.343
+	// Bytes per delegation, dsh / eino agent-as-tool (target ≤ 0.30; 0.341
 	// after §7.10).
 	maxEinoByteRatio = 0.38
 	// Allocations per default-road delegation (532 after §7.10).
