@@ -374,51 +374,52 @@ type Agent struct {
 	hooks   *hook.Set         // inherited, plus CreateOptions.Hooks
 	path    []string          // labels from the root's child down to this agent
 	tree    *tree             // shared by every agent of the delegation tree
-	host    bool              // CreateOptions.ToolHost
 	// childSystem is the system text a child of this agent last rendered
 	// (see sharedSystem).
 	childSystem atomic.Pointer[string]
 
-	mu         sync.Mutex
-	inbox      inbox
-	running    bool
-	idle       chan struct{} // made by a WaitIdle waiter, closed when the driver goes idle
-	cancelTurn context.CancelCauseFunc
-	turnMsgID  string // the next-turn message the running turn claimed
-	parked     bool   // a Cancel kept the inbox: no turn starts until a waking send
-	disposed   bool
-	seq        uint64              // creation order in the registry
-	owned      map[*Agent]struct{} // live agents this one created
-	disposers  []func()
-	idlers     []func() // see OnIdle
-	lastHeader any      // the session.RequestHeader last logged, as boxed in its event
-	usage      content.Usage
-	lastCall   int64 // tokens of the agent's last model call that reported usage
+	mu    sync.Mutex
+	inbox inbox
+	// disposeOnce (12 bytes) and the flags share two words: an Agent is
+	// 568 B, in the 576-byte size class with its allocation header.
+	disposeOnce sync.Once
+	running     bool
+	parked      bool // a Cancel kept the inbox: no turn starts until a waking send
+	disposed    bool
+	host        bool          // CreateOptions.ToolHost, set at creation
+	idle        chan struct{} // made by a WaitIdle waiter, closed when the driver goes idle
+	cancelTurn  context.CancelCauseFunc
+	turnMsgID   string              // the next-turn message the running turn claimed
+	seq         uint64              // creation order in the registry
+	owned       map[*Agent]struct{} // live agents this one created
+	disposers   []func()
+	idlers      []func() // see OnIdle
+	lastHeader  any      // the session.RequestHeader last logged, as boxed in its event
+	usage       content.Usage
+	lastCall    int64 // tokens of the agent's last model call that reported usage
 	// Compaction (see compact.go): the prompt tokens per byte of history
 	// the last call reported, the bytes of the request being sent, and
 	// the estimated prompt just after the last compaction.
 	tokensPerByte float64
 	reqBytes      int64
 	compactFloor  int64
-	childTurn     int // the turn childCount counts for
-	childCount    int // children the turn childTurn started (see StartChild)
+	childTurn     int32 // the turn childCount counts for
+	childCount    int32 // children the turn childTurn started (see StartChild)
 	detach        func() error
 
 	wg          sync.WaitGroup
-	disposeOnce sync.Once
 	disposeErr  error
 	disposeDone chan struct{} // made by the first Dispose
 
 	trace *traceState // nil when tracing is off
 
-	hookState *hookState     // a root's (see hookState); nil for a child
+	// hookState is a root's (see hookState); a child's holds only its own
+	// transcript (agent_transcript_path of its SubagentStop), nil for a
+	// child without SubagentStop hooks.
+	hookState *hookState
 	toolHooks *toolHookState // nil without PreToolUse and PostToolUse hooks
 	hookStop  *session.Cause // a hook asked the turn to end (under mu)
 	subagent  *Subagent      // CreateOptions.Subagent of a child; nil for a root
-	// ownHooks holds a child's own transcript (agent_transcript_path of
-	// its SubagentStop); nil for a root and a child without SubagentStop
-	// hooks.
-	ownHooks *hookState
 }
 
 func newAgent(r *Registry, s *session.Session, opts CreateOptions) *Agent {
@@ -449,7 +450,7 @@ func newAgent(r *Registry, s *session.Session, opts CreateOptions) *Agent {
 	}
 	a.hooks = a.hooks.With(opts.Hooks)
 	if a.owner != nil && a.hooks.Has(hook.SubagentStop) {
-		a.ownHooks = new(hookState)
+		a.hookState = new(hookState)
 	}
 	a.tools.GuardCall(a.guardCall)
 	if a.hooks.Has(hook.PostToolUse) || a.hooks.Has(hook.PreToolUse) {
@@ -572,10 +573,10 @@ func (a *Agent) StartChild(limit int) bool {
 	if !a.running || a.host {
 		return true
 	}
-	if n := a.session.LastTurn(); n != a.childTurn {
+	if n := int32(a.session.LastTurn()); n != a.childTurn {
 		a.childTurn, a.childCount = n, 0
 	}
-	if limit > 0 && a.childCount >= limit {
+	if limit > 0 && int(a.childCount) >= limit {
 		return false
 	}
 	a.childCount++

@@ -55,7 +55,8 @@ type toolHookState struct {
 }
 
 // hookState is the root's part of the hooks' life: whether its session
-// started, the file of $CLAUDE_ENV_FILE and the transcript.
+// started, the file of $CLAUDE_ENV_FILE and the transcript (a child's
+// holds only its own transcript).
 type hookState struct {
 	mu            sync.Mutex
 	envFile       string
@@ -121,7 +122,7 @@ func (a *Agent) hookEnvFile() string {
 }
 
 // hookTranscript brings the Claude Code-shaped transcript of a's
-// conversation that h holds (a root's hookState, a child's ownHooks) up to
+// conversation that h holds (a root's or a child's hookState) up to
 // it, made on first use, and returns its file; "" when it cannot be made.
 func (a *Agent) hookTranscript(h *hookState) string {
 	h.mu.Lock()
@@ -373,7 +374,7 @@ func (a *Agent) turnEndInput(reason string) (in hook.Input, ok bool) {
 	}
 	in.StopReason = reason
 	in.SetOutput(a.lastAnswer())
-	in.AgentTranscriptPath = a.hookTranscript(a.ownHooks)
+	in.AgentTranscriptPath = a.hookTranscript(a.hookState)
 	return in, true
 }
 
@@ -381,14 +382,7 @@ func (a *Agent) turnEndInput(reason string) (in hook.Input, ok bool) {
 // session started, as it is disposed, and removes its $CLAUDE_ENV_FILE and
 // transcript; a child's own transcript is removed too.
 func (a *Agent) sessionEndHooks() {
-	if own := a.ownHooks; own != nil {
-		own.mu.Lock()
-		if own.transcript != nil {
-			own.transcript.Remove()
-		}
-		own.mu.Unlock()
-	}
-	if a.hookState == nil { // a child: its root's session holds the hooks' life
+	if a.hookState == nil { // a child without SubagentStop hooks
 		return
 	}
 	a.hookState.mu.Lock()

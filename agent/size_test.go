@@ -6,11 +6,12 @@ import (
 )
 
 // Every live child holds an Agent: the hooks' state only roots and agents
-// with tool hooks use is allocated apart, so that the struct stays in the
-// 640-byte size class (it was 744 bytes, in the 768-byte class).
+// with tool hooks use is allocated apart, and its flags share a word, so
+// that the struct stays in the 576-byte size class (it was 744 bytes, in
+// the 768-byte class, then 592 in the 640-byte one).
 func TestAgentFitsItsSizeClass(t *testing.T) {
-	if n := unsafe.Sizeof(Agent{}); n > 640 {
-		t.Fatalf("an Agent is %d bytes, want at most 640: keep state few agents use behind a pointer", n)
+	if n := unsafe.Sizeof(Agent{}); n > 568 { // objects over 512 B with pointers carry an 8-byte header
+		t.Fatalf("an Agent is %d bytes, want at most 568: keep state few agents use behind a pointer, and flags together", n)
 	}
 }
 

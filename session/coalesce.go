@@ -12,10 +12,10 @@ const MaxCoalesced = 4 << 10
 // still grow. It is committed to the log when another event is appended,
 // when the log is read (Events) or flushed.
 type pendingChunk struct {
-	active bool
 	first  Event // the first delta's event, stored as is if no other joins it
-	merged bool  // later deltas joined it: its text is in buf
 	buf    []byte
+	active bool
+	merged bool // later deltas joined it: its text is in buf
 }
 
 // deltaText returns the text a delta chunk adds to its block.

@@ -94,6 +94,25 @@ func (p *memPersister) Append(events []Event) error {
 	return nil
 }
 
+// keepLog implements logKeeper: the store keeps the session's log, not a
+// copy of it, when what it holds is the log's first from events; what a
+// parked child has written then costs the store nothing.
+func (p *memPersister) keepLog(log []Event, from int) error {
+	p.b.mu.Lock()
+	s, ok := p.b.sessions[p.id]
+	switch {
+	case !ok && from == 0:
+		p.b.sessions[p.id] = &memSession{header: p.h, events: log}
+	case ok && len(s.events) == from:
+		s.events = log
+	default:
+		p.b.mu.Unlock()
+		return p.Append(log[from:])
+	}
+	p.b.mu.Unlock()
+	return nil
+}
+
 func (p *memPersister) Close() error {
 	p.b.mu.Lock()
 	defer p.b.mu.Unlock()

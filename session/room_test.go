@@ -20,8 +20,8 @@ func TestNewLogMakesLittleRoom(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer detachRoot()
-	if c := cap(root.events); c != minEvents {
-		t.Fatalf("a new root log has room for %d events, want %d", c, minEvents)
+	if c := cap(root.events); c != rootEvents {
+		t.Fatalf("a new root log has room for %d events, want %d", c, rootEvents)
 	}
 	s, detach, err := st.Create(CreateOptions{ID: "s", ParentSession: "root"})
 	if err != nil {
@@ -41,10 +41,10 @@ func TestNewLogMakesLittleRoom(t *testing.T) {
 		t.Fatal(err)
 	}
 	backend.mu.Lock()
-	stored := cap(backend.sessions["s"].events)
+	stored := backend.sessions["s"].events
 	backend.mu.Unlock()
-	if n := s.Len(); stored > n+1 { // a copy rounded up to its size class at most
-		t.Fatalf("the memory store made room for %d events to hold %d", stored, n)
+	if &stored[0] != &s.events[0] { // no copy, no room of its own
+		t.Fatalf("the memory store copied the log's %d events", len(stored))
 	}
 	for s.Len() <= initialEvents {
 		mustAppend(t, s, TypeUserMessage, content.UserText("m"))
@@ -62,10 +62,11 @@ func TestNewLogMakesLittleRoom(t *testing.T) {
 // a parent's log gains an event per child it delegates to, flushed at the
 // next child's start, and append's quarter steps for long slices copied
 // each event some five times over such a run. The room made over the
-// whole run stays within three times the final room, for both copies.
+// whole run stays within three times the final room, for both copies (the
+// store copies when a persister wraps its own, as secret redaction does).
 func TestLongLogGrowsByHalf(t *testing.T) {
 	backend := NewMemoryBackend()
-	st := NewStore(backend, nil)
+	st := NewStore(wrappedBackend{backend}, nil)
 	s, detach, err := st.Create(CreateOptions{ID: "parent"})
 	if err != nil {
 		t.Fatal(err)
@@ -104,5 +105,75 @@ func TestLongLogGrowsByHalf(t *testing.T) {
 	}
 	if last > n+n/2+1 || lastStored > n+n/2+1 {
 		t.Errorf("room for %d and %d events to hold %d, want at most half again", last, lastStored, n)
+	}
+}
+
+// wrappedBackend's persisters hide the memory store's own: the store is
+// handed batches to copy, not the session's log.
+type wrappedBackend struct{ *MemoryBackend }
+
+func (b wrappedBackend) Create(h Header) (Persister, error) {
+	p, err := b.MemoryBackend.Create(h)
+	return struct{ Persister }{p}, err
+}
+
+// A root's first turn that delegates once, as an agent writes it (24
+// events: the inbox splice, a request header and five chunks per step, the
+// child's usage), grows neither its log nor its derived history: each
+// growth was a copy made once per run, and for a parent that delegates
+// once, per delegation. A child's history still starts with room for one
+// message (a parked child holds its task only).
+func TestRootTurnFitsItsRoom(t *testing.T) {
+	st := NewStore(NewMemoryBackend(), nil)
+	root, detach, err := st.Create(CreateOptions{ID: "root"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer detach()
+	events := &root.events[:1][0]
+	var messages *content.Message
+	mustAppend(t, root, TypeInboxSpliced, json.RawMessage(`{}`))
+	mustAppend(t, root, TypeTurnStart, TurnStart{Turn: 1})
+	for step := 1; step <= 2; step++ {
+		mustAppend(t, root, TypeStepStart, Step{Turn: 1, Step: step})
+		if step == 1 {
+			mustAppend(t, root, TypeUserMessage, content.UserText("delegate"))
+			messages = &root.messages[0]
+			mustAppend(t, root, TypeRequestHeader, json.RawMessage(`{}`)) // the next step's is the same
+		}
+		for range 5 {
+			mustAppend(t, root, TypeAssistantChunk, chunk(1, step, content.Chunk{Type: content.ChunkBlockEnd}))
+		}
+		blocks := []content.Block{content.Text("done")}
+		if step == 1 {
+			blocks = []content.Block{content.ToolCall("c", "agent", `{}`)}
+		}
+		mustAppend(t, root, TypeAssistantMessage, AssistantMessage{Turn: 1, Step: step, Message: content.AssistantMessage("p", "m", blocks)})
+		if step == 1 {
+			call := mustAppend(t, root, TypeToolCall, ToolCall{Turn: 1, Step: 1, CallID: "c", Name: "agent", Arguments: `{}`})
+			mustAppend(t, root, "subagent/usage", json.RawMessage(`{}`))
+			mustAppend(t, root, TypeToolResult, ToolResult{Turn: 1, Step: 1,
+				Message: content.ToolResultMessage("c", []content.Block{content.Text("answer")}, false)}, call.Seq)
+		}
+		mustAppend(t, root, TypeStepEnd, Step{Turn: 1, Step: step})
+	}
+	mustAppend(t, root, TypeTurnEnd, TurnEnd{Turn: 1, Reason: EndReason{Kind: EndCompleted}})
+	if root.Len() != 24 || len(root.Messages()) != 4 {
+		t.Fatalf("the turn wrote %d events and %d messages, want 24 and 4", root.Len(), len(root.Messages()))
+	}
+	if &root.events[0] != events {
+		t.Errorf("the root's log grew from %d events", rootEvents)
+	}
+	if &root.messages[0] != messages {
+		t.Errorf("the root's history grew from its first room to %d messages", cap(root.messages))
+	}
+	child, detachChild, err := st.Create(CreateOptions{ID: "child", ParentSession: "root"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer detachChild()
+	mustAppend(t, child, TypeUserMessage, content.UserText("task"))
+	if c := cap(child.messages); c != 1 {
+		t.Errorf("a child's history has room for %d messages, want 1", c)
 	}
 }

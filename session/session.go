@@ -117,8 +117,14 @@ type Session struct {
 	persister Persister
 	writeErr  error
 
-	loaded    Persister // PrepareLoad's persister, until Enter or Abandon
-	loadedLen int       // the events loaded holds
+	loaded *loadedLog // PrepareLoad's, until Enter or Abandon
+}
+
+// loadedLog is what PrepareLoad read, apart from Session: only a loaded
+// session has one (each Session is 416 B, not 448).
+type loadedLog struct {
+	p Persister // its writer
+	n int       // the events stored
 }
 
 type observer struct{ fn func(Event) }
@@ -127,10 +133,15 @@ type observer struct{ fn func(Event) }
 // writes when it answers at once (about 13 events) fits, so that a
 // delegation never grows its log, and a parked child (6 events) holds less
 // than minEvents' room. A root session (one per run or conversation, never
-// thousands parked) starts at minEvents.
+// thousands parked) starts at rootEvents, what a turn that calls a tool
+// once writes (about 20 events; 25 fill the 2,048-byte size class), and
+// with room for rootMessages derived messages (the user's, the call, its
+// result, the answer): a first turn grows neither.
 const (
 	initialEvents = 14
 	minEvents     = 16
+	rootEvents    = 25
+	rootMessages  = 4
 )
 
 // growEvents returns events with room for add more. A full log grows by
@@ -147,7 +158,7 @@ func growEvents(events []Event, add int) []Event {
 }
 
 func newSession(h Header, seed []Event) *Session {
-	room := minEvents
+	room := rootEvents
 	if h.ParentSession != "" {
 		room = initialEvents
 	}
@@ -299,6 +310,9 @@ func (s *Session) derive(e Event) {
 	default:
 		return
 	}
+	if s.messages == nil && s.header.ParentSession == "" {
+		s.messages = make([]content.Message, 0, rootMessages)
+	}
 	s.messages = append(s.messages, m)
 	s.msgBytes += MessageSize(m)
 }
@@ -372,19 +386,36 @@ func (s *Session) Flush() error {
 	defer s.ioMu.Unlock()
 	s.mu.Lock()
 	p := s.persister
-	var batch []Event
+	var log []Event
+	from := s.persisted
 	s.commitPending()
 	if p != nil {
-		batch = s.events[s.persisted:len(s.events):len(s.events)]
+		log = s.events[:len(s.events):len(s.events)]
 		s.persisted = len(s.events)
 	}
 	s.mu.Unlock()
-	if p != nil && len(batch) > 0 && s.writeErr == nil {
-		if err := p.Append(batch); err != nil {
+	if p != nil && len(log) > from && s.writeErr == nil {
+		var err error
+		if k, ok := p.(logKeeper); ok {
+			err = k.keepLog(log, from)
+		} else {
+			err = p.Append(log[from:])
+		}
+		if err != nil {
 			s.writeErr = fmt.Errorf("session %s: persist: %w", s.header.ID, err)
 		}
 	}
 	return s.writeErr
+}
+
+// logKeeper is a persister that may keep a session's log itself rather
+// than a copy of it (the memory store): a committed event is never changed
+// (commit only appends; a delta chunk still growing is not committed until
+// it is complete), so the log's prefix a persister was handed stays as it
+// was.
+type logKeeper interface {
+	// keepLog stores log, whose events before from are stored already.
+	keepLog(log []Event, from int) error
 }
 
 // close refuses further appends, flushes, and closes the persister.

@@ -126,7 +126,11 @@ func (st *Store) Enter(s *Session) (detach func() error, err error) {
 		parent.Flush() // a write error is the parent's to report
 	}
 	s.mu.Lock()
-	p, stored := s.loaded, s.loadedLen
+	var p Persister
+	var stored int
+	if l := s.loaded; l != nil {
+		p, stored = l.p, l.n
+	}
 	s.loaded = nil
 	s.mu.Unlock()
 	if p == nil {
@@ -233,7 +237,7 @@ func (st *Store) PrepareLoad(ctx context.Context, id string) (*Session, error) {
 		return nil, errorf(CodeCorrupt, "session %s: %v", id, err)
 	}
 	s := newSession(h, append(events, extra...))
-	s.loaded, s.loadedLen = p, len(events)
+	s.loaded = &loadedLog{p: p, n: len(events)}
 	return s, nil
 }
 
@@ -241,11 +245,11 @@ func (st *Store) PrepareLoad(ctx context.Context, id string) (*Session, error) {
 // entered. It is a no-op for any other session.
 func (st *Store) Abandon(s *Session) {
 	s.mu.Lock()
-	p := s.loaded
+	l := s.loaded
 	s.loaded = nil
 	s.mu.Unlock()
-	if p != nil {
-		p.Close()
+	if l != nil {
+		l.p.Close()
 	}
 }
 

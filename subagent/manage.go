@@ -71,7 +71,7 @@ type Epoch struct {
 // buffered until Announce; release runs after subagent/end.
 func (s *Service) NewEpoch(parent *agent.Agent, provider, label string, release func()) *Epoch {
 	return &Epoch{t: &tracker{svc: s, parent: parent, info: RunInfo{RunID: fmt.Sprintf("run-%d", s.lastRun.Add(1)), Provider: provider,
-		ParentID: parent.ID(), Label: label}, ended: make(chan struct{}), release: release}}
+		ParentID: parent.ID(), Label: label}, release: release}}
 }
 
 // Progress reports the epoch's activity (from any goroutine).

@@ -289,7 +289,7 @@ func (a *Admission) Start(ctx context.Context) (Run, error) {
 		return nil, AbortedBeforeReady(name, context.Cause(ctx))
 	}
 	t := &tracker{svc: s, parent: req.Parent, info: RunInfo{RunID: fmt.Sprintf("run-%d", s.lastRun.Add(1)), Provider: name,
-		ParentID: req.Parent.ID(), Label: req.Label}, ended: make(chan struct{}), release: a.release}
+		ParentID: req.Parent.ID(), Label: req.Label}, release: a.release}
 	req.Progress = t.progress
 	req.LiveSlots = s.liveSlots(name, req.Parent)
 	req.Descriptor = &Descriptor{Version: DescriptorVersion, Mode: OneShot, Provider: name, Label: req.Label}
@@ -379,7 +379,8 @@ const maxBufferedProgress = 256
 type tracker struct {
 	svc     *Service
 	parent  *agent.Agent
-	ended   chan struct{}  // closed after Ended is emitted
+	ended   chan struct{}  // made by a Dispose that must wait, closed once isEnded; guarded by mu
+	isEnded bool           // Ended is emitted (or the run abandoned); guarded by mu
 	release func()         // run after Ended (or abandon), before after; nil: none
 	after   []func(Result) // run after Ended, see tracked.AfterSettle; guarded by mu
 	result  Result         // the settled result, once ended; guarded by mu
@@ -412,8 +413,8 @@ func (t *tracker) abandon() {
 	t.traceSpan().End()
 	t.mu.Lock()
 	t.finished, t.buffered = true, nil
+	t.setEnded()
 	t.mu.Unlock()
-	close(t.ended)
 	if t.release != nil {
 		t.release()
 	}
@@ -469,7 +470,7 @@ func (t *tracker) end(res Result) {
 	t.mu.Lock()
 	after := t.after
 	t.after, t.result = nil, res
-	close(t.ended)
+	t.setEnded()
 	t.mu.Unlock()
 	if t.release != nil {
 		t.release()
@@ -491,28 +492,45 @@ type tracked struct {
 // own or a Wait.
 func (r *tracked) AfterSettle(fn func(Result)) {
 	r.t.mu.Lock()
-	select {
-	case <-r.t.ended:
+	if r.t.isEnded {
 		res := r.t.result
 		r.t.mu.Unlock()
 		fn(res)
-	default:
-		r.t.after = append(r.t.after, fn)
-		r.t.mu.Unlock()
+		return
 	}
+	r.t.after = append(r.t.after, fn)
+	r.t.mu.Unlock()
 }
 
 // Dispose disposes the run and waits until its end has been announced.
 func (r *tracked) Dispose(ctx context.Context) error {
 	err := r.Run.Dispose(ctx)
+	r.t.mu.Lock()
+	if !r.t.isEnded && r.t.ended == nil {
+		r.t.ended = make(chan struct{})
+	}
+	ended, isEnded := r.t.ended, r.t.isEnded
+	r.t.mu.Unlock()
+	if isEnded { // the common case: a run's end is announced as it settles
+		return err
+	}
 	select {
-	case <-r.t.ended:
+	case <-ended:
 	case <-ctx.Done():
 		if err == nil {
 			err = context.Cause(ctx)
 		}
 	}
 	return err
+}
+
+// setEnded marks the run's end announced and wakes a Dispose waiting for
+// it. t.mu must be held.
+func (t *tracker) setEnded() {
+	t.isEnded = true
+	if t.ended != nil {
+		close(t.ended)
+	}
 }
 
 // wrap keeps the optional Steerer and Resumer of the provider's run visible
@@ -547,7 +565,7 @@ func (r *tracked) resumer(inner Resumer) Resumer {
 	return resumeFunc(func(ctx context.Context, req ResumeRequest) (Run, error) {
 		info := r.t.info
 		info.RunID = fmt.Sprintf("run-%d", r.t.svc.lastRun.Add(1))
-		t := &tracker{svc: r.t.svc, parent: r.t.parent, info: info, ended: make(chan struct{})}
+		t := &tracker{svc: r.t.svc, parent: r.t.parent, info: info}
 		req.Progress = t.progress
 		next, err := inner.Resume(ctx, req)
 		if err != nil {

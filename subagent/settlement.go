@@ -16,18 +16,27 @@ type SettleNotifier interface {
 // Settlement is the settle-once outcome of a run. Providers embed it to
 // implement Run.Done and Run.Wait; the zero value is ready to use.
 type Settlement struct {
-	init    sync.Once
 	settled sync.Once
-	done    chan struct{}
 	result  Result
 
 	mu    sync.Mutex
+	done  chan struct{} // made by the first Done, or Wait that must block; nil until then
 	after []func(Result)
 	fired bool
 }
 
+// ch returns the done channel, made on first use (closed at once when the
+// run has settled): a run that settles before anyone waits on it never
+// makes one.
 func (s *Settlement) ch() chan struct{} {
-	s.init.Do(func() { s.done = make(chan struct{}) })
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.done == nil {
+		s.done = make(chan struct{})
+		if s.fired {
+			close(s.done)
+		}
+	}
 	return s.done
 }
 
@@ -37,11 +46,13 @@ func (s *Settlement) Settle(r Result) (first bool) {
 	var after []func(Result)
 	s.settled.Do(func() {
 		s.result = r
-		close(s.ch())
 		first = true
 		s.mu.Lock()
 		after = s.after
 		s.after, s.fired = nil, true
+		if s.done != nil {
+			close(s.done)
+		}
 		s.mu.Unlock()
 	})
 	for _, fn := range after {
@@ -70,10 +81,11 @@ func (s *Settlement) Done() <-chan struct{} { return s.ch() }
 // Wait returns the result once the run has settled, or ctx's cause if ctx
 // ends first.
 func (s *Settlement) Wait(ctx context.Context) (Result, error) {
-	select { // a settled run's result, even for a ctx that has ended
-	case <-s.ch():
+	s.mu.Lock()
+	fired := s.fired
+	s.mu.Unlock()
+	if fired { // a settled run's result, even for a ctx that has ended
 		return s.result, nil
-	default:
 	}
 	select {
 	case <-s.ch():

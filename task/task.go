@@ -130,13 +130,13 @@ type Runtime struct {
 
 type record struct {
 	settled sync.Once
+	hushed  bool // stopped by the user: its notice waits for the owner's next turn (here, in the Once's padding: 256 B, not 288)
 	snap    Snapshot
 	owner   *agent.Agent
 	cancel  context.CancelCauseFunc
 	done    chan struct{}
 	outcome Outcome
 	notice  string // the id of the completion notice sent to the owner
-	hushed  bool   // stopped by the user: its notice waits for the owner's next turn
 }
 
 // reported marks rec's outcome as seen by its owner and returns the

@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/google/jsonschema-go/jsonschema"
 
@@ -209,6 +210,9 @@ func (t *table) allSpecs() []content.ToolSpec {
 }
 
 func (t *table) generation() uint64 {
+	if t == nil {
+		return 0
+	}
 	t.mu.RLock()
 	defer t.mu.RUnlock()
 	return t.gen
@@ -243,12 +247,18 @@ func (t *table) register(def Definition, layer string) (func(), error) {
 }
 
 func (t *table) get(name string) *entry {
+	if t == nil {
+		return nil
+	}
 	t.mu.RLock()
 	defer t.mu.RUnlock()
 	return t.tools[name]
 }
 
 func (t *table) names() []string {
+	if t == nil {
+		return nil
+	}
 	t.mu.RLock()
 	defer t.mu.RUnlock()
 	return slices.Sorted(maps.Keys(t.tools))
@@ -287,7 +297,7 @@ type Restriction struct {
 // and cannot be executed.
 type Scope struct {
 	reg     *Registry
-	local   table
+	local   atomic.Pointer[table] // the scope's own tools, made by its first Register (most agents have none)
 	mu      sync.RWMutex
 	masks   []*mask
 	layers  []*Layer // newest first: a later layer shadows an earlier one
@@ -354,7 +364,12 @@ func isPattern(name string) bool { return strings.ContainsAny(name, "*?[") }
 
 // Register adds a tool visible to this scope only.
 func (s *Scope) Register(def Definition) (dispose func(), err error) {
-	return s.local.register(def, "agent")
+	t := s.local.Load()
+	if t == nil {
+		s.local.CompareAndSwap(nil, new(table))
+		t = s.local.Load()
+	}
+	return t.register(def, "agent")
 }
 
 // Restrict adds a mask over the global and layer tools and returns its
@@ -521,7 +536,7 @@ func (s *Scope) visible(name string) bool {
 }
 
 func (s *Scope) lookup(name string) *entry {
-	if e := s.local.get(name); e != nil {
+	if e := s.local.Load().get(name); e != nil {
 		return e
 	}
 	s.mu.RLock()
@@ -558,7 +573,7 @@ func (s *Scope) ConcurrencySafe(name string) bool {
 // must not be modified; it is rebuilt only when a registration,
 // restriction or layer changed.
 func (s *Scope) Specs() []content.ToolSpec {
-	g, l := s.reg.global.generation(), s.local.generation()
+	g, l := s.reg.global.generation(), s.local.Load().generation()
 	s.mu.RLock()
 	c, v := s.cached, s.viewGen
 	var lg uint64
@@ -580,12 +595,12 @@ func (s *Scope) buildSpecs() []content.ToolSpec {
 	s.mu.RLock()
 	plain := len(s.masks) == 0 && len(s.layers) == 0
 	s.mu.RUnlock()
-	if plain && s.local.generation() == 0 { // the common case: the global tools as they are
+	if plain && s.local.Load().generation() == 0 { // the common case: the global tools as they are
 		return s.reg.global.allSpecs()
 	}
 	shared := s.maskable()
 	var own []string
-	for _, n := range s.local.names() {
+	for _, n := range s.local.Load().names() {
 		if _, found := slices.BinarySearch(shared, n); !found {
 			own = append(own, n)
 		}

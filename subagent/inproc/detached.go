@@ -63,6 +63,7 @@ func (p *Provider) StartDetached(ctx context.Context, req subagent.StartRequest,
 		msg = content.UserMessage(content.Text(instructionsOpen + text + instructionsClose))
 	}
 	capture := &Capture{}
+	desc, shaping := req.Descriptor, Shaping{ToolFilter: req.ToolFilter, Persona: req.Persona, OutputSchema: req.OutputSchema} // not req: see Start
 	child, err := p.cfg.Agents.Create(ctx, agent.CreateOptions{
 		SessionID:       d.SessionID,
 		Cwd:             d.Cwd,
@@ -74,7 +75,7 @@ func (p *Provider) StartDetached(ctx context.Context, req subagent.StartRequest,
 		Policy:          req.Policy,
 		Hooks:           req.Hooks,
 		TokenBudget:     d.TokenBudget,
-		Setup:           func(a *agent.Agent) error { return compose(a, req, capture) },
+		Setup:           func(a *agent.Agent) error { return compose(a, desc, shaping, capture) },
 	})
 	if err != nil {
 		if ctx.Err() != nil {

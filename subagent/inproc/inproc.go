@@ -92,6 +92,9 @@ func (p *Provider) Start(ctx context.Context, req subagent.StartRequest) (subage
 		seed = parent.Session().CompletedPrefix()
 	}
 	capture := &Capture{}
+	// The setup captures what it uses, not req: a request captured whole
+	// would be moved to the heap in every delegation.
+	desc, shaping := req.Descriptor, Shaping{ToolFilter: req.ToolFilter, Persona: req.Persona, OutputSchema: req.OutputSchema}
 	child, err := p.cfg.Agents.Create(ctx, agent.CreateOptions{
 		SessionID:       uuid.NewString(),
 		Cwd:             cmp.Or(req.Cwd, parent.Cwd()),
@@ -105,7 +108,7 @@ func (p *Provider) Start(ctx context.Context, req subagent.StartRequest) (subage
 		Policy:          req.Policy,
 		Hooks:           req.Hooks,
 		Subagent:        req.Subagent,
-		Setup:           func(a *agent.Agent) error { return compose(a, req, capture) },
+		Setup:           func(a *agent.Agent) error { return compose(a, desc, shaping, capture) },
 	})
 	if err != nil {
 		if ctx.Err() != nil {
@@ -171,13 +174,13 @@ func withInstructions(framed string, task []content.Block) content.Message {
 
 // compose runs in the child's unpublished setup window: the descriptor,
 // the filter and persona, and the structured-output capture.
-func compose(a *agent.Agent, req subagent.StartRequest, c *Capture) error {
-	if req.Descriptor != nil {
-		if err := subagent.AppendDescriptor(a.Session(), *req.Descriptor); err != nil {
+func compose(a *agent.Agent, desc *subagent.Descriptor, s Shaping, c *Capture) error {
+	if desc != nil {
+		if err := subagent.AppendDescriptor(a.Session(), *desc); err != nil {
 			return err
 		}
 	}
-	return Shape(a, Shaping{ToolFilter: req.ToolFilter, Persona: req.Persona, OutputSchema: req.OutputSchema}, c)
+	return Shape(a, s, c)
 }
 
 // The names spawn and fork providers are registered under by default.

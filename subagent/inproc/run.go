@@ -26,18 +26,18 @@ type handle struct {
 type run struct {
 	h            *handle
 	capture      *Capture
-	structured   bool
 	progress     func(subagent.Progress)
 	msgID        string // the task message; cancelling it cancels the run
 	fromSeq      int    // the child's events from here on are this run's own
 	stopProgress func()
 	cancelled    atomic.Bool
+	structured   bool
+	finished     bool                       // guarded by mu (beside the other flags: run is 320 B, not 352)
 	held         atomic.Pointer[agent.Held] // a foreground task, waiting for Wait to start it
 	startCtx     context.Context            // governs a held task until Wait takes it
 
 	mu         sync.Mutex
 	stopParent func() bool // stops relaying the start ctx's cancellation
-	finished   bool
 
 	subagent.Settlement
 	disposeOnce sync.Once

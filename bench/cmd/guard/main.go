@@ -50,15 +50,15 @@ import (
 // the cuts land).
 const (
 	// Live heap + stacks per parked fan-out child, bytes (target ≤ 10 KB;
-	// 14,140–14,210 B once a parked child's stack is 4 KiB, BENCHMARKS.md
-	// §7.7).
-	maxFanoutPerChild = 15_600
-	// Bytes per delegation, dsh / eino agent-as-tool (target ≤ 0.30).
-	maxEinoByteRatio = 0.40
-	// Allocations per default-road delegation (537 after BENCHMARKS.md §7.7).
-	maxRoadAllocs = 590
-	// Bytes allocated per default-road delegation.
-	maxRoadBytes = 240_000
+	// 13,290–13,340 B after BENCHMARKS.md §7.10).
+	maxFanoutPerChild = 14_700
+	// Bytes per delegation, dsh / eino agent-as-tool (target ≤ 0.30; 0.341
+	// after §7.10).
+	maxEinoByteRatio = 0.38
+	// Allocations per default-road delegation (532 after §7.10).
+	maxRoadAllocs = 585
+	// Bytes allocated per default-road delegation (214 KB after §7.10).
+	maxRoadBytes = 235_000
 )
 
 // limit is one checked figure.

@@ -1,0 +1,32 @@
+package tool
+
+import (
+	"context"
+	"testing"
+	"unsafe"
+)
+
+// Every agent has a Scope; most register no tools of their own, so the
+// table of its own tools is made by its first Register: a Scope fits the
+// allocator's 208-byte class, not the 288-byte one.
+func TestScopeSize(t *testing.T) {
+	if n := unsafe.Sizeof(Scope{}); n > 208 {
+		t.Errorf("a tool Scope is %d bytes, want at most 208", n)
+	}
+	reg := NewRegistry()
+	s := reg.NewScope()
+	if s.local.Load() != nil || len(s.Specs()) != 0 || s.Has("x") {
+		t.Fatal("a new scope has tools of its own")
+	}
+	dispose, err := s.Register(Func("x", "x", true, func(context.Context, Call, struct{}) (Result, error) { return Result{}, nil }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !s.Has("x") || len(s.Specs()) != 1 {
+		t.Fatal("a registered tool is not in its scope")
+	}
+	dispose()
+	if s.Has("x") || len(s.Specs()) != 0 {
+		t.Fatal("a disposed tool is still in its scope")
+	}
+}
