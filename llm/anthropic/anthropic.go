@@ -129,23 +129,9 @@ func (m *Model) Provider() string { return m.cfg.Provider }
 // backoff; every other failure ends the stream with an error finish. The
 // whole call, retries included, is bounded by Config.RequestTimeout.
 func (m *Model) Stream(ctx context.Context, req *llm.Request) iter.Seq[content.Chunk] {
-	return func(yield func(content.Chunk) bool) { m.stream(ctx, req, yield) }
-}
-
-func (m *Model) stream(ctx context.Context, req *llm.Request, yield func(content.Chunk) bool) {
-	p := m.policy()
-	key, f := p.Key()
-	if f != nil {
-		yield(content.Chunk{Type: content.ChunkFinish, Finish: &content.Finish{Kind: content.FinishError, Failure: f}})
-		return
+	return func(yield func(content.Chunk) bool) {
+		m.policy().Call(ctx, req, m.log, m.url, m.body, m.request, yield)
 	}
-	body, model, err := m.body(req)
-	if err != nil {
-		yield(llm.FinishError(llm.CodeInvalidRequest, "%s: %v", p.Provider, err))
-		return
-	}
-	log := m.log.With("provider", p.Provider, "model", model, "session", req.SessionID)
-	p.Stream(ctx, req, log, m.url, func(ctx context.Context) *content.Failure { return p.Attempt(ctx, m.request(key, model), body, yield) }, yield)
 }
 
 // policy is the route's key variable and retry settings.

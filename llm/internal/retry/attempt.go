@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/url"
 	"syscall"
@@ -35,6 +36,28 @@ type Request struct {
 	// Decode yields the answer's chunks from the event stream r;
 	// interrupted explains a failed read by abort, deadline or idle timeout.
 	Decode func(r io.Reader, yield func(content.Chunk) bool, interrupted func() (content.Chunk, bool))
+}
+
+// Call streams one model call of a route to yield: the key read, the
+// request's body encoded (encode returns it and the model it names), then
+// Stream over Attempt with the route's part of each attempt (request).
+// A missing key or a request that cannot be encoded ends the stream with
+// an error finish at once.
+func (p Policy) Call(ctx context.Context, req *llm.Request, log *slog.Logger, url string,
+	encode func(*llm.Request) ([]byte, string, error), request func(key, model string) Request, yield func(content.Chunk) bool) {
+	key, f := p.Key()
+	if f != nil {
+		yield(content.Chunk{Type: content.ChunkFinish, Finish: &content.Finish{Kind: content.FinishError, Failure: f}})
+		return
+	}
+	body, model, err := encode(req)
+	if err != nil {
+		yield(llm.FinishError(llm.CodeInvalidRequest, "%s: %v", p.Provider, err))
+		return
+	}
+	log = log.With("provider", p.Provider, "model", model, "session", req.SessionID)
+	r := request(key, model)
+	p.Stream(ctx, req, log, url, func(ctx context.Context) *content.Failure { return p.Attempt(ctx, r, body, yield) }, yield)
 }
 
 // Attempt makes one request of body, for Stream. It streams the answer to
