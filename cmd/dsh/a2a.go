@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"os"
 	"strings"
 	"time"
 
@@ -61,11 +60,7 @@ message in the task answers it (yes, always, or anything else for no).
 			}
 			defer ln.Close()
 			cfg = c.oneShotTools(cfg)
-			if cwd == "" {
-				if cwd, err = os.Getwd(); err != nil {
-					return err
-				}
-			}
+			cwd = cfg.ProjectDir
 			rt, err := cfg.Build(cmd.Context(), c.logger(), nil, c.getenv)
 			if err != nil {
 				return err

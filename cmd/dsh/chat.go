@@ -146,11 +146,7 @@ func (c *cli) chat(ctx context.Context, f chatFlags) error {
 		}
 		cfg.Agent.MaxSteps = f.maxSteps
 	}
-	if f.cwd == "" {
-		if f.cwd, err = os.Getwd(); err != nil {
-			return err
-		}
-	}
+	f.cwd = cfg.ProjectDir
 	if err := c.reportProject(cfg); err != nil {
 		return err
 	}

@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 
@@ -132,7 +133,8 @@ func (l *lockedWriter) Write(p []byte) (int, error) {
 // loadConfig loads the configuration of the project folder dir (a
 // command's --cwd; "" for the working directory: its .dsh/dsh.yaml,
 // .mcp.json, Claude Code settings, definitions and instructions, when
-// trusted) and prints its warnings. The result's ProjectDir is that folder.
+// trusted) and prints its warnings. The result's ProjectDir is that
+// folder, absolute.
 func (c *cli) loadConfig(dir string) (config.Config, error) {
 	if dir == "" {
 		wd, err := os.Getwd()
@@ -142,6 +144,8 @@ func (c *cli) loadConfig(dir string) (config.Config, error) {
 		dir = wd
 	} else if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
 		return config.Config{}, withCode(codeUsage, fmt.Errorf("--cwd %s is not a directory", dir))
+	} else if dir, err = filepath.Abs(dir); err != nil {
+		return config.Config{}, err
 	}
 	cfg, err := config.Loader{}.LoadIn(dir, c.configPath, c.getenv)
 	if err == nil {

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"net"
 	"net/http"
-	"os"
 	"slices"
 	"time"
 
@@ -66,11 +65,7 @@ otherwise it is refused unless --yes approves every ask.`,
 				return errors.New("--token-file is for --listen on a TCP address")
 			}
 			cfg = c.oneShotTools(cfg)
-			if cwd == "" {
-				if cwd, err = os.Getwd(); err != nil {
-					return err
-				}
-			}
+			cwd = cfg.ProjectDir
 			rt, err := cfg.Build(cmd.Context(), c.logger(), nil, c.getenv)
 			if err != nil {
 				return err
