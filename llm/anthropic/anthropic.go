@@ -101,16 +101,10 @@ func New(cfg Config) (*Model, error) {
 	if cfg.ThinkingBudget != 0 && (cfg.ThinkingBudget < 1024 || cfg.ThinkingBudget >= cfg.MaxTokens) {
 		return nil, fmt.Errorf("anthropic: %s: thinking budget %d: want at least 1024 and below max tokens (%d)", cfg.Provider, cfg.ThinkingBudget, cfg.MaxTokens)
 	}
-	cfg.IdleTimeout = cmp.Or(max(cfg.IdleTimeout, 0), 5*time.Minute)
-	cfg.RequestTimeout = cmp.Or(max(cfg.RequestTimeout, 0), 30*time.Minute)
-	switch {
-	case cfg.MaxRetries == 0:
-		cfg.MaxRetries = 5
-	case cfg.MaxRetries < 0:
-		cfg.MaxRetries = 0
-	}
-	cfg.InitialBackoff = cmp.Or(max(cfg.InitialBackoff, 0), 500*time.Millisecond)
-	cfg.MaxBackoff = cmp.Or(max(cfg.MaxBackoff, 0), 10*time.Second)
+	d := retry.Defaults(retry.Settings{IdleTimeout: cfg.IdleTimeout, RequestTimeout: cfg.RequestTimeout,
+		MaxRetries: cfg.MaxRetries, InitialBackoff: cfg.InitialBackoff, MaxBackoff: cfg.MaxBackoff})
+	cfg.IdleTimeout, cfg.RequestTimeout, cfg.MaxRetries = d.IdleTimeout, d.RequestTimeout, d.MaxRetries
+	cfg.InitialBackoff, cfg.MaxBackoff = d.InitialBackoff, d.MaxBackoff
 	m := &Model{cfg: cfg, url: u.JoinPath("v1/messages").String(), client: cfg.HTTPClient, log: cfg.Logger}
 	if m.client == nil {
 		m.client = &http.Client{}

@@ -115,24 +115,10 @@ func New(cfg Config) (*Model, error) {
 	default:
 		return nil, fmt.Errorf("openai: %s: reasoning effort %q: want low, high or max (DeepSeek), or minimal, low, medium or high (OpenAI)", cfg.Provider, cfg.ReasoningEffort)
 	}
-	if cfg.IdleTimeout <= 0 {
-		cfg.IdleTimeout = 5 * time.Minute
-	}
-	if cfg.RequestTimeout <= 0 {
-		cfg.RequestTimeout = 30 * time.Minute
-	}
-	switch {
-	case cfg.MaxRetries == 0:
-		cfg.MaxRetries = 5
-	case cfg.MaxRetries < 0:
-		cfg.MaxRetries = 0
-	}
-	if cfg.InitialBackoff <= 0 {
-		cfg.InitialBackoff = 500 * time.Millisecond
-	}
-	if cfg.MaxBackoff <= 0 {
-		cfg.MaxBackoff = 10 * time.Second
-	}
+	d := retry.Defaults(retry.Settings{IdleTimeout: cfg.IdleTimeout, RequestTimeout: cfg.RequestTimeout,
+		MaxRetries: cfg.MaxRetries, InitialBackoff: cfg.InitialBackoff, MaxBackoff: cfg.MaxBackoff})
+	cfg.IdleTimeout, cfg.RequestTimeout, cfg.MaxRetries = d.IdleTimeout, d.RequestTimeout, d.MaxRetries
+	cfg.InitialBackoff, cfg.MaxBackoff = d.InitialBackoff, d.MaxBackoff
 	m := &Model{cfg: cfg, url: u.JoinPath("chat/completions").String(), client: cfg.HTTPClient, log: cfg.Logger}
 	if m.client == nil {
 		m.client = &http.Client{}

@@ -122,3 +122,34 @@ func (p Policy) Backoff(n int, f *content.Failure) (time.Duration, bool) {
 	d = min(d, p.MaxBackoff)
 	return min(time.Duration(float64(d)*(0.9+0.2*rand.Float64())), p.MaxBackoff), true
 }
+
+// Settings are a route's timeouts and retries, as its Config holds them.
+type Settings struct {
+	IdleTimeout    time.Duration // default 5m
+	RequestTimeout time.Duration // default 30m
+	MaxRetries     int           // default 5; negative: none
+	InitialBackoff time.Duration // default 500ms
+	MaxBackoff     time.Duration // default 10s
+}
+
+// Defaults returns s with every unset setting (zero, or negative for a
+// duration) at its default, and a negative MaxRetries as 0.
+func Defaults(s Settings) Settings {
+	orDefault := func(d, def time.Duration) time.Duration {
+		if d <= 0 {
+			return def
+		}
+		return d
+	}
+	s.IdleTimeout = orDefault(s.IdleTimeout, 5*time.Minute)
+	s.RequestTimeout = orDefault(s.RequestTimeout, 30*time.Minute)
+	s.InitialBackoff = orDefault(s.InitialBackoff, 500*time.Millisecond)
+	s.MaxBackoff = orDefault(s.MaxBackoff, 10*time.Second)
+	switch {
+	case s.MaxRetries == 0:
+		s.MaxRetries = 5
+	case s.MaxRetries < 0:
+		s.MaxRetries = 0
+	}
+	return s
+}
