@@ -321,10 +321,23 @@ func (p *Process) Diagnostic() string {
 		if p.err != nil {
 			status = p.err.Error()
 		}
+		p.awaitDrain() // its last words may still be in the pipe
 	default:
 	}
 	tail, cut := p.tail.text()
 	return diagnostic(status, tail, cut)
+}
+
+// awaitDrain waits, at most strayGrace, for the stderr drain of an exited
+// child to take what it wrote before it went; a stray holder of the pipe
+// does not keep it longer.
+func (p *Process) awaitDrain() {
+	t := time.NewTimer(p.strayGrace)
+	defer t.Stop()
+	select {
+	case <-p.drained:
+	case <-t.C:
+	}
 }
 
 // Stop ends the child and returns once it has been reaped and its stderr

@@ -406,6 +406,24 @@ func TestStderrTailAndDiagnostic(t *testing.T) {
 	})
 }
 
+// TestDiagnosticHasTheLastWordsOfAnExitedChild: a child that has just been
+// reaped may have stderr still in the pipe; its diagnostic waits for it.
+func TestDiagnosticHasTheLastWordsOfAnExitedChild(t *testing.T) {
+	eachLauncher(t, func(t *testing.T, l launcher) {
+		p := l.start(t, "stderr", func(s *Spec) {
+			// A slow copy keeps the drain behind the child's exit.
+			s.Stderr = writerFunc(func(b []byte) (int, error) { time.Sleep(30 * time.Millisecond); return len(b), nil })
+		})
+		waitDone(t, p)
+		if d := p.Diagnostic(); !strings.HasPrefix(d, "exit status 3") || !strings.HasSuffix(d, "éEND") {
+			t.Fatalf("Diagnostic (%d bytes) ends %q", len(d), d[max(0, len(d)-20):])
+		}
+		if err := stopBounded(t, p, grace, grace); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
+
 func TestStderrTailSmall(t *testing.T) {
 	eachLauncher(t, func(t *testing.T, l launcher) {
 		p := l.start(t, "stderr", func(s *Spec) { s.StderrTail = 6 })

@@ -133,6 +133,12 @@ func (o Options) Spawn(dir string, args []string, extra ...string) (*Process, er
 	return &Process{p}, nil
 }
 
+// ExitGrace is how long a child whose output has ended is given to exit
+// before it is described as still running: its exit explains the lost
+// connection, and on a loaded machine a crashing program can take more than
+// a second to be reaped.
+const ExitGrace = 5 * time.Second
+
 // Exited reports whether the process is reaped within d, so that a lost
 // connection can be explained by the exit it came from.
 func (p *Process) Exited(d time.Duration) bool {

@@ -174,7 +174,7 @@ func (r *run) fromResult() subagent.Result {
 
 // lost is the outcome of a stream that ended without a result.
 func (r *run) lost() subagent.Result {
-	if r.readErr != nil || !r.proc.Exited(time.Second) {
+	if r.readErr != nil || !r.proc.Exited(childproc.ExitGrace) {
 		r.proc.Stop(0, r.cfg.TermGrace) // a protocol failure, or a child that closed its stdout
 	}
 	r.mu.Lock()

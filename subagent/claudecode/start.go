@@ -92,7 +92,7 @@ func (r *run) awaitReady(ctx context.Context) error {
 		if err := r.readErr; err != nil {
 			return err
 		}
-		r.proc.Exited(time.Second)
+		r.proc.Exited(childproc.ExitGrace)
 		return &childproc.ExitError{Program: "claude", During: "startup", Diagnostic: r.proc.Diagnostic()}
 	}
 }

@@ -100,7 +100,7 @@ func (c *codexProc) greet(ctx context.Context) error {
 
 // exitError explains a lost connection by Codex's exit, when it exited.
 func (c *codexProc) exitError(ctx context.Context, err error, during string) error {
-	if err != nil && ctx.Err() == nil && lostConnection(err) && c.proc.Exited(time.Second) {
+	if err != nil && ctx.Err() == nil && lostConnection(err) && c.proc.Exited(childproc.ExitGrace) {
 		return &childproc.ExitError{Program: "codex", During: during, Diagnostic: c.proc.Diagnostic()}
 	}
 	return err

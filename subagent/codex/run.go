@@ -168,7 +168,7 @@ func (r *run) lost() subagent.Result {
 		res.Diagnostic = subagent.Diagnostic(fmt.Sprintf("%v; codex %s", err, r.proc.Diagnostic()))
 		return res
 	}
-	r.proc.Exited(time.Second)
+	r.proc.Exited(childproc.ExitGrace)
 	program := "codex"
 	if r.lease.Pooled {
 		program = "codex (a warm process, whose exit fails every child it serves)"
