@@ -136,9 +136,18 @@ func TestChildrenLiveInTheirRootsFile(t *testing.T) {
 	}
 	_, _, _, err := other.Load("c2")
 	wantCode(t, err, session.CodeBusy, filepath.Join(tr.rootDir, "c2.jsonl"))
-	// In the writing process, a session open for writing is busy too.
+	// In the writing process, a session open for writing is busy too; once
+	// closed, it loads beside the others through their handle.
 	_, _, _, err = tr.b.Load("c2")
 	wantCode(t, err, session.CodeBusy, "c2")
+	if err := tr.detach["c2"](); err != nil {
+		t.Fatal(err)
+	}
+	if _, events, p, err := tr.b.Load("c2"); err != nil || !cmp.Equal(want["c2"], events) {
+		t.Fatalf("Load of a closed child beside its open root: %d events, %v", len(events), err)
+	} else {
+		p.Close()
+	}
 	tr.closeAll(t)
 
 	hs, err := New(root).List()
