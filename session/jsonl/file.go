@@ -308,7 +308,8 @@ func (p *persister) linkError(err error) error {
 func (p *persister) create(b []byte) error {
 	dir := filepath.Dir(p.path)
 	tmp := filepath.Join(dir, fmt.Sprintf(".%016x.tmp", rand.Uint64())) // short: the id may fill NAME_MAX
-	const flag = os.O_RDWR | os.O_CREATE | os.O_EXCL | os.O_APPEND // read when a session in it is loaded
+	// Read-write: a session in the file may be loaded while it is open.
+	const flag = os.O_RDWR | os.O_CREATE | os.O_EXCL | os.O_APPEND
 	fd, err := os.OpenFile(tmp, flag, 0o600)
 	if errors.Is(err, fs.ErrNotExist) {
 		if err = os.MkdirAll(dir, 0o700); err == nil {
