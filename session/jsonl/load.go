@@ -104,24 +104,41 @@ func (f *file) load(path, id string, fresh bool) (h session.Header, events []ses
 }
 
 // Read implements session.Reader: it opens the file read-only and never
-// writes to it. live reports whether a writer holds the session's file,
-// which it does while it writes any session of the file.
+// writes to it. live reports whether a writer holds the session: one of
+// this process, or another process writing any session of its file. A file
+// this process writes is read up to what its writers wrote.
 func (b *Backend) Read(id string) (h session.Header, events []session.Event, live bool, err error) {
 	path, err := b.find(id)
 	if err != nil {
 		return h, nil, false, err
 	}
-	f, _, err := openRegular(path, os.O_RDONLY)
+	fd, info, err := openRegular(path, os.O_RDONLY)
 	if err != nil {
 		return h, nil, false, err
 	}
-	defer f.Close()
-	if live, err = writerAlive(f); err != nil {
-		return h, nil, false, fmt.Errorf("jsonl: lock %s: %w", path, err)
+	defer fd.Close()
+	b.mu.Lock()
+	f := b.openFile(info)
+	live = b.writers[id] != nil
+	b.mu.Unlock()
+	var data []byte
+	if f != nil { // our own lock: only our writers are live
+		f.mu.Lock()
+		data, err = f.readAll()
+		f.mu.Unlock()
+		b.mu.Lock()
+		b.release(f)
+		b.mu.Unlock()
+	} else {
+		if live, err = writerAlive(fd); err != nil {
+			return h, nil, false, fmt.Errorf("jsonl: lock %s: %w", path, err)
+		}
+		if data, err = io.ReadAll(fd); err != nil {
+			err = fmt.Errorf("jsonl: %w", err)
+		}
 	}
-	data, err := io.ReadAll(f)
 	if err != nil {
-		return h, nil, false, fmt.Errorf("jsonl: %w", err)
+		return h, nil, false, err
 	}
 	lines, _ := keptLines(data, live)
 	h, events, _, err = parseLog(lines, path, id)

@@ -143,6 +143,12 @@ func TestChildrenLiveInTheirRootsFile(t *testing.T) {
 	if err := tr.detach["c2"](); err != nil {
 		t.Fatal(err)
 	}
+	// The process's own lock does not make its closed sessions live.
+	for id, wantLive := range map[string]bool{"c2": false, "root": true, "c1": true} {
+		if _, events, live, err := tr.b.Read(id); err != nil || live != wantLive || !cmp.Equal(want[id], events) {
+			t.Errorf("Read %s in the writing process: live %v (want %v), %d events, %v", id, live, wantLive, len(events), err)
+		}
+	}
 	if _, events, p, err := tr.b.Load("c2"); err != nil || !cmp.Equal(want["c2"], events) {
 		t.Fatalf("Load of a closed child beside its open root: %d events, %v", len(events), err)
 	} else {
