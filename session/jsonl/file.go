@@ -256,6 +256,7 @@ func (p *persister) encode(events []session.Event, header bool) ([]byte, error) 
 // here (host); else as a file of its own.
 func (p *persister) publish(events []session.Event) error {
 	if f := p.b.host(p); f != nil {
+		saved := p.compact.Save()
 		p.tag = tagOf(p.header.ID)
 		buf, err := p.encode(events, true)
 		if err == nil {
@@ -276,9 +277,10 @@ func (p *persister) publish(events []session.Event) error {
 		p.b.release(f)
 		p.b.mu.Unlock()
 		p.tag = nil
-		if !errors.Is(err, fs.ErrNotExist) { // else the parent's name is gone: a file of its own
+		if !errors.Is(err, fs.ErrNotExist) {
 			return err
 		}
+		p.compact.Restore(saved) // the parent's name is gone: a file of its own
 	}
 	buf, err := p.encode(events, true)
 	if err != nil {

@@ -560,3 +560,35 @@ func TestListReadsAFileOnce(t *testing.T) {
 		t.Errorf("List read %d bytes of a %d-byte file", read, size)
 	}
 }
+
+// A child whose parent's name is gone (removed while the parent writes)
+// gets a file of its own, its long texts stored in it.
+func TestChildOfAParentWhoseNameIsGone(t *testing.T) {
+	root := t.TempDir()
+	st := session.NewStore(New(root), nil)
+	r, detachRoot, err := st.Create(session.CreateOptions{ID: "root", Cwd: "/w"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer detachRoot()
+	appendTurn(t, r, 1)
+	flush(t, r)
+	if err := os.Remove(New(root).Path(r.Header())); err != nil {
+		t.Fatal(err)
+	}
+	c, detach, err := st.Create(session.CreateOptions{ID: "c", Cwd: "/w", ParentSession: "root", Origin: session.OriginSubagent, DelegationDepth: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustAppend(t, c, session.TypeTurnStart, session.TurnStart{Turn: 1})
+	appendBigStep(t, c, 1, 1, session.MinShared, session.MinShared+64, session.MinShared/2)
+	if err := detach(); err != nil {
+		t.Fatal(err)
+	}
+	if ls := lines(t, filepath.Join(root, ProjectKey("/w"), "c"+Ext)); !strings.HasPrefix(ls[0], `{"type":"session",`) {
+		t.Errorf("c's file starts %.60s, want its own header", ls[0])
+	}
+	if _, got, _, err := New(root).Read("c"); err != nil || !cmp.Equal(c.Events(), got) {
+		t.Errorf("Read c: %d events, %v", len(got), err)
+	}
+}
