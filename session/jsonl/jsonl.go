@@ -27,10 +27,11 @@
 // it, and holds an exclusive flock(2) on it for as long as any of them
 // writes; the kernel releases it however the process ends. While another
 // process writes any session of a file, loading one of its sessions for
-// writing is refused (busy), and readers see every session of the file as
-// live. Readers (Read) open files read-only and change nothing: the lock
-// tells them a running session from a crashed one. Only a writer that takes
-// the lock (Load) repairs a file, whichever session its torn last line was.
+// writing is refused (busy), and readers there see every session of the
+// file as live (in the writing process, only the sessions it writes).
+// Readers (Read) open files read-only and change nothing: the lock tells
+// them a running session from a crashed one. Only a writer that takes the
+// lock (Load) repairs a file, whichever session its torn last line was.
 package jsonl
 
 import (
@@ -113,8 +114,10 @@ func entryPath(dir string, e fs.DirEntry) (path, id string, ok bool) {
 	return filepath.Join(dir, name), id, ok
 }
 
-// Create implements session.Backend. It refuses an id already stored
-// anywhere under the root; the file appears at the first Append.
+// Create implements session.Backend. It refuses an id stored anywhere
+// under the root when the backend first scanned it, or created through it
+// since; it makes no system call. The file appears at the first Append,
+// whose link refuses a name taken meanwhile by another process (CodeExists).
 func (b *Backend) Create(h session.Header) (session.Persister, error) {
 	if h.ID == "" {
 		return nil, &session.Error{Code: session.CodeInvalidHeader, Msg: "jsonl: header has no id"}
@@ -125,11 +128,7 @@ func (b *Backend) Create(h session.Header) (session.Persister, error) {
 	if err := b.index(); err != nil {
 		return nil, err
 	}
-	stored, ok := b.known[h.ID]
-	if !ok { // written by another process since the scan?
-		stored, ok = stat(paths(filepath.Dir(path), EncodeID(h.ID)))
-	}
-	if ok {
+	if stored, ok := b.known[h.ID]; ok {
 		return nil, &session.Error{Code: session.CodeExists, Msg: fmt.Sprintf("session %s is already stored at %s", h.ID, stored)}
 	}
 	b.known[h.ID] = path // reserved: a second Create of the id is refused

@@ -592,3 +592,41 @@ func TestChildOfAParentWhoseNameIsGone(t *testing.T) {
 		t.Errorf("Read c: %d events, %v", len(got), err)
 	}
 }
+
+// Long texts stored once stay per session in a shared file: a child's
+// references resolve within its own lines, its parent's within the
+// parent's, with their steps interleaved.
+func TestBigTextsOfSessionsInOneFile(t *testing.T) {
+	root := t.TempDir()
+	st := session.NewStore(New(root), nil)
+	r, detachRoot, err := st.Create(session.CreateOptions{ID: "root", Cwd: "/w"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustAppend(t, r, session.TypeTurnStart, session.TurnStart{Turn: 1})
+	flush(t, r)
+	c, detach, err := st.Create(session.CreateOptions{ID: "c", Cwd: "/w", ParentSession: "root", Origin: session.OriginSubagent, DelegationDepth: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustAppend(t, c, session.TypeTurnStart, session.TurnStart{Turn: 1})
+	for step := 1; step <= 2; step++ {
+		appendBigStep(t, r, 1, step, session.MinShared+step, session.MinShared+64, session.MinShared/3)
+		appendBigStep(t, c, 1, step, session.MinShared+2*step, session.MinShared+80, session.MinShared/2)
+	}
+	if err := errors.Join(detach(), detachRoot()); err != nil {
+		t.Fatal(err)
+	}
+	path := New(root).Path(r.Header())
+	if got, text := fileSize(t, path), 8*session.MinShared; got > int64(2*text) {
+		t.Errorf("the file is %d bytes for %d bytes of long texts", got, text)
+	}
+	for id, want := range map[string][]session.Event{"root": r.Events(), "c": c.Events()} {
+		if _, got, _, err := New(root).Read(id); err != nil || !cmp.Equal(want, got) {
+			t.Errorf("Read %s: %d events (want %d), %v", id, len(got), len(want), err)
+		}
+	}
+	if hs, err := New(root).List(); err != nil || len(hs) != 2 {
+		t.Errorf("List: %v, %v", hs, err)
+	}
+}
