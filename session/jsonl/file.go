@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"log/slog"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -91,6 +92,14 @@ func (f *file) readAll() ([]byte, error) {
 		return nil, fmt.Errorf("jsonl: %w", err)
 	}
 	return data, nil
+}
+
+// linkFile gives the file at oldname the name newname.
+func (b *Backend) linkFile(oldname, newname string) error {
+	if b.link != nil {
+		return b.link(oldname, newname)
+	}
+	return os.Link(oldname, newname)
 }
 
 func (b *Backend) writeTo(f *os.File, buf []byte) error {
@@ -253,19 +262,17 @@ func (p *persister) encode(events []session.Event, header bool) ([]byte, error) 
 
 // publish writes the session's header and first batch: into its parent's
 // file, then linking its name to that file, when the parent is written
-// here (host); else as a file of its own.
+// here (host); else, or when the link cannot be made (the parent's name is
+// gone, the file has as many links as the file system allows, the file
+// system has no hard links), as a file of its own.
 func (p *persister) publish(events []session.Event) error {
 	if f := p.b.host(p); f != nil {
 		saved := p.compact.Save()
 		p.tag = tagOf(p.header.ID)
 		buf, err := p.encode(events, true)
+		var linkErr *os.LinkError
 		if err == nil {
-			err = f.append(p.b, p.path, buf, func() error {
-				if err := os.Link(f.name, p.path); err != nil {
-					return p.linkError(err)
-				}
-				return nil
-			})
+			err = f.append(p.b, p.path, buf, func() error { return p.b.linkFile(f.name, p.path) })
 		}
 		if err == nil {
 			p.b.mu.Lock()
@@ -277,10 +284,11 @@ func (p *persister) publish(events []session.Event) error {
 		p.b.release(f)
 		p.b.mu.Unlock()
 		p.tag = nil
-		if !errors.Is(err, fs.ErrNotExist) {
-			return err
+		if !errors.As(err, &linkErr) || errors.Is(err, fs.ErrExist) {
+			return p.linkError(err)
 		}
-		p.compact.Restore(saved) // the parent's name is gone: a file of its own
+		slog.Info("jsonl: a child session gets a file of its own", "session", p.header.ID, "err", err)
+		p.compact.Restore(saved)
 	}
 	buf, err := p.encode(events, true)
 	if err != nil {
@@ -326,7 +334,7 @@ func (p *persister) create(b []byte) error {
 		err = p.b.writeTo(fd, b)
 	}
 	if err == nil {
-		err = os.Link(tmp, p.path)
+		err = p.b.linkFile(tmp, p.path)
 	}
 	os.Remove(tmp)
 	if err != nil {

@@ -51,6 +51,7 @@ import (
 type Backend struct {
 	root  string
 	write func(f *os.File, b []byte) (int, error) // test hook; nil means f.Write
+	link  func(oldname, newname string) error     // test hook; nil means os.Link
 
 	mu      sync.Mutex
 	known   map[string]string     // session id → name, built by one scan on first use

@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 
 	"github.com/dsh-go/dsh/content"
@@ -628,5 +629,56 @@ func TestBigTextsOfSessionsInOneFile(t *testing.T) {
 	}
 	if hs, err := New(root).List(); err != nil || len(hs) != 2 {
 		t.Errorf("List: %v, %v", hs, err)
+	}
+}
+
+// A link the file system refuses (a file at its link limit, EMLINK; a
+// file system without hard links) gives the child a file of its own; a
+// name taken meanwhile is CodeExists.
+func TestChildLinkRefused(t *testing.T) {
+	for _, errno := range []syscall.Errno{syscall.EMLINK, syscall.EPERM, syscall.EEXIST} {
+		t.Run(errno.Error(), func(t *testing.T) {
+			root := t.TempDir()
+			b := New(root)
+			st := session.NewStore(b, nil)
+			r, detachRoot, err := st.Create(session.CreateOptions{ID: "root", Cwd: "/w"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer detachRoot()
+			appendTurn(t, r, 1)
+			flush(t, r)
+			rootFile := b.Path(r.Header())
+			intact := fileSize(t, rootFile)
+			b.link = func(oldname, newname string) error {
+				if oldname == rootFile {
+					return &os.LinkError{Op: "link", Old: oldname, New: newname, Err: errno}
+				}
+				return os.Link(oldname, newname)
+			}
+			c, detach, err := st.Create(session.CreateOptions{ID: "c", Cwd: "/w", ParentSession: "root", Origin: session.OriginSubagent, DelegationDepth: 1})
+			if err != nil {
+				t.Fatal(err)
+			}
+			appendTurn(t, c, 1)
+			err = detach()
+			if got := fileSize(t, rootFile); got != intact {
+				t.Errorf("the refused link left %d bytes in the parent's file, want %d", got, intact)
+			}
+			if errno == syscall.EEXIST {
+				wantCode(t, err, session.CodeExists, "c")
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			own, _ := os.Stat(filepath.Join(filepath.Dir(rootFile), "c"+Ext))
+			if rootInfo, _ := os.Stat(rootFile); own == nil || os.SameFile(own, rootInfo) {
+				t.Fatal("the child has no file of its own")
+			}
+			if _, got, _, err := New(root).Read("c"); err != nil || !cmp.Equal(c.Events(), got) {
+				t.Errorf("Read c: %d events, %v", len(got), err)
+			}
+		})
 	}
 }
