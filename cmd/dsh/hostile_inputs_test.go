@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -216,10 +217,11 @@ func TestBigChildAnswerIsStoredOnce(t *testing.T) {
 		t.Fatalf("dsh run: %v\n%.2000s", err, out)
 	}
 	var total int64
+	var seen []os.FileInfo // a child's name links its root's file: count each file once
 	files, _ := filepath.Glob(filepath.Join(home, "sessions", "*", "*.jsonl"))
 	for _, f := range files {
-		if fi, err := os.Stat(f); err == nil {
-			total += fi.Size()
+		if fi, err := os.Stat(f); err == nil && !slices.ContainsFunc(seen, func(o os.FileInfo) bool { return os.SameFile(o, fi) }) {
+			seen, total = append(seen, fi), total+fi.Size()
 		}
 	}
 	ratio := float64(total) / float64(len(answer))

@@ -47,6 +47,10 @@ func FuzzLoad(f *testing.F) {
 		`{"type":"turn/start","seq":0,"time":0,"data":{"turn":1}}`,
 		`{"type":"x/y","seq":0,"time":0,"data":[],"ignorable":true}` + "\n" + `{"type":"turn/end","seq":1,"time":0,"data":{}}`,
 		`{"type":"step/start","seq":0,"time":0,"data":null}` + "\n{",
+		// Another session's lines inside the file (a child's), one torn.
+		`{"sid":"c","type":"session","version":0,"id":"c","createdAt":1,"delegationDepth":1}` + "\n" +
+			`{"type":"turn/start","seq":0,"time":0,"data":{"turn":1}}` + "\n" +
+			`{"sid":"c","type":"turn/start","seq":0,"time":0,"data":{"turn":1}}` + "\n" + `{"sid":"c","type":"step/sta`,
 	} {
 		f.Add([]byte(seed))
 	}

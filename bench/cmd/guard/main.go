@@ -55,9 +55,10 @@ const (
 	// Bytes per delegation, dsh / eino agent-as-tool (target ≤ 0.30; 0.341
 	// after §7.10).
 	maxEinoByteRatio = 0.38
-	// Allocations per default-road delegation (532 after §7.10).
-	maxRoadAllocs = 585
-	// Bytes allocated per default-road delegation (214 KB after §7.10).
+	// Allocations per default-road delegation (512 after §11: a child's
+	// session in its parent's file).
+	maxRoadAllocs = 565
+	// Bytes allocated per default-road delegation (213 KB after §11).
 	maxRoadBytes = 235_000
 )
 
