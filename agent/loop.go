@@ -409,11 +409,20 @@ func (a *Agent) stream(ctx context.Context, t *turnState) {
 	}
 }
 
+// answer is a model call's assembler and the seqs of the chunk events it
+// was made from, in one allocation: the assistant message's blocks and
+// source seqs are both parts of it.
+type answer struct {
+	asm  content.Assembler
+	seqs [8]int64
+}
+
 // chunk logs and assembles one chunk of the answer, and reports whether
 // the answer goes on.
 func (a *Agent) chunk(t *turnState, c content.Chunk) bool {
 	if t.asm == nil { // made here, not before the call: a child parked in its call holds neither
-		t.asm, t.seqs = new(content.Assembler), make([]int64, 0, 8)
+		ans := new(answer)
+		t.asm, t.seqs = &ans.asm, ans.seqs[:0]
 	}
 	if !t.retried && c.Type == content.ChunkFinish && c.Finish.Kind == content.FinishError &&
 		c.Finish.Failure != nil && c.Finish.Failure.Code == llm.CodeContextExceeded {

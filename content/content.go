@@ -87,7 +87,14 @@ func join(blocks []Block, t BlockType) string {
 			}
 		}
 	}
+	size := 0
+	for _, b := range blocks {
+		if b.Type == t {
+			size += len(b.Text)
+		}
+	}
 	var sb strings.Builder
+	sb.Grow(size)
 	for _, b := range blocks {
 		if b.Type == t {
 			sb.WriteString(b.Text)
@@ -106,9 +113,26 @@ func countType(blocks []Block, t BlockType) int {
 	return n
 }
 
-// ToolCalls returns the tool-call blocks among blocks.
+// ToolCalls returns the tool-call blocks among blocks. When they follow
+// one another (as they do in most messages) the result is a part of blocks,
+// not a copy: the caller must not change it.
 func ToolCalls(blocks []Block) []Block {
-	var calls []Block
+	first, last, n := -1, -1, 0
+	for i, b := range blocks {
+		if b.Type == TypeToolCall {
+			if first < 0 {
+				first = i
+			}
+			last, n = i, n+1
+		}
+	}
+	switch {
+	case n == 0:
+		return nil
+	case last-first+1 == n:
+		return blocks[first : last+1 : last+1]
+	}
+	calls := make([]Block, 0, n)
 	for _, b := range blocks {
 		if b.Type == TypeToolCall {
 			calls = append(calls, b)

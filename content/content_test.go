@@ -206,3 +206,21 @@ func TestFailureError(t *testing.T) {
 		t.Errorf("Error() = %q", got)
 	}
 }
+
+func TestToolCallsOfAdjacentCallsIsAPart(t *testing.T) {
+	blocks := []content.Block{content.Text("a"), content.ToolCall("c1", "one", "{}"), content.ToolCall("c2", "two", "{}")}
+	got := content.ToolCalls(blocks)
+	if len(got) != 2 || &got[0] != &blocks[1] || cap(got) != 2 {
+		t.Errorf("ToolCalls = %v (cap %d), want blocks[1:3]", got, cap(got))
+	}
+	if content.ToolCalls(blocks[:1]) != nil {
+		t.Error("ToolCalls without calls is not nil")
+	}
+}
+
+func TestJoinTextAllocatesOnce(t *testing.T) {
+	blocks := []content.Block{content.Text("abcdefgh"), content.Text("ijklmnopq"), content.Text("rstuvwxyz0123")}
+	if n := testing.AllocsPerRun(100, func() { _ = content.JoinText(blocks) }); n != 1 {
+		t.Errorf("JoinText of 3 blocks: %v allocations, want 1", n)
+	}
+}
