@@ -521,6 +521,11 @@ func sameHeader(a, b session.RequestHeader) bool {
 		})
 }
 
+// notRun is the result of a call whose checkpoint could not be written.
+func notRun(err error) tool.Result {
+	return tool.ErrorResult(CodeCheckpoint, "not run: the session could not be written: "+err.Error())
+}
+
 // runTools executes the calls of one assistant message and logs their
 // results in the model's order. Consecutive concurrency-safe calls run in a
 // bounded pool; any other call runs alone. Once ctx is cancelled no call
@@ -534,11 +539,18 @@ func (a *Agent) runTools(ctx context.Context, turn, step int, calls []content.Bl
 		started bool
 		done    chan tool.Result
 	}
-	slots := make([]*slot, len(calls))
+	slots := make([]slot, len(calls))
 	for i, c := range calls {
-		slots[i] = &slot{call: c}
+		slots[i].call = c
 	}
-	sem := make(chan struct{}, a.opts.MaxParallelToolCalls)
+	// A lone call runs on this goroutine: it needs no semaphore, and its
+	// result no channel.
+	lone := len(slots) == 1
+	var loneRes tool.Result
+	var sem chan struct{}
+	if !lone {
+		sem = make(chan struct{}, a.opts.MaxParallelToolCalls)
+	}
 	var wg sync.WaitGroup
 	execute := func(sl *slot) tool.Result {
 		tctx, endSpan := a.traceToolCall(ctx, sl.call)
@@ -551,17 +563,21 @@ func (a *Agent) runTools(ctx context.Context, turn, step int, calls []content.Bl
 		e, _ := a.session.Append(session.TypeToolCall, session.ToolCall{Turn: turn, Step: step, CallID: sl.call.ID,
 			Name: sl.call.Name, Arguments: sl.call.Arguments})
 		sl.callSeq, sl.started = e.Seq, true
-		sl.done = make(chan tool.Result, 1)
 		// Checkpoint: the call is on disk before its body runs, so a crash
 		// leaves it "outcome unknown", never unrecorded. A write failure
 		// keeps the body from running.
-		if err := a.session.Flush(); err != nil {
-			sl.done <- tool.ErrorResult(CodeCheckpoint, "not run: the session could not be written: "+err.Error())
-			<-sem
+		err := a.session.Flush()
+		if lone {
+			if err != nil {
+				loneRes = notRun(err)
+			} else {
+				loneRes = execute(sl)
+			}
 			return
 		}
-		if len(slots) == 1 { // nothing to overlap with: run it on this goroutine
-			sl.done <- execute(sl)
+		sl.done = make(chan tool.Result, 1)
+		if err != nil {
+			sl.done <- notRun(err)
 			<-sem
 			return
 		}
@@ -574,9 +590,12 @@ func (a *Agent) runTools(ctx context.Context, turn, step int, calls []content.Bl
 	}
 	commit := func(sl *slot) {
 		var res tool.Result
-		if sl.started {
+		switch {
+		case sl.started && lone:
+			res = loneRes
+		case sl.started:
 			res = <-sl.done
-		} else {
+		default:
 			e, _ := a.session.Append(session.TypeToolCall, session.ToolCall{Turn: turn, Step: step, CallID: sl.call.ID,
 				Name: sl.call.Name, Arguments: sl.call.Arguments})
 			sl.callSeq = e.Seq
@@ -592,22 +611,27 @@ func (a *Agent) runTools(ctx context.Context, turn, step int, calls []content.Bl
 		a.session.Append(session.TypeToolResult, tr, sl.callSeq)
 	}
 	committed := 0
-	for i, sl := range slots {
+	for i := range slots {
+		sl := &slots[i]
 		exclusive := !a.tools.ConcurrencySafe(sl.call.Name)
 		if exclusive {
 			// An exclusive call is a barrier: what ran before it finishes first.
 			for ; committed < i; committed++ {
-				commit(slots[committed])
+				commit(&slots[committed])
 			}
 		}
 		acquired := false
-		select {
-		case sem <- struct{}{}:
+		if lone {
 			acquired = true
-		case <-ctx.Done():
+		} else {
+			select {
+			case sem <- struct{}{}:
+				acquired = true
+			case <-ctx.Done():
+			}
 		}
 		if ctx.Err() != nil {
-			if acquired {
+			if acquired && !lone {
 				<-sem
 			}
 			break
@@ -619,7 +643,7 @@ func (a *Agent) runTools(ctx context.Context, turn, step int, calls []content.Bl
 		}
 	}
 	for ; committed < len(slots); committed++ {
-		commit(slots[committed])
+		commit(&slots[committed])
 	}
 	wg.Wait()
 	return concluded
