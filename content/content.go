@@ -3,10 +3,10 @@
 package content
 
 import (
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"strings"
-
-	"github.com/google/uuid"
 )
 
 // BlockType discriminates a Block. The set is open: serializers skip types
@@ -194,8 +194,22 @@ type Message struct {
 	Source  Source  `json:"source"`
 }
 
-// NewID mints a fresh random message id.
-func NewID() string { return uuid.NewString() }
+// NewID mints a fresh random message id: a version 4 UUID in its
+// canonical text form (as uuid.NewString), made in one allocation.
+func NewID() string {
+	var u [16]byte
+	rand.Read(u[:])         // never fails (crypto/rand)
+	u[6] = u[6]&0x0f | 0x40 // version 4
+	u[8] = u[8]&0x3f | 0x80 // variant RFC 4122
+	var b [36]byte
+	hex.Encode(b[:8], u[:4])
+	hex.Encode(b[9:13], u[4:6])
+	hex.Encode(b[14:18], u[6:8])
+	hex.Encode(b[19:23], u[8:10])
+	hex.Encode(b[24:], u[10:])
+	b[8], b[13], b[18], b[23] = '-', '-', '-', '-'
+	return string(b[:])
+}
 
 // UserMessage returns a user message with a fresh id.
 func UserMessage(blocks ...Block) Message {
