@@ -551,13 +551,9 @@ func (a *Agent) runTools(ctx context.Context, turn, step int, calls []content.Bl
 	if !lone {
 		sem = make(chan struct{}, a.opts.MaxParallelToolCalls)
 	}
-	var wg sync.WaitGroup
-	execute := func(sl *slot) tool.Result {
-		tctx, endSpan := a.traceToolCall(ctx, sl.call)
-		res := a.tools.Execute(tctx, tool.Call{ID: sl.call.ID, Name: sl.call.Name,
-			Arguments: json.RawMessage(sl.call.Arguments), Cwd: a.Cwd(), Caller: a})
-		endSpan(res)
-		return res
+	var wg *sync.WaitGroup // for calls on goroutines of their own
+	if !lone {
+		wg = new(sync.WaitGroup)
 	}
 	start := func(sl *slot) {
 		e, _ := a.session.Append(session.TypeToolCall, session.ToolCall{Turn: turn, Step: step, CallID: sl.call.ID,
@@ -571,7 +567,7 @@ func (a *Agent) runTools(ctx context.Context, turn, step int, calls []content.Bl
 			if err != nil {
 				loneRes = notRun(err)
 			} else {
-				loneRes = execute(sl)
+				loneRes = a.execute(ctx, sl.call)
 			}
 			return
 		}
@@ -585,7 +581,7 @@ func (a *Agent) runTools(ctx context.Context, turn, step int, calls []content.Bl
 		go func() {
 			defer wg.Done()
 			defer func() { <-sem }()
-			sl.done <- execute(sl)
+			sl.done <- a.execute(ctx, sl.call)
 		}()
 	}
 	commit := func(sl *slot) {
@@ -645,6 +641,17 @@ func (a *Agent) runTools(ctx context.Context, turn, step int, calls []content.Bl
 	for ; committed < len(slots); committed++ {
 		commit(&slots[committed])
 	}
-	wg.Wait()
+	if wg != nil {
+		wg.Wait()
+	}
 	return concluded
+}
+
+// execute runs one tool call in the agent's tools.
+func (a *Agent) execute(ctx context.Context, call content.Block) tool.Result {
+	tctx, endSpan := a.traceToolCall(ctx, call)
+	res := a.tools.Execute(tctx, tool.Call{ID: call.ID, Name: call.Name,
+		Arguments: json.RawMessage(call.Arguments), Cwd: a.Cwd(), Caller: a})
+	endSpan(res)
+	return res
 }
