@@ -401,12 +401,12 @@ func (a *Agent) request(turn, step int) (*llm.Request, error) {
 // Before the retry a context overflow allows, the overflow's finish is not
 // logged: the caller compacts and retries, and the log keeps one finish
 // per step.
+//
+// The stream is called, not ranged over: a range-over-func loop's body
+// keeps its state apart from its closure, one more allocation per call
+// (the registry's relay already hears no chunk after a stop).
 func (a *Agent) stream(ctx context.Context, t *turnState) {
-	for c := range a.reg.deps.LLM.Stream(ctx, t.req) {
-		if !a.chunk(t, c) {
-			break
-		}
-	}
+	a.reg.deps.LLM.Stream(ctx, t.req)(func(c content.Chunk) bool { return a.chunk(t, c) })
 }
 
 // answer is a model call's assembler and the seqs of the chunk events it
