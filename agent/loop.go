@@ -533,6 +533,9 @@ func notRun(err error) tool.Result {
 // result so the log stays replayable. It reports whether a successful result
 // concluded the turn.
 func (a *Agent) runTools(ctx context.Context, turn, step int, calls []content.Block) (concluded bool) {
+	if len(calls) == 1 {
+		return a.runTool(ctx, turn, step, calls[0])
+	}
 	type slot struct {
 		call    content.Block
 		callSeq int64
@@ -543,36 +546,15 @@ func (a *Agent) runTools(ctx context.Context, turn, step int, calls []content.Bl
 	for i, c := range calls {
 		slots[i].call = c
 	}
-	// A lone call runs on this goroutine: it needs no semaphore, and its
-	// result no channel.
-	lone := len(slots) == 1
-	var loneRes tool.Result
-	var sem chan struct{}
-	if !lone {
-		sem = make(chan struct{}, a.opts.MaxParallelToolCalls)
-	}
-	var wg *sync.WaitGroup // for calls on goroutines of their own
-	if !lone {
-		wg = new(sync.WaitGroup)
-	}
+	sem := make(chan struct{}, a.opts.MaxParallelToolCalls)
+	var wg sync.WaitGroup
 	start := func(sl *slot) {
-		e, _ := a.session.Append(session.TypeToolCall, session.ToolCall{Turn: turn, Step: step, CallID: sl.call.ID,
-			Name: sl.call.Name, Arguments: sl.call.Arguments})
-		sl.callSeq, sl.started = e.Seq, true
+		sl.callSeq, sl.started = a.logCall(turn, step, sl.call), true
+		sl.done = make(chan tool.Result, 1)
 		// Checkpoint: the call is on disk before its body runs, so a crash
 		// leaves it "outcome unknown", never unrecorded. A write failure
 		// keeps the body from running.
-		err := a.session.Flush()
-		if lone {
-			if err != nil {
-				loneRes = notRun(err)
-			} else {
-				loneRes = a.execute(ctx, sl.call)
-			}
-			return
-		}
-		sl.done = make(chan tool.Result, 1)
-		if err != nil {
+		if err := a.session.Flush(); err != nil {
 			sl.done <- notRun(err)
 			<-sem
 			return
@@ -586,25 +568,15 @@ func (a *Agent) runTools(ctx context.Context, turn, step int, calls []content.Bl
 	}
 	commit := func(sl *slot) {
 		var res tool.Result
-		switch {
-		case sl.started && lone:
-			res = loneRes
-		case sl.started:
+		if sl.started {
 			res = <-sl.done
-		default:
-			e, _ := a.session.Append(session.TypeToolCall, session.ToolCall{Turn: turn, Step: step, CallID: sl.call.ID,
-				Name: sl.call.Name, Arguments: sl.call.Arguments})
-			sl.callSeq = e.Seq
-			res = tool.ErrorResult(tool.CodeAbortedBeforeDispatch, "tool call aborted before dispatch")
+		} else {
+			sl.callSeq = a.logCall(turn, step, sl.call)
+			res = abortedBeforeDispatch()
 		}
-		tr := session.ToolResult{Turn: turn, Step: step, Meta: res.Meta, Usage: res.Usage,
-			Message: content.ToolResultMessage(sl.call.ID, res.Content, res.IsError)}
-		if res.IsError {
-			tr.Error = &session.ErrorInfo{Name: "ToolError", Code: res.Code}
-		} else if res.ConcludesTurn {
+		if a.logResult(turn, step, sl.call.ID, sl.callSeq, res) {
 			concluded = true
 		}
-		a.session.Append(session.TypeToolResult, tr, sl.callSeq)
 	}
 	committed := 0
 	for i := range slots {
@@ -617,17 +589,13 @@ func (a *Agent) runTools(ctx context.Context, turn, step int, calls []content.Bl
 			}
 		}
 		acquired := false
-		if lone {
+		select {
+		case sem <- struct{}{}:
 			acquired = true
-		} else {
-			select {
-			case sem <- struct{}{}:
-				acquired = true
-			case <-ctx.Done():
-			}
+		case <-ctx.Done():
 		}
 		if ctx.Err() != nil {
-			if acquired && !lone {
+			if acquired {
 				<-sem
 			}
 			break
@@ -641,10 +609,54 @@ func (a *Agent) runTools(ctx context.Context, turn, step int, calls []content.Bl
 	for ; committed < len(slots); committed++ {
 		commit(&slots[committed])
 	}
-	if wg != nil {
-		wg.Wait()
-	}
+	wg.Wait()
 	return concluded
+}
+
+// runTool is runTools for a message's only call: it runs on this
+// goroutine, with no slot, semaphore or channel.
+func (a *Agent) runTool(ctx context.Context, turn, step int, call content.Block) (concluded bool) {
+	seq := a.logCall(turn, step, call)
+	var res tool.Result
+	switch {
+	case ctx.Err() != nil:
+		res = abortedBeforeDispatch()
+	default:
+		// Checkpoint: as in runTools.
+		if err := a.session.Flush(); err != nil {
+			res = notRun(err)
+		} else {
+			res = a.execute(ctx, call)
+		}
+	}
+	return a.logResult(turn, step, call.ID, seq, res)
+}
+
+// logCall logs the start of a tool call and returns its event's seq.
+func (a *Agent) logCall(turn, step int, call content.Block) int64 {
+	e, _ := a.session.Append(session.TypeToolCall, session.ToolCall{Turn: turn, Step: step, CallID: call.ID,
+		Name: call.Name, Arguments: call.Arguments})
+	return e.Seq
+}
+
+// logResult logs the result of the call id whose start is the event
+// callSeq, and reports whether it concludes the turn.
+func (a *Agent) logResult(turn, step int, id string, callSeq int64, res tool.Result) (concluded bool) {
+	tr := session.ToolResult{Turn: turn, Step: step, Meta: res.Meta, Usage: res.Usage,
+		Message: content.ToolResultMessage(id, res.Content, res.IsError)}
+	if res.IsError {
+		tr.Error = &session.ErrorInfo{Name: "ToolError", Code: res.Code}
+	} else if res.ConcludesTurn {
+		concluded = true
+	}
+	a.session.Append(session.TypeToolResult, tr, callSeq)
+	return concluded
+}
+
+// abortedBeforeDispatch is the result of a call that did not start: the
+// turn was cancelled first.
+func abortedBeforeDispatch() tool.Result {
+	return tool.ErrorResult(tool.CodeAbortedBeforeDispatch, "tool call aborted before dispatch")
 }
 
 // execute runs one tool call in the agent's tools.
