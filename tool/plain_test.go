@@ -88,11 +88,54 @@ func TestPlainAgreesWithJSONSchema(t *testing.T) {
 	}
 }
 
-func FuzzPlainAgreesWithJSONSchema(f *testing.F) {
-	for _, s := range []string{`{}`, `{"s":"a","i":3,"x":null}`, `{"b":true,"n":0.5,"q":1}`, `{"i":2.5}`, `[]`} {
-		f.Add([]byte(s))
+// shapedSchema is a plain schema drawn from the bits of shape: each of the
+// properties a, b, c and d of one of the four types, each of a, b, c, d and
+// x required or not, additionalProperties absent, false or true.
+func shapedSchema(shape uint16) *jsonschema.Schema {
+	types := []string{"string", "boolean", "integer", "number"}
+	s := &jsonschema.Schema{Type: "object", Properties: map[string]*jsonschema.Schema{}}
+	for i, name := range []string{"a", "b", "c", "d"} {
+		s.Properties[name] = &jsonschema.Schema{Type: types[shape>>(2*i)&3]}
 	}
-	f.Fuzz(checkPlain)
+	for i, name := range []string{"a", "b", "c", "d", "x"} {
+		if shape>>(8+i)&1 == 1 {
+			s.Required = append(s.Required, name)
+		}
+	}
+	switch shape >> 13 & 3 {
+	case 1:
+		s.AdditionalProperties = &jsonschema.Schema{Not: &jsonschema.Schema{}}
+	case 2:
+		s.AdditionalProperties = &jsonschema.Schema{}
+	}
+	return s
+}
+
+func FuzzPlainAgreesWithJSONSchema(f *testing.F) {
+	for i, s := range []string{`{}`, `{"s":"a","i":3,"x":null}`, `{"b":true,"n":0.5,"q":1}`, `{"i":2.5}`, `[]`,
+		`{"a":"x","b":true,"c":2,"d":2.5}`, `{"a":1,"b":"t","c":1.5,"d":null,"x":0}`} {
+		f.Add([]byte(s), uint16(i*0x1357))
+	}
+	f.Fuzz(func(t *testing.T, args []byte, shape uint16) {
+		checkPlain(t, args)
+		var instance any
+		if json.Unmarshal(args, &instance) != nil {
+			return
+		}
+		s := shapedSchema(shape)
+		r, err := s.Resolve(nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := plainOf(s)
+		if p == nil {
+			t.Fatalf("shape %#x: not plain", shape)
+		}
+		err = r.Validate(instance)
+		if got := p.valid(instance); got != (err == nil) {
+			t.Errorf("shape %#x, %s: plain says %v, jsonschema says %v", shape, args, got, err)
+		}
+	})
 }
 
 // A call on a plain schema is validated without jsonschema: the subagent
