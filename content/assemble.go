@@ -140,13 +140,14 @@ func (a *Assembler) Usage() *Usage { return a.usage }
 // an id is named call-<index>, and one whose id an earlier call of the
 // message already has is renamed <id>-<n> with the first free n from 2: a
 // model that repeats an id still gets one result per call, and the next
-// request pairs each result with its own call, as the API requires. The
-// blocks are the Assembler's own (a later Add copies them first): the
-// caller must not change them.
+// request pairs each result with its own call, as the API requires. When
+// no call needs a name, the blocks are the Assembler's own (a later Add
+// copies them first): the caller must not change them.
 func (a *Assembler) Blocks() []Block {
 	a.build()
 	out := a.blocks[:len(a.blocks):len(a.blocks)]
-	if a.finish != nil && a.finish.Kind == FinishMaxTokens && countType(out, TypeToolCall) > 0 {
+	switch {
+	case a.finish != nil && a.finish.Kind == FinishMaxTokens && countType(out, TypeToolCall) > 0:
 		kept := make([]Block, 0, len(out))
 		for _, b := range out {
 			if b.Type != TypeToolCall {
@@ -154,9 +155,10 @@ func (a *Assembler) Blocks() []Block {
 			}
 		}
 		return kept
-	}
-	if out == nil {
-		out = []Block{}
+	case !a.callsNamed():
+		return a.nameCalls(append([]Block(nil), out...))
+	case out == nil:
+		return []Block{}
 	}
 	a.handed = true
 	return out
@@ -175,68 +177,73 @@ func (a *Assembler) Interrupted() []Block {
 	return out
 }
 
-// build completes the blocks in place: each one's text from its deltas,
-// the text a block of its type does not carry cleared, tool-call ids named
-// and made unique. It changes nothing a finished build made.
+// build completes each block's text in place: its deltas joined, the text
+// a block of its type does not carry cleared. A later build, after more
+// deltas, completes them again.
 func (a *Assembler) build() {
-	var ids map[string]bool // only for messages of many calls
-	calls := 0
 	for i := range a.blocks {
 		b, p := &a.blocks[i], &a.parts[i]
-		if !p.final {
-			switch b.Type {
-			case TypeText, TypeReasoning:
-				if p.text != nil {
-					b.Text = p.text.String()
-				}
-				b.Arguments = ""
-			case TypeToolCall:
-				if p.args != nil {
-					b.Arguments = p.args.String()
-				}
-				b.Text = ""
-			default:
-				b.Text, b.Arguments = "", ""
-			}
-		}
-		if b.Type != TypeToolCall {
+		if p.final {
 			continue
 		}
-		if b.ID == "" {
-			b.ID = fmt.Sprintf("call-%d", p.index)
-		}
-		calls++
-		if calls > manyCalls && ids == nil {
-			ids = make(map[string]bool, 2*manyCalls)
-			for _, e := range a.blocks[:i] {
-				if e.Type == TypeToolCall {
-					ids[e.ID] = true
-				}
+		switch b.Type {
+		case TypeText, TypeReasoning:
+			if p.text != nil {
+				b.Text = p.text.String()
 			}
-		}
-		for n, id := 2, b.ID; a.taken(b.ID, i, ids); n++ {
-			b.ID = fmt.Sprintf("%s-%d", id, n)
-		}
-		if ids != nil {
-			ids[b.ID] = true
+			b.Arguments = ""
+		case TypeToolCall:
+			if p.args != nil {
+				b.Arguments = p.args.String()
+			}
+			b.Text = ""
+		default:
+			b.Text, b.Arguments = "", ""
 		}
 	}
 }
 
-// manyCalls is the number of tool calls in one message past which build
-// finds the ids taken in a map rather than by a scan of the calls before.
+// manyCalls is the number of tool calls of a message up to which
+// callsNamed looks for a repeated id by a scan of the calls before.
 const manyCalls = 8
 
-// taken reports whether a tool call before blocks[i] has id: in ids when
-// there is one, else by a scan.
-func (a *Assembler) taken(id string, i int, ids map[string]bool) bool {
-	if ids != nil {
-		return ids[id]
-	}
-	for _, e := range a.blocks[:i] {
-		if e.Type == TypeToolCall && e.ID == id {
-			return true
+// callsNamed reports whether every tool call has an id no other call has
+// (false also for a message of more than manyCalls calls: nameCalls
+// finds out).
+func (a *Assembler) callsNamed() bool {
+	calls := 0
+	for i, b := range a.blocks {
+		if b.Type != TypeToolCall {
+			continue
+		}
+		if calls++; b.ID == "" || calls > manyCalls {
+			return false
+		}
+		for _, e := range a.blocks[:i] {
+			if e.Type == TypeToolCall && e.ID == b.ID {
+				return false
+			}
 		}
 	}
-	return false
+	return true
+}
+
+// nameCalls names, in out (a copy of the blocks), the tool calls without
+// an id and renames repeated ids (see Blocks).
+func (a *Assembler) nameCalls(out []Block) []Block {
+	ids := map[string]bool{}
+	for i := range out {
+		b := &out[i]
+		if b.Type != TypeToolCall {
+			continue
+		}
+		if b.ID == "" {
+			b.ID = fmt.Sprintf("call-%d", a.parts[i].index)
+		}
+		for n, id := 2, b.ID; ids[b.ID]; n++ {
+			b.ID = fmt.Sprintf("%s-%d", id, n)
+		}
+		ids[b.ID] = true
+	}
+	return out
 }
