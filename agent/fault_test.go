@@ -78,3 +78,38 @@ func TestSessionWriteFailureEndsTurnInError(t *testing.T) {
 		t.Fatalf("stored log (%d events): %v", len(events), err)
 	}
 }
+
+// A lone tool call (it runs on the agent's goroutine) whose checkpoint
+// cannot be written does not run: its result says why.
+func TestLoneToolCallNotRunWithoutCheckpoint(t *testing.T) {
+	backend := &fullDisk{MemoryBackend: session.NewMemoryBackend(), left: 1} // the request's checkpoint only
+	bus := event.New(nil)
+	models := llm.NewRegistry()
+	models.Register("test", scripted.New(scripted.ToolCalls("", scripted.Call{ID: "c1", Name: "probe", Arguments: `{}`}), scripted.Text("done")))
+	tools := tool.NewRegistry()
+	ran := false
+	tools.Register(tool.Definition{Name: "probe", Execute: func(context.Context, tool.Call) (tool.Result, error) {
+		ran = true
+		return tool.TextResult("ok"), nil
+	}})
+	reg := agent.NewRegistry(agent.Deps{Sessions: session.NewStore(backend, bus), LLM: models, Tools: tools, Prompt: prompt.NewRegistry(), Events: bus})
+	defer reg.DisposeAll(context.Background())
+	a, err := reg.Create(context.Background(), agent.CreateOptions{Options: agent.Options{Provider: "test"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.Run(context.Background(), content.UserText("go"))
+	if ran {
+		t.Error("the tool ran without its checkpoint")
+	}
+	var res *session.ToolResult
+	for _, e := range a.Session().Events() {
+		if r, ok := e.Data.(session.ToolResult); ok {
+			res = &r
+		}
+	}
+	if res == nil || res.Error == nil || res.Error.Code != agent.CodeCheckpoint ||
+		!strings.Contains(content.JoinText(res.Message.Content[0].Content), "no space left on device") {
+		t.Fatalf("tool result %+v", res)
+	}
+}

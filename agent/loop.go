@@ -401,19 +401,28 @@ func (a *Agent) request(turn, step int) (*llm.Request, error) {
 // Before the retry a context overflow allows, the overflow's finish is not
 // logged: the caller compacts and retries, and the log keeps one finish
 // per step.
+//
+// The stream is called, not ranged over: a range-over-func loop's body
+// keeps its state apart from its closure, one more allocation per call
+// (the registry's relay already hears no chunk after a stop).
 func (a *Agent) stream(ctx context.Context, t *turnState) {
-	for c := range a.reg.deps.LLM.Stream(ctx, t.req) {
-		if !a.chunk(t, c) {
-			break
-		}
-	}
+	a.reg.deps.LLM.Stream(ctx, t.req)(func(c content.Chunk) bool { return a.chunk(t, c) })
+}
+
+// answer is a model call's assembler and the seqs of the chunk events it
+// was made from, in one allocation: the assistant message's blocks and
+// source seqs are both parts of it.
+type answer struct {
+	asm  content.Assembler
+	seqs [8]int64
 }
 
 // chunk logs and assembles one chunk of the answer, and reports whether
 // the answer goes on.
 func (a *Agent) chunk(t *turnState, c content.Chunk) bool {
 	if t.asm == nil { // made here, not before the call: a child parked in its call holds neither
-		t.asm, t.seqs = new(content.Assembler), make([]int64, 0, 8)
+		ans := new(answer)
+		t.asm, t.seqs = &ans.asm, ans.seqs[:0]
 	}
 	if !t.retried && c.Type == content.ChunkFinish && c.Finish.Kind == content.FinishError &&
 		c.Finish.Failure != nil && c.Finish.Failure.Code == llm.CodeContextExceeded {
@@ -512,6 +521,11 @@ func sameHeader(a, b session.RequestHeader) bool {
 		})
 }
 
+// notRun is the result of a call whose checkpoint could not be written.
+func notRun(err error) tool.Result {
+	return tool.ErrorResult(CodeCheckpoint, "not run: the session could not be written: "+err.Error())
+}
+
 // runTools executes the calls of one assistant message and logs their
 // results in the model's order. Consecutive concurrency-safe calls run in a
 // bounded pool; any other call runs alone. Once ctx is cancelled no call
@@ -519,40 +533,29 @@ func sameHeader(a, b session.RequestHeader) bool {
 // result so the log stays replayable. It reports whether a successful result
 // concluded the turn.
 func (a *Agent) runTools(ctx context.Context, turn, step int, calls []content.Block) (concluded bool) {
+	if len(calls) == 1 {
+		return a.runTool(ctx, turn, step, calls[0])
+	}
 	type slot struct {
 		call    content.Block
 		callSeq int64
 		started bool
 		done    chan tool.Result
 	}
-	slots := make([]*slot, len(calls))
+	slots := make([]slot, len(calls))
 	for i, c := range calls {
-		slots[i] = &slot{call: c}
+		slots[i].call = c
 	}
 	sem := make(chan struct{}, a.opts.MaxParallelToolCalls)
 	var wg sync.WaitGroup
-	execute := func(sl *slot) tool.Result {
-		tctx, endSpan := a.traceToolCall(ctx, sl.call)
-		res := a.tools.Execute(tctx, tool.Call{ID: sl.call.ID, Name: sl.call.Name,
-			Arguments: json.RawMessage(sl.call.Arguments), Cwd: a.Cwd(), Caller: a})
-		endSpan(res)
-		return res
-	}
 	start := func(sl *slot) {
-		e, _ := a.session.Append(session.TypeToolCall, session.ToolCall{Turn: turn, Step: step, CallID: sl.call.ID,
-			Name: sl.call.Name, Arguments: sl.call.Arguments})
-		sl.callSeq, sl.started = e.Seq, true
+		sl.callSeq, sl.started = a.logCall(turn, step, sl.call), true
 		sl.done = make(chan tool.Result, 1)
 		// Checkpoint: the call is on disk before its body runs, so a crash
 		// leaves it "outcome unknown", never unrecorded. A write failure
 		// keeps the body from running.
 		if err := a.session.Flush(); err != nil {
-			sl.done <- tool.ErrorResult(CodeCheckpoint, "not run: the session could not be written: "+err.Error())
-			<-sem
-			return
-		}
-		if len(slots) == 1 { // nothing to overlap with: run it on this goroutine
-			sl.done <- execute(sl)
+			sl.done <- notRun(err)
 			<-sem
 			return
 		}
@@ -560,7 +563,7 @@ func (a *Agent) runTools(ctx context.Context, turn, step int, calls []content.Bl
 		go func() {
 			defer wg.Done()
 			defer func() { <-sem }()
-			sl.done <- execute(sl)
+			sl.done <- a.execute(ctx, sl.call)
 		}()
 	}
 	commit := func(sl *slot) {
@@ -568,27 +571,21 @@ func (a *Agent) runTools(ctx context.Context, turn, step int, calls []content.Bl
 		if sl.started {
 			res = <-sl.done
 		} else {
-			e, _ := a.session.Append(session.TypeToolCall, session.ToolCall{Turn: turn, Step: step, CallID: sl.call.ID,
-				Name: sl.call.Name, Arguments: sl.call.Arguments})
-			sl.callSeq = e.Seq
-			res = tool.ErrorResult(tool.CodeAbortedBeforeDispatch, "tool call aborted before dispatch")
+			sl.callSeq = a.logCall(turn, step, sl.call)
+			res = abortedBeforeDispatch()
 		}
-		tr := session.ToolResult{Turn: turn, Step: step, Meta: res.Meta, Usage: res.Usage,
-			Message: content.ToolResultMessage(sl.call.ID, res.Content, res.IsError)}
-		if res.IsError {
-			tr.Error = &session.ErrorInfo{Name: "ToolError", Code: res.Code}
-		} else if res.ConcludesTurn {
+		if a.logResult(turn, step, sl.call.ID, sl.callSeq, res) {
 			concluded = true
 		}
-		a.session.Append(session.TypeToolResult, tr, sl.callSeq)
 	}
 	committed := 0
-	for i, sl := range slots {
+	for i := range slots {
+		sl := &slots[i]
 		exclusive := !a.tools.ConcurrencySafe(sl.call.Name)
 		if exclusive {
 			// An exclusive call is a barrier: what ran before it finishes first.
 			for ; committed < i; committed++ {
-				commit(slots[committed])
+				commit(&slots[committed])
 			}
 		}
 		acquired := false
@@ -610,8 +607,63 @@ func (a *Agent) runTools(ctx context.Context, turn, step int, calls []content.Bl
 		}
 	}
 	for ; committed < len(slots); committed++ {
-		commit(slots[committed])
+		commit(&slots[committed])
 	}
 	wg.Wait()
 	return concluded
+}
+
+// runTool is runTools for a message's only call: it runs on this
+// goroutine, with no slot, semaphore or channel.
+func (a *Agent) runTool(ctx context.Context, turn, step int, call content.Block) (concluded bool) {
+	seq := a.logCall(turn, step, call)
+	var res tool.Result
+	switch {
+	case ctx.Err() != nil:
+		res = abortedBeforeDispatch()
+	default:
+		// Checkpoint: as in runTools.
+		if err := a.session.Flush(); err != nil {
+			res = notRun(err)
+		} else {
+			res = a.execute(ctx, call)
+		}
+	}
+	return a.logResult(turn, step, call.ID, seq, res)
+}
+
+// logCall logs the start of a tool call and returns its event's seq.
+func (a *Agent) logCall(turn, step int, call content.Block) int64 {
+	e, _ := a.session.Append(session.TypeToolCall, session.ToolCall{Turn: turn, Step: step, CallID: call.ID,
+		Name: call.Name, Arguments: call.Arguments})
+	return e.Seq
+}
+
+// logResult logs the result of the call id whose start is the event
+// callSeq, and reports whether it concludes the turn.
+func (a *Agent) logResult(turn, step int, id string, callSeq int64, res tool.Result) (concluded bool) {
+	tr := session.ToolResult{Turn: turn, Step: step, Meta: res.Meta, Usage: res.Usage,
+		Message: content.ToolResultMessage(id, res.Content, res.IsError)}
+	if res.IsError {
+		tr.Error = &session.ErrorInfo{Name: "ToolError", Code: res.Code}
+	} else if res.ConcludesTurn {
+		concluded = true
+	}
+	a.session.Append(session.TypeToolResult, tr, callSeq)
+	return concluded
+}
+
+// abortedBeforeDispatch is the result of a call that did not start: the
+// turn was cancelled first.
+func abortedBeforeDispatch() tool.Result {
+	return tool.ErrorResult(tool.CodeAbortedBeforeDispatch, "tool call aborted before dispatch")
+}
+
+// execute runs one tool call in the agent's tools.
+func (a *Agent) execute(ctx context.Context, call content.Block) tool.Result {
+	tctx, endSpan := a.traceToolCall(ctx, call)
+	res := a.tools.Execute(tctx, tool.Call{ID: call.ID, Name: call.Name,
+		Arguments: json.RawMessage(call.Arguments), Cwd: a.Cwd(), Caller: a})
+	endSpan(res)
+	return res
 }

@@ -1,6 +1,7 @@
 package content_test
 
 import (
+	"fmt"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -263,6 +264,74 @@ func TestAssemblerRenamesDuplicateCallIDs(t *testing.T) {
 		ids = append(ids, c.ID)
 	}
 	if diff := cmp.Diff([]string{"x", "x-2", "x-2-2", "call-3", "call-3-2"}, ids); diff != "" {
+		t.Fatalf("ids (-want +got):\n%s", diff)
+	}
+}
+
+// A one-block answer (block start, one delta, block end, usage, finish)
+// costs one allocation, the Assembler: the block, its state and the text of
+// its delta live in it, Blocks hands out its own storage and ToolCalls a
+// part of it.
+func TestAssemblerOneBlockAnswerAllocatesOnce(t *testing.T) {
+	call := content.ToolCall("c1", "bash", `{"cmd":"ls"}`)
+	for _, chunks := range [][]content.Chunk{
+		{start(0, content.TypeText), textDelta(0, "hello"), end(0, ptr(content.Text("hello"))), finish(content.FinishStop)},
+		{start(0, content.TypeToolCall), callDelta(0, "c1", "bash", `{"cmd":"ls"}`), end(0, &call), finish(content.FinishToolCalls)},
+		{textDelta(0, "no block-end")},
+	} {
+		var blocks []content.Block
+		allocs := testing.AllocsPerRun(100, func() {
+			a := new(content.Assembler)
+			for _, c := range chunks {
+				a.Add(c)
+			}
+			blocks = a.Blocks()
+			_ = content.ToolCalls(blocks)
+		})
+		if allocs > 1 {
+			t.Errorf("%d chunks: %v allocations, want 1", len(chunks), allocs)
+		}
+		if len(blocks) != 1 {
+			t.Errorf("%d chunks: blocks %+v", len(chunks), blocks)
+		}
+	}
+}
+
+// The blocks Blocks returned stay as they were when the stream goes on.
+func TestAssemblerBlocksKeepTheirValue(t *testing.T) {
+	a := assemble(textDelta(0, "a"), callDelta(1, "", "n", "{"))
+	first := a.Blocks()
+	want := []content.Block{content.Text("a"), content.ToolCall("call-1", "n", "{")}
+	a.Add(textDelta(0, "b"))
+	a.Add(callDelta(1, "", "", "}"))
+	a.Add(textDelta(2, "c"))
+	if diff := cmp.Diff(want, first); diff != "" {
+		t.Errorf("first Blocks changed (-want +got):\n%s", diff)
+	}
+	want = []content.Block{content.Text("ab"), content.ToolCall("call-1", "n", "{}"), content.Text("c")}
+	if diff := cmp.Diff(want, a.Blocks()); diff != "" {
+		t.Errorf("second Blocks (-want +got):\n%s", diff)
+	}
+}
+
+// Many calls with one id get the ids a scan would give (the map past
+// manyCalls finds the same).
+func TestAssemblerRenamesManyDuplicateCallIDs(t *testing.T) {
+	var a content.Assembler
+	for i := range 20 {
+		a.Add(callDelta(i, "x", "bash", "{}"))
+	}
+	a.Add(callDelta(20, "x-5", "bash", "{}"))
+	var ids []string
+	for _, c := range content.ToolCalls(a.Blocks()) {
+		ids = append(ids, c.ID)
+	}
+	want := []string{"x"}
+	for n := 2; n <= 20; n++ {
+		want = append(want, fmt.Sprintf("x-%d", n))
+	}
+	want = append(want, "x-5-2")
+	if diff := cmp.Diff(want, ids); diff != "" {
 		t.Fatalf("ids (-want +got):\n%s", diff)
 	}
 }

@@ -3,10 +3,10 @@
 package content
 
 import (
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"strings"
-
-	"github.com/google/uuid"
 )
 
 // BlockType discriminates a Block. The set is open: serializers skip types
@@ -87,7 +87,14 @@ func join(blocks []Block, t BlockType) string {
 			}
 		}
 	}
+	size := 0
+	for _, b := range blocks {
+		if b.Type == t {
+			size += len(b.Text)
+		}
+	}
 	var sb strings.Builder
+	sb.Grow(size)
 	for _, b := range blocks {
 		if b.Type == t {
 			sb.WriteString(b.Text)
@@ -106,9 +113,26 @@ func countType(blocks []Block, t BlockType) int {
 	return n
 }
 
-// ToolCalls returns the tool-call blocks among blocks.
+// ToolCalls returns the tool-call blocks among blocks. When they follow
+// one another (as they do in most messages) the result is a part of blocks,
+// not a copy: the caller must not change it.
 func ToolCalls(blocks []Block) []Block {
-	var calls []Block
+	first, last, n := -1, -1, 0
+	for i, b := range blocks {
+		if b.Type == TypeToolCall {
+			if first < 0 {
+				first = i
+			}
+			last, n = i, n+1
+		}
+	}
+	switch {
+	case n == 0:
+		return nil
+	case last-first+1 == n:
+		return blocks[first : last+1 : last+1]
+	}
+	calls := make([]Block, 0, n)
 	for _, b := range blocks {
 		if b.Type == TypeToolCall {
 			calls = append(calls, b)
@@ -170,8 +194,22 @@ type Message struct {
 	Source  Source  `json:"source"`
 }
 
-// NewID mints a fresh random message id.
-func NewID() string { return uuid.NewString() }
+// NewID mints a fresh random message id: a version 4 UUID in its
+// canonical text form (as uuid.NewString), made in one allocation.
+func NewID() string {
+	var u [16]byte
+	rand.Read(u[:])         // never fails (crypto/rand)
+	u[6] = u[6]&0x0f | 0x40 // version 4
+	u[8] = u[8]&0x3f | 0x80 // variant RFC 4122
+	var b [36]byte
+	hex.Encode(b[:8], u[:4])
+	hex.Encode(b[9:13], u[4:6])
+	hex.Encode(b[14:18], u[6:8])
+	hex.Encode(b[19:23], u[8:10])
+	hex.Encode(b[24:], u[10:])
+	b[8], b[13], b[18], b[23] = '-', '-', '-', '-'
+	return string(b[:])
+}
 
 // UserMessage returns a user message with a fresh id.
 func UserMessage(blocks ...Block) Message {

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/uuid"
 
 	"github.com/dsh-go/dsh/content"
 )
@@ -204,5 +205,34 @@ func TestFailureError(t *testing.T) {
 	var err error = f
 	if got := err.Error(); got != "RATE_LIMIT: slow down" {
 		t.Errorf("Error() = %q", got)
+	}
+}
+
+func TestToolCallsOfAdjacentCallsIsAPart(t *testing.T) {
+	blocks := []content.Block{content.Text("a"), content.ToolCall("c1", "one", "{}"), content.ToolCall("c2", "two", "{}")}
+	got := content.ToolCalls(blocks)
+	if len(got) != 2 || &got[0] != &blocks[1] || cap(got) != 2 {
+		t.Errorf("ToolCalls = %v (cap %d), want blocks[1:3]", got, cap(got))
+	}
+	if content.ToolCalls(blocks[:1]) != nil {
+		t.Error("ToolCalls without calls is not nil")
+	}
+}
+
+func TestJoinTextAllocatesOnce(t *testing.T) {
+	blocks := []content.Block{content.Text("abcdefgh"), content.Text("ijklmnopq"), content.Text("rstuvwxyz0123")}
+	if n := testing.AllocsPerRun(100, func() { _ = content.JoinText(blocks) }); n != 1 {
+		t.Errorf("JoinText of 3 blocks: %v allocations, want 1", n)
+	}
+}
+
+// NewID's ids are version 4 UUIDs in canonical form.
+func TestNewIDIsAUUIDv4(t *testing.T) {
+	for range 100 {
+		id := content.NewID()
+		u, err := uuid.Parse(id)
+		if err != nil || u.Version() != 4 || u.Variant() != uuid.RFC4122 || u.String() != id {
+			t.Fatalf("NewID = %q: %v, version %v, variant %v", id, err, u.Version(), u.Variant())
+		}
 	}
 }

@@ -184,8 +184,8 @@ func (r *Registry) Stream(ctx context.Context, req *Request) iter.Seq[content.Ch
 			noModel(ctx, err, yield)
 			return
 		}
-		s := &relay{ctx: ctx, req: req, yield: yield}
-		defer s.end()
+		s := &relay{ctx: ctx, yield: yield}
+		defer s.end(req.Provider)
 		m.Stream(ctx, req)(s.chunk)
 	}
 }
@@ -201,10 +201,9 @@ func noModel(ctx context.Context, err error, yield func(content.Chunk) bool) {
 // relay passes a model's chunks on to the consumer of a Registry's stream.
 // Its state is on the heap and its work in its methods, so that the frame
 // under a consumer parked in the model's call stays small (see agent's
-// loop).
+// loop), 32 bytes.
 type relay struct {
 	ctx        context.Context
-	req        *Request
 	yield      func(content.Chunk) bool
 	finished   bool // the consumer has seen the finish, or stopped the stream
 	inConsumer bool // yield is running
@@ -243,8 +242,8 @@ func (s *relay) finish(c content.Chunk) {
 
 // end runs when the model's stream returns or panics: it finishes a stream
 // that ended without a finish chunk, and turns the model's panic into one.
-// A panic of the consumer propagates.
-func (s *relay) end() {
+// A panic of the consumer propagates. provider names the model's.
+func (s *relay) end(provider string) {
 	if s.finished {
 		return
 	}
@@ -252,7 +251,7 @@ func (s *relay) end() {
 		if s.inConsumer {
 			panic(p)
 		}
-		s.finish(FinishError(CodeUnknown, "model %s panicked: %v", s.req.Provider, p))
+		s.finish(FinishError(CodeUnknown, "model %s panicked: %v", provider, p))
 		return
 	}
 	s.finish(content.Chunk{Type: content.ChunkFinish})

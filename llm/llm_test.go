@@ -548,6 +548,9 @@ func TestStreamModelPanicBecomesErrorFinish(t *testing.T) {
 	if len(got) != 2 || last.Finish == nil || last.Finish.Kind != content.FinishError || last.Finish.Failure.Code != llm.CodeUnknown {
 		t.Fatalf("chunks = %+v", got)
 	}
+	if msg := last.Finish.Failure.Message; msg != "model p panicked: adapter bug" {
+		t.Errorf("failure message %q", msg)
+	}
 }
 
 func TestStreamConsumerPanicPropagates(t *testing.T) {

@@ -149,6 +149,7 @@ type entry struct {
 	def      Definition
 	schema   *jsonschema.Schema
 	resolved *jsonschema.Resolved
+	plain    *plainSchema            // nil: every call goes to resolved
 	spec     func() content.ToolSpec // the model's view, encoded at its first use
 }
 
@@ -167,7 +168,7 @@ func newEntry(def Definition) (*entry, error) {
 	if err != nil {
 		return nil, Errorf(CodeInvalidDefinition, "tool %s: invalid parameters schema: %v", def.Name, err)
 	}
-	e := &entry{def: def, schema: schema, resolved: resolved}
+	e := &entry{def: def, schema: schema, resolved: resolved, plain: plainOf(schema)}
 	e.spec = sync.OnceValue(func() content.ToolSpec {
 		raw, err := encodeSchema(e.schema)
 		if err != nil { // a schema that resolved encodes; this is the model's fallback
@@ -638,8 +639,10 @@ func (s *Scope) Execute(ctx context.Context, call Call) (res Result) {
 	if err := json.Unmarshal(args, &instance); err != nil {
 		return ErrorResult(CodeInvalidArgs, fmt.Sprintf("invalid arguments: not JSON: %v", err))
 	}
-	if err := e.resolved.Validate(instance); err != nil {
-		return ErrorResult(CodeInvalidArgs, fmt.Sprintf("invalid arguments: %v", err))
+	if e.plain == nil || !e.plain.valid(instance) {
+		if err := e.resolved.Validate(instance); err != nil {
+			return ErrorResult(CodeInvalidArgs, fmt.Sprintf("invalid arguments: %v", err))
+		}
 	}
 	call.Arguments = args
 	call.Args, _ = instance.(map[string]any) // an object: the schema's root type

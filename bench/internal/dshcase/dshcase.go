@@ -158,30 +158,40 @@ func (e *Env) ToolPath() time.Duration { return time.Duration(e.toolPath.Load())
 // IsChild reports whether req comes from an in-process child: its last
 // user-authored message opens with a child's instructions.
 func IsChild(req *llm.Request) bool {
-	for i := len(req.Messages) - 1; i >= 0; i-- {
-		if m := req.Messages[i]; m.Source.Kind == content.SourceUser {
-			_, _, child := prompt.SplitChildTask(content.JoinText(m.Content))
-			return child
-		}
-	}
-	return false
+	_, child := lastUser(req.Messages)
+	return child
 }
 
-// lastUserText returns the text of the last user-authored message, a
-// child's instructions left out.
-func lastUserText(msgs []content.Message) string {
+// lastUser returns the task of the last user-authored message (its text,
+// a child's instructions left out) and whether it is a child's. It is
+// prompt.SplitChildTask of the message's text joined, without the join
+// when the first block holds the framed instructions (as an in-process
+// child's first message does): the model's own reading costs no copy of
+// the instructions, as eino's fake model, which knows a child by its
+// construction, costs none.
+func lastUser(msgs []content.Message) (task string, child bool) {
 	for i := len(msgs) - 1; i >= 0; i-- {
-		if m := msgs[i]; m.Source.Kind == content.SourceUser {
-			_, task, _ := prompt.SplitChildTask(content.JoinText(m.Content))
-			return task
+		m := msgs[i]
+		if m.Source.Kind != content.SourceUser {
+			continue
 		}
+		if len(m.Content) > 1 && m.Content[0].Type == content.TypeText {
+			if _, rest, ok := prompt.SplitChildTask(m.Content[0].Text); ok {
+				if rest == "" {
+					return content.JoinText(m.Content[1:]), true
+				}
+				return rest + content.JoinText(m.Content[1:]), true
+			}
+		}
+		_, task, child = prompt.SplitChildTask(content.JoinText(m.Content))
+		return task, child
 	}
-	return ""
+	return "", false
 }
 
 func (e *Env) stream(ctx context.Context, req *llm.Request) iter.Seq[content.Chunk] {
-	if IsChild(req) {
-		if lastUserText(req.Messages) == PromptPark {
+	if task, child := lastUser(req.Messages); child {
+		if task == PromptPark {
 			return e.park(ctx)
 		}
 		return play(childAnswer, nil)
