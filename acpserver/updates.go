@@ -91,7 +91,7 @@ func (u *updater) event(e session.Event) {
 			return
 		}
 		block := acpsdk.TextBlock(d.Chunk.Text)
-		mid := u.messageID(d.Turn, d.Step)
+		mid := u.messageID(int(d.Turn), int(d.Step))
 		switch d.Chunk.Type {
 		case content.ChunkTextDelta:
 			u.send(acpsdk.SessionUpdate{AgentMessageChunk: &acpsdk.SessionUpdateAgentMessageChunk{

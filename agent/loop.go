@@ -429,7 +429,7 @@ func (a *Agent) chunk(t *turnState, c content.Chunk) bool {
 		t.asm.Add(c)
 		return false
 	}
-	e, err := a.session.Append(session.TypeAssistantChunk, session.AssistantChunk{Turn: t.n, Step: t.step, Chunk: c})
+	e, err := a.session.Append(session.TypeAssistantChunk, session.AssistantChunk{Turn: int32(t.n), Step: int32(t.step), Chunk: c})
 	if err != nil {
 		t.asm, t.seqs, t.callErr = nil, nil, err
 		return false

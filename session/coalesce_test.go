@@ -8,7 +8,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 )
 
-func chunk(turn, step int, c content.Chunk) AssistantChunk {
+func chunk(turn, step int32, c content.Chunk) AssistantChunk {
 	return AssistantChunk{Turn: turn, Step: step, Chunk: c}
 }
 

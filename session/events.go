@@ -72,8 +72,10 @@ type Step struct {
 
 // AssistantChunk records one raw chunk of a model stream.
 type AssistantChunk struct {
-	Turn  int           `json:"turn"`
-	Step  int           `json:"step"`
+	// Turn and Step are 32 bits so that the event, boxed once per streamed
+	// chunk, fits a 144-byte size class.
+	Turn  int32         `json:"turn"`
+	Step  int32         `json:"step"`
 	Chunk content.Chunk `json:"chunk"`
 	// BlockFromDeltas marks a stored block-end whose text is its deltas
 	// joined (see MinShared); never set in memory.

@@ -28,7 +28,7 @@ func appendTurn(t testing.TB, s *Session, turn int) {
 	mustAppend(t, s, TypeTurnStart, TurnStart{Turn: turn})
 	mustAppend(t, s, TypeUserMessage, content.UserText(fmt.Sprintf("question %d", turn)))
 	mustAppend(t, s, TypeStepStart, Step{Turn: turn, Step: 1})
-	c := mustAppend(t, s, TypeAssistantChunk, AssistantChunk{Turn: turn, Step: 1,
+	c := mustAppend(t, s, TypeAssistantChunk, AssistantChunk{Turn: int32(turn), Step: 1,
 		Chunk: content.Chunk{Type: content.ChunkToolCallDelta, ID: id, Name: "read", ArgumentsDelta: `{"path":"a"}`}})
 	mustAppend(t, s, TypeAssistantMessage, AssistantMessage{Turn: turn, Step: 1,
 		Message: content.AssistantMessage("p", "m", []content.Block{content.ToolCall(id, "read", `{"path":"a"}`)}),
@@ -38,7 +38,7 @@ func appendTurn(t testing.TB, s *Session, turn int) {
 		Message: content.ToolResultMessage(id, []content.Block{content.Text("contents")}, false)}, call.Seq)
 	mustAppend(t, s, TypeStepEnd, Step{Turn: turn, Step: 1})
 	mustAppend(t, s, TypeStepStart, Step{Turn: turn, Step: 2})
-	c = mustAppend(t, s, TypeAssistantChunk, AssistantChunk{Turn: turn, Step: 2,
+	c = mustAppend(t, s, TypeAssistantChunk, AssistantChunk{Turn: int32(turn), Step: 2,
 		Chunk: content.Chunk{Type: content.ChunkTextDelta, Text: "done"}})
 	mustAppend(t, s, TypeAssistantMessage, AssistantMessage{Turn: turn, Step: 2,
 		Message: content.AssistantMessage("p", "m", []content.Block{content.Text("done")})}, c.Seq)

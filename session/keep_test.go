@@ -37,11 +37,11 @@ func TestMemoryStoreKeepsTheLog(t *testing.T) {
 	for step := 1; step <= 3; step++ {
 		mustAppend(t, s, TypeStepStart, Step{Turn: 1, Step: step})
 		for _, d := range []string{"a", "b", "c"} {
-			mustAppend(t, s, TypeAssistantChunk, chunk(1, step, text(0, d)))
+			mustAppend(t, s, TypeAssistantChunk, chunk(1, int32(step), text(0, d)))
 		}
 		flush()                                // the pending delta chunk is completed here
 		for _, d := range []string{"d", "e"} { // the same block goes on in a new event
-			mustAppend(t, s, TypeAssistantChunk, chunk(1, step, text(0, d)))
+			mustAppend(t, s, TypeAssistantChunk, chunk(1, int32(step), text(0, d)))
 		}
 		mustAppend(t, s, TypeStepEnd, Step{Turn: 1, Step: step}) // flushes
 		flush()

@@ -142,7 +142,7 @@ func TestRootTurnFitsItsRoom(t *testing.T) {
 			mustAppend(t, root, TypeRequestHeader, json.RawMessage(`{}`)) // the next step's is the same
 		}
 		for range 5 {
-			mustAppend(t, root, TypeAssistantChunk, chunk(1, step, content.Chunk{Type: content.ChunkBlockEnd}))
+			mustAppend(t, root, TypeAssistantChunk, chunk(1, int32(step), content.Chunk{Type: content.ChunkBlockEnd}))
 		}
 		blocks := []content.Block{content.Text("done")}
 		if step == 1 {

@@ -73,11 +73,11 @@ func FuzzCompact(f *testing.F) {
 				if typ == content.ChunkToolCallDelta {
 					c = content.Chunk{Type: typ, Index: i, ArgumentsDelta: s}
 				}
-				add(TypeAssistantChunk, AssistantChunk{Turn: 1, Step: step, Chunk: c})
+				add(TypeAssistantChunk, AssistantChunk{Turn: 1, Step: int32(step), Chunk: c})
 			case 2: // the block-end of index i
 				i := next() % 3
 				b := block(i, texts)
-				add(TypeAssistantChunk, AssistantChunk{Turn: 1, Step: step, Chunk: content.Chunk{Type: content.ChunkBlockEnd, Index: i, Block: &b}})
+				add(TypeAssistantChunk, AssistantChunk{Turn: 1, Step: int32(step), Chunk: content.Chunk{Type: content.ChunkBlockEnd, Index: i, Block: &b}})
 			case 3: // the step's message
 				add(TypeAssistantMessage, AssistantMessage{Turn: 1, Step: step,
 					Message: content.Message{Role: content.RoleAssistant, Content: []content.Block{block(0, texts), block(1, texts), block(2, texts)}}})

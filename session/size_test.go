@@ -13,3 +13,11 @@ func TestSessionSize(t *testing.T) {
 		t.Errorf("a Session is %d bytes, want at most 416", n)
 	}
 }
+
+// Every streamed chunk's event boxes an AssistantChunk once: it fits the
+// allocator's 144-byte class, not the 160-byte one.
+func TestAssistantChunkSize(t *testing.T) {
+	if n := unsafe.Sizeof(AssistantChunk{}); n > 144 {
+		t.Errorf("an AssistantChunk is %d bytes, want at most 144", n)
+	}
+}

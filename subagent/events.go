@@ -99,7 +99,7 @@ func SessionProgress(s *session.Session, report func(Progress)) (stop func()) {
 			report(Progress{Kind: ProgressToolResult, Turn: d.Turn, CallID: d.Message.Source.CallID, IsError: d.Error != nil})
 		case session.AssistantChunk:
 			if d.Chunk.Type == content.ChunkTextDelta && d.Chunk.Text != "" {
-				report(Progress{Kind: ProgressText, Turn: d.Turn, Text: d.Chunk.Text})
+				report(Progress{Kind: ProgressText, Turn: int(d.Turn), Text: d.Chunk.Text})
 			}
 		}
 	})

@@ -249,12 +249,12 @@ func (s *Session) derive() error {
 		case session.ToolResult:
 			messages = append(messages, d.Message)
 		case session.AssistantChunk:
-			if open != nil && (open.Turn != d.Turn || open.Step != d.Step) {
+			if open != nil && (open.Turn != int(d.Turn) || open.Step != int(d.Step)) {
 				return fmt.Errorf("event %d: a chunk of turn %d step %d inside the unfinished call of turn %d step %d",
 					i, d.Turn, d.Step, open.Turn, open.Step)
 			}
 			if open == nil {
-				s.Calls = append(s.Calls, Call{Turn: d.Turn, Step: d.Step, RequestTime: last,
+				s.Calls = append(s.Calls, Call{Turn: int(d.Turn), Step: int(d.Step), RequestTime: last,
 					Request: Request{Provider: header.Config.Provider, Model: header.Config.Model, MaxTokens: header.Config.MaxTokens,
 						System: header.System, Tools: header.Tools, Messages: slices.Clip(messages)}})
 				open = &s.Calls[len(s.Calls)-1]

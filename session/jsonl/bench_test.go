@@ -41,7 +41,7 @@ func BenchmarkAppend(b *testing.B) {
 		case 19:
 			_, err = s.Append(session.TypeStepEnd, session.Step{Turn: 1, Step: step})
 		default:
-			chunk.Step = step
+			chunk.Step = int32(step)
 			_, err = s.Append(session.TypeAssistantChunk, chunk)
 		}
 		if err != nil {

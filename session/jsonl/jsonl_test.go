@@ -52,7 +52,7 @@ func appendTurn(t testing.TB, s *session.Session, turn int) {
 		{Type: content.ChunkUsage, Usage: &content.Usage{Input: 100, Output: 7}},
 		{Type: content.ChunkFinish, Finish: &content.Finish{Kind: content.FinishToolCalls}},
 	} {
-		chunks = append(chunks, mustAppend(t, s, session.TypeAssistantChunk, session.AssistantChunk{Turn: turn, Step: 1, Chunk: c}).Seq)
+		chunks = append(chunks, mustAppend(t, s, session.TypeAssistantChunk, session.AssistantChunk{Turn: int32(turn), Step: 1, Chunk: c}).Seq)
 	}
 	mustAppend(t, s, session.TypeAssistantMessage, session.AssistantMessage{Turn: turn, Step: 1,
 		Message: content.AssistantMessage("p", "m", []content.Block{content.ToolCall(id, "read", `{"path":"a"}`)}),
@@ -63,7 +63,7 @@ func appendTurn(t testing.TB, s *session.Session, turn int) {
 		Meta:    json.RawMessage(`{"bytes":13}`)}, call.Seq)
 	mustAppend(t, s, session.TypeStepEnd, session.Step{Turn: turn, Step: 1})
 	mustAppend(t, s, session.TypeStepStart, session.Step{Turn: turn, Step: 2})
-	c := mustAppend(t, s, session.TypeAssistantChunk, session.AssistantChunk{Turn: turn, Step: 2,
+	c := mustAppend(t, s, session.TypeAssistantChunk, session.AssistantChunk{Turn: int32(turn), Step: 2,
 		Chunk: content.Chunk{Type: content.ChunkTextDelta, Text: "done"}})
 	mustAppend(t, s, session.TypeAssistantMessage, session.AssistantMessage{Turn: turn, Step: 2,
 		Message: content.AssistantMessage("p", "m", []content.Block{content.Text("done")})}, c.Seq)

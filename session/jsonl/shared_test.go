@@ -25,7 +25,7 @@ func appendBigStep(t testing.TB, s *session.Session, turn, step, textLen, argsLe
 	mustAppend(t, s, session.TypeStepStart, session.Step{Turn: turn, Step: step})
 	var seqs []int64
 	add := func(c content.Chunk) {
-		e := mustAppend(t, s, session.TypeAssistantChunk, session.AssistantChunk{Turn: turn, Step: step, Chunk: c})
+		e := mustAppend(t, s, session.TypeAssistantChunk, session.AssistantChunk{Turn: int32(turn), Step: int32(step), Chunk: c})
 		if n := len(seqs); n == 0 || seqs[n-1] != e.Seq {
 			seqs = append(seqs, e.Seq)
 		}
