@@ -83,13 +83,19 @@ type UsageRecord struct {
 }
 
 // recordUsage writes what child used into parent's log (a UsageType
-// event), when the parent is live: once per settled run or activation,
-// when its end is announced (tracker.end).
+// event) and to its store, when the parent is live: once per settled run
+// or activation, when its end is announced (tracker.end).
 func recordUsage(parent *agent.Agent, child string, usage map[string]content.Usage) {
 	if len(usage) == 0 || parent.Disposed() {
 		return
 	}
 	// Appended as a value: the store encodes it when it writes, a reader
-	// of a stored log finds it as JSON (see UsageFromEvents).
-	parent.Session().Append(UsageType, UsageRecord{Child: child, Usage: usage})
+	// of a stored log finds it as JSON (see UsageFromEvents). Written at
+	// once, not at the parent's next step: a crash in between would lose
+	// what the child cost. A write error stays with the session, whose
+	// next step reports it.
+	s := parent.Session()
+	if _, err := s.Append(UsageType, UsageRecord{Child: child, Usage: usage}); err == nil {
+		s.Flush()
+	}
 }

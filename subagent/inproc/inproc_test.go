@@ -622,3 +622,27 @@ func TestChildSessionsOnDisk(t *testing.T) {
 		}
 	}
 }
+
+// A settled child's usage is on disk in its parent's log at once, not at
+// the parent's next step: a crash before that step keeps what the child
+// cost.
+func TestChildUsageReachesTheParentsFileAtOnce(t *testing.T) {
+	dir := t.TempDir()
+	w := newWorld(t, jsonl.New(dir), scripted.Text("parent"), scripted.Text("spawned"))
+	w.Agent.Run(context.Background(), content.UserText("hi"))
+	run, err := w.svc.Start(context.Background(), inproc.SpawnName, subagent.StartRequest{Prompt: subagenttest.Prompt("go"), Parent: w.Agent})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer run.Dispose(context.Background())
+	if res, _ := run.Wait(context.Background()); res.StopReason != subagent.Completed || len(res.Usage) == 0 {
+		t.Fatalf("result %+v", res)
+	}
+	_, events, err := session.NewStore(jsonl.New(dir), nil).Read(w.Agent.ID()) // as another process reads it
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.ContainsFunc(events, func(e session.Event) bool { return e.Type == subagent.UsageType }) {
+		t.Fatalf("the parent's stored log has no usage of its child (%d events)", len(events))
+	}
+}
