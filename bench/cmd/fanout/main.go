@@ -59,7 +59,11 @@ func main() {
 	runs := flag.Int("runs", 1, "runs per N, each in a fresh process")
 	heapProfile := flag.String("heapprofile", "", "write a heap profile here while all N children are parked (one N, one run)")
 	goroutines := flag.String("goroutines", "", "write the goroutine stacks here (text, identical stacks counted once) while all N children are parked (one N, one run)")
+	memRate := flag.Int("memprofilerate", 0, "runtime.MemProfileRate for -heapprofile (1 counts every allocation; 0 keeps the runtime's default)")
 	flag.Parse()
+	if *memRate > 0 {
+		runtime.MemProfileRate = *memRate
+	}
 	list := strings.Split(*ns, ",")
 	if len(list) > 1 || *runs > 1 {
 		if *heapProfile != "" || *goroutines != "" {
