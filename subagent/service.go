@@ -376,19 +376,23 @@ func hasContent(blocks []content.Block) bool {
 const maxBufferedProgress = 256
 
 // tracker announces one run's lifecycle and relays its progress.
+//
+// A parked child keeps its tracker: the settled result is apart (made at
+// the end) and the flags share a word, so that it fits the allocator's
+// 208-byte class, not the 320-byte one.
 type tracker struct {
 	svc     *Service
 	parent  *agent.Agent
 	ended   chan struct{}  // made by a Dispose that must wait, closed once isEnded; guarded by mu
-	isEnded bool           // Ended is emitted (or the run abandoned); guarded by mu
 	release func()         // run after Ended (or abandon), before after; nil: none
 	after   []func(Result) // run after Ended, see tracked.AfterSettle; guarded by mu
-	result  Result         // the settled result, once ended; guarded by mu
+	result  *Result        // the settled result, once ended; guarded by mu
 
 	mu       sync.Mutex
 	info     RunInfo
 	started  bool
 	finished bool
+	isEnded  bool // Ended is emitted (or the run abandoned); guarded by mu
 	buffered []Progress
 	span     trace.Span // the run's, ended with it; nil: none
 }
@@ -469,7 +473,7 @@ func (t *tracker) end(res Result) {
 	t.svc.bus.Emit(end)
 	t.mu.Lock()
 	after := t.after
-	t.after, t.result = nil, res
+	t.after, t.result = nil, &res
 	t.setEnded()
 	t.mu.Unlock()
 	if t.release != nil {
@@ -493,7 +497,10 @@ type tracked struct {
 func (r *tracked) AfterSettle(fn func(Result)) {
 	r.t.mu.Lock()
 	if r.t.isEnded {
-		res := r.t.result
+		var res Result
+		if r.t.result != nil { // nil for a run abandoned before it started
+			res = *r.t.result
+		}
 		r.t.mu.Unlock()
 		fn(res)
 		return
