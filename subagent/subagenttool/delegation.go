@@ -201,6 +201,20 @@ func (d *delegation) end(ctx context.Context, res subagent.Result) string {
 func (d *delegation) hookInput(ev hook.Event) hook.Input {
 	in := d.req.Parent.HookInput(ev)
 	in.AgentID = "" // Claude Code's agent_id here is the child's, not yet known
-	in.AgentType, in.Provider, in.Description, in.Prompt = d.typ, d.provider, d.req.Label, content.JoinText(d.req.Prompt)
+	in.AgentType, in.Provider, in.Description, in.Prompt = d.typ, d.provider, d.req.Label, d.prompt()
 	return in
 }
+
+// prompt is the task's text, as the hooks and the child's SubagentStop
+// see it.
+func (d *delegation) prompt() string {
+	if d.req.Subagent != nil {
+		return d.req.Subagent.Prompt
+	}
+	return content.JoinText(d.req.Prompt)
+}
+
+// started drops what only the child's start needed: a background child's
+// delegation lives as long as the child, whose first message has the
+// task's blocks, and its end needs the task's text alone (prompt).
+func (d *delegation) started() { d.req.Prompt = nil }

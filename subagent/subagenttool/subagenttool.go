@@ -434,6 +434,7 @@ func (t *instance) execute(ctx context.Context, call tool.Call) (tool.Result, er
 		return tool.Result{}, err
 	}
 	if d.background {
+		d.started()
 		return tool.TextResult(fmt.Sprintf("started subagent %s in the background; you will be told when it finishes. "+
 			"send_message gives it more work, interrupt_agent stops its current turn.", del.ChildID)), nil
 	}
@@ -536,6 +537,7 @@ func (t *instance) startBackground(ctx context.Context, d *delegation) (tool.Res
 		d.release(ctx)
 		return tool.Result{}, err
 	}
+	d.started() // the admission has the request
 	id, err := t.deps.Tasks.Start(task.Spec{Kind: TaskKind, Label: d.req.Label, Owner: d.req.Parent,
 		Run: func(tctx context.Context, done func(task.Outcome)) {
 			go t.runBackground(telemetry.Continue(tctx, ctx), d, adm, done) // the call's trace, the task's lifetime
