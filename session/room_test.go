@@ -3,15 +3,16 @@ package session
 import (
 	"encoding/json"
 	"testing"
+	"unsafe"
 
 	"github.com/dsh-go/dsh/content"
 )
 
 // A child's new log and the memory store's copy of it make little room
-// before events come: a parked child holds a handful of events, and the
-// room made for 16 of each was most of its session's memory. A log that
-// outgrows its first room jumps to 16 events, so a short turn grows it
-// once; a root session starts there.
+// before events come: a parked child holds six events, and the room made
+// for 14 was most of its session's memory. A log that outgrows its first
+// room jumps to 14 events, what a one-shot child's turn writes, so a short
+// turn grows it once; a root session starts with more.
 func TestNewLogMakesLittleRoom(t *testing.T) {
 	backend := NewMemoryBackend()
 	st := NewStore(backend, nil)
@@ -28,14 +29,21 @@ func TestNewLogMakesLittleRoom(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer detach()
-	if c := cap(s.events); c > initialEvents {
-		t.Fatalf("a new log has room for %d events, want at most %d", c, initialEvents)
+	if c := cap(s.events); c != childEvents {
+		t.Fatalf("a new child log has room for %d events, want %d", c, childEvents)
 	}
-	for i := range 6 { // what a child holds while parked in its first model call
+	if b := unsafe.Sizeof(Event{}) * childEvents; b > 480 {
+		t.Fatalf("a new child log's room is %d bytes, want at most 480 (a size class)", b)
+	}
+	room := &s.events[:1][0]
+	for i := range childEvents - 1 { // what a child holds while parked in its first model call
 		mustAppend(t, s, TypeUserMessage, content.UserText("m"))
 		if i == 0 {
 			mustAppend(t, s, TypeTurnStart, TurnStart{Turn: 1})
 		}
+	}
+	if &s.events[0] != room {
+		t.Fatalf("a parked child's %d events outgrew its log's first room", s.Len())
 	}
 	if err := s.Flush(); err != nil {
 		t.Fatal(err)
@@ -46,6 +54,10 @@ func TestNewLogMakesLittleRoom(t *testing.T) {
 	if &stored[0] != &s.events[0] { // no copy, no room of its own
 		t.Fatalf("the memory store copied the log's %d events", len(stored))
 	}
+	mustAppend(t, s, TypeUserMessage, content.UserText("m"))
+	if c := cap(s.events); c != initialEvents {
+		t.Fatalf("a child log that outgrew its first room has room for %d events, want %d", c, initialEvents)
+	}
 	for s.Len() <= initialEvents {
 		mustAppend(t, s, TypeUserMessage, content.UserText("m"))
 	}
@@ -53,8 +65,8 @@ func TestNewLogMakesLittleRoom(t *testing.T) {
 		t.Fatalf("a log that outgrew its first room has room for %d events, want %d", c, want)
 	}
 	_, events, _, err := backend.Read("s")
-	if err != nil || len(events) != 7 {
-		t.Fatalf("stored %d events (%v), want the 7 flushed", len(events), err)
+	if err != nil || len(events) != childEvents {
+		t.Fatalf("stored %d events (%v), want the %d flushed", len(events), err, childEvents)
 	}
 }
 

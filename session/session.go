@@ -129,38 +129,46 @@ type loadedLog struct {
 
 type observer struct{ fn func(Event) }
 
-// initialEvents is a new child log's room: what a one-shot child's turn
-// writes when it answers at once (about 13 events) fits, so that a
-// delegation never grows its log, and a parked child (6 events) holds less
-// than minEvents' room. A root session (one per run or conversation, never
-// thousands parked) starts at rootEvents, what a turn that calls a tool
-// once writes (about 20 events; 25 fill the 2,048-byte size class), and
-// with room for rootMessages derived messages (the user's, the call, its
-// result, the answer): a first turn grows neither.
+// childEvents is a new child log's room: what a child holds while parked
+// in its first model call (the descriptor, the inbox splice, the turn and
+// step starts, the task, the request header), which fills the 480-byte
+// size class. A child that outgrows it jumps to initialEvents, what a
+// one-shot child's turn writes when it answers at once (about 13 events),
+// so that a delegation grows its log once. A root session (one per run or
+// conversation, never thousands parked) starts at rootEvents, what a turn
+// that calls a tool once writes (about 20 events; 25 fill the 2,048-byte
+// size class), and with room for rootMessages derived messages (the
+// user's, the call, its result, the answer): a first turn grows neither.
 const (
+	childEvents   = 6
 	initialEvents = 14
 	minEvents     = 16
 	rootEvents    = 25
 	rootMessages  = 4
 )
 
-// growEvents returns events with room for add more. A full log grows by
-// half, to at least minEvents: append would double a short log, and grow a
-// long one by about a quarter, which copies each event some five times
-// over a long run (a parent's log gains an event per child it delegates
-// to); by half, three times.
+// growEvents returns events with room for add more. A log shorter than
+// initialEvents grows to it; a full log grows by half, to at least
+// minEvents: append would double a short log, and grow a long one by
+// about a quarter, which copies each event some five times over a long
+// run (a parent's log gains an event per child it delegates to); by half,
+// three times.
 func growEvents(events []Event, add int) []Event {
 	n := len(events)
 	if n+add <= cap(events) {
 		return events
 	}
-	return append(make([]Event, 0, max(n+n/2, n+add, minEvents)), events...)
+	room := minEvents
+	if n < initialEvents {
+		room = initialEvents
+	}
+	return append(make([]Event, 0, max(n+n/2, n+add, room)), events...)
 }
 
 func newSession(h Header, seed []Event) *Session {
 	room := rootEvents
 	if h.ParentSession != "" {
-		room = initialEvents
+		room = childEvents
 	}
 	s := &Session{header: h, events: make([]Event, 0, max(len(seed)+1, room))}
 	for _, e := range seed {
