@@ -131,12 +131,34 @@ type Runtime struct {
 type record struct {
 	settled sync.Once
 	hushed  bool // stopped by the user: its notice waits for the owner's next turn (here, in the Once's padding: 256 B, not 288)
+	ended   bool // settled (or its start failed); guarded by Runtime.mu
 	snap    Snapshot
 	owner   *agent.Agent
 	cancel  context.CancelCauseFunc
-	done    chan struct{}
+	done    chan struct{} // made by the first waiter (doneCh), closed at the end; guarded by Runtime.mu
 	outcome Outcome
 	notice  string // the id of the completion notice sent to the owner
+}
+
+// doneCh returns a channel closed once rec has settled. It is made for
+// the first waiter: a task nobody waits for (a parked background child's)
+// holds none. r.mu must be held.
+func (rec *record) doneCh() <-chan struct{} {
+	if rec.done == nil {
+		rec.done = make(chan struct{})
+		if rec.ended {
+			close(rec.done)
+		}
+	}
+	return rec.done
+}
+
+// end marks rec settled and wakes its waiters. r.mu must be held.
+func (rec *record) end() {
+	rec.ended = true
+	if rec.done != nil {
+		close(rec.done)
+	}
 }
 
 // reported marks rec's outcome as seen by its owner and returns the
@@ -203,7 +225,7 @@ func (r *Runtime) Start(spec Spec) (string, error) {
 	id := fmt.Sprintf("%s-%d", spec.Kind, r.counters[spec.Kind])
 	ctx, cancel := context.WithCancelCause(context.Background())
 	rec := &record{snap: Snapshot{ID: id, Kind: spec.Kind, Label: label, Status: Running, StartedAt: time.Now()},
-		owner: spec.Owner, cancel: cancel, done: make(chan struct{})}
+		owner: spec.Owner, cancel: cancel}
 	if spec.Owner != nil {
 		rec.snap.Owner = spec.Owner.ID()
 	}
@@ -218,8 +240,8 @@ func (r *Runtime) Start(spec Spec) (string, error) {
 			r.unlive(rec.owner)
 			delete(r.tasks, id)
 			r.order = slices.DeleteFunc(r.order, func(x string) bool { return x == id })
+			rec.end()
 			r.mu.Unlock()
-			close(rec.done)
 		})
 		return "", err
 	}
@@ -256,7 +278,7 @@ func (r *Runtime) settle(rec *record, out Outcome) {
 		rec.outcome = out
 		rec.snap.Status, rec.snap.Detail, rec.snap.FinishedAt = out.Status, out.Detail, time.Now()
 		snap, owner := rec.snap, rec.owner
-		close(rec.done)
+		rec.end()
 		r.mu.Unlock()
 		if !snap.Reported {
 			r.bus.Emit(Done{Task: snap, Owner: owner})
@@ -329,10 +351,13 @@ func (r *Runtime) Wait(ctx context.Context, id string, caller *agent.Agent, time
 	if err != nil {
 		return Snapshot{}, err
 	}
+	r.mu.Lock()
+	done := rec.doneCh()
+	r.mu.Unlock()
 	timer := time.NewTimer(timeout)
 	defer timer.Stop()
 	select {
-	case <-rec.done:
+	case <-done:
 	case <-timer.C:
 	case <-ctx.Done():
 		return Snapshot{}, context.Cause(ctx)
@@ -386,17 +411,18 @@ func (r *Runtime) Stop(owner *agent.Agent, kind, reason string) []string {
 func (r *Runtime) teardown(owner *agent.Agent) {
 	r.mu.Lock()
 	var recs []*record
+	var dones []<-chan struct{}
 	for _, id := range r.order {
 		if rec := r.tasks[id]; rec.owner == owner {
 			rec.snap.Reported = true
 			rec.cancel(&KillError{Reason: "its owner was disposed"})
-			recs = append(recs, rec)
+			recs, dones = append(recs, rec), append(dones, rec.doneCh())
 		}
 	}
 	delete(r.hooked, owner)
 	r.mu.Unlock()
-	for _, rec := range recs {
-		<-rec.done
+	for _, done := range dones {
+		<-done
 	}
 	r.mu.Lock()
 	for _, rec := range recs {
@@ -409,16 +435,16 @@ func (r *Runtime) teardown(owner *agent.Agent) {
 // Close cancels every task and waits for all of them to settle.
 func (r *Runtime) Close(ctx context.Context) error {
 	r.mu.Lock()
-	var recs []*record
+	var dones []<-chan struct{}
 	for _, rec := range r.tasks {
 		rec.snap.Reported = true
 		rec.cancel(&KillError{Reason: "the runtime is closing"})
-		recs = append(recs, rec)
+		dones = append(dones, rec.doneCh())
 	}
 	r.mu.Unlock()
-	for _, rec := range recs {
+	for _, done := range dones {
 		select {
-		case <-rec.done:
+		case <-done:
 		case <-ctx.Done():
 			return errors.Join(errors.New("task: close: tasks still running"), context.Cause(ctx))
 		}
