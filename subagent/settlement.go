@@ -15,14 +15,17 @@ type SettleNotifier interface {
 
 // Settlement is the settle-once outcome of a run. Providers embed it to
 // implement Run.Done and Run.Wait; the zero value is ready to use.
+//
+// A parked child's run and delegation embed one each: the result is made
+// at the settle, so that an unsettled Settlement is 64 bytes, not 168.
 type Settlement struct {
 	settled sync.Once
-	result  Result
+	fired   bool    // guarded by mu (in the Once's padding)
+	result  *Result // set once, before fired
 
 	mu    sync.Mutex
 	done  chan struct{} // made by the first Done, or Wait that must block; nil until then
 	after []func(Result)
-	fired bool
 }
 
 // ch returns the done channel, made on first use (closed at once when the
@@ -45,7 +48,7 @@ func (s *Settlement) ch() chan struct{} {
 func (s *Settlement) Settle(r Result) (first bool) {
 	var after []func(Result)
 	s.settled.Do(func() {
-		s.result = r
+		s.result = &r
 		first = true
 		s.mu.Lock()
 		after = s.after
@@ -72,7 +75,7 @@ func (s *Settlement) AfterSettle(fn func(Result)) {
 		return
 	}
 	s.mu.Unlock()
-	fn(s.result)
+	fn(*s.result)
 }
 
 // Done is closed once the run has settled.
@@ -85,11 +88,11 @@ func (s *Settlement) Wait(ctx context.Context) (Result, error) {
 	fired := s.fired
 	s.mu.Unlock()
 	if fired { // a settled run's result, even for a ctx that has ended
-		return s.result, nil
+		return *s.result, nil
 	}
 	select {
 	case <-s.ch():
-		return s.result, nil
+		return *s.result, nil
 	case <-ctx.Done():
 		return Result{}, context.Cause(ctx)
 	}

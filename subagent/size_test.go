@@ -13,3 +13,15 @@ func TestTrackerSize(t *testing.T) {
 		t.Errorf("a tracker is %d bytes, want at most 208", n)
 	}
 }
+
+// A parked child's run and delegation embed a Settlement each: its result
+// is made at the settle, so that a Delegation fits the allocator's 128-byte
+// class, not the 224-byte one.
+func TestSettlementSize(t *testing.T) {
+	if n := unsafe.Sizeof(Settlement{}); n > 64 {
+		t.Errorf("a Settlement is %d bytes, want at most 64", n)
+	}
+	if n := unsafe.Sizeof(Delegation{}); n > 128 {
+		t.Errorf("a Delegation is %d bytes, want at most 128", n)
+	}
+}
