@@ -20,13 +20,28 @@ import (
 // delegation is one call's child: where it runs, what it is asked, and
 // what surrounds its run (hooks, a worktree).
 type delegation struct {
+	follow
 	provider   string
 	req        subagent.StartRequest
-	typ        string    // the subagent_type, "" when untyped
-	hooks      *hook.Set // the parent's, plus the type's: SubagentStart and SubagentStop
+	typ        string // the subagent_type, "" when untyped
 	background bool
 	isolation  string
-	wt         *worktree.Worktree
+}
+
+// follow is what a delegation needs once its child started, to end it: a
+// background child's settlement keeps a copy (32 B), not the delegation
+// (240 B) with the request in it.
+type follow struct {
+	sub    *agent.Subagent // the child's type, provider, description and prompt
+	parent *agent.Agent
+	hooks  *hook.Set // the parent's, plus the type's: SubagentStart and SubagentStop
+	wt     *worktree.Worktree
+}
+
+// following returns a copy of d's follow, for what outlives the call.
+func (d *delegation) following() *follow {
+	f := d.follow
+	return &f
 }
 
 // delegation builds a call's child from the tool's settings, overlaid by
@@ -34,8 +49,8 @@ type delegation struct {
 // persona and options, which were written for its own provider, but keeps
 // its tool filter, which no definition can lift.
 func (t *instance) delegation(parent *agent.Agent, a args) (*delegation, error) {
-	d := &delegation{provider: t.cfg.Provider, typ: a.SubagentType, hooks: parent.Hooks(), isolation: a.Isolation,
-		req: request(t.cfg, t.caps, parent, a.Description, a.Prompt)}
+	d := &delegation{follow: follow{parent: parent, hooks: parent.Hooks()}, provider: t.cfg.Provider, typ: a.SubagentType,
+		isolation: a.Isolation, req: request(t.cfg, t.caps, parent, a.Description, a.Prompt)}
 	if a.SubagentType != "" {
 		def, ok := t.deps.Types.Get(a.SubagentType)
 		if !ok {
@@ -55,7 +70,8 @@ func (t *instance) delegation(parent *agent.Agent, a args) (*delegation, error) 
 	case d.background && !*t.cfg.EnableRunInBackground:
 		d.background = false // the type's default gives way to the tool's
 	}
-	d.req.Subagent = &agent.Subagent{Type: d.typ, Provider: d.provider, Description: d.req.Label, Prompt: content.JoinText(d.req.Prompt)}
+	d.sub = &agent.Subagent{Type: d.typ, Provider: d.provider, Description: d.req.Label, Prompt: content.JoinText(d.req.Prompt)}
+	d.req.Subagent = d.sub
 	if d.isolation != "" && d.isolation != agentdef.IsolationWorktree {
 		return nil, tool.Errorf(tool.CodeInvalidArgs, "isolation: want %q, got %q", agentdef.IsolationWorktree, d.isolation)
 	}
@@ -168,7 +184,7 @@ func (d *delegation) isolate(ctx context.Context, m *worktree.Manager) error {
 
 // release ends a delegation whose child never started: its worktree is
 // removed or kept. It returns a note for the model.
-func (d *delegation) release(ctx context.Context) string {
+func (d *follow) release(ctx context.Context) string {
 	if d.wt == nil {
 		return ""
 	}
@@ -186,9 +202,9 @@ func (d *delegation) release(ctx context.Context) string {
 // SubagentStop hooks run, observe only, unless the child ran them itself
 // at the end of its turn (an in-process child, where they may continue
 // it: see agent.Subagent). It returns a note for the model.
-func (d *delegation) end(ctx context.Context, res subagent.Result) string {
+func (d *follow) end(ctx context.Context, res subagent.Result) string {
 	note := d.release(ctx)
-	if d.hooks.Has(hook.SubagentStop) && !d.req.Subagent.StopHooksRan() {
+	if d.hooks.Has(hook.SubagentStop) && !d.sub.StopHooksRan() {
 		in := d.hookInput(hook.SubagentStop)
 		in.StopReason = string(res.StopReason)
 		in.SetOutput(content.JoinText(res.Output))
@@ -198,23 +214,9 @@ func (d *delegation) end(ctx context.Context, res subagent.Result) string {
 }
 
 // hookInput describes the child for the parent's subagent hooks.
-func (d *delegation) hookInput(ev hook.Event) hook.Input {
-	in := d.req.Parent.HookInput(ev)
+func (d *follow) hookInput(ev hook.Event) hook.Input {
+	in := d.parent.HookInput(ev)
 	in.AgentID = "" // Claude Code's agent_id here is the child's, not yet known
-	in.AgentType, in.Provider, in.Description, in.Prompt = d.typ, d.provider, d.req.Label, d.prompt()
+	in.AgentType, in.Provider, in.Description, in.Prompt = d.sub.Type, d.sub.Provider, d.sub.Description, d.sub.Prompt
 	return in
 }
-
-// prompt is the task's text, as the hooks and the child's SubagentStop
-// see it.
-func (d *delegation) prompt() string {
-	if d.req.Subagent != nil {
-		return d.req.Subagent.Prompt
-	}
-	return content.JoinText(d.req.Prompt)
-}
-
-// started drops what only the child's start needed: a background child's
-// delegation lives as long as the child, whose first message has the
-// task's blocks, and its end needs the task's text alone (prompt).
-func (d *delegation) started() { d.req.Prompt = nil }

@@ -426,7 +426,8 @@ func (t *instance) execute(ctx context.Context, call tool.Call) (tool.Result, er
 	}
 	opts := subagent.DelegateOptions{Continuable: continuable, Background: d.background, Started: started(ctx)}
 	if d.background { // a foreground call ends it below
-		opts.Settled = func(res subagent.Result) { d.end(context.WithoutCancel(ctx), res) }
+		f := d.following()
+		opts.Settled = func(res subagent.Result) { f.end(context.WithoutCancel(ctx), res) }
 	}
 	del, err := t.deps.Subagents.Delegate(ctx, d.provider, d.req, opts)
 	if err != nil {
@@ -434,7 +435,6 @@ func (t *instance) execute(ctx context.Context, call tool.Call) (tool.Result, er
 		return tool.Result{}, err
 	}
 	if d.background {
-		d.started()
 		return tool.TextResult(fmt.Sprintf("started subagent %s in the background; you will be told when it finishes. "+
 			"send_message gives it more work, interrupt_agent stops its current turn.", del.ChildID)), nil
 	}
@@ -537,10 +537,10 @@ func (t *instance) startBackground(ctx context.Context, d *delegation) (tool.Res
 		d.release(ctx)
 		return tool.Result{}, err
 	}
-	d.started() // the admission has the request
+	f := d.following() // the admission has the request
 	id, err := t.deps.Tasks.Start(task.Spec{Kind: TaskKind, Label: d.req.Label, Owner: d.req.Parent,
 		Run: func(tctx context.Context, done func(task.Outcome)) {
-			go t.runBackground(telemetry.Continue(tctx, ctx), d, adm, done) // the call's trace, the task's lifetime
+			go t.runBackground(telemetry.Continue(tctx, ctx), f, adm, done) // the call's trace, the task's lifetime
 		}})
 	if err != nil {
 		adm.Release()
@@ -552,7 +552,7 @@ func (t *instance) startBackground(ctx context.Context, d *delegation) (tool.Res
 
 // runBackground starts the child of a background task. Once it is ready
 // no goroutine waits for it: the run's settlement finishes the task.
-func (t *instance) runBackground(ctx context.Context, d *delegation, adm *subagent.Admission, done func(task.Outcome)) {
+func (t *instance) runBackground(ctx context.Context, d *follow, adm *subagent.Admission, done func(task.Outcome)) {
 	_, err := adm.Delegate(ctx, subagent.DelegateOptions{Background: true,
 		Settled: func(res subagent.Result) { done(t.finishBackground(ctx, d, res)) }})
 	if err != nil {
@@ -568,7 +568,7 @@ func (t *instance) runBackground(ctx context.Context, d *delegation, adm *subage
 
 // finishBackground says how a background task whose child settled with
 // res ended.
-func (t *instance) finishBackground(ctx context.Context, d *delegation, res subagent.Result) task.Outcome {
+func (t *instance) finishBackground(ctx context.Context, d *follow, res subagent.Result) task.Outcome {
 	note := d.end(ctx, res)
 	var out task.Outcome
 	switch {
