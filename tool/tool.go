@@ -305,14 +305,15 @@ type Scope struct {
 	viewGen uint64   // changes with every restriction and layer added or removed
 	guards  []*guard
 	afters  []*after
-	cached  specCache
+	cached  *specCache // nil until a scope with masks, layers or tools of its own lists its specs
 }
 
-// specCache is the last Specs result and the generations it was built at.
+// specCache is the last Specs result of a scope and the generations it was
+// built at. A plain scope (most agents') has none: it lists the global
+// tools, which the registry caches.
 type specCache struct {
 	global, local, view, layers uint64
 	specs                       []content.ToolSpec
-	valid                       bool
 }
 
 type guard struct {
@@ -576,18 +577,22 @@ func (s *Scope) ConcurrencySafe(name string) bool {
 func (s *Scope) Specs() []content.ToolSpec {
 	g, l := s.reg.global.generation(), s.local.Load().generation()
 	s.mu.RLock()
+	if len(s.masks) == 0 && len(s.layers) == 0 && l == 0 { // the common case: the global tools as they are
+		s.mu.RUnlock()
+		return s.reg.global.allSpecs()
+	}
 	c, v := s.cached, s.viewGen
 	var lg uint64
 	for _, x := range s.layers {
 		lg += x.t.generation() // generations only grow: the sum changes when any does
 	}
 	s.mu.RUnlock()
-	if c.valid && c.global == g && c.local == l && c.view == v && c.layers == lg {
+	if c != nil && c.global == g && c.local == l && c.view == v && c.layers == lg {
 		return c.specs
 	}
 	specs := s.buildSpecs()
 	s.mu.Lock()
-	s.cached = specCache{global: g, local: l, view: v, layers: lg, specs: specs, valid: true}
+	s.cached = &specCache{global: g, local: l, view: v, layers: lg, specs: specs}
 	s.mu.Unlock()
 	return specs
 }
