@@ -395,17 +395,11 @@ type Agent struct {
 	disposers   []func()
 	idlers      []func() // see OnIdle
 	lastHeader  any      // the session.RequestHeader last logged, as boxed in its event
-	usage       content.Usage
-	lastCall    int64 // tokens of the agent's last model call that reported usage
-	// Compaction (see compact.go): the prompt tokens per byte of history
-	// the last call reported, the bytes of the request being sent, and
-	// the estimated prompt just after the last compaction.
-	tokensPerByte float64
-	reqBytes      int64
-	compactFloor  int64
-	childTurn     int32 // the turn childCount counts for
-	childCount    int32 // children the turn childTurn started (see StartChild)
-	detach        func() error
+	meter       *meter   // nil until a model call reports usage (or a compaction); guarded by mu
+	reqBytes    int64    // the bytes of the request being sent (see compact.go)
+	childTurn   int32    // the turn childCount counts for
+	childCount  int32    // children the turn childTurn started (see StartChild)
+	detach      func() error
 
 	wg          sync.WaitGroup
 	disposeErr  error
@@ -420,6 +414,37 @@ type Agent struct {
 	toolHooks *toolHookState // nil without PreToolUse and PostToolUse hooks
 	hookStop  *session.Cause // a hook asked the turn to end (under mu)
 	subagent  *Subagent      // CreateOptions.Subagent of a child; nil for a root
+}
+
+// meter is what an agent's model calls reported: made by the first call
+// that reports usage (or a compaction), so that a child parked in its
+// first model call holds none, and an Agent is 512 B, in the 512-byte size
+// class (objects up to 512 B carry no allocation header).
+type meter struct {
+	usage    content.Usage
+	lastCall int64 // tokens of the agent's last model call that reported usage
+	// Compaction (see compact.go): the prompt tokens per byte of history
+	// the last call reported, and the estimated prompt just after the last
+	// compaction.
+	tokensPerByte float64
+	compactFloor  int64
+}
+
+// metered returns a's meter, made on first use. a.mu must be held.
+func (a *Agent) metered() *meter {
+	if a.meter == nil {
+		a.meter = new(meter)
+	}
+	return a.meter
+}
+
+// measured returns a copy of a's meter (zero before any call reported).
+// a.mu must be held.
+func (a *Agent) measured() meter {
+	if a.meter == nil {
+		return meter{}
+	}
+	return *a.meter
 }
 
 func newAgent(r *Registry, s *session.Session, opts CreateOptions) *Agent {
@@ -514,7 +539,7 @@ func (a *Agent) Depth() int { return max(a.session.Header().DelegationDepth, a.o
 func (a *Agent) Usage() content.Usage {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	return a.usage
+	return a.measured().usage
 }
 
 // Status reports whether the agent is running.

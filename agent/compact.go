@@ -79,7 +79,7 @@ func (a *Agent) requestBytes(req *llm.Request) int64 {
 // last model call reported.
 func (a *Agent) tokensOf(bytes int64) int64 {
 	a.mu.Lock()
-	r := a.tokensPerByte
+	r := a.measured().tokensPerByte
 	a.mu.Unlock()
 	if r <= 0 {
 		return bytes / defaultBytesPerToken
@@ -109,7 +109,8 @@ func (a *Agent) summarise(ctx context.Context, req *llm.Request, usage *content.
 	if u := asm.Usage(); u != nil {
 		*usage = usage.Add(*u)
 		a.mu.Lock()
-		a.usage = a.usage.Add(*u)
+		m := a.metered()
+		m.usage = m.usage.Add(*u)
 		a.mu.Unlock()
 	}
 	return asm, nil
@@ -152,7 +153,7 @@ func clipped(msgs []content.Message, n int) []content.Message {
 // bytesFor is the inverse of tokensOf.
 func (a *Agent) bytesFor(tokens int64) int64 {
 	a.mu.Lock()
-	r := a.tokensPerByte
+	r := a.measured().tokensPerByte
 	a.mu.Unlock()
 	if r <= 0 {
 		return tokens * defaultBytesPerToken
@@ -170,7 +171,7 @@ func (a *Agent) learnRatio(bytes int64, u content.Usage) {
 	}
 	r := min(max(float64(prompt)/float64(bytes), 1.0/8), 1)
 	a.mu.Lock()
-	a.tokensPerByte = r
+	a.metered().tokensPerByte = r
 	a.mu.Unlock()
 }
 
@@ -184,7 +185,7 @@ func (a *Agent) maybeCompact(ctx context.Context, req *llm.Request, turn int, us
 	bytes := a.requestBytes(req)
 	a.mu.Lock()
 	a.reqBytes = bytes
-	floor := a.compactFloor
+	floor := a.measured().compactFloor
 	a.mu.Unlock()
 	w := a.window()
 	if w <= 0 {
@@ -197,7 +198,7 @@ func (a *Agent) maybeCompact(ctx context.Context, req *llm.Request, turn int, us
 	if _, err := a.compact(ctx, session.CompactAuto, "", turn, est, usage); err != nil {
 		a.reg.deps.Log.Warn("compaction failed", "agent", a.id, "turn", turn, "err", err)
 		a.mu.Lock()
-		a.compactFloor = est // do not try again at every step
+		a.metered().compactFloor = est // do not try again at every step
 		a.mu.Unlock()
 		return
 	}
@@ -342,7 +343,7 @@ func (a *Agent) compact(ctx context.Context, trigger, focus string, turn int, es
 	}
 	floor := a.tokensOf(a.requestBytes(&llm.Request{System: system, Tools: req.Tools}))
 	a.mu.Lock()
-	a.compactFloor = floor
+	a.metered().compactFloor = floor
 	a.mu.Unlock()
 	a.reg.deps.Events.Emit(Compacted{Agent: a, Compaction: c})
 	return c, nil

@@ -364,7 +364,7 @@ func (a *Agent) endCall(t *turnState) (stepOutcome, error) {
 // conversation only grows), else the tree's last call's.
 func (a *Agent) estimate() int64 {
 	a.mu.Lock()
-	last := a.lastCall
+	last := a.measured().lastCall
 	a.mu.Unlock()
 	if last > 0 {
 		return last
@@ -465,8 +465,8 @@ func (a *Agent) conclude(ctx context.Context, req *llm.Request, asm *content.Ass
 	if u := asm.Usage(); u != nil { // the tree was charged as the call settled (see step)
 		*usage = usage.Add(*u)
 		a.mu.Lock()
-		a.usage = a.usage.Add(*u)
-		a.lastCall = tokens(*u)
+		m := a.metered()
+		m.usage, m.lastCall = m.usage.Add(*u), tokens(*u)
 		bytes := a.reqBytes
 		a.mu.Unlock()
 		a.learnRatio(bytes, *u)
