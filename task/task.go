@@ -129,15 +129,70 @@ type Runtime struct {
 }
 
 type record struct {
+	// Context is the task's, handed to its producer: a cancel context with
+	// a cause, whose AfterFunc method (the record's) holds one function
+	// without the children map and done channel of context.AfterFunc.
+	context.Context
 	settled sync.Once
-	hushed  bool // stopped by the user: its notice waits for the owner's next turn (here, in the Once's padding: 256 B, not 288)
+	hushed  bool // stopped by the user: its notice waits for the owner's next turn (here, in the Once's padding)
 	ended   bool // settled (or its start failed); guarded by Runtime.mu
 	snap    Snapshot
 	owner   *agent.Agent
-	cancel  context.CancelCauseFunc
+	cancel  context.CancelCauseFunc // use stop, which also runs after
+	mu      sync.Mutex              // guards after
+	after   *afterCancel
 	done    chan struct{} // made by the first waiter (doneCh), closed at the end; guarded by Runtime.mu
 	outcome Outcome
 	notice  string // the id of the completion notice sent to the owner
+}
+
+// afterCancel is the function a producer registered with the record's
+// AfterFunc.
+type afterCancel struct{ f func() }
+
+// AfterFunc is the method context.AfterFunc's documentation names, for a
+// task's context: f runs in its own goroutine once the task is cancelled
+// (at once if it is), unless stop is called first. The record holds one
+// function (an in-process child's run registers its abort so: see
+// inproc): a cancel context would make a children map and a done channel
+// for it, 370 bytes per parked background child. Further functions go to
+// context.AfterFunc.
+func (rec *record) AfterFunc(f func()) (stop func() bool) {
+	rec.mu.Lock()
+	if rec.after != nil {
+		rec.mu.Unlock()
+		return context.AfterFunc(rec.Context, f)
+	}
+	if rec.Err() != nil {
+		rec.mu.Unlock()
+		go f()
+		return func() bool { return false }
+	}
+	a := &afterCancel{f: f}
+	rec.after = a
+	rec.mu.Unlock()
+	return func() bool {
+		rec.mu.Lock()
+		defer rec.mu.Unlock()
+		if rec.after != a {
+			return false
+		}
+		rec.after = nil
+		return true
+	}
+}
+
+// stop cancels the task's context with cause and starts the function
+// registered by AfterFunc.
+func (rec *record) stop(cause error) {
+	rec.cancel(cause)
+	rec.mu.Lock()
+	a := rec.after
+	rec.after = nil
+	rec.mu.Unlock()
+	if a != nil {
+		go a.f()
+	}
 }
 
 // doneCh returns a channel closed once rec has settled. It is made for
@@ -224,7 +279,7 @@ func (r *Runtime) Start(spec Spec) (string, error) {
 	r.counters[spec.Kind]++
 	id := fmt.Sprintf("%s-%d", spec.Kind, r.counters[spec.Kind])
 	ctx, cancel := context.WithCancelCause(context.Background())
-	rec := &record{snap: Snapshot{ID: id, Kind: spec.Kind, Label: label, Status: Running, StartedAt: time.Now()},
+	rec := &record{Context: ctx, snap: Snapshot{ID: id, Kind: spec.Kind, Label: label, Status: Running, StartedAt: time.Now()},
 		owner: spec.Owner, cancel: cancel}
 	if spec.Owner != nil {
 		rec.snap.Owner = spec.Owner.ID()
@@ -233,8 +288,8 @@ func (r *Runtime) Start(spec Spec) (string, error) {
 	r.order = append(r.order, id)
 	r.live[spec.Owner]++
 	r.mu.Unlock()
-	if err := run(ctx, spec.Run, func(out Outcome) { r.settle(rec, out) }); err != nil {
-		cancel(err)
+	if err := run(rec, spec.Run, func(out Outcome) { r.settle(rec, out) }); err != nil {
+		rec.stop(err)
 		rec.settled.Do(func() {
 			r.mu.Lock()
 			r.unlive(rec.owner)
@@ -274,7 +329,7 @@ func (r *Runtime) settle(rec *record, out Outcome) {
 	rec.settled.Do(func() {
 		r.mu.Lock()
 		r.unlive(rec.owner)
-		rec.cancel(nil)
+		rec.stop(nil)
 		rec.outcome = out
 		rec.snap.Status, rec.snap.Detail, rec.snap.FinishedAt = out.Status, out.Detail, time.Now()
 		snap, owner := rec.snap, rec.owner
@@ -383,7 +438,7 @@ func (r *Runtime) Kill(id string, caller *agent.Agent, reason string) (alreadyFi
 		return true, rec.snap, nil
 	}
 	rec.snap.Status = Stopping
-	rec.cancel(&KillError{Reason: reason})
+	rec.stop(&KillError{Reason: reason})
 	return false, rec.snap, nil
 }
 
@@ -401,7 +456,7 @@ func (r *Runtime) Stop(owner *agent.Agent, kind, reason string) []string {
 		}
 		rec.hushed = true
 		rec.snap.Status = Stopping
-		rec.cancel(&KillError{Reason: reason})
+		rec.stop(&KillError{Reason: reason})
 		ids = append(ids, id)
 	}
 	return ids
@@ -415,7 +470,7 @@ func (r *Runtime) teardown(owner *agent.Agent) {
 	for _, id := range r.order {
 		if rec := r.tasks[id]; rec.owner == owner {
 			rec.snap.Reported = true
-			rec.cancel(&KillError{Reason: "its owner was disposed"})
+			rec.stop(&KillError{Reason: "its owner was disposed"})
 			recs, dones = append(recs, rec), append(dones, rec.doneCh())
 		}
 	}
@@ -438,7 +493,7 @@ func (r *Runtime) Close(ctx context.Context) error {
 	var dones []<-chan struct{}
 	for _, rec := range r.tasks {
 		rec.snap.Reported = true
-		rec.cancel(&KillError{Reason: "the runtime is closing"})
+		rec.stop(&KillError{Reason: "the runtime is closing"})
 		dones = append(dones, rec.doneCh())
 	}
 	r.mu.Unlock()

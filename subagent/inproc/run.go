@@ -71,7 +71,7 @@ func (r *run) start(ctx context.Context, msg content.Message, foreground bool) {
 	}
 	// Registered after Submit, so that a ctx already cancelled still
 	// reaches the queued message.
-	stop := context.AfterFunc(ctx, func() { r.abort(agent.CauseParent) })
+	stop := afterFunc(ctx, func() { r.abort(agent.CauseParent) })
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.finished {
@@ -79,6 +79,18 @@ func (r *run) start(ctx context.Context, msg content.Message, foreground bool) {
 		return
 	}
 	r.stopParent = stop
+}
+
+// afterFunc is context.AfterFunc through ctx's own AfterFunc method, when
+// it has one (the method context.AfterFunc's documentation names): a
+// background task's context holds the run's abort without the children
+// map and done channel a cancel context makes for each function
+// registered on it (see task.Runtime.Start).
+func afterFunc(ctx context.Context, f func()) (stop func() bool) {
+	if c, ok := ctx.(interface{ AfterFunc(func()) func() bool }); ok {
+		return c.AfterFunc(f)
+	}
+	return context.AfterFunc(ctx, f)
 }
 
 // Wait implements subagent.Run. The first Wait of a foreground run (see
