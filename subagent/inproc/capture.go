@@ -50,9 +50,21 @@ func (c *Capture) install(a *agent.Agent, schema *jsonschema.Schema) error {
 // Value returns the recorded value; ok is false until the child's
 // structured_output call.
 func (c *Capture) Value() (v any, ok bool) {
+	if c == nil { // a child without an output schema has none
+		return nil, false
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.value, c.recorded
+}
+
+// newCapture returns the capture of a child with an output schema, and
+// nil without one: most children never record a value.
+func newCapture(schema *jsonschema.Schema) *Capture {
+	if schema == nil {
+		return nil
+	}
+	return &Capture{}
 }
 
 // Shaping is what a delegation asks of its child's agent: its tool

@@ -62,7 +62,7 @@ func (p *Provider) StartDetached(ctx context.Context, req subagent.StartRequest,
 		}
 		msg = content.UserMessage(content.Text(instructionsOpen + text + instructionsClose))
 	}
-	capture := &Capture{}
+	capture := newCapture(req.OutputSchema)
 	desc, shaping := req.Descriptor, Shaping{ToolFilter: req.ToolFilter, Persona: req.Persona, OutputSchema: req.OutputSchema} // not req: see Start
 	child, err := p.cfg.Agents.Create(ctx, agent.CreateOptions{
 		SessionID:       d.SessionID,
@@ -84,9 +84,9 @@ func (p *Provider) StartDetached(ctx context.Context, req subagent.StartRequest,
 		return nil, fmt.Errorf("inproc %s: create child: %w", p.cfg.Name, err)
 	}
 	h := &handle{agent: child}
-	r := newRun(h, capture, structured, req.Progress)
+	r := newRun(h, capture, structured)
 	h.owner = r
-	r.start(ctx, msg, false)
+	r.start(ctx, msg, false, req.Progress)
 	return r, nil
 }
 

@@ -91,7 +91,7 @@ func (p *Provider) Start(ctx context.Context, req subagent.StartRequest) (subage
 	if p.cfg.Fork {
 		seed = parent.Session().CompletedPrefix()
 	}
-	capture := &Capture{}
+	capture := newCapture(req.OutputSchema)
 	// The setup captures what it uses, not req: a request captured whole
 	// would be moved to the heap in every delegation.
 	desc, shaping := req.Descriptor, Shaping{ToolFilter: req.ToolFilter, Persona: req.Persona, OutputSchema: req.OutputSchema}
@@ -117,9 +117,9 @@ func (p *Provider) Start(ctx context.Context, req subagent.StartRequest) (subage
 		return nil, fmt.Errorf("inproc %s: create child: %w", p.cfg.Name, err)
 	}
 	h := &handle{agent: child}
-	r := newRun(h, capture, req.OutputSchema != nil, req.Progress)
+	r := newRun(h, capture, req.OutputSchema != nil)
 	h.owner = r
-	r.start(ctx, FirstMessage(req.Prompt, req.OutputSchema != nil), req.Foreground)
+	r.start(ctx, FirstMessage(req.Prompt, req.OutputSchema != nil), req.Foreground, req.Progress)
 	return r, nil
 }
 

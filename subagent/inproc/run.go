@@ -25,10 +25,9 @@ type handle struct {
 // child's turn-end callback settles it.
 type run struct {
 	h            *handle
-	capture      *Capture
-	progress     func(subagent.Progress)
-	msgID        string // the task message; cancelling it cancels the run
-	fromSeq      int    // the child's events from here on are this run's own
+	capture      *Capture // nil without an output schema
+	msgID        string   // the task message; cancelling it cancels the run
+	fromSeq      int      // the child's events from here on are this run's own
 	stopProgress func()
 	cancelled    atomic.Bool
 	structured   bool
@@ -44,16 +43,17 @@ type run struct {
 	disposeErr  error
 }
 
-func newRun(h *handle, c *Capture, structured bool, progress func(subagent.Progress)) *run {
-	return &run{h: h, capture: c, structured: structured, progress: progress, fromSeq: h.agent.Session().Len()}
+func newRun(h *handle, c *Capture, structured bool) *run {
+	return &run{h: h, capture: c, structured: structured, fromSeq: h.agent.Session().Len()}
 }
 
-// start sends the task to the child. The start ctx governs the run: its
-// cancellation reaches the child with cause "parent". A foreground task is
-// only queued: Wait runs it on the waiting goroutine.
-func (r *run) start(ctx context.Context, msg content.Message, foreground bool) {
+// start sends the task to the child and reports its activity to progress.
+// The start ctx governs the run: its cancellation reaches the child with
+// cause "parent". A foreground task is only queued: Wait runs it on the
+// waiting goroutine.
+func (r *run) start(ctx context.Context, msg content.Message, foreground bool, progress func(subagent.Progress)) {
 	r.msgID = msg.ID
-	r.stopProgress = subagent.SessionProgress(r.h.agent.Session(), r.progress)
+	r.stopProgress = subagent.SessionProgress(r.h.agent.Session(), progress)
 	var err error
 	if foreground {
 		var held *agent.Held
@@ -194,8 +194,8 @@ func (r *run) Resume(ctx context.Context, req subagent.ResumeRequest) (subagent.
 	case r.h.owner != r:
 		return nil, errors.New("inproc: the child was already resumed")
 	}
-	next := newRun(r.h, &Capture{}, false, req.Progress)
+	next := newRun(r.h, nil, false)
 	r.h.owner = next
-	next.start(ctx, content.UserMessage(req.Prompt...), false)
+	next.start(ctx, content.UserMessage(req.Prompt...), false, req.Progress)
 	return next, nil
 }
