@@ -377,9 +377,10 @@ const maxBufferedProgress = 256
 
 // tracker announces one run's lifecycle and relays its progress.
 //
-// A parked child keeps its tracker: the settled result is apart (made at
-// the end) and the flags share a word, so that it fits the allocator's
-// 208-byte class, not the 320-byte one.
+// A parked child keeps its tracker: the settled result and the progress
+// buffered before the announce are apart (made when there are some), and
+// the flags share a word, so that it fits the allocator's 192-byte class,
+// not the 320-byte one.
 type tracker struct {
 	svc     *Service
 	parent  *agent.Agent
@@ -392,9 +393,9 @@ type tracker struct {
 	info     RunInfo
 	started  bool
 	finished bool
-	isEnded  bool // Ended is emitted (or the run abandoned); guarded by mu
-	buffered []Progress
-	span     trace.Span // the run's, ended with it; nil: none
+	isEnded  bool        // Ended is emitted (or the run abandoned); guarded by mu
+	buffered *[]Progress // what the run reported before it was announced (most runs: nothing)
+	span     trace.Span  // the run's, ended with it; nil: none
 }
 
 func (t *tracker) progress(p Progress) {
@@ -404,8 +405,11 @@ func (t *tracker) progress(p Progress) {
 	case t.finished:
 	case !t.svc.bus.Wants(ProgressEvent{}.EventType()):
 	case !t.started:
-		if len(t.buffered) < maxBufferedProgress {
-			t.buffered = append(t.buffered, p)
+		if t.buffered == nil {
+			t.buffered = new([]Progress)
+		}
+		if len(*t.buffered) < maxBufferedProgress {
+			*t.buffered = append(*t.buffered, p)
 		}
 	default:
 		t.svc.bus.Emit(ProgressEvent{RunInfo: t.info, Progress: p})
@@ -424,6 +428,14 @@ func (t *tracker) abandon() {
 	}
 }
 
+// deref returns the slice p points to, nil for a nil p.
+func deref[T any](p *[]T) []T {
+	if p == nil {
+		return nil
+	}
+	return *p
+}
+
 // announce emits Started, relays buffered progress, arranges for Ended and
 // wraps the run so that Dispose also waits for Ended.
 func (t *tracker) announce(run Run) Run {
@@ -434,7 +446,7 @@ func (t *tracker) announce(run Run) Run {
 	}
 	t.started = true
 	t.svc.bus.Emit(Started{RunInfo: t.info})
-	for _, p := range t.buffered {
+	for _, p := range deref(t.buffered) {
 		t.svc.bus.Emit(ProgressEvent{RunInfo: t.info, Progress: p})
 	}
 	t.buffered = nil
