@@ -31,7 +31,7 @@ func deltaText(c content.Chunk) string {
 // argument text (a new id or name starts a new event, as it would a new
 // call).
 func (p *pendingChunk) joins(next AssistantChunk) bool {
-	if !p.active {
+	if p == nil || !p.active {
 		return false
 	}
 	data := p.first.Data.(AssistantChunk)
@@ -53,7 +53,7 @@ func (p *pendingChunk) joins(next AssistantChunk) bool {
 // pending chunk when it joins it, and returns the event observers see: the
 // raw delta under the seq of the event that holds it. s.mu must be held.
 func (s *Session) appendDelta(c AssistantChunk, data any, now int64) Event {
-	p := &s.pending
+	p := s.pending
 	if p.joins(c) {
 		if !p.merged {
 			p.buf = append(p.buf[:0], deltaText(p.first.Data.(AssistantChunk).Chunk)...)
@@ -64,6 +64,10 @@ func (s *Session) appendDelta(c AssistantChunk, data any, now int64) Event {
 	}
 	s.commitPending()
 	e := Event{Seq: int64(len(s.events)), Time: now, Type: TypeAssistantChunk, Data: data}
+	if p == nil { // a session's first delta: a child parked before its answer holds none
+		p = new(pendingChunk)
+		s.pending = p
+	}
 	*p = pendingChunk{active: true, first: e, buf: p.buf[:0]}
 	return e
 }
@@ -71,8 +75,8 @@ func (s *Session) appendDelta(c AssistantChunk, data any, now int64) Event {
 // commitPending adds the pending chunk, if any, to the log. s.mu must be
 // held.
 func (s *Session) commitPending() {
-	p := &s.pending
-	if !p.active {
+	p := s.pending
+	if p == nil || !p.active {
 		return
 	}
 	e := p.first

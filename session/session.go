@@ -100,7 +100,7 @@ type Session struct {
 
 	mu        sync.Mutex
 	events    []Event
-	pending   pendingChunk      // a delta chunk still growing, stored as event len(events)
+	pending   *pendingChunk     // a delta chunk still growing, stored as event len(events); made by the first delta
 	messages  []content.Message // derived history, kept in step with events
 	msgBytes  int64             // MessageSize of messages
 	turn      int               // last turn number seen
@@ -187,7 +187,7 @@ func (s *Session) Header() Header { return s.header }
 func (s *Session) Len() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.pending.active {
+	if s.pending != nil && s.pending.active {
 		return len(s.events) + 1
 	}
 	return len(s.events)
