@@ -71,7 +71,10 @@ func (r *run) start(ctx context.Context, msg content.Message, foreground bool, p
 	}
 	// Registered after Submit, so that a ctx already cancelled still
 	// reaches the queued message.
-	stop := afterFunc(ctx, func() { r.abort(agent.CauseParent) })
+	stop := r.relay(ctx)
+	if stop == nil {
+		return
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.finished {
@@ -81,16 +84,21 @@ func (r *run) start(ctx context.Context, msg content.Message, foreground bool, p
 	r.stopParent = stop
 }
 
-// afterFunc is context.AfterFunc through ctx's own AfterFunc method, when
-// it has one (the method context.AfterFunc's documentation names): a
-// background task's context holds the run's abort without the children
-// map and done channel a cancel context makes for each function
-// registered on it (see task.Runtime.Start).
-func afterFunc(ctx context.Context, f func()) (stop func() bool) {
+// relay arranges for ctx's cancellation to abort the run with cause
+// parent, and returns the arrangement's stop: nil for a ctx that cannot
+// end, which needs none. A ctx with its own AfterFunc method (the one
+// context.AfterFunc's documentation names) holds the abort itself: a
+// background task's context does, without the children map and done
+// channel a cancel context makes for each function registered on it (see
+// task.Runtime.Start).
+func (r *run) relay(ctx context.Context) (stop func() bool) {
 	if c, ok := ctx.(interface{ AfterFunc(func()) func() bool }); ok {
-		return c.AfterFunc(f)
+		return c.AfterFunc(func() { r.abort(agent.CauseParent) })
 	}
-	return context.AfterFunc(ctx, f)
+	if ctx.Done() == nil {
+		return nil
+	}
+	return context.AfterFunc(ctx, func() { r.abort(agent.CauseParent) })
 }
 
 // Wait implements subagent.Run. The first Wait of a foreground run (see

@@ -1,6 +1,7 @@
 package inproc
 
 import (
+	"context"
 	"testing"
 	"unsafe"
 )
@@ -19,5 +20,21 @@ func TestRunSize(t *testing.T) {
 	}
 	if v, ok := (*Capture)(nil).Value(); v != nil || ok {
 		t.Errorf("a nil capture's value: %v, %v", v, ok)
+	}
+}
+
+// A run started under a ctx that cannot end registers nothing on it (an
+// AfterFunc there would cost 128 bytes per parked child for a relay that
+// never fires); under one that can, it relays the cancellation.
+func TestRunRelaysOnlyACtxThatCanEnd(t *testing.T) {
+	r := &run{}
+	if stop := r.relay(context.Background()); stop != nil {
+		t.Fatal("a run relays the cancellation of a ctx that cannot end")
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	stop := r.relay(ctx)
+	if stop == nil || !stop() {
+		t.Fatal("a run does not relay the cancellation of a ctx that can end")
 	}
 }
