@@ -50,8 +50,8 @@ import (
 // the cuts land).
 const (
 	// Live heap + stacks per parked fan-out child, bytes (target ≤ 10 KB;
-	// 13,290–13,340 B after BENCHMARKS.md §7.10).
-	maxFanoutPerChild = 14_700
+	// 11,190–11,240 B after BENCHMARKS.md §12).
+	maxFanoutPerChild = 12_400
 	// Bytes per delegation, dsh / eino agent-as-tool (target ≤ 0.30; 0.341
 	// after §7.10, 0.298 after §13).
 	maxEinoByteRatio = 0.33
