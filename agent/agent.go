@@ -13,6 +13,7 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
+	"unique"
 
 	"github.com/google/uuid"
 
@@ -365,8 +366,8 @@ type Agent struct {
 	reg     *Registry
 	id      string
 	session *session.Session
-	opts    Options
-	route   atomic.Pointer[route] // SetRoute's, over opts' Provider and Model
+	opts    unique.Handle[Options] // interned: the children of one parent share one copy (see options)
+	route   atomic.Pointer[route]  // SetRoute's, over opts' Provider and Model
 	tools   *tool.Scope
 	prompt  *prompt.Scope
 	owner   *Agent
@@ -416,6 +417,12 @@ type Agent struct {
 	subagent  *Subagent      // CreateOptions.Subagent of a child; nil for a root
 }
 
+// options returns the options the agent was created with. They are
+// interned (unique.Make), not a field of their own: an Agent is 440 B, in
+// the 448-byte size class, and a parent's children, whose options are
+// alike, hold one copy.
+func (a *Agent) options() Options { return a.opts.Value() }
+
 // meter is what an agent's model calls reported: made by the first call
 // that reports usage (or a compaction), so that a child parked in its
 // first model call holds none, and an Agent is 512 B, in the 512-byte size
@@ -458,7 +465,7 @@ func newAgent(r *Registry, s *session.Session, opts CreateOptions) *Agent {
 	if o.CompactAt == 0 {
 		o.CompactAt = DefaultCompactAt
 	}
-	a := &Agent{reg: r, id: s.ID(), session: s, opts: o, owner: opts.Owner, host: opts.ToolHost,
+	a := &Agent{reg: r, id: s.ID(), session: s, opts: unique.Make(o), owner: opts.Owner, host: opts.ToolHost,
 		tools: r.deps.Tools.NewScope()}
 	if p := opts.Owner; p != nil {
 		a.tree, a.policy, a.hooks = p.tree, p.policy, p.hooks
@@ -514,7 +521,7 @@ func (a *Agent) Session() *session.Session { return a.session }
 
 // Options returns the agent's options.
 func (a *Agent) Options() Options {
-	o := a.opts
+	o := a.options()
 	o.Provider, o.Model = a.routeOf()
 	return o
 }
@@ -533,7 +540,9 @@ func (a *Agent) Cwd() string { return a.session.Header().Cwd }
 
 // Depth returns the effective delegation depth: the larger of the session
 // header's durable depth and the runtime depth of the options.
-func (a *Agent) Depth() int { return max(a.session.Header().DelegationDepth, a.opts.SubagentDepth) }
+func (a *Agent) Depth() int {
+	return max(a.session.Header().DelegationDepth, a.options().SubagentDepth)
+}
 
 // Usage returns the tokens the agent's model calls have used so far.
 func (a *Agent) Usage() content.Usage {

@@ -61,7 +61,8 @@ const defaultBytesPerToken = 4
 // window returns the context window of the agent's model in tokens (0:
 // unknown).
 func (a *Agent) window() int64 {
-	return int64(a.reg.deps.LLM.ContextWindow(a.opts.Provider, a.opts.Model))
+	o := a.options()
+	return int64(a.reg.deps.LLM.ContextWindow(o.Provider, o.Model))
 }
 
 // requestBytes is the size of req's system prompt, tool specs and history
@@ -191,7 +192,7 @@ func (a *Agent) maybeCompact(ctx context.Context, req *llm.Request, turn int, us
 	if w <= 0 {
 		return
 	}
-	est, limit := a.tokensOf(bytes), int64(float64(w)*a.opts.CompactAt)
+	est, limit := a.tokensOf(bytes), int64(float64(w)*a.options().CompactAt)
 	if est < limit || (floor >= limit && est < floor+w/10) {
 		return
 	}
@@ -283,7 +284,7 @@ func (a *Agent) compact(ctx context.Context, trigger, focus string, turn int, es
 	// of the window the history may fill.
 	keep := a.tokensOf(a.session.MessageBytes()) / 4
 	if w := a.window(); w > 0 {
-		keep = min(keep, int64(float64(w)*a.opts.CompactAt/4))
+		keep = min(keep, int64(float64(w)*a.options().CompactAt/4))
 	}
 	k := cut(msgs, a.bytesFor(keep), session.MessageSize)
 	if k <= 0 {
@@ -301,8 +302,9 @@ func (a *Agent) compact(ctx context.Context, trigger, focus string, turn int, es
 	// The summarised messages are a prefix of what the endpoint saw last,
 	// under the same system prompt and tools: a prompt cache still serves
 	// them.
-	req := &llm.Request{Provider: a.opts.Provider, Model: a.opts.Model, System: system, Tools: a.tools.Specs(),
-		MaxTokens: a.opts.MaxTokens, SessionID: a.id, Messages: append(msgs[:k:k], content.UserText(ask))}
+	o := a.options()
+	req := &llm.Request{Provider: o.Provider, Model: o.Model, System: system, Tools: a.tools.Specs(),
+		MaxTokens: o.MaxTokens, SessionID: a.id, Messages: append(msgs[:k:k], content.UserText(ask))}
 	asm, err := a.summarise(ctx, req, usage)
 	if err == nil && overflowed(asm) && ctx.Err() == nil {
 		// What is to be summarised does not fit either (a session resumed

@@ -272,7 +272,7 @@ func derefEnd(e *session.EndReason) session.EndReason {
 // its step cap, or the tree spent its token budget.
 func (a *Agent) limited(step int) (session.EndReason, bool) {
 	switch {
-	case a.opts.MaxSteps > 0 && step > a.opts.MaxSteps:
+	case a.options().MaxSteps > 0 && step > a.options().MaxSteps:
 		return session.EndReason{Kind: session.EndMaxSteps}, true
 	case a.tree.exhausted():
 		return session.EndReason{Kind: session.EndBudget}, true
@@ -383,7 +383,7 @@ func (a *Agent) request(turn, step int) (*llm.Request, error) {
 	system = a.sharedSystem(system)
 	provider, model := a.routeOf()
 	req := &llm.Request{Provider: provider, Model: model, System: system, Tools: a.tools.Specs(),
-		MaxTokens: a.opts.MaxTokens, SessionID: a.id, Messages: s.Messages()}
+		MaxTokens: a.options().MaxTokens, SessionID: a.id, Messages: s.Messages()}
 	req.OnRetry = func(r llm.Retry) {
 		s.Append(session.TypeLLMRetry, session.LLMRetry{Turn: turn, Step: step, Provider: req.Provider,
 			Retry: r.Attempt, MaxRetries: r.Max, DelayMs: r.Delay.Milliseconds(), Failure: r.Failure})
@@ -546,7 +546,7 @@ func (a *Agent) runTools(ctx context.Context, turn, step int, calls []content.Bl
 	for i, c := range calls {
 		slots[i].call = c
 	}
-	sem := make(chan struct{}, a.opts.MaxParallelToolCalls)
+	sem := make(chan struct{}, a.options().MaxParallelToolCalls)
 	var wg sync.WaitGroup
 	start := func(sl *slot) {
 		sl.callSeq, sl.started = a.logCall(turn, step, sl.call), true

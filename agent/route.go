@@ -15,5 +15,6 @@ func (a *Agent) routeOf() (provider, model string) {
 	if r := a.route.Load(); r != nil {
 		return r.provider, r.model
 	}
-	return a.opts.Provider, a.opts.Model
+	o := a.options()
+	return o.Provider, o.Model
 }
