@@ -120,12 +120,13 @@ type Runtime struct {
 	log         *slog.Logger
 	maxPerOwner int
 
-	mu       sync.Mutex
-	tasks    map[string]*record
-	order    []string
-	counters map[string]int
-	hooked   map[*agent.Agent]bool
-	live     map[*agent.Agent]int // running and stopping tasks per owner (nil: unowned)
+	mu        sync.Mutex
+	delivered sync.Cond // on mu: a completion notice's delivery ended
+	tasks     map[string]*record
+	order     []string
+	counters  map[string]int
+	hooked    map[*agent.Agent]bool
+	live      map[*agent.Agent]int // running and stopping tasks per owner (nil: unowned)
 }
 
 type record struct {
@@ -136,14 +137,19 @@ type record struct {
 	settled sync.Once
 	hushed  bool // stopped by the user: its notice waits for the owner's next turn (here, in the Once's padding)
 	ended   bool // settled (or its start failed); guarded by Runtime.mu
-	snap    Snapshot
-	owner   *agent.Agent
-	cancel  context.CancelCauseFunc // use stop, which also runs after
-	mu      sync.Mutex              // guards after
-	after   *afterCancel
-	done    chan struct{} // made by the first waiter (doneCh), closed at the end; guarded by Runtime.mu
-	outcome Outcome
-	notice  string // the id of the completion notice sent to the owner
+	// delivering: its completion notice is being sent (deliver); guarded
+	// by Runtime.mu. A read of the outcome waits for the send to end, so
+	// that a notice it could not yet withdraw is withdrawn before the
+	// owner's next step.
+	delivering bool
+	snap       Snapshot
+	owner      *agent.Agent
+	cancel     context.CancelCauseFunc // use stop, which also runs after
+	mu         sync.Mutex              // guards after
+	after      *afterCancel
+	done       chan struct{} // made by the first waiter (doneCh), closed at the end; guarded by Runtime.mu
+	outcome    Outcome
+	notice     string // the id of the completion notice sent to the owner
 }
 
 // afterCancel is the function a producer registered with the record's
@@ -247,8 +253,19 @@ func New(bus *event.Bus, log *slog.Logger, maxPerOwner int) *Runtime {
 	if bus == nil {
 		bus = event.New(log)
 	}
-	return &Runtime{bus: bus, log: log, maxPerOwner: maxPerOwner, tasks: map[string]*record{},
+	r := &Runtime{bus: bus, log: log, maxPerOwner: maxPerOwner, tasks: map[string]*record{},
 		counters: map[string]int{}, hooked: map[*agent.Agent]bool{}, live: map[*agent.Agent]int{}}
+	r.delivered.L = &r.mu
+	return r
+}
+
+// awaitDelivery waits until no completion notice of rec is being sent: a
+// read that marked the outcome reported then knows the sender withdrew
+// what it queued. r.mu must be held.
+func (r *Runtime) awaitDelivery(rec *record) {
+	for rec.delivering {
+		r.delivered.Wait()
+	}
 }
 
 // Start admits and starts a task and returns its id.
@@ -393,6 +410,7 @@ func (r *Runtime) Read(id string, caller *agent.Agent) (Outcome, Snapshot, error
 		return Outcome{}, rec.snap, nil
 	}
 	notice := rec.reported()
+	r.awaitDelivery(rec)
 	out, snap := rec.outcome, rec.snap
 	r.mu.Unlock()
 	rec.withdraw(notice)
@@ -433,6 +451,7 @@ func (r *Runtime) Kill(id string, caller *agent.Agent, reason string) (alreadyFi
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	notice := rec.reported()
+	r.awaitDelivery(rec)
 	if rec.snap.Status.Terminal() {
 		defer rec.withdraw(notice)
 		return true, rec.snap, nil

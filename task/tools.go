@@ -220,6 +220,7 @@ func (r *Runtime) deliver(e Done, opts ToolOptions) {
 		return
 	}
 	rec.notice = msg.ID
+	rec.delivering = true
 	hushed := rec.hushed
 	r.mu.Unlock()
 	var err error
@@ -239,6 +240,10 @@ func (r *Runtime) deliver(e Done, opts ToolOptions) {
 	if late {
 		rec.withdraw(msg.ID)
 	}
+	r.mu.Lock()
+	rec.delivering = false
+	r.delivered.Broadcast()
+	r.mu.Unlock()
 }
 
 // wakesSinceUser counts the turns that task notices opened since the owner

@@ -634,9 +634,11 @@ func TestChildUsageReachesTheParentsFileAtOnce(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer run.Dispose(context.Background())
 	if res, _ := run.Wait(context.Background()); res.StopReason != subagent.Completed || len(res.Usage) == 0 {
 		t.Fatalf("result %+v", res)
+	}
+	if err := run.Dispose(context.Background()); err != nil { // after its end is announced
+		t.Fatal(err)
 	}
 	_, events, err := session.NewStore(jsonl.New(dir), nil).Read(w.Agent.ID()) // as another process reads it
 	if err != nil {
