@@ -393,11 +393,7 @@ func TestChildPublicationFailures(t *testing.T) {
 	b := New(root)
 	var fail bool
 	failAfter(b, &fail)
-	st := session.NewStore(b, nil)
-	r, detachRoot, err := st.Create(session.CreateOptions{ID: "root", Cwd: "/w"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, r, detachRoot := newRoot(t, b)
 	defer detachRoot()
 	appendTurn(t, r, 1)
 	flush(t, r)
@@ -461,11 +457,7 @@ func TestChildPublicationFailures(t *testing.T) {
 // Children of one root write into its file at once: each batch is whole.
 func TestConcurrentChildrenInOneFile(t *testing.T) {
 	root := t.TempDir()
-	st := session.NewStore(New(root), nil)
-	r, detachRoot, err := st.Create(session.CreateOptions{ID: "root", Cwd: "/w"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	st, r, detachRoot := newRoot(t, New(root))
 	appendTurn(t, r, 1)
 	flush(t, r)
 	const n = 16
@@ -526,11 +518,7 @@ func TestListReadsAFileOnce(t *testing.T) {
 	}
 	rchar()
 	root := t.TempDir()
-	st := session.NewStore(New(root), nil)
-	r, detachRoot, err := st.Create(session.CreateOptions{ID: "root", Cwd: "/w"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	st, r, detachRoot := newRoot(t, New(root))
 	const n = 50
 	for i := range n {
 		s, detach, err := st.Create(session.CreateOptions{ID: fmt.Sprint("c", i), Cwd: "/w", ParentSession: "root", Origin: session.OriginSubagent, DelegationDepth: 1})
@@ -566,11 +554,7 @@ func TestListReadsAFileOnce(t *testing.T) {
 // gets a file of its own, its long texts stored in it.
 func TestChildOfAParentWhoseNameIsGone(t *testing.T) {
 	root := t.TempDir()
-	st := session.NewStore(New(root), nil)
-	r, detachRoot, err := st.Create(session.CreateOptions{ID: "root", Cwd: "/w"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	st, r, detachRoot := newRoot(t, New(root))
 	defer detachRoot()
 	appendTurn(t, r, 1)
 	flush(t, r)
@@ -599,11 +583,7 @@ func TestChildOfAParentWhoseNameIsGone(t *testing.T) {
 // parent's, with their steps interleaved.
 func TestBigTextsOfSessionsInOneFile(t *testing.T) {
 	root := t.TempDir()
-	st := session.NewStore(New(root), nil)
-	r, detachRoot, err := st.Create(session.CreateOptions{ID: "root", Cwd: "/w"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	st, r, detachRoot := newRoot(t, New(root))
 	mustAppend(t, r, session.TypeTurnStart, session.TurnStart{Turn: 1})
 	flush(t, r)
 	c, detach, err := st.Create(session.CreateOptions{ID: "c", Cwd: "/w", ParentSession: "root", Origin: session.OriginSubagent, DelegationDepth: 1})
@@ -640,11 +620,7 @@ func TestChildLinkRefused(t *testing.T) {
 		t.Run(errno.Error(), func(t *testing.T) {
 			root := t.TempDir()
 			b := New(root)
-			st := session.NewStore(b, nil)
-			r, detachRoot, err := st.Create(session.CreateOptions{ID: "root", Cwd: "/w"})
-			if err != nil {
-				t.Fatal(err)
-			}
+			st, r, detachRoot := newRoot(t, b)
 			defer detachRoot()
 			appendTurn(t, r, 1)
 			flush(t, r)
@@ -681,4 +657,15 @@ func TestChildLinkRefused(t *testing.T) {
 			}
 		})
 	}
+}
+
+// newRoot returns a store over b and a new root session "root" in /w.
+func newRoot(t *testing.T, b *Backend) (*session.Store, *session.Session, func() error) {
+	t.Helper()
+	st := session.NewStore(b, nil)
+	r, detach, err := st.Create(session.CreateOptions{ID: "root", Cwd: "/w"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st, r, detach
 }
