@@ -79,20 +79,9 @@ func NewResponses(t testing.TB) *Responses {
 			}
 			return
 		}
-		text := ResponsesAnswer(prompt)
-		part := map[string]any{"type": "output_text", "text": text, "annotations": []any{}}
-		event(map[string]any{"type": "response.output_item.added", "output_index": 0,
-			"item": map[string]any{"type": "message", "id": "msg_1", "role": "assistant", "status": "in_progress", "content": []any{}}})
-		event(map[string]any{"type": "response.content_part.added", "item_id": "msg_1", "output_index": 0, "content_index": 0,
-			"part": map[string]any{"type": "output_text", "text": ""}})
-		event(map[string]any{"type": "response.output_text.delta", "item_id": "msg_1", "output_index": 0, "content_index": 0, "delta": text})
-		event(map[string]any{"type": "response.output_text.done", "item_id": "msg_1", "output_index": 0, "content_index": 0, "text": text})
-		event(map[string]any{"type": "response.content_part.done", "item_id": "msg_1", "output_index": 0, "content_index": 0, "part": part})
-		event(map[string]any{"type": "response.output_item.done", "output_index": 0,
-			"item": map[string]any{"type": "message", "id": "msg_1", "role": "assistant", "status": "completed", "content": []any{part}}})
-		event(map[string]any{"type": "response.completed", "response": map[string]any{"id": "resp_1", "usage": map[string]any{
+		WriteResponsesText(event, ResponsesAnswer(prompt), map[string]any{
 			"input_tokens": 11, "input_tokens_details": map[string]any{"cached_tokens": 3},
-			"output_tokens": 5, "output_tokens_details": map[string]any{"reasoning_tokens": 1}, "total_tokens": 16}}})
+			"output_tokens": 5, "output_tokens_details": map[string]any{"reasoning_tokens": 1}, "total_tokens": 16})
 	}))
 	t.Cleanup(func() {
 		close(release)
@@ -113,4 +102,47 @@ func (m *Responses) Stats() (int, []string) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return m.requests, append([]string(nil), m.auth...)
+}
+
+// WriteResponsesText sends, through event (one server-sent event each),
+// the OpenAI Responses API stream of an answer of text in one delta, after
+// response.created: the message item, its one output_text part, and
+// response.completed with usage.
+func WriteResponsesText(event func(map[string]any), text string, usage map[string]any) {
+	part := map[string]any{"type": "output_text", "text": text, "annotations": []any{}}
+	event(map[string]any{"type": "response.output_item.added", "output_index": 0,
+		"item": map[string]any{"type": "message", "id": "msg_1", "role": "assistant", "status": "in_progress", "content": []any{}}})
+	event(map[string]any{"type": "response.content_part.added", "item_id": "msg_1", "output_index": 0, "content_index": 0,
+		"part": map[string]any{"type": "output_text", "text": ""}})
+	event(map[string]any{"type": "response.output_text.delta", "item_id": "msg_1", "output_index": 0, "content_index": 0, "delta": text})
+	event(map[string]any{"type": "response.output_text.done", "item_id": "msg_1", "output_index": 0, "content_index": 0, "text": text})
+	event(map[string]any{"type": "response.content_part.done", "item_id": "msg_1", "output_index": 0, "content_index": 0, "part": part})
+	event(map[string]any{"type": "response.output_item.done", "output_index": 0,
+		"item": map[string]any{"type": "message", "id": "msg_1", "role": "assistant", "status": "completed", "content": []any{part}}})
+	event(map[string]any{"type": "response.completed", "response": map[string]any{"id": "resp_1", "usage": usage}})
+}
+
+// CodexConfig is a Codex config.toml that runs Codex offline against the
+// Responses API at baseURL (a loopback mock, its key in $MOCK_API_KEY):
+// no approvals, a read-only sandbox, and no update check, retries or
+// analytics.
+func CodexConfig(baseURL string) string {
+	return fmt.Sprintf(`model = "mock-model"
+model_provider = "mock"
+approval_policy = "never"
+sandbox_mode = "read-only"
+check_for_update_on_startup = false
+
+[model_providers.mock]
+name = "Mock Responses"
+base_url = "%s/v1"
+env_key = "MOCK_API_KEY"
+wire_api = "responses"
+requires_openai_auth = false
+request_max_retries = 0
+stream_max_retries = 0
+
+[analytics]
+enabled = false
+`, baseURL)
 }

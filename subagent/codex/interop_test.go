@@ -3,7 +3,6 @@ package codex_test
 import (
 	"context"
 	"errors"
-	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -30,25 +29,7 @@ const codexBinary = "node_modules/@openai/codex-linux-x64/vendor/x86_64-unknown-
 func realConfig(t *testing.T, m *llmtest.Responses) codex.Config {
 	bin := testpeers.Path(t, codexBinary)
 	home := t.TempDir()
-	toml := fmt.Sprintf(`model = "mock-model"
-model_provider = "mock"
-approval_policy = "never"
-sandbox_mode = "read-only"
-check_for_update_on_startup = false
-
-[model_providers.mock]
-name = "Mock Responses"
-base_url = "%s/v1"
-env_key = "MOCK_API_KEY"
-wire_api = "responses"
-requires_openai_auth = false
-request_max_retries = 0
-stream_max_retries = 0
-
-[analytics]
-enabled = false
-`, m.URL)
-	if err := os.WriteFile(filepath.Join(home, "config.toml"), []byte(toml), 0o600); err != nil {
+	if err := os.WriteFile(filepath.Join(home, "config.toml"), []byte(llmtest.CodexConfig(m.URL)), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	return codex.Config{CodexHome: home, Options: childproc.Options{Command: bin,

@@ -47,6 +47,7 @@ import (
 	"github.com/dsh-go/dsh/bench/internal/measure"
 	"github.com/dsh-go/dsh/bench/internal/stats"
 	"github.com/dsh-go/dsh/content"
+	"github.com/dsh-go/dsh/internal/llmtest"
 	"github.com/dsh-go/dsh/llm/openai"
 	"github.com/dsh-go/dsh/subagent"
 	"github.com/dsh-go/dsh/subagent/acpchild"
@@ -333,25 +334,7 @@ func codexProvider(tmp, peers string, warm bool) (*codex.Provider, error) {
 	if err != nil {
 		return nil, err
 	}
-	toml := fmt.Sprintf(`model = "mock-model"
-model_provider = "mock"
-approval_policy = "never"
-sandbox_mode = "read-only"
-check_for_update_on_startup = false
-
-[model_providers.mock]
-name = "Mock Responses"
-base_url = "%s/v1"
-env_key = "MOCK_API_KEY"
-wire_api = "responses"
-requires_openai_auth = false
-request_max_retries = 0
-stream_max_retries = 0
-
-[analytics]
-enabled = false
-`, srv.URL)
-	if err := os.WriteFile(filepath.Join(home, "config.toml"), []byte(toml), 0o600); err != nil {
+	if err := os.WriteFile(filepath.Join(home, "config.toml"), []byte(llmtest.CodexConfig(srv.URL)), 0o600); err != nil {
 		return nil, err
 	}
 	cfg := codex.Config{CodexHome: home, Options: childproc.Options{Name: "codex", Command: bin,

@@ -1,7 +1,8 @@
 // Package loopllm is a loopback OpenAI-compatible chat-completions server
 // that answers every request at once with a short server-sent-event stream
 // (two text deltas, a finish chunk with usage, [DONE]), the format of the
-// main module's internal/llmtest, which another module cannot import.
+// main module's internal/llmtest, whose mocks need a test to run in; its
+// Responses API answer (StartResponses) is llmtest's.
 package loopllm
 
 import (
@@ -11,6 +12,8 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"sync/atomic"
+
+	"github.com/dsh-go/dsh/internal/llmtest"
 )
 
 // Server is a running loopback model.
@@ -56,19 +59,8 @@ func StartResponses(text string) *Server {
 			fmt.Fprintf(w, "data: %s\n\n", b)
 			w.(http.Flusher).Flush()
 		}
-		part := map[string]any{"type": "output_text", "text": text, "annotations": []any{}}
 		event(map[string]any{"type": "response.created", "response": map[string]any{"id": "resp_1"}})
-		event(map[string]any{"type": "response.output_item.added", "output_index": 0,
-			"item": map[string]any{"type": "message", "id": "msg_1", "role": "assistant", "status": "in_progress", "content": []any{}}})
-		event(map[string]any{"type": "response.content_part.added", "item_id": "msg_1", "output_index": 0, "content_index": 0,
-			"part": map[string]any{"type": "output_text", "text": ""}})
-		event(map[string]any{"type": "response.output_text.delta", "item_id": "msg_1", "output_index": 0, "content_index": 0, "delta": text})
-		event(map[string]any{"type": "response.output_text.done", "item_id": "msg_1", "output_index": 0, "content_index": 0, "text": text})
-		event(map[string]any{"type": "response.content_part.done", "item_id": "msg_1", "output_index": 0, "content_index": 0, "part": part})
-		event(map[string]any{"type": "response.output_item.done", "output_index": 0,
-			"item": map[string]any{"type": "message", "id": "msg_1", "role": "assistant", "status": "completed", "content": []any{part}}})
-		event(map[string]any{"type": "response.completed", "response": map[string]any{"id": "resp_1", "usage": map[string]any{
-			"input_tokens": 3, "output_tokens": 2, "total_tokens": 5}}})
+		llmtest.WriteResponsesText(event, text, map[string]any{"input_tokens": 3, "output_tokens": 2, "total_tokens": 5})
 	}))
 	return s
 }
