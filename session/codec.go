@@ -20,20 +20,26 @@ var codec = jsonv1.DefaultOptionsV1()
 // MarshalJSON writes the event envelope {type, seq, time, data, …}.
 func (e Event) MarshalJSON() ([]byte, error) { return e.AppendJSON(nil) }
 
-// AppendJSON appends the event's JSON envelope to buf.
+// AppendJSON appends the event's JSON envelope to buf. The payloads of the
+// core types are encoded without reflection (fastjson.go), the others
+// through the codec; the bytes are encoding/json's either way.
 func (e Event) AppendJSON(buf []byte) ([]byte, error) {
-	data, err := jsonv2.Marshal(e.Data, codec)
-	if err != nil {
-		return buf, fmt.Errorf("session: event %d (%s): %w", e.Seq, e.Type, err)
-	}
+	start := len(buf)
 	buf = append(buf, `{"type":`...)
-	buf = strconv.AppendQuote(buf, e.Type)
+	buf = appendPayloadString(buf, e.Type)
 	buf = append(buf, `,"seq":`...)
 	buf = strconv.AppendInt(buf, e.Seq, 10)
 	buf = append(buf, `,"time":`...)
 	buf = strconv.AppendInt(buf, e.Time, 10)
 	buf = append(buf, `,"data":`...)
-	buf = append(buf, data...)
+	var ok bool
+	if buf, ok = appendData(buf, e.Data); !ok {
+		data, err := jsonv2.Marshal(e.Data, codec)
+		if err != nil {
+			return buf[:start], fmt.Errorf("session: event %d (%s): %w", e.Seq, e.Type, err)
+		}
+		buf = append(buf, data...)
+	}
 	if e.Ignorable {
 		buf = append(buf, `,"ignorable":true`...)
 	}

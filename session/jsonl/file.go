@@ -1,7 +1,6 @@
 package jsonl
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -225,14 +224,14 @@ func (p *persister) Append(events []session.Event) error {
 func (p *persister) encode(events []session.Event, header bool) ([]byte, error) {
 	buf := p.buf[:0]
 	if header {
-		b, err := json.Marshal(headerRecord{Type: recordType, Header: p.header})
-		if err != nil {
-			return nil, fmt.Errorf("jsonl: %s: %w", p.path, err)
-		}
+		start := len(buf)
 		if p.tag != nil {
-			buf = tagged(buf, p.tag, b)
-		} else {
-			buf = append(buf, b...)
+			buf = append(buf, p.tag...)
+			start = len(buf)
+		}
+		buf = appendHeader(buf, &p.header)
+		if p.tag != nil {
+			buf[start] = ','
 		}
 		buf = append(buf, '\n')
 	}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"strconv"
 	"sync"
 
 	"github.com/dsh-go/dsh/session"
@@ -26,13 +27,33 @@ const sidKey = `{"sid":`
 // tagOf returns what starts each line of session id in another session's
 // file, but for the comma that follows: {"sid":"<id>".
 func tagOf(id string) []byte {
-	q, _ := json.Marshal(id) // a string always marshals
-	return append([]byte(sidKey), q...)
+	return session.AppendString([]byte(sidKey), id)
 }
 
-// tagged appends the JSON object obj to buf with tag as its first member.
-func tagged(buf, tag, obj []byte) []byte {
-	return append(append(append(buf, tag...), ','), obj[1:]...)
+// appendHeader appends h's header record, {"type":"session",…}, as
+// encoding/json writes a headerRecord (TestHeaderRecordMatchesJSON).
+func appendHeader(buf []byte, h *session.Header) []byte {
+	buf = append(buf, `{"type":"session","version":`...)
+	buf = strconv.AppendInt(buf, int64(h.Version), 10)
+	buf = append(buf, `,"id":`...)
+	buf = session.AppendString(buf, h.ID)
+	buf = append(buf, `,"createdAt":`...)
+	buf = strconv.AppendInt(buf, h.CreatedAt, 10)
+	if h.Cwd != "" {
+		buf = session.AppendString(append(buf, `,"cwd":`...), h.Cwd)
+	}
+	if h.ParentSession != "" {
+		buf = session.AppendString(append(buf, `,"parentSession":`...), h.ParentSession)
+	}
+	if h.SeedLength != 0 {
+		buf = strconv.AppendInt(append(buf, `,"seedLength":`...), int64(h.SeedLength), 10)
+	}
+	if h.Origin != "" {
+		buf = session.AppendString(append(buf, `,"origin":`...), h.Origin)
+	}
+	buf = append(buf, `,"delegationDepth":`...)
+	buf = strconv.AppendInt(buf, int64(h.DelegationDepth), 10)
+	return append(buf, '}')
 }
 
 // keptLines cuts the content of a session file into lines, each with its
