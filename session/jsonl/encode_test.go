@@ -31,3 +31,22 @@ func TestHeaderRecordMatchesJSON(t *testing.T) {
 		}
 	}
 }
+
+// TestPathLockedMatchesPath: the cached project directory gives Path's
+// name, for any root, working directory and id.
+func TestPathLockedMatchesPath(t *testing.T) {
+	for _, root := range []string{"", "/r", "rel/../x/", "/a//b/"} {
+		b := New(root)
+		for _, cwd := range []string{"", "/", "/home/u/p", "C:\\x", "/ü/..", "/home/u/p"} {
+			for _, id := range []string{"6d924b17-f0c8", ".", "..", "a/b", "é", "x.y_z"} {
+				h := session.Header{ID: id, Cwd: cwd}
+				b.mu.Lock()
+				got := b.pathLocked(h)
+				b.mu.Unlock()
+				if want := b.Path(h); got != want {
+					t.Fatalf("root %q, cwd %q, id %q: %q, want %q", root, cwd, id, got, want)
+				}
+			}
+		}
+	}
+}

@@ -174,6 +174,23 @@ func (b *Backend) host(p *persister) *file {
 	return parent.file
 }
 
+// lineBuf holds the storage lines are encoded into, lent by the Backend
+// to one Append at a time, so that a session (a child's is short-lived)
+// holds none between Appends.
+type lineBuf struct{ b []byte }
+
+// maxLineBuf bounds the storage a lineBuf keeps: a batch bigger than this
+// (a huge tool result) is not kept for the next.
+const maxLineBuf = 1 << 20
+
+// lineBuf returns a lineBuf to encode into; Put it back into b.lines.
+func (b *Backend) lineBuf() *lineBuf {
+	if lb, ok := b.lines.Get().(*lineBuf); ok {
+		return lb
+	}
+	return &lineBuf{b: make([]byte, 0, 4<<10)}
+}
+
 // persister appends one session's events to its file.
 type persister struct {
 	b      *Backend
@@ -185,7 +202,6 @@ type persister struct {
 	file    *file             // nil until the first Append; set under mu and b.mu
 	tag     []byte            // a session in another's file: tagOf(its id)
 	next    int64             // seq the next event must carry
-	buf     []byte
 	closed  bool
 }
 
@@ -202,12 +218,14 @@ func (p *persister) Append(events []session.Event) error {
 		return nil
 	}
 	saved := p.compact.Save()
+	lb := p.b.lineBuf()
+	defer p.b.lines.Put(lb)
 	var err error
 	if p.file == nil {
-		err = p.publish(events)
+		err = p.publish(lb, events)
 	} else {
 		var buf []byte
-		if buf, err = p.encode(events, false); err == nil {
+		if buf, err = p.encode(lb, events, false); err == nil {
 			err = p.file.append(p.b, p.path, buf, nil)
 		}
 	}
@@ -220,9 +238,10 @@ func (p *persister) Append(events []session.Event) error {
 }
 
 // encode returns events as lines, after the header record when header is
-// set, each tagged when the session is in another's file.
-func (p *persister) encode(events []session.Event, header bool) ([]byte, error) {
-	buf := p.buf[:0]
+// set, each tagged when the session is in another's file, in lb's storage
+// (valid until lb is reused).
+func (p *persister) encode(lb *lineBuf, events []session.Event, header bool) ([]byte, error) {
+	buf := lb.b[:0]
 	if header {
 		start := len(buf)
 		if p.tag != nil {
@@ -253,8 +272,8 @@ func (p *persister) encode(events []session.Event, header bool) ([]byte, error) 
 		}
 		buf = append(buf, '\n')
 	}
-	if cap(buf) <= 1<<20 {
-		p.buf = buf[:0]
+	if cap(buf) <= maxLineBuf {
+		lb.b = buf[:0]
 	}
 	return buf, nil
 }
@@ -264,12 +283,11 @@ func (p *persister) encode(events []session.Event, header bool) ([]byte, error) 
 // here (host); else, or when the link cannot be made (the parent's name is
 // gone, the file has as many links as the file system allows, the file
 // system has no hard links), as a file of its own.
-func (p *persister) publish(events []session.Event) error {
+func (p *persister) publish(lb *lineBuf, events []session.Event) error {
 	if f := p.b.host(p); f != nil {
 		saved := p.compact.Save()
 		p.tag = tagOf(p.header.ID)
-		buf, err := p.encode(events, true)
-		var linkErr *os.LinkError
+		buf, err := p.encode(lb, events, true)
 		if err == nil {
 			err = f.append(p.b, p.path, buf, func() error { return p.b.linkFile(f.name, p.path) })
 		}
@@ -283,13 +301,13 @@ func (p *persister) publish(events []session.Event) error {
 		p.b.release(f)
 		p.b.mu.Unlock()
 		p.tag = nil
-		if !errors.As(err, &linkErr) || errors.Is(err, fs.ErrExist) {
+		if linkErr := (*os.LinkError)(nil); !errors.As(err, &linkErr) || errors.Is(err, fs.ErrExist) {
 			return p.linkError(err)
 		}
 		slog.Info("jsonl: a child session gets a file of its own", "session", p.header.ID, "err", err)
 		p.compact.Restore(saved)
 	}
-	buf, err := p.encode(events, true)
+	buf, err := p.encode(lb, events, true)
 	if err != nil {
 		return err
 	}

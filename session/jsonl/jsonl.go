@@ -57,6 +57,9 @@ type Backend struct {
 	known   map[string]string     // session id → name, built by one scan on first use
 	writers map[string]*persister // sessions with an open persister
 	files   map[*file]struct{}    // files open for writing, one handle each
+	dirs    map[string]string     // cwd → its project directory, as Path makes it
+
+	lines sync.Pool // *lineBuf
 }
 
 var _ session.Backend = (*Backend)(nil)
@@ -64,7 +67,7 @@ var _ session.Backend = (*Backend)(nil)
 // New returns a backend storing sessions under root, typically
 // DefaultRoot's result. The directory is created when first needed.
 func New(root string) *Backend {
-	return &Backend{root: root, writers: map[string]*persister{}, files: map[*file]struct{}{}}
+	return &Backend{root: root, writers: map[string]*persister{}, files: map[*file]struct{}{}, dirs: map[string]string{}}
 }
 
 // Durable implements session.Durable: files outlive the process.
@@ -91,6 +94,23 @@ func DefaultRoot(getenv func(string) string) (string, error) {
 func (b *Backend) Path(h session.Header) string {
 	return filepath.Join(b.root, ProjectKey(h.Cwd), EncodeID(h.ID)+Ext)
 }
+
+// pathLocked is Path, with the project directory of h.Cwd computed once.
+// b.mu must be held.
+func (b *Backend) pathLocked(h session.Header) string {
+	dir, ok := b.dirs[h.Cwd]
+	if !ok {
+		if len(b.dirs) >= maxDirs {
+			clear(b.dirs)
+		}
+		dir = filepath.Join(b.root, ProjectKey(h.Cwd))
+		b.dirs[h.Cwd] = dir
+	}
+	return dir + string(filepath.Separator) + EncodeID(h.ID) + Ext
+}
+
+// maxDirs bounds the project directories a Backend remembers.
+const maxDirs = 64
 
 // paths returns the two places a session id can be stored in project
 // directory dir: a file (this layout) and a directory (the earlier one).
@@ -123,9 +143,9 @@ func (b *Backend) Create(h session.Header) (session.Persister, error) {
 	if h.ID == "" {
 		return nil, &session.Error{Code: session.CodeInvalidHeader, Msg: "jsonl: header has no id"}
 	}
-	path := b.Path(h)
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	path := b.pathLocked(h)
 	if err := b.index(); err != nil {
 		return nil, err
 	}

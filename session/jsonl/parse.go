@@ -27,7 +27,7 @@ const sidKey = `{"sid":`
 // tagOf returns what starts each line of session id in another session's
 // file, but for the comma that follows: {"sid":"<id>".
 func tagOf(id string) []byte {
-	return session.AppendString([]byte(sidKey), id)
+	return session.AppendString(append(make([]byte, 0, len(sidKey)+len(id)+8), sidKey...), id)
 }
 
 // appendHeader appends h's header record, {"type":"session",…}, as

@@ -60,12 +60,27 @@ func EncodeID(id string) string {
 	case "..":
 		return "~002E~002E"
 	}
+	if plainID(id) {
+		return id
+	}
 	var sb strings.Builder
 	sb.Grow(len(id))
 	for _, r := range id {
 		writeEscaped(&sb, r)
 	}
 	return sb.String()
+}
+
+// plainID reports whether id holds only characters EncodeID keeps.
+func plainID(id string) bool {
+	for i := 0; i < len(id); i++ {
+		switch c := id[i]; {
+		case 'A' <= c && c <= 'Z', 'a' <= c && c <= 'z', '0' <= c && c <= '9', c == '.', c == '_', c == '-':
+		default:
+			return false
+		}
+	}
+	return true
 }
 
 func writeEscaped(sb *strings.Builder, r rune) {
