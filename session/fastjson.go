@@ -30,6 +30,10 @@ func appendString(buf []byte, s, bad string) []byte {
 	buf = append(buf, '"')
 	start := 0
 	for i := 0; i < len(s); {
+		i += safePrefix(s[i:])
+		if i == len(s) {
+			break
+		}
 		c := s[i]
 		if c < utf8.RuneSelf {
 			if safeASCII[c] {
@@ -77,6 +81,27 @@ func appendString(buf []byte, s, bad string) []byte {
 }
 
 const hexDigits = "0123456789abcdef"
+
+// safePrefix returns how many of s's first bytes a JSON string holds as
+// they are, eight at a time: it stops at the first word with a byte below
+// ' ' or above DEL, or one of '"', '\\', '<', '>' and '&'.
+func safePrefix[T string | []byte](s T) int {
+	const ones, highs = 0x0101010101010101, 0x8080808080808080
+	i := 0
+	for ; i+8 <= len(s); i += 8 {
+		w := uint64(s[i]) | uint64(s[i+1])<<8 | uint64(s[i+2])<<16 | uint64(s[i+3])<<24 |
+			uint64(s[i+4])<<32 | uint64(s[i+5])<<40 | uint64(s[i+6])<<48 | uint64(s[i+7])<<56
+		bad := w | (w - ones*' ') // high bit: a byte >= 0x80 or < ' '
+		for _, c := range [...]uint64{'"', '\\', '<', '>', '&'} {
+			x := w ^ (ones * c)
+			bad |= (x - ones) &^ x // high bit where x's byte was 0 (or borrowed into)
+		}
+		if bad&highs != 0 {
+			break
+		}
+	}
+	return i
+}
 
 // safeASCII marks the ASCII bytes a JSON string holds as they are.
 var safeASCII = func() (t [utf8.RuneSelf]bool) {
@@ -413,26 +438,181 @@ func appendOptInt(buf []byte, key string, n int64) []byte {
 }
 
 // appendRaw appends a raw JSON value that encoding/json would write as it
-// is: compact, printable ASCII with no escape sequence and no '<', '>' or
-// '&', and valid. Anything else (ok false) is left to the codec, which
+// is: valid, compact, printable ASCII outside its escapes, and no '<', '>'
+// or '&' (rawScanner). Anything else (ok false) is left to the codec, which
 // compacts, escapes or refuses it.
 func appendRaw(buf []byte, raw json.RawMessage) (_ []byte, ok bool) {
-	if len(raw) == 0 {
-		return buf, false // encoding/json writes a nil RawMessage as null
-	}
-	inString := false
-	for _, c := range raw {
-		switch {
-		case c < ' ' || c >= utf8.RuneSelf || c == '\\' || c == '<' || c == '>' || c == '&':
-			return buf, false
-		case c == '"':
-			inString = !inString
-		case c == ' ' && !inString:
-			return buf, false
-		}
-	}
-	if !json.Valid(raw) {
-		return buf, false
+	sc := rawScanner{b: raw}
+	if !sc.value(0) || sc.i != len(raw) {
+		return buf, false // a nil RawMessage too: encoding/json writes null
 	}
 	return append(buf, raw...), true
+}
+
+// rawScanner checks that a raw JSON value is one the encoders copy as it
+// is. It refuses what it need not accept (whitespace, non-ASCII, deep
+// nesting): the codec then decides.
+type rawScanner struct {
+	b []byte
+	i int
+}
+
+// maxRawDepth bounds the nesting rawScanner follows, well below the
+// encoders' own limit.
+const maxRawDepth = 100
+
+func (s *rawScanner) peek() byte {
+	if s.i < len(s.b) {
+		return s.b[s.i]
+	}
+	return 0
+}
+
+func (s *rawScanner) value(depth int) bool {
+	switch c := s.peek(); {
+	case c == '{':
+		if depth >= maxRawDepth {
+			return false
+		}
+		s.i++
+		if s.peek() == '}' {
+			s.i++
+			return true
+		}
+		for {
+			if !s.string() || s.peek() != ':' {
+				return false
+			}
+			s.i++
+			if !s.value(depth + 1) {
+				return false
+			}
+			switch s.peek() {
+			case ',':
+				s.i++
+			case '}':
+				s.i++
+				return true
+			default:
+				return false
+			}
+		}
+	case c == '[':
+		if depth >= maxRawDepth {
+			return false
+		}
+		s.i++
+		if s.peek() == ']' {
+			s.i++
+			return true
+		}
+		for {
+			if !s.value(depth + 1) {
+				return false
+			}
+			switch s.peek() {
+			case ',':
+				s.i++
+			case ']':
+				s.i++
+				return true
+			default:
+				return false
+			}
+		}
+	case c == '"':
+		return s.string()
+	case c == 't':
+		return s.literal("true")
+	case c == 'f':
+		return s.literal("false")
+	case c == 'n':
+		return s.literal("null")
+	case c == '-' || '0' <= c && c <= '9':
+		return s.number()
+	}
+	return false
+}
+
+func (s *rawScanner) literal(lit string) bool {
+	if len(s.b)-s.i < len(lit) || string(s.b[s.i:s.i+len(lit)]) != lit {
+		return false
+	}
+	s.i += len(lit)
+	return true
+}
+
+func (s *rawScanner) string() bool {
+	if s.peek() != '"' {
+		return false
+	}
+	for s.i++; s.i < len(s.b); s.i++ {
+		if s.i += safePrefix(s.b[s.i:]); s.i == len(s.b) {
+			return false
+		}
+		switch c := s.b[s.i]; {
+		case c == '"':
+			s.i++
+			return true
+		case c == '\\':
+			s.i++
+			switch s.peek() {
+			case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
+			case 'u':
+				if len(s.b)-s.i < 5 {
+					return false
+				}
+				for _, h := range s.b[s.i+1 : s.i+5] {
+					if !('0' <= h && h <= '9' || 'a' <= h && h <= 'f' || 'A' <= h && h <= 'F') {
+						return false
+					}
+				}
+				s.i += 4
+			default:
+				return false
+			}
+		case c < ' ' || c >= utf8.RuneSelf || c == '<' || c == '>' || c == '&':
+			return false
+		}
+	}
+	return false
+}
+
+func (s *rawScanner) number() bool {
+	if s.peek() == '-' {
+		s.i++
+	}
+	switch c := s.peek(); {
+	case c == '0':
+		s.i++
+	case '1' <= c && c <= '9':
+		s.digits()
+	default:
+		return false
+	}
+	if s.peek() == '.' {
+		s.i++
+		if !s.digits() {
+			return false
+		}
+	}
+	if c := s.peek(); c == 'e' || c == 'E' {
+		s.i++
+		if c := s.peek(); c == '+' || c == '-' {
+			s.i++
+		}
+		if !s.digits() {
+			return false
+		}
+	}
+	return true
+}
+
+// digits skips a run of digits and reports whether there was one.
+func (s *rawScanner) digits() bool {
+	start := s.i
+	for s.i < len(s.b) && '0' <= s.b[s.i] && s.b[s.i] <= '9' {
+		s.i++
+	}
+	return s.i > start
 }

@@ -21,6 +21,13 @@ var hardStrings = []string{
 	"\xed\xa0\x80 surrogate", "mixed <\u2028\xff\"\n>",
 }
 
+// rawSeeds are raw JSON values: some copied as they are, some the codec's.
+var rawSeeds = []string{
+	`{"type":"object","properties":{"a":{"type":"string","description":"say \"hi\" \u00e9\/\n"}}}`,
+	`[1,-0.5e+3,0,-0,1E400,true,false,null,{},[],""]`, `"\ud800"`, `{"a":1,"a":2}`, `{"a" :1}`, `[01]`, `[1.]`,
+	`[-]`, `"\x"`, `"\u12"`, `[1,]`, `{"a":1,}`, `tru`, `"<"`, "\"\x7f\"", `[[[[[[[[[[]]]]]]]]]]`, `{"é":1}`,
+}
+
 // payloadsOf returns one payload of every type the fast encoder knows,
 // with s in every string and n in every number.
 func payloadsOf(s string, n int64) []any {
@@ -53,6 +60,7 @@ func payloadsOf(s string, n int64) []any {
 		RequestHeader{Config: RequestConfig{Provider: s, Model: s, MaxTokens: int(n)}, System: s, Reason: s,
 			Tools: []content.ToolSpec{{Name: s, Description: s, Parameters: json.RawMessage(`{"type":"object"}`)}, {Name: s}}},
 		RequestHeader{Tools: []content.ToolSpec{{Parameters: json.RawMessage(`{"type":"object"}`)}}},
+		RequestHeader{Tools: []content.ToolSpec{{Parameters: json.RawMessage(rawSeeds[0])}, {Parameters: json.RawMessage(rawSeeds[1])}}},
 		InboxSpliced{Target: s, Inserted: []content.Message{msg, {}}, Removed: []string{s, ""}, Outcome: s},
 		InboxSpliced{Inserted: []content.Message{}, Removed: []string{}},
 		EndSeed{},
@@ -159,6 +167,9 @@ func FuzzFastEncoderMatchesJSON(f *testing.F) {
 	for _, s := range hardStrings {
 		f.Add(s, int64(len(s)))
 	}
+	for _, raw := range rawSeeds {
+		f.Add(raw, int64(0))
+	}
 	f.Fuzz(func(t *testing.T, s string, n int64) {
 		checkEncoders(t, s, n)
 		var raw [8]byte
@@ -172,4 +183,42 @@ func FuzzFastEncoderMatchesJSON(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestRawScanner: the raw values the fast encoder copies are the valid
+// ones it can copy; the others go to the codec.
+func TestRawScanner(t *testing.T) {
+	copied := map[string]bool{rawSeeds[0]: true, rawSeeds[1]: true, rawSeeds[2]: true, rawSeeds[3]: true,
+		"\"\x7f\"": true, `[[[[[[[[[[]]]]]]]]]]`: true}
+	for _, raw := range rawSeeds {
+		_, ok := appendRaw(nil, json.RawMessage(raw))
+		if ok != copied[raw] {
+			t.Errorf("%s: copied %v, want %v", raw, ok, copied[raw])
+		}
+	}
+	deep := strings.Repeat("[", maxRawDepth+1) + strings.Repeat("]", maxRawDepth+1)
+	if _, ok := appendRaw(nil, json.RawMessage(deep)); ok {
+		t.Error("nesting deeper than maxRawDepth copied")
+	}
+}
+
+// TestSafePrefix: the words safePrefix skips hold only bytes a JSON string
+// keeps, and it skips every word of such bytes.
+func TestSafePrefix(t *testing.T) {
+	for c := range 256 {
+		for pos := range 8 {
+			b := []byte("abcdefghABCDEFGH")
+			b[pos+8] = byte(c)
+			want := 16
+			if c >= 0x80 || !safeASCII[c] {
+				want = 8
+			}
+			if got := safePrefix(b); got != want {
+				t.Fatalf("byte %#x at %d: %d, want %d", c, pos+8, got, want)
+			}
+			if got := safePrefix(string(b)); got != want {
+				t.Fatalf("string, byte %#x at %d: %d, want %d", c, pos+8, got, want)
+			}
+		}
+	}
 }
