@@ -3,7 +3,13 @@ package jsonl
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
+
+	"github.com/dsh-go/dsh/content"
 
 	"github.com/dsh-go/dsh/session"
 )
@@ -48,5 +54,53 @@ func TestPathLockedMatchesPath(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// TestHugeToolResultInAChildsLine: a 10 MB tool result that needs escapes
+// every few bytes, a child's line in its root's file, is written as
+// encoding/json writes it, reads back whole, and the storage it was
+// encoded into is not kept for the next Append.
+func TestHugeToolResultInAChildsLine(t *testing.T) {
+	root := t.TempDir()
+	tr := newTree(t, root)
+	defer tr.closeAll(t)
+	text := strings.Repeat("<b>\t\"é\"\\ \u2028 line\n", 10<<20/22)
+	res := session.ToolResult{Turn: 1, Step: 1, Message: content.ToolResultMessage("big", []content.Block{content.Text(text)}, false),
+		Meta: json.RawMessage(`{"bytes":10485760}`)}
+	c, detach, err := tr.st.Create(session.CreateOptions{ID: "c3", Cwd: "/w", ParentSession: "root", Origin: session.OriginSubagent, DelegationDepth: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer detach()
+	mustAppend(t, c, session.TypeTurnStart, session.TurnStart{Turn: 1})
+	mustAppend(t, c, session.TypeUserMessage, content.UserText("go"))
+	mustAppend(t, c, session.TypeStepStart, session.Step{Turn: 1, Step: 1})
+	mustAppend(t, c, session.TypeAssistantMessage, session.AssistantMessage{Turn: 1, Step: 1,
+		Message: content.AssistantMessage("p", "m", []content.Block{content.ToolCall("big", "run", `{}`)})})
+	call := mustAppend(t, c, session.TypeToolCall, session.ToolCall{Turn: 1, Step: 1, CallID: "big", Name: "run", Arguments: `{}`})
+	e := mustAppend(t, c, session.TypeToolResult, res, call.Seq)
+	flush(t, c)
+
+	data, err := os.ReadFile(filepath.Join(tr.rootDir, "c3"+Ext))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ls := bytes.Split(bytes.TrimSuffix(data, []byte("\n")), []byte("\n"))
+	last := ls[len(ls)-1]
+	want, _ := json.Marshal(res)
+	prefix := fmt.Sprintf(`{"sid":"c3","type":"tool/result","seq":%d,"time":%d,"data":`, e.Seq, e.Time)
+	if !bytes.HasPrefix(last, []byte(prefix)) || !bytes.Contains(last, want) {
+		t.Fatalf("the child's last line (%d bytes) is not its tag, envelope and encoding/json's payload (%d bytes)", len(last), len(want))
+	}
+	if lb, ok := tr.b.lines.Get().(*lineBuf); ok && cap(lb.b) > maxLineBuf {
+		t.Errorf("a %d-byte buffer kept for the next Append", cap(lb.b))
+	}
+	_, events, _, err := tr.b.Read("c3")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := events[len(events)-1].Data.(session.ToolResult); content.JoinText(d.Message.Content[0].Content) != text {
+		t.Error("the 10 MB text did not read back whole")
 	}
 }
