@@ -56,11 +56,12 @@ const (
 	// after §7.10, 0.298 after §13).
 	maxEinoByteRatio = 0.33
 	// Allocations per default-road delegation (532 after §7.10; 512 after
-	// §11, a child's session in its parent's file; 474–476 after §13 alone).
-	maxRoadAllocs = 505
+	// §11, a child's session in its parent's file; 474–476 after §13 alone;
+	// 330–331 after §16, lines encoded without reflection).
+	maxRoadAllocs = 365
 	// Bytes allocated per default-road delegation (214 KB after §7.10,
-	// 210 KB after §13).
-	maxRoadBytes = 230_000
+	// 210 KB after §13, 40–42 KB after §16).
+	maxRoadBytes = 46_500
 )
 
 // limit is one checked figure.
