@@ -104,3 +104,14 @@ func TestHugeToolResultInAChildsLine(t *testing.T) {
 		t.Error("the 10 MB text did not read back whole")
 	}
 }
+
+func TestSameDir(t *testing.T) {
+	paths := []string{"/r/p/a.jsonl", "/r/p/b.jsonl", "/r/q/a.jsonl", "/r/pp/a.jsonl", "/a.jsonl", "/b.jsonl", "a.jsonl", "b.jsonl", "p/a.jsonl", filepath.Join("r", "p", "c.jsonl")}
+	for _, a := range paths {
+		for _, b := range paths {
+			if got, want := sameDir(a, b), filepath.Dir(a) == filepath.Dir(b); got != want {
+				t.Errorf("sameDir(%q, %q) = %v, want %v", a, b, got, want)
+			}
+		}
+	}
+}

@@ -9,6 +9,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 
 	"github.com/dsh-go/dsh/session"
@@ -167,7 +168,7 @@ func (b *Backend) host(p *persister) *file {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	parent := b.writers[p.header.ParentSession]
-	if parent == nil || parent.file == nil || filepath.Dir(parent.file.name) != filepath.Dir(p.path) {
+	if parent == nil || parent.file == nil || !sameDir(parent.file.name, p.path) {
 		return nil
 	}
 	parent.file.refs++
@@ -190,6 +191,20 @@ func (b *Backend) lineBuf() *lineBuf {
 	}
 	return &lineBuf{b: make([]byte, 0, 4<<10)}
 }
+
+// sameDir reports whether the clean paths a and b name entries of one
+// directory, as filepath.Dir would say, without allocating when both are
+// below a directory.
+func sameDir(a, b string) bool {
+	i, j := strings.LastIndexAny(a, sepChars), strings.LastIndexAny(b, sepChars)
+	if i <= 0 || j <= 0 {
+		return filepath.Dir(a) == filepath.Dir(b)
+	}
+	return a[:i] == b[:j]
+}
+
+// sepChars are the bytes that separate a path's elements.
+const sepChars = "/" + string(filepath.Separator)
 
 // persister appends one session's events to its file.
 type persister struct {
