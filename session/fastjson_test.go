@@ -109,6 +109,19 @@ func TestFastEncoderMatchesJSON(t *testing.T) {
 	for c := range 256 {
 		checkEncoders(t, string([]byte{byte(c)}), int64(c))
 	}
+	// Usage keys that sort one way as bytes and collide once invalid UTF-8
+	// is replaced.
+	for _, keys := range [][]string{{"\xff", "\ufffd"}, {"\xffa", "\ufffdb", "\ufffd"}, {"b", "\xff", "a\xff", "a\ufffd"}} {
+		m := map[string]content.Usage{}
+		for i, k := range keys {
+			m[k] = content.Usage{Input: int64(i)}
+		}
+		e := Event{Type: TypeToolResult, Data: ToolResult{Usage: m}}
+		got, _ := e.AppendJSON(nil)
+		if want, _ := appendJSONByCodec(e, nil); !bytes.Equal(got, want) {
+			t.Fatalf("usage keys %q: fast encoder\n%s\ncodec\n%s", keys, got, want)
+		}
+	}
 	for _, r := range []rune{0x7f, 0x80, 0x7ff, 0x800, 0x2027, 0x2028, 0x2029, 0x202a, 0xfffd, 0xffff, 0x10000, 0x10ffff} {
 		checkEncoders(t, string(r), 1)
 	}
