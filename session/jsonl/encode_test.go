@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -30,6 +31,24 @@ func TestHeaderRecordMatchesJSON(t *testing.T) {
 			if got := appendHeader([]byte("x"), &h); !bytes.Equal(got[1:], want) {
 				t.Fatalf("%+v:\ngot  %s\nwant %s", h, got[1:], want)
 			}
+		}
+		// Every field set through reflection: a field added to Header later
+		// fails here until appendHeader writes it.
+		var h session.Header
+		hv := reflect.ValueOf(&h).Elem()
+		for i := range hv.NumField() {
+			switch f := hv.Field(i); f.Kind() {
+			case reflect.String:
+				f.SetString(s + "f")
+			case reflect.Int, reflect.Int64:
+				f.SetInt(int64(i + 1))
+			default:
+				t.Fatalf("Header.%s: a %s; teach this test and appendHeader", hv.Type().Field(i).Name, f.Kind())
+			}
+		}
+		want, _ := json.Marshal(headerRecord{Type: recordType, Header: h})
+		if got := appendHeader(nil, &h); !bytes.Equal(got, want) {
+			t.Fatalf("every field set:\ngot  %s\nwant %s", got, want)
 		}
 		q, _ := json.Marshal(s)
 		if got, want := tagOf(s), append([]byte(sidKey), q...); !bytes.Equal(got, want) {
