@@ -2,6 +2,8 @@ package session
 
 import (
 	"encoding/json"
+	"reflect"
+	"slices"
 	"testing"
 	"unsafe"
 
@@ -187,5 +189,56 @@ func TestRootTurnFitsItsRoom(t *testing.T) {
 	mustAppend(t, child, TypeUserMessage, content.UserText("task"))
 	if c := cap(child.messages); c != 1 {
 		t.Errorf("a child's history has room for %d messages, want 1", c)
+	}
+}
+
+// A child's first message, spliced into its inbox and then logged as the
+// user's, is held once by the history: the splice's copy. The history
+// never writes to that copy (a second message goes to an array of its
+// own, a compaction makes a new one), and a message logged as an equal
+// copy with other blocks is not mistaken for it.
+func TestChildHistorySharesTheSplicedMessage(t *testing.T) {
+	st := NewStore(NewMemoryBackend(), nil)
+	s, detach, err := st.Create(CreateOptions{ID: "s", ParentSession: "root"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer detach()
+	msg := content.UserText("the task")
+	mustAppend(t, s, TypeInboxSpliced, InboxSpliced{Target: "next-turn", Inserted: []content.Message{msg}})
+	mustAppend(t, s, TypeTurnStart, TurnStart{Turn: 1})
+	mustAppend(t, s, TypeStepStart, Step{Turn: 1, Step: 1})
+	mustAppend(t, s, TypeUserMessage, msg)
+	spliced := s.Events()[0].Data.(InboxSpliced).Inserted
+	hist := s.Messages()
+	if len(hist) != 1 || &hist[0] != &spliced[0] {
+		t.Fatalf("the history holds its own copy of the spliced message")
+	}
+	if got := s.MessageBytes(); got != MessageSize(msg) {
+		t.Fatalf("MessageBytes = %d, want %d", got, MessageSize(msg))
+	}
+	before := slices.Clone(spliced)
+	second := content.UserText("more")
+	mustAppend(t, s, TypeUserMessage, second)
+	mustAppend(t, s, TypeCompaction, Compaction{Trigger: "manual", Summary: content.UserText("summary"), Kept: 1})
+	if len(spliced) != 1 || !reflect.DeepEqual(spliced, before) {
+		t.Fatalf("the history wrote to the splice's copy: %+v", spliced)
+	}
+	if hist := s.Messages(); len(hist) != 2 || hist[1].ID != second.ID || &hist[1] == &spliced[0] {
+		t.Fatalf("history after a compaction: %+v", hist)
+	}
+
+	// An equal message with blocks of its own is a copy: not shared.
+	o, detachO, err := st.Create(CreateOptions{ID: "o", ParentSession: "root"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer detachO()
+	mustAppend(t, o, TypeInboxSpliced, InboxSpliced{Target: "next-turn", Inserted: []content.Message{msg}})
+	other := msg
+	other.Content = slices.Clone(msg.Content)
+	mustAppend(t, o, TypeUserMessage, other)
+	if h := o.Messages(); &h[0] == &o.Events()[0].Data.(InboxSpliced).Inserted[0] || &h[0].Content[0] != &other.Content[0] {
+		t.Fatal("the history shared a splice's message that was not the one logged")
 	}
 }

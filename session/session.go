@@ -145,6 +145,10 @@ const (
 	minEvents     = 16
 	rootEvents    = 25
 	rootMessages  = 4
+	// spliceLookback bounds the events derive looks back through for the
+	// inbox splice of a child's first message (the splice, the turn and
+	// step starts lie between them).
+	spliceLookback = 8
 )
 
 // growEvents returns events with room for add more. A log shorter than
@@ -318,11 +322,51 @@ func (s *Session) derive(e Event) {
 	default:
 		return
 	}
-	if s.messages == nil && s.header.ParentSession == "" {
+	switch {
+	case s.messages != nil:
+	case s.header.ParentSession == "":
 		s.messages = make([]content.Message, 0, rootMessages)
+	default:
+		// A child's first message was spliced into its inbox just before:
+		// its history shares the splice's copy (capped, so that the next
+		// message is appended to an array of the history's own).
+		if one := s.splicedCopy(m); one != nil {
+			s.messages = one
+			s.msgBytes += MessageSize(m)
+			return
+		}
 	}
 	s.messages = append(s.messages, m)
 	s.msgBytes += MessageSize(m)
+}
+
+// splicedCopy returns a one-message slice of the last few events' inbox
+// splice that holds m itself (its id and its blocks, not an equal copy),
+// or nil. s.mu must be held.
+func (s *Session) splicedCopy(m content.Message) []content.Message {
+	for i := len(s.events) - 1; i >= max(0, len(s.events)-spliceLookback); i-- {
+		sp, ok := s.events[i].Data.(InboxSpliced)
+		if !ok {
+			continue
+		}
+		for j := range sp.Inserted {
+			if sameMessage(&sp.Inserted[j], &m) {
+				return sp.Inserted[j : j+1 : j+1]
+			}
+		}
+		return nil
+	}
+	return nil
+}
+
+// sameMessage reports whether a and b are one message value: the same id
+// and the same blocks (one array), so that sharing a's copy shares what b
+// holds.
+func sameMessage(a, b *content.Message) bool {
+	if a.ID != b.ID || a.Role != b.Role || a.Source != b.Source || len(a.Content) != len(b.Content) {
+		return false
+	}
+	return len(a.Content) == 0 || &a.Content[0] == &b.Content[0]
 }
 
 // publish delivers the queued events to observers in seq order. A
