@@ -152,6 +152,24 @@ func (a *Agent) sharedSystem(text string) string {
 	return text
 }
 
+// sharedHeader returns h boxed for the log, or the box of an equal header
+// a sibling already logged: the children of one agent that send the same
+// request shape (most of a fan-out's) hold one copy of its header.
+func (a *Agent) sharedHeader(h session.RequestHeader) any {
+	if a.owner == nil {
+		return h
+	}
+	shared := &a.owner.childHeader
+	if p := shared.Load(); p != nil {
+		if last := (*p).(session.RequestHeader); last.Reason == h.Reason && sameHeader(last, h) {
+			return *p
+		}
+	}
+	var data any = h
+	shared.Store(&data)
+	return data
+}
+
 // NewRegistry returns an empty registry over deps.
 func NewRegistry(deps Deps) *Registry {
 	if deps.Log == nil {
@@ -376,8 +394,10 @@ type Agent struct {
 	path    []string          // labels from the root's child down to this agent
 	tree    *tree             // shared by every agent of the delegation tree
 	// childSystem is the system text a child of this agent last rendered
-	// (see sharedSystem).
+	// (see sharedSystem); childHeader the request header a child last
+	// logged, boxed (see sharedHeader).
 	childSystem atomic.Pointer[string]
+	childHeader atomic.Pointer[any]
 
 	mu    sync.Mutex
 	inbox inbox

@@ -507,7 +507,7 @@ func (a *Agent) logRequestHeader(req *llm.Request) {
 	default:
 		h.Reason = "change"
 	}
-	var data any = h // one copy, shared by the log and lastHeader
+	data := a.sharedHeader(h) // one copy, shared by the log and lastHeader (and siblings)
 	a.mu.Lock()
 	a.lastHeader = data
 	a.mu.Unlock()

@@ -74,3 +74,45 @@ func TestChildHistoryIsTheSplicesCopy(t *testing.T) {
 		t.Fatal("the child's first request holds a copy of its prompt apart from the splice's")
 	}
 }
+
+// Children of one agent that send the same request shape hold one copy of
+// its logged header; an agent of another owner holds its own.
+func TestChildrenShareTheirRequestHeader(t *testing.T) {
+	e := newEnv(t, scripted.Text("one"), scripted.Text("two"), scripted.Text("three"))
+	cwd := t.TempDir()
+	parent := e.create(agent.CreateOptions{Cwd: cwd})
+	a := e.create(agent.CreateOptions{Cwd: cwd, Owner: parent, ParentSession: parent.ID(), DelegationDepth: 1})
+	b := e.create(agent.CreateOptions{Cwd: cwd, Owner: parent, ParentSession: parent.ID(), DelegationDepth: 1})
+	run(t, a, "hi")
+	run(t, b, "hi")
+	header := func(x *agent.Agent) any {
+		for _, ev := range x.Session().Events() {
+			if ev.Type == session.TypeRequestHeader {
+				return ev.Data
+			}
+		}
+		t.Fatalf("agent %s logged no request header", x.ID())
+		return nil
+	}
+	ha, hb := header(a), header(b)
+	if !reflect.DeepEqual(ha, hb) || ha.(session.RequestHeader).Reason != "initial" {
+		t.Fatalf("headers differ: %+v, %+v", ha, hb)
+	}
+	if boxOf(ha) != boxOf(hb) {
+		t.Fatal("two children with the same request header hold a copy each")
+	}
+	if hp := header(parent2(t, e)); boxOf(hp) == boxOf(ha) {
+		t.Fatal("an agent of another owner shares a child's header")
+	}
+}
+
+// parent2 is a root agent that has run one turn.
+func parent2(t *testing.T, e *env) *agent.Agent {
+	t.Helper()
+	p := e.create(agent.CreateOptions{Cwd: t.TempDir()})
+	run(t, p, "hi")
+	return p
+}
+
+// boxOf is the address of the value an interface holds.
+func boxOf(v any) unsafe.Pointer { return (*[2]unsafe.Pointer)(unsafe.Pointer(&v))[1] }
