@@ -242,3 +242,51 @@ func TestChildHistorySharesTheSplicedMessage(t *testing.T) {
 		t.Fatal("the history shared a splice's message that was not the one logged")
 	}
 }
+
+// The memory store's persister of a session refers to the session it
+// stores, which holds the header and counts its open writers: a parked
+// child's persister is 24 B, not a second copy of the header and an entry
+// of a writers map. Read still reports a session live while a persister
+// of it is open, one made by Load included.
+func TestMemoryPersisterHoldsNoHeader(t *testing.T) {
+	if n := unsafe.Sizeof(memPersister{}); n > 24 {
+		t.Fatalf("a memory persister is %d bytes, want at most 24", n)
+	}
+	b := NewMemoryBackend()
+	p, err := b.Create(Header{ID: "s", Cwd: "/w"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, _, err := b.Read("s"); err == nil {
+		t.Fatal("a session without events is stored")
+	}
+	if err := p.Append([]Event{{Seq: 0, Type: TypeTurnStart, Data: TurnStart{Turn: 1}}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Create(Header{ID: "s"}); err == nil {
+		t.Fatal("a second Create of a stored session succeeded")
+	}
+	h, events, live, err := b.Read("s")
+	if err != nil || h.Cwd != "/w" || len(events) != 1 || !live {
+		t.Fatalf("Read = %+v, %d events, live %v, %v", h, len(events), live, err)
+	}
+	_, _, q, err := b.Load("s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, live, _ := b.Read("s"); !live {
+		t.Fatal("a session with a loaded persister open reads as not live")
+	}
+	if err := q.Append([]Event{{Seq: 1, Type: TypeTurnStart, Data: TurnStart{Turn: 2}}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := q.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, events, live, _ := b.Read("s"); live || len(events) != 2 {
+		t.Fatalf("after both closed: live %v, %d events", live, len(events))
+	}
+}
