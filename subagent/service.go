@@ -379,15 +379,15 @@ const maxBufferedProgress = 256
 //
 // A parked child keeps its tracker: the settled result and the progress
 // buffered before the announce are apart (made when there are some), and
-// the flags share a word, so that it fits the allocator's 192-byte class,
-// not the 320-byte one.
+// the flags share a word, and its callbacks are one function, so that it
+// fits the allocator's 176-byte class, not the 320-byte one.
 type tracker struct {
 	svc     *Service
 	parent  *agent.Agent
-	ended   chan struct{}  // made by a Dispose that must wait, closed once isEnded; guarded by mu
-	release func()         // run after Ended (or abandon), before after; nil: none
-	after   []func(Result) // run after Ended, see tracked.AfterSettle; guarded by mu
-	result  *Result        // the settled result, once ended; guarded by mu
+	ended   chan struct{} // made by a Dispose that must wait, closed once isEnded; guarded by mu
+	release func()        // run after Ended (or abandon), before after; nil: none
+	after   func(Result)  // run after Ended, see tracked.AfterSettle (chained); guarded by mu
+	result  *Result       // the settled result, once ended; guarded by mu
 
 	mu       sync.Mutex
 	info     RunInfo
@@ -491,8 +491,8 @@ func (t *tracker) end(res Result) {
 	if t.release != nil {
 		t.release()
 	}
-	for _, fn := range after {
-		fn(res)
+	if after != nil {
+		after(res)
 	}
 }
 
@@ -517,7 +517,7 @@ func (r *tracked) AfterSettle(fn func(Result)) {
 		fn(res)
 		return
 	}
-	r.t.after = append(r.t.after, fn)
+	chain(&r.t.after, fn)
 	r.t.mu.Unlock()
 }
 
