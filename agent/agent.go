@@ -137,6 +137,26 @@ type Registry struct {
 	created uint64 // agents created so far: each agent's seq
 }
 
+// renderSystem renders the agent's system text. A child compares it with
+// the text a sibling last rendered (see sharedSystem) before it builds a
+// copy: a fan-out's children build none.
+func (a *Agent) renderSystem() (string, error) {
+	if a.owner == nil {
+		return a.prompt.Render()
+	}
+	var text string
+	var err error
+	if p := a.owner.childSystem.Load(); p != nil {
+		text, err = a.prompt.RenderLike(*p)
+	} else {
+		text, err = a.prompt.Render()
+	}
+	if err != nil {
+		return "", err
+	}
+	return a.sharedSystem(text), nil
+}
+
 // sharedSystem returns text, or an equal string a sibling already holds:
 // the children of one agent that render the same system text keep one
 // copy of it instead of one each.

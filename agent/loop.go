@@ -379,11 +379,10 @@ func (a *Agent) estimate() int64 {
 // changed.
 func (a *Agent) request(turn, step int) (*llm.Request, error) {
 	s := a.session
-	system, err := a.prompt.Render()
+	system, err := a.renderSystem()
 	if err != nil {
 		return nil, err
 	}
-	system = a.sharedSystem(system)
 	provider, model := a.routeOf()
 	req := &llm.Request{Provider: provider, Model: model, System: system, Tools: a.tools.Specs(),
 		MaxTokens: a.options().MaxTokens, SessionID: a.id, Messages: s.Messages()}
