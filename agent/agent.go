@@ -954,8 +954,9 @@ func (a *Agent) send(msg content.Message, target string, wake bool, onEnd func(s
 	}
 	// Record the splice before the item becomes claimable, so the log shows
 	// the insertion before the turn that consumes it.
-	a.session.Append(session.TypeInboxSpliced, session.InboxSpliced{Target: target, Inserted: []content.Message{msg}})
-	a.inbox.push(item{msg: msg, target: target, onEnd: onEnd, wake: wake})
+	inserted := []content.Message{msg}
+	a.session.Append(session.TypeInboxSpliced, session.InboxSpliced{Target: target, Inserted: inserted})
+	a.inbox.push(item{msg: &inserted[0], target: target, onEnd: onEnd, wake: wake})
 	if wake {
 		a.parked = false
 	}

@@ -206,7 +206,7 @@ func (a *Agent) startStep(t *turnState) bool {
 	}
 	a.session.Append(session.TypeStepStart, session.Step{Turn: t.n, Step: t.step})
 	for _, it := range t.input {
-		a.session.Append(session.TypeUserMessage, it.msg)
+		a.session.Append(session.TypeUserMessage, *it.msg)
 	}
 	t.input = nil // logged: a child parked in its model call does not hold its prompt twice
 	for _, m := range t.fromHooks {

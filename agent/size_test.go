@@ -68,3 +68,12 @@ func TestChildrenShareTheirOptions(t *testing.T) {
 		t.Errorf("a child's options read back as %+v", o)
 	}
 }
+
+// A queued message is the inbox splice's logged copy, referred to: an
+// inbox item is 48 B, not 208 (a copy of the message), garbage once the
+// child's turn logs it.
+func TestInboxItemRefersToItsMessage(t *testing.T) {
+	if n := unsafe.Sizeof(item{}); n > 48 {
+		t.Fatalf("an inbox item is %d bytes, want at most 48", n)
+	}
+}
