@@ -104,18 +104,20 @@ type Session struct {
 	messages  []content.Message // derived history, kept in step with events
 	msgBytes  int64             // MessageSize of messages
 	turn      int               // last turn number seen
-	completed int               // events up to and including the last turn end
 	observers []*observer
-	closed    bool
-	persisted int     // events before this index were handed to the persister
 	outbox    []Event // appended events for observers, in seq order
-	sent      int     // outbox events already delivered
+	// Indexes of events (int32: a log of 2^31 events would not fit in
+	// memory), beside the flag, in two words.
+	completed int32 // events up to and including the last turn end
+	persisted int32 // events before this index were handed to the persister
+	sent      int32 // outbox events already delivered
+	closed    bool
 
 	pubMu sync.Mutex // held while delivering to observers
 
 	ioMu      sync.Mutex // orders persister writes
 	persister Persister
-	writeErr  error
+	writeErr  *error // the first write error, sticky; apart, as few sessions meet one
 
 	loaded *loadedLog // PrepareLoad's, until Enter or Abandon
 }
@@ -287,7 +289,7 @@ func (s *Session) Append(typ string, data any, sourceSeqs ...int64) (Event, erro
 func (s *Session) commit(e Event) {
 	s.events = append(growEvents(s.events, 1), e)
 	if e.Type == TypeTurnEnd {
-		s.completed = len(s.events)
+		s.completed = int32(len(s.events))
 	}
 	switch e.Data.(type) {
 	case TurnStart:
@@ -379,7 +381,7 @@ func (s *Session) publish() {
 		}
 		for {
 			s.mu.Lock()
-			if s.sent == len(s.outbox) {
+			if int(s.sent) == len(s.outbox) {
 				s.outbox, s.sent = s.outbox[:0], 0
 				s.mu.Unlock()
 				break
@@ -439,11 +441,11 @@ func (s *Session) Flush() error {
 	s.mu.Lock()
 	p := s.persister
 	var log []Event
-	from := s.persisted
+	from := int(s.persisted)
 	s.commitPending()
 	if p != nil {
 		log = s.events[:len(s.events):len(s.events)]
-		s.persisted = len(s.events)
+		s.persisted = int32(len(s.events))
 	}
 	s.mu.Unlock()
 	if p != nil && len(log) > from && s.writeErr == nil {
@@ -454,10 +456,14 @@ func (s *Session) Flush() error {
 			err = p.Append(log[from:])
 		}
 		if err != nil {
-			s.writeErr = fmt.Errorf("session %s: persist: %w", s.header.ID, err)
+			werr := fmt.Errorf("session %s: persist: %w", s.header.ID, err)
+			s.writeErr = &werr
 		}
 	}
-	return s.writeErr
+	if s.writeErr != nil {
+		return *s.writeErr
+	}
+	return nil
 }
 
 // logKeeper is a persister that may keep a session's log itself rather

@@ -163,7 +163,7 @@ func (st *Store) enter(s *Session, p Persister, stored int) error {
 	st.live[s.header.ID] = s
 	st.mu.Unlock()
 	s.mu.Lock()
-	s.persister, s.persisted = p, stored
+	s.persister, s.persisted = p, int32(stored)
 	s.mu.Unlock()
 	if st.bus != nil {
 		st.bus.Emit(Created{Session: s})
