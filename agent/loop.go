@@ -301,12 +301,12 @@ func (a *Agent) step(t *turnState) (stepOutcome, error) {
 // prepareCall builds the step's request and compacts the conversation
 // when it nears the context window.
 func (a *Agent) prepareCall(t *turnState) error {
-	req, err := a.request(t.n, t.step)
+	req, err := a.request(t)
 	if err != nil {
 		return err
 	}
+	t.req, t.retried = req, false // before anything could call req.OnRetry, which logs t.req's provider
 	a.maybeCompact(t.ctx, req, t.n, &t.usage)
-	t.req, t.retried = req, false
 	return nil
 }
 
@@ -376,8 +376,9 @@ func (a *Agent) estimate() int64 {
 }
 
 // request builds the step's model request and logs its header when it
-// changed.
-func (a *Agent) request(turn, step int) (*llm.Request, error) {
+// changed. Its retry callback holds a and t (24 B), not the turn, step,
+// session and request (48 B): a parked child keeps it.
+func (a *Agent) request(t *turnState) (*llm.Request, error) {
 	s := a.session
 	system, err := a.renderSystem()
 	if err != nil {
@@ -386,10 +387,7 @@ func (a *Agent) request(turn, step int) (*llm.Request, error) {
 	provider, model := a.routeOf()
 	req := &llm.Request{Provider: provider, Model: model, System: system, Tools: a.tools.Specs(),
 		MaxTokens: a.options().MaxTokens, SessionID: a.id, Messages: s.Messages()}
-	req.OnRetry = func(r llm.Retry) {
-		s.Append(session.TypeLLMRetry, session.LLMRetry{Turn: turn, Step: step, Provider: req.Provider,
-			Retry: r.Attempt, MaxRetries: r.Max, DelayMs: r.Delay.Milliseconds(), Failure: r.Failure})
-	}
+	req.OnRetry = func(r llm.Retry) { a.logRetry(t, r) }
 	a.logRequestHeader(req)
 	// Checkpoint: what the model is about to see (the user's message
 	// included) is on disk before it is sent. A write failure fails the turn.
@@ -397,6 +395,12 @@ func (a *Agent) request(turn, step int) (*llm.Request, error) {
 		return nil, err
 	}
 	return req, nil
+}
+
+// logRetry logs a retry of the step's model call (t.req's).
+func (a *Agent) logRetry(t *turnState, r llm.Retry) {
+	a.session.Append(session.TypeLLMRetry, session.LLMRetry{Turn: t.n, Step: t.step, Provider: t.req.Provider,
+		Retry: r.Attempt, MaxRetries: r.Max, DelayMs: r.Delay.Milliseconds(), Failure: r.Failure})
 }
 
 // stream logs each chunk of the model's answer and assembles it in t.ans.
