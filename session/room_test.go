@@ -290,3 +290,35 @@ func TestMemoryPersisterHoldsNoHeader(t *testing.T) {
 		t.Fatalf("after both closed: live %v, %d events", live, len(events))
 	}
 }
+
+// An observed session whose appends do not contend delivers each event as
+// it is appended, with no queue: a parked child, observed for its
+// progress, holds no outbox. An observer that appends re-entrantly still
+// sees every event once, in seq order.
+func TestUncontendedObserversNeedNoQueue(t *testing.T) {
+	st := NewStore(NewMemoryBackend(), nil)
+	s, detach, err := st.Create(CreateOptions{ID: "s", ParentSession: "root"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer detach()
+	var seen []int64
+	s.Observe(func(e Event) {
+		seen = append(seen, e.Seq)
+		if e.Type == TypeTurnStart { // re-entrant: queued, delivered after this one
+			s.Append(TypeStepStart, Step{Turn: 1, Step: 1})
+		}
+	})
+	mustAppend(t, s, TypeUserMessage, content.UserText("m"))
+	s.mu.Lock()
+	queued := cap(s.outbox)
+	s.mu.Unlock()
+	if queued != 0 {
+		t.Fatalf("an uncontended append queued its event (outbox room %d)", queued)
+	}
+	mustAppend(t, s, TypeTurnStart, TurnStart{Turn: 1})
+	mustAppend(t, s, TypeUserMessage, content.UserText("n"))
+	if want := []int64{0, 1, 2, 3}; !slices.Equal(seen, want) {
+		t.Fatalf("the observer saw %v, want %v", seen, want)
+	}
+}

@@ -112,8 +112,9 @@ type Session struct {
 	persisted int32 // events before this index were handed to the persister
 	sent      int32 // outbox events already delivered
 	closed    bool
-
-	pubMu sync.Mutex // held while delivering to observers
+	// publishing: a goroutine is delivering events to the observers (see
+	// publish); later events wait in outbox.
+	publishing bool
 
 	ioMu      sync.Mutex // orders persister writes
 	persister Persister
@@ -274,11 +275,18 @@ func (s *Session) Append(typ string, data any, sourceSeqs ...int64) (Event, erro
 		}
 		s.commit(e)
 	}
-	if len(s.observers) > 0 {
+	direct := false
+	switch {
+	case len(s.observers) == 0:
+	case s.publishing:
 		s.outbox = append(s.outbox, e)
+	default:
+		s.publishing, direct = true, true
 	}
 	s.mu.Unlock()
-	s.publish()
+	if direct {
+		s.publish(e, true)
+	}
 	if typ == TypeTurnEnd || typ == TypeStepEnd {
 		s.Flush()
 	}
@@ -371,37 +379,32 @@ func sameMessage(a, b *content.Message) bool {
 	return len(a.Content) == 0 || &a.Content[0] == &b.Content[0]
 }
 
-// publish delivers the queued events to observers in seq order. A
-// publisher already at work (another goroutine, or an observer appending
-// re-entrantly) delivers the new events itself.
-func (s *Session) publish() {
+// publish delivers e (when have is set), then the queued events, to the
+// observers in seq order, until the queue is empty. Its caller set
+// s.publishing: an event appended meanwhile (on another goroutine, or by
+// an observer appending re-entrantly) is queued for it, and an append
+// while none is at work delivers its event without queueing it (a parked
+// child's session keeps no queue).
+func (s *Session) publish(e Event, have bool) {
+	s.mu.Lock()
 	for {
-		if !s.pubMu.TryLock() {
-			return
-		}
-		for {
-			s.mu.Lock()
+		if !have {
 			if int(s.sent) == len(s.outbox) {
-				s.outbox, s.sent = s.outbox[:0], 0
+				s.outbox, s.sent, s.publishing = s.outbox[:0], 0, false
 				s.mu.Unlock()
-				break
+				return
 			}
-			e := s.outbox[s.sent]
+			e = s.outbox[s.sent]
 			s.outbox[s.sent] = Event{} // keep no payload alive
 			s.sent++
-			obs := s.observers
-			s.mu.Unlock()
-			for _, o := range obs {
-				deliver(o, e)
-			}
 		}
-		s.pubMu.Unlock()
-		s.mu.Lock()
-		done := len(s.outbox) == 0
+		have = false
+		obs := s.observers
 		s.mu.Unlock()
-		if done {
-			return
+		for _, o := range obs {
+			deliver(o, e)
 		}
+		s.mu.Lock()
 	}
 }
 
