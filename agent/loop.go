@@ -502,7 +502,11 @@ func (a *Agent) logRequestHeader(req *llm.Request) {
 	h := session.RequestHeader{Config: session.RequestConfig{Provider: req.Provider, Model: req.Model, MaxTokens: req.MaxTokens},
 		System: req.System, Tools: req.Tools}
 	a.mu.Lock()
-	last, logged := a.lastHeader.(session.RequestHeader)
+	var last session.RequestHeader
+	logged := false
+	if p := a.lastHeader; p != nil {
+		last, logged = (*p).(session.RequestHeader)
+	}
 	a.mu.Unlock()
 	switch {
 	case !logged:
@@ -519,7 +523,7 @@ func (a *Agent) logRequestHeader(req *llm.Request) {
 	a.mu.Lock()
 	a.lastHeader = data
 	a.mu.Unlock()
-	a.session.Append(session.TypeRequestHeader, data)
+	a.session.Append(session.TypeRequestHeader, *data)
 }
 
 func sameHeader(a, b session.RequestHeader) bool {
