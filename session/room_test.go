@@ -322,3 +322,28 @@ func TestUncontendedObserversNeedNoQueue(t *testing.T) {
 		t.Fatalf("the observer saw %v, want %v", seen, want)
 	}
 }
+
+// An observer's disposer, which a parked child holds (its progress
+// observer's), is the observer's method: removing it twice removes it
+// once, and the other observers keep hearing.
+func TestObserverDisposerRemovesItOnce(t *testing.T) {
+	st := NewStore(NewMemoryBackend(), nil)
+	s, detach, err := st.Create(CreateOptions{ID: "s", ParentSession: "root"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer detach()
+	var a, b int
+	disposeA := s.Observe(func(Event) { a++ })
+	s.Observe(func(Event) { b++ })
+	mustAppend(t, s, TypeTurnStart, TurnStart{Turn: 1})
+	disposeA()
+	disposeA()
+	mustAppend(t, s, TypeStepStart, Step{Turn: 1, Step: 1})
+	if a != 1 || b != 2 {
+		t.Fatalf("the disposed observer heard %d events, want 1; the other %d, want 2", a, b)
+	}
+	if n := testing.AllocsPerRun(20, func() { s.Observe(func(Event) {})() }); n > 4 {
+		t.Fatalf("an Observe and its dispose allocate %v times, want at most 4 (the observer, its disposer, the list, the list without it)", n)
+	}
+}
