@@ -373,13 +373,13 @@ func (s *Session) splicedCopy(m content.Message) []content.Message {
 }
 
 // sameMessage reports whether a and b are one message value: the same id
-// and the same blocks (one array), so that sharing a's copy shares what b
-// holds.
+// and the same blocks (one array, not equal copies: a log read from a file
+// shares nothing), so that sharing a's copy shares what b holds.
 func sameMessage(a, b *content.Message) bool {
 	if a.ID != b.ID || a.Role != b.Role || a.Source != b.Source || len(a.Content) != len(b.Content) {
 		return false
 	}
-	return len(a.Content) == 0 || &a.Content[0] == &b.Content[0]
+	return len(a.Content) > 0 && &a.Content[0] == &b.Content[0]
 }
 
 // publish delivers e (when have is set), then the queued events, to the
