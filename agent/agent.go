@@ -137,19 +137,97 @@ type Registry struct {
 	created uint64 // agents created so far: each agent's seq
 }
 
+// renderSystem renders the agent's system text. A child compares it with
+// the text a sibling last rendered (see sharedSystem) before it builds a
+// copy: a fan-out's children build none.
+func (a *Agent) renderSystem() (string, error) {
+	kids := a.siblings()
+	if kids == nil {
+		return a.prompt.Render()
+	}
+	var text string
+	var err error
+	if p := kids.system.Load(); p != nil {
+		text, err = a.prompt.RenderLike(*p)
+	} else {
+		text, err = a.prompt.Render()
+	}
+	if err != nil {
+		return "", err
+	}
+	return kids.sharedSystem(text), nil
+}
+
+// children is what an agent keeps of the children it creates: made by the
+// first (see kids), so that an agent without any, most often a child,
+// holds a pointer, and an Agent fits the 416-byte size class.
+type children struct {
+	owned map[*Agent]struct{} // the live ones; guarded by the agent's mu
+	turn  int32               // the turn count counts for; guarded by the agent's mu
+	count int32               // children the turn started (see StartChild); guarded by the agent's mu
+	// system is the system text a child last rendered (see sharedSystem);
+	// header the request header a child last logged, boxed (see
+	// sharedHeader).
+	system atomic.Pointer[string]
+	header atomic.Pointer[any]
+}
+
+// kids returns the agent's children record, made if need be. a.mu must be
+// held.
+func (a *Agent) kids() *children {
+	k := a.children.Load()
+	if k == nil {
+		k = &children{}
+		a.children.Store(k)
+	}
+	return k
+}
+
+// siblings returns the children record of the agent's owner, which shares
+// what its children render and log alike; nil for a root.
+func (a *Agent) siblings() *children {
+	if a.owner == nil {
+		return nil
+	}
+	return a.owner.children.Load() // made when the owner took a as its own
+}
+
+// ownedAgents returns the agent's live children. a.mu must be held.
+func (a *Agent) ownedAgents() map[*Agent]struct{} {
+	if k := a.children.Load(); k != nil {
+		return k.owned
+	}
+	return nil
+}
+
 // sharedSystem returns text, or an equal string a sibling already holds:
 // the children of one agent that render the same system text keep one
 // copy of it instead of one each.
-func (a *Agent) sharedSystem(text string) string {
-	if a.owner == nil {
-		return text
-	}
-	shared := &a.owner.childSystem
-	if p := shared.Load(); p != nil && *p == text {
+func (k *children) sharedSystem(text string) string {
+	if p := k.system.Load(); p != nil && *p == text {
 		return *p
 	}
-	shared.Store(&text)
+	k.system.Store(&text)
 	return text
+}
+
+// sharedHeader returns h boxed for the log, or the box of an equal header
+// a sibling already logged: the children of one agent that send the same
+// request shape (most of a fan-out's) hold one copy of its header.
+func (a *Agent) sharedHeader(h session.RequestHeader) *any {
+	kids := a.siblings()
+	if kids != nil {
+		if p := kids.header.Load(); p != nil {
+			if last := (*p).(session.RequestHeader); last.Reason == h.Reason && sameHeader(last, h) {
+				return p
+			}
+		}
+	}
+	var data any = h
+	if kids != nil {
+		kids.header.Store(&data)
+	}
+	return &data
 }
 
 // NewRegistry returns an empty registry over deps.
@@ -375,9 +453,9 @@ type Agent struct {
 	hooks   *hook.Set         // inherited, plus CreateOptions.Hooks
 	path    []string          // labels from the root's child down to this agent
 	tree    *tree             // shared by every agent of the delegation tree
-	// childSystem is the system text a child of this agent last rendered
-	// (see sharedSystem).
-	childSystem atomic.Pointer[string]
+	// children is what the agent keeps of its children, made by the
+	// first (see kids); set once, under mu, read by the children.
+	children atomic.Pointer[children]
 
 	mu    sync.Mutex
 	inbox inbox
@@ -390,16 +468,13 @@ type Agent struct {
 	host        bool          // CreateOptions.ToolHost, set at creation
 	idle        chan struct{} // made by a WaitIdle waiter, closed when the driver goes idle
 	cancelTurn  context.CancelCauseFunc
-	turnMsgID   string              // the next-turn message the running turn claimed
-	seq         uint64              // creation order in the registry
-	owned       map[*Agent]struct{} // live agents this one created
+	turnMsgID   string // the next-turn message the running turn claimed
+	seq         uint64 // creation order in the registry
 	disposers   []func()
 	idlers      []func() // see OnIdle
-	lastHeader  any      // the session.RequestHeader last logged, as boxed in its event
+	lastHeader  *any     // the session.RequestHeader last logged, as boxed in its event
 	meter       *meter   // nil until a model call reports usage (or a compaction); guarded by mu
 	reqBytes    int64    // the bytes of the request being sent (see compact.go)
-	childTurn   int32    // the turn childCount counts for
-	childCount  int32    // children the turn childTurn started (see StartChild)
 	detach      func() error
 
 	wg          sync.WaitGroup
@@ -418,8 +493,8 @@ type Agent struct {
 }
 
 // options returns the options the agent was created with. They are
-// interned (unique.Make), not a field of their own: an Agent is 440 B, in
-// the 448-byte size class, and a parent's children, whose options are
+// interned (unique.Make), not a field of their own: an Agent is 416 B, in
+// the 416-byte size class, and a parent's children, whose options are
 // alike, hold one copy.
 func (a *Agent) options() Options { return a.opts.Value() }
 
@@ -607,13 +682,14 @@ func (a *Agent) StartChild(limit int) bool {
 	if !a.running || a.host {
 		return true
 	}
-	if n := int32(a.session.LastTurn()); n != a.childTurn {
-		a.childTurn, a.childCount = n, 0
+	k := a.kids()
+	if n := int32(a.session.LastTurn()); n != k.turn {
+		k.turn, k.count = n, 0
 	}
-	if limit > 0 && int(a.childCount) >= limit {
+	if limit > 0 && int(k.count) >= limit {
 		return false
 	}
-	a.childCount++
+	k.count++
 	return true
 }
 
@@ -636,17 +712,18 @@ func (a *Agent) own(child *Agent) bool {
 	if a.disposed {
 		return false
 	}
-	if a.owned == nil {
-		a.owned = map[*Agent]struct{}{}
+	k := a.kids()
+	if k.owned == nil {
+		k.owned = map[*Agent]struct{}{}
 	}
-	a.owned[child] = struct{}{}
+	k.owned[child] = struct{}{}
 	return true
 }
 
 func (a *Agent) disown(child *Agent) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	delete(a.owned, child)
+	delete(a.ownedAgents(), child)
 }
 
 // unwind runs the scoped disposers registered so far.
@@ -870,7 +947,7 @@ func (a *Agent) dispose() {
 	a.disposed = true
 	dropped := a.inbox.clear()
 	cancel := a.cancelTurn
-	owned := slices.Collect(maps.Keys(a.owned))
+	owned := slices.Collect(maps.Keys(a.ownedAgents()))
 	bySeq(owned)
 	a.mu.Unlock()
 	for _, it := range dropped {
@@ -914,8 +991,9 @@ func (a *Agent) send(msg content.Message, target string, wake bool, onEnd func(s
 	}
 	// Record the splice before the item becomes claimable, so the log shows
 	// the insertion before the turn that consumes it.
-	a.session.Append(session.TypeInboxSpliced, session.InboxSpliced{Target: target, Inserted: []content.Message{msg}})
-	a.inbox.push(item{msg: msg, target: target, onEnd: onEnd, wake: wake})
+	inserted := []content.Message{msg}
+	a.session.Append(session.TypeInboxSpliced, session.InboxSpliced{Target: target, Inserted: inserted})
+	a.inbox.push(item{msg: &inserted[0], target: target, onEnd: onEnd, wake: wake})
 	if wake {
 		a.parked = false
 	}

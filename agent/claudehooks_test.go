@@ -218,6 +218,17 @@ func TestPromptHooks(t *testing.T) {
 	if joined := strings.Join(all, "\n"); strings.Contains(joined, "forbidden") || strings.Count(joined, "SESSION-CONTEXT") != 1 {
 		t.Errorf("second request's messages:\n%s", joined)
 	}
+	// The hooks' context went to a copy of the prompt: the inbox splice
+	// that logged it (whose copy the queued item refers to) is as sent.
+	for _, e := range a.Session().Events() {
+		if sp, ok := e.Data.(session.InboxSpliced); ok {
+			for _, m := range sp.Inserted {
+				if text := content.JoinText(m.Content); strings.Contains(text, "CONTEXT") {
+					t.Errorf("a hook's context reached the logged splice: %q", text)
+				}
+			}
+		}
+	}
 }
 
 // continue: false from a PostToolUse hook ends the turn after the call.

@@ -426,8 +426,8 @@ func (a *Agent) childIDs() []string {
 		}
 	}
 	a.mu.Lock()
-	owned := make([]*Agent, 0, len(a.owned))
-	for c := range a.owned {
+	owned := make([]*Agent, 0, len(a.ownedAgents()))
+	for c := range a.ownedAgents() {
 		owned = append(owned, c)
 	}
 	a.mu.Unlock()

@@ -291,15 +291,15 @@ func (a *Agent) promptHooks(ctx context.Context, n int, claimed []item) (*sessio
 			return nil, err
 		}
 		if ctxs := append(extra, labelled("UserPromptSubmit", d.Context)...); len(ctxs) > 0 {
-			msg := it.msg
+			msg := *it.msg
 			msg.Content = append(append([]content.Block(nil), msg.Content...), content.Text("\n"+strings.Join(ctxs, "\n")))
-			claimed[i].msg, extra = msg, nil
+			claimed[i].msg, extra = &msg, nil
 		}
 	}
 	if len(extra) > 0 && len(claimed) > 0 { // no prompt took the session's context: the first message does
-		msg := claimed[0].msg
+		msg := *claimed[0].msg
 		msg.Content = append(append([]content.Block(nil), msg.Content...), content.Text("\n"+strings.Join(extra, "\n")))
-		claimed[0].msg = msg
+		claimed[0].msg = &msg
 	}
 	return nil, nil
 }

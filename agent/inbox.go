@@ -13,8 +13,10 @@ const (
 	nextStep = "next-step" // steering and injected context, all claimed at the next step
 )
 
+// item is a queued message: msg is the copy its inbox splice logged
+// (immutable, as every logged payload), so that an item is 48 B, not 208.
 type item struct {
-	msg    content.Message
+	msg    *content.Message
 	target string
 	onEnd  func(session.TurnEnd) // called when the item's turn ends, or when it is dropped
 	wake   bool                  // a next-step item that may run a step of its own (Steer); else it rides along (Inject)

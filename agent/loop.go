@@ -49,8 +49,8 @@ type turnState struct {
 	err    error
 
 	step      int
-	continued int               // times Stop hooks continued the turn
 	fromHooks []content.Message // Stop hooks' feedback for the next step
+	continued int32             // times Stop hooks continued the turn
 	maxTokens bool              // a step ended at the output token limit
 
 	// The step's model call.
@@ -58,8 +58,7 @@ type turnState struct {
 	req     *llm.Request
 	est     int64
 	endSpan func(*content.Assembler)
-	asm     *content.Assembler // nil until the first chunk, and when the answer could not be logged (callErr)
-	seqs    []int64
+	ans     *answer // nil until the first chunk, and when the answer could not be logged (callErr)
 	callErr error
 }
 
@@ -207,7 +206,7 @@ func (a *Agent) startStep(t *turnState) bool {
 	}
 	a.session.Append(session.TypeStepStart, session.Step{Turn: t.n, Step: t.step})
 	for _, it := range t.input {
-		a.session.Append(session.TypeUserMessage, it.msg)
+		a.session.Append(session.TypeUserMessage, *it.msg)
 	}
 	t.input = nil // logged: a child parked in its model call does not hold its prompt twice
 	for _, m := range t.fromHooks {
@@ -252,7 +251,7 @@ func (a *Agent) endStep(t *turnState, out stepOutcome, err error) bool {
 		t.reason = session.EndReason{Kind: session.EndMaxTokens}
 		return true
 	}
-	if msg, again := a.stopHooks(t.ctx, t.continued); again {
+	if msg, again := a.stopHooks(t.ctx, int(t.continued)); again {
 		t.continued++
 		t.fromHooks = append(t.fromHooks, msg)
 		return false
@@ -302,12 +301,12 @@ func (a *Agent) step(t *turnState) (stepOutcome, error) {
 // prepareCall builds the step's request and compacts the conversation
 // when it nears the context window.
 func (a *Agent) prepareCall(t *turnState) error {
-	req, err := a.request(t.n, t.step)
+	req, err := a.request(t)
 	if err != nil {
 		return err
 	}
+	t.req, t.retried = req, false // before anything could call req.OnRetry, which logs t.req's provider
 	a.maybeCompact(t.ctx, req, t.n, &t.usage)
-	t.req, t.retried = req, false
 	return nil
 }
 
@@ -320,15 +319,19 @@ func (a *Agent) startCall(t *turnState) context.Context {
 		return nil
 	}
 	mctx, endSpan := a.traceModelCall(t.ctx, t.req, t.step)
-	t.endSpan, t.asm, t.seqs, t.callErr = endSpan, nil, nil, nil // the answer's, made at its first chunk
+	t.endSpan, t.ans, t.callErr = endSpan, nil, nil // the answer's, made at its first chunk
 	return mctx
 }
 
 // endCall settles the call with the tree's budget and concludes the step;
 // stepRetry when the call overflowed the context window and was compacted.
 func (a *Agent) endCall(t *turnState) (stepOutcome, error) {
-	asm := t.asm
-	if asm == nil && t.callErr == nil { // no chunk came (the registry always sends a finish)
+	var asm *content.Assembler
+	var seqs []int64
+	switch {
+	case t.ans != nil:
+		asm, seqs = &t.ans.asm, t.ans.seqs
+	case t.callErr == nil: // no chunk came (the registry always sends a finish)
 		asm = new(content.Assembler)
 	}
 	t.endSpan(asm)
@@ -356,7 +359,7 @@ func (a *Agent) endCall(t *turnState) (stepOutcome, error) {
 		t.retried = true
 		return stepRetry, nil
 	}
-	return a.conclude(t.ctx, t.req, asm, t.seqs, t.n, t.step, &t.usage)
+	return a.conclude(t.ctx, t.req, asm, seqs, t.n, t.step, &t.usage)
 }
 
 // estimate is what the next model call is expected to use, held against
@@ -373,21 +376,18 @@ func (a *Agent) estimate() int64 {
 }
 
 // request builds the step's model request and logs its header when it
-// changed.
-func (a *Agent) request(turn, step int) (*llm.Request, error) {
+// changed. Its retry callback holds a and t (24 B), not the turn, step,
+// session and request (48 B): a parked child keeps it.
+func (a *Agent) request(t *turnState) (*llm.Request, error) {
 	s := a.session
-	system, err := a.prompt.Render()
+	system, err := a.renderSystem()
 	if err != nil {
 		return nil, err
 	}
-	system = a.sharedSystem(system)
 	provider, model := a.routeOf()
 	req := &llm.Request{Provider: provider, Model: model, System: system, Tools: a.tools.Specs(),
 		MaxTokens: a.options().MaxTokens, SessionID: a.id, Messages: s.Messages()}
-	req.OnRetry = func(r llm.Retry) {
-		s.Append(session.TypeLLMRetry, session.LLMRetry{Turn: turn, Step: step, Provider: req.Provider,
-			Retry: r.Attempt, MaxRetries: r.Max, DelayMs: r.Delay.Milliseconds(), Failure: r.Failure})
-	}
+	req.OnRetry = func(r llm.Retry) { a.logRetry(t, r) }
 	a.logRequestHeader(req)
 	// Checkpoint: what the model is about to see (the user's message
 	// included) is on disk before it is sent. A write failure fails the turn.
@@ -397,7 +397,13 @@ func (a *Agent) request(turn, step int) (*llm.Request, error) {
 	return req, nil
 }
 
-// stream logs each chunk of the model's answer and assembles it in t.asm.
+// logRetry logs a retry of the step's model call (t.req's).
+func (a *Agent) logRetry(t *turnState, r llm.Retry) {
+	a.session.Append(session.TypeLLMRetry, session.LLMRetry{Turn: t.n, Step: t.step, Provider: t.req.Provider,
+		Retry: r.Attempt, MaxRetries: r.Max, DelayMs: r.Delay.Milliseconds(), Failure: r.Failure})
+}
+
+// stream logs each chunk of the model's answer and assembles it in t.ans.
 // Before the retry a context overflow allows, the overflow's finish is not
 // logged: the caller compacts and retries, and the log keeps one finish
 // per step.
@@ -411,33 +417,35 @@ func (a *Agent) stream(ctx context.Context, t *turnState) {
 
 // answer is a model call's assembler and the seqs of the chunk events it
 // was made from, in one allocation: the assistant message's blocks and
-// source seqs are both parts of it.
+// source seqs are both parts of it (seqs in buf, until it outgrows it).
 type answer struct {
 	asm  content.Assembler
-	seqs [8]int64
+	seqs []int64
+	buf  [8]int64
 }
 
 // chunk logs and assembles one chunk of the answer, and reports whether
 // the answer goes on.
 func (a *Agent) chunk(t *turnState, c content.Chunk) bool {
-	if t.asm == nil { // made here, not before the call: a child parked in its call holds neither
-		ans := new(answer)
-		t.asm, t.seqs = &ans.asm, ans.seqs[:0]
+	if t.ans == nil { // made here, not before the call: a child parked in its call holds none
+		t.ans = new(answer)
+		t.ans.seqs = t.ans.buf[:0]
 	}
+	ans := t.ans
 	if !t.retried && c.Type == content.ChunkFinish && c.Finish.Kind == content.FinishError &&
 		c.Finish.Failure != nil && c.Finish.Failure.Code == llm.CodeContextExceeded {
-		t.asm.Add(c)
+		ans.asm.Add(c)
 		return false
 	}
 	e, err := a.session.Append(session.TypeAssistantChunk, session.AssistantChunk{Turn: int32(t.n), Step: int32(t.step), Chunk: c})
 	if err != nil {
-		t.asm, t.seqs, t.callErr = nil, nil, err
+		t.ans, t.callErr = nil, err
 		return false
 	}
-	if n := len(t.seqs); n == 0 || t.seqs[n-1] != e.Seq { // consecutive deltas share a stored event
-		t.seqs = append(t.seqs, e.Seq)
+	if n := len(ans.seqs); n == 0 || ans.seqs[n-1] != e.Seq { // consecutive deltas share a stored event
+		ans.seqs = append(ans.seqs, e.Seq)
 	}
-	t.asm.Add(c)
+	ans.asm.Add(c)
 	return true
 }
 
@@ -494,7 +502,11 @@ func (a *Agent) logRequestHeader(req *llm.Request) {
 	h := session.RequestHeader{Config: session.RequestConfig{Provider: req.Provider, Model: req.Model, MaxTokens: req.MaxTokens},
 		System: req.System, Tools: req.Tools}
 	a.mu.Lock()
-	last, logged := a.lastHeader.(session.RequestHeader)
+	var last session.RequestHeader
+	logged := false
+	if p := a.lastHeader; p != nil {
+		last, logged = (*p).(session.RequestHeader)
+	}
 	a.mu.Unlock()
 	switch {
 	case !logged:
@@ -507,11 +519,11 @@ func (a *Agent) logRequestHeader(req *llm.Request) {
 	default:
 		h.Reason = "change"
 	}
-	var data any = h // one copy, shared by the log and lastHeader
+	data := a.sharedHeader(h) // one copy, shared by the log and lastHeader (and siblings)
 	a.mu.Lock()
 	a.lastHeader = data
 	a.mu.Unlock()
-	a.session.Append(session.TypeRequestHeader, data)
+	a.session.Append(session.TypeRequestHeader, *data)
 }
 
 func sameHeader(a, b session.RequestHeader) bool {

@@ -217,6 +217,38 @@ func (s *Scope) Render() (string, error) {
 	return sb.String(), nil
 }
 
+// RenderLike returns what Render returns, and prev itself when that is
+// equal to it: an agent's children, which render one system text, compare
+// it with a sibling's copy instead of building one each for the garbage
+// collector (the text is some hundreds of bytes, per model request).
+func (s *Scope) RenderLike(prev string) (string, error) {
+	rest, first := prev, true
+	for _, sec := range s.Sections() {
+		text, err := s.Interpolate(sec.Text)
+		if err != nil {
+			return "", fmt.Errorf("section %s: %w", sec.Name, err)
+		}
+		if strings.TrimSpace(text) == "" {
+			continue
+		}
+		ok := true
+		if !first {
+			rest, ok = strings.CutPrefix(rest, "\n\n")
+		}
+		first = false
+		if ok {
+			rest, ok = strings.CutPrefix(rest, text)
+		}
+		if !ok {
+			return s.Render()
+		}
+	}
+	if rest != "" {
+		return s.Render()
+	}
+	return prev, nil
+}
+
 // Interpolate replaces each {{name}} in text with the variable's value.
 // Strict: a malformed group, an unknown variable or a variable without a
 // value is an error, never an empty string. A lone "{{" with no later "}}"

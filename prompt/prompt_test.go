@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"unsafe"
 
 	"github.com/dsh-go/dsh/prompt"
 )
@@ -416,5 +417,38 @@ func TestConcurrentRenderAndRegister(t *testing.T) {
 	wg.Wait()
 	if got := render(t, s); got != "" {
 		t.Errorf("after churn Render = %q", got)
+	}
+}
+
+// RenderLike returns Render's text: prev itself when it is equal (no copy
+// built), a new string when it is not, however prev differs (a prefix, an
+// extension, another separator, another variable's value), and Render's
+// error.
+func TestRenderLikeReturnsAnEqualPrevItself(t *testing.T) {
+	r := prompt.NewRegistry()
+	must(t)(r.Section(prompt.Section{Name: "a", Text: "first"}))
+	must(t)(r.Section(prompt.Section{Name: "b", Order: 1, Text: "  "}))
+	must(t)(r.Section(prompt.Section{Name: "c", Order: 2, Text: "model {{m}}"}))
+	must(t)(r.Variable("m", value("x")))
+	s := r.NewScope()
+	want := render(t, s)
+	prev := strings.Clone(want)
+	got, err := s.RenderLike(prev)
+	if err != nil || got != want || unsafe.StringData(got) != unsafe.StringData(prev) {
+		t.Fatalf("RenderLike(an equal copy) = %q, %v: want that copy itself", got, err)
+	}
+	for _, other := range []string{"", "first", "first\n\n", want + "\n\n", want + "x", "first\nmodel x", "first\n\nmodel y", "model x\n\nfirst", "firs"} {
+		got, err := s.RenderLike(other)
+		if err != nil || got != want {
+			t.Errorf("RenderLike(%q) = %q, %v; want %q", other, got, err, want)
+		}
+	}
+	empty := prompt.NewRegistry().NewScope()
+	if got, err := empty.RenderLike("stale"); err != nil || got != "" {
+		t.Errorf("RenderLike of no sections = %q, %v; want empty", got, err)
+	}
+	must(t)(r.Section(prompt.Section{Name: "d", Order: 3, Text: "{{unknown}}"}))
+	if _, err := s.RenderLike(prev); err == nil {
+		t.Error("RenderLike of a bad template: no error")
 	}
 }

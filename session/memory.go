@@ -9,32 +9,35 @@ import (
 type MemoryBackend struct {
 	mu       sync.Mutex
 	sessions map[string]*memSession
-	writers  map[string]int // open persisters per session id
 }
 
 var _ Reader = (*MemoryBackend)(nil)
 
+// memSession is a stored session, made with its first persister and
+// stored at its first append.
 type memSession struct {
-	header Header
-	events []Event
+	header  Header
+	events  []Event
+	writers int // open persisters; guarded by MemoryBackend.mu
 }
 
 // NewMemoryBackend returns an empty in-memory backend.
 func NewMemoryBackend() *MemoryBackend {
-	return &MemoryBackend{sessions: map[string]*memSession{}, writers: map[string]int{}}
+	return &MemoryBackend{sessions: map[string]*memSession{}}
 }
 
+// memPersister writes to its session, which holds the header: a parked
+// child's persister is 24 B, not a second copy of the header.
 type memPersister struct {
 	b      *MemoryBackend
-	id     string
-	h      Header
+	s      *memSession
 	closed bool
 }
 
-// persister returns a new persister of session h. b.mu must be held.
-func (b *MemoryBackend) persister(h Header) *memPersister {
-	b.writers[h.ID]++
-	return &memPersister{b: b, id: h.ID, h: h}
+// persister returns a new persister of s. b.mu must be held.
+func (b *MemoryBackend) persister(s *memSession) *memPersister {
+	s.writers++
+	return &memPersister{b: b, s: s}
 }
 
 // Create implements Backend. The session appears at its first Append.
@@ -44,7 +47,7 @@ func (b *MemoryBackend) Create(h Header) (Persister, error) {
 	if _, ok := b.sessions[h.ID]; ok {
 		return nil, errorf(CodeExists, "session %s is already stored", h.ID)
 	}
-	return b.persister(h), nil
+	return b.persister(&memSession{header: h}), nil
 }
 
 // Load implements Backend.
@@ -55,7 +58,7 @@ func (b *MemoryBackend) Load(id string) (Header, []Event, Persister, error) {
 	if !ok {
 		return Header{}, nil, nil, errorf(CodeNotFound, "no stored session %q", id)
 	}
-	return s.header, slices.Clone(s.events), b.persister(s.header), nil
+	return s.header, slices.Clone(s.events), b.persister(s), nil
 }
 
 // Read implements Reader: a session is live while a persister of it is
@@ -67,7 +70,7 @@ func (b *MemoryBackend) Read(id string) (Header, []Event, bool, error) {
 	if !ok {
 		return Header{}, nil, false, errorf(CodeNotFound, "no stored session %q", id)
 	}
-	return s.header, slices.Clone(s.events), b.writers[id] > 0, nil
+	return s.header, slices.Clone(s.events), s.writers > 0, nil
 }
 
 // List implements Backend.
@@ -84,10 +87,11 @@ func (b *MemoryBackend) List() ([]Header, error) {
 func (p *memPersister) Append(events []Event) error {
 	p.b.mu.Lock()
 	defer p.b.mu.Unlock()
-	s, ok := p.b.sessions[p.id]
+	s, ok := p.b.sessions[p.s.header.ID]
 	if !ok {
 		// No room made: a parked child holds its first checkpoint only.
-		p.b.sessions[p.id] = &memSession{header: p.h, events: slices.Clone(events)}
+		p.s.events = slices.Clone(events)
+		p.b.sessions[p.s.header.ID] = p.s
 		return nil
 	}
 	s.events = append(growEvents(s.events, len(events)), events...) // as the live log grows
@@ -99,10 +103,11 @@ func (p *memPersister) Append(events []Event) error {
 // parked child has written then costs the store nothing.
 func (p *memPersister) keepLog(log []Event, from int) error {
 	p.b.mu.Lock()
-	s, ok := p.b.sessions[p.id]
+	s, ok := p.b.sessions[p.s.header.ID]
 	switch {
 	case !ok && from == 0:
-		p.b.sessions[p.id] = &memSession{header: p.h, events: log}
+		p.s.events = log
+		p.b.sessions[p.s.header.ID] = p.s
 	case ok && len(s.events) == from:
 		s.events = log
 	default:
@@ -118,9 +123,7 @@ func (p *memPersister) Close() error {
 	defer p.b.mu.Unlock()
 	if !p.closed {
 		p.closed = true
-		if p.b.writers[p.id]--; p.b.writers[p.id] == 0 {
-			delete(p.b.writers, p.id)
-		}
+		p.s.writers--
 	}
 	return nil
 }

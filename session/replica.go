@@ -41,7 +41,11 @@ func (s *Session) replicate(events []Event) error {
 			s.outbox = append(s.outbox, e)
 		}
 	}
+	start := !s.publishing && int(s.sent) < len(s.outbox)
+	s.publishing = s.publishing || start
 	s.mu.Unlock()
-	s.publish()
+	if start {
+		s.publish(Event{}, false)
+	}
 	return s.Flush()
 }

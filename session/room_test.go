@@ -2,6 +2,8 @@ package session
 
 import (
 	"encoding/json"
+	"reflect"
+	"slices"
 	"testing"
 	"unsafe"
 
@@ -187,5 +189,161 @@ func TestRootTurnFitsItsRoom(t *testing.T) {
 	mustAppend(t, child, TypeUserMessage, content.UserText("task"))
 	if c := cap(child.messages); c != 1 {
 		t.Errorf("a child's history has room for %d messages, want 1", c)
+	}
+}
+
+// A child's first message, spliced into its inbox and then logged as the
+// user's, is held once by the history: the splice's copy. The history
+// never writes to that copy (a second message goes to an array of its
+// own, a compaction makes a new one), and a message logged as an equal
+// copy with other blocks is not mistaken for it.
+func TestChildHistorySharesTheSplicedMessage(t *testing.T) {
+	st := NewStore(NewMemoryBackend(), nil)
+	s, detach, err := st.Create(CreateOptions{ID: "s", ParentSession: "root"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer detach()
+	msg := content.UserText("the task")
+	mustAppend(t, s, TypeInboxSpliced, InboxSpliced{Target: "next-turn", Inserted: []content.Message{msg}})
+	mustAppend(t, s, TypeTurnStart, TurnStart{Turn: 1})
+	mustAppend(t, s, TypeStepStart, Step{Turn: 1, Step: 1})
+	mustAppend(t, s, TypeUserMessage, msg)
+	spliced := s.Events()[0].Data.(InboxSpliced).Inserted
+	hist := s.Messages()
+	if len(hist) != 1 || &hist[0] != &spliced[0] {
+		t.Fatalf("the history holds its own copy of the spliced message")
+	}
+	if got := s.MessageBytes(); got != MessageSize(msg) {
+		t.Fatalf("MessageBytes = %d, want %d", got, MessageSize(msg))
+	}
+	before := slices.Clone(spliced)
+	second := content.UserText("more")
+	mustAppend(t, s, TypeUserMessage, second)
+	mustAppend(t, s, TypeCompaction, Compaction{Trigger: "manual", Summary: content.UserText("summary"), Kept: 1})
+	if len(spliced) != 1 || !reflect.DeepEqual(spliced, before) {
+		t.Fatalf("the history wrote to the splice's copy: %+v", spliced)
+	}
+	if hist := s.Messages(); len(hist) != 2 || hist[1].ID != second.ID || &hist[1] == &spliced[0] {
+		t.Fatalf("history after a compaction: %+v", hist)
+	}
+
+	// An equal message with blocks of its own is a copy: not shared.
+	o, detachO, err := st.Create(CreateOptions{ID: "o", ParentSession: "root"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer detachO()
+	mustAppend(t, o, TypeInboxSpliced, InboxSpliced{Target: "next-turn", Inserted: []content.Message{msg}})
+	other := msg
+	other.Content = slices.Clone(msg.Content)
+	mustAppend(t, o, TypeUserMessage, other)
+	if h := o.Messages(); &h[0] == &o.Events()[0].Data.(InboxSpliced).Inserted[0] || &h[0].Content[0] != &other.Content[0] {
+		t.Fatal("the history shared a splice's message that was not the one logged")
+	}
+}
+
+// The memory store's persister of a session refers to the session it
+// stores, which holds the header and counts its open writers: a parked
+// child's persister is 24 B, not a second copy of the header and an entry
+// of a writers map. Read still reports a session live while a persister
+// of it is open, one made by Load included.
+func TestMemoryPersisterHoldsNoHeader(t *testing.T) {
+	if n := unsafe.Sizeof(memPersister{}); n > 24 {
+		t.Fatalf("a memory persister is %d bytes, want at most 24", n)
+	}
+	b := NewMemoryBackend()
+	p, err := b.Create(Header{ID: "s", Cwd: "/w"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, _, err := b.Read("s"); err == nil {
+		t.Fatal("a session without events is stored")
+	}
+	if err := p.Append([]Event{{Seq: 0, Type: TypeTurnStart, Data: TurnStart{Turn: 1}}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Create(Header{ID: "s"}); err == nil {
+		t.Fatal("a second Create of a stored session succeeded")
+	}
+	h, events, live, err := b.Read("s")
+	if err != nil || h.Cwd != "/w" || len(events) != 1 || !live {
+		t.Fatalf("Read = %+v, %d events, live %v, %v", h, len(events), live, err)
+	}
+	_, _, q, err := b.Load("s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, live, _ := b.Read("s"); !live {
+		t.Fatal("a session with a loaded persister open reads as not live")
+	}
+	if err := q.Append([]Event{{Seq: 1, Type: TypeTurnStart, Data: TurnStart{Turn: 2}}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := q.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, events, live, _ := b.Read("s"); live || len(events) != 2 {
+		t.Fatalf("after both closed: live %v, %d events", live, len(events))
+	}
+}
+
+// An observed session whose appends do not contend delivers each event as
+// it is appended, with no queue: a parked child, observed for its
+// progress, holds no outbox. An observer that appends re-entrantly still
+// sees every event once, in seq order.
+func TestUncontendedObserversNeedNoQueue(t *testing.T) {
+	st := NewStore(NewMemoryBackend(), nil)
+	s, detach, err := st.Create(CreateOptions{ID: "s", ParentSession: "root"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer detach()
+	var seen []int64
+	s.Observe(func(e Event) {
+		seen = append(seen, e.Seq)
+		if e.Type == TypeTurnStart { // re-entrant: queued, delivered after this one
+			s.Append(TypeStepStart, Step{Turn: 1, Step: 1})
+		}
+	})
+	mustAppend(t, s, TypeUserMessage, content.UserText("m"))
+	s.mu.Lock()
+	queued := cap(s.outbox)
+	s.mu.Unlock()
+	if queued != 0 {
+		t.Fatalf("an uncontended append queued its event (outbox room %d)", queued)
+	}
+	mustAppend(t, s, TypeTurnStart, TurnStart{Turn: 1})
+	mustAppend(t, s, TypeUserMessage, content.UserText("n"))
+	if want := []int64{0, 1, 2, 3}; !slices.Equal(seen, want) {
+		t.Fatalf("the observer saw %v, want %v", seen, want)
+	}
+}
+
+// An observer's disposer, which a parked child holds (its progress
+// observer's), is the observer's method: removing it twice removes it
+// once, and the other observers keep hearing.
+func TestObserverDisposerRemovesItOnce(t *testing.T) {
+	st := NewStore(NewMemoryBackend(), nil)
+	s, detach, err := st.Create(CreateOptions{ID: "s", ParentSession: "root"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer detach()
+	var a, b int
+	disposeA := s.Observe(func(Event) { a++ })
+	s.Observe(func(Event) { b++ })
+	mustAppend(t, s, TypeTurnStart, TurnStart{Turn: 1})
+	disposeA()
+	disposeA()
+	mustAppend(t, s, TypeStepStart, Step{Turn: 1, Step: 1})
+	if a != 1 || b != 2 {
+		t.Fatalf("the disposed observer heard %d events, want 1; the other %d, want 2", a, b)
+	}
+	if n := testing.AllocsPerRun(20, func() { s.Observe(func(Event) {})() }); n > 4 {
+		t.Fatalf("an Observe and its dispose allocate %v times, want at most 4 (the observer, its disposer, the list, the list without it)", n)
 	}
 }

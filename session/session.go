@@ -104,18 +104,21 @@ type Session struct {
 	messages  []content.Message // derived history, kept in step with events
 	msgBytes  int64             // MessageSize of messages
 	turn      int               // last turn number seen
-	completed int               // events up to and including the last turn end
 	observers []*observer
-	closed    bool
-	persisted int     // events before this index were handed to the persister
 	outbox    []Event // appended events for observers, in seq order
-	sent      int     // outbox events already delivered
-
-	pubMu sync.Mutex // held while delivering to observers
+	// Indexes of events (int32: a log of 2^31 events would not fit in
+	// memory), beside the flag, in two words.
+	completed int32 // events up to and including the last turn end
+	persisted int32 // events before this index were handed to the persister
+	sent      int32 // outbox events already delivered
+	closed    bool
+	// publishing: a goroutine is delivering events to the observers (see
+	// publish); later events wait in outbox.
+	publishing bool
 
 	ioMu      sync.Mutex // orders persister writes
 	persister Persister
-	writeErr  error
+	writeErr  *error // the first write error, sticky; apart, as few sessions meet one
 
 	loaded *loadedLog // PrepareLoad's, until Enter or Abandon
 }
@@ -127,7 +130,10 @@ type loadedLog struct {
 	n int       // the events stored
 }
 
-type observer struct{ fn func(Event) }
+type observer struct {
+	fn func(Event)
+	s  *Session
+}
 
 // childEvents is a new child log's room: what a child holds while parked
 // in its first model call (the descriptor, the inbox splice, the turn and
@@ -145,6 +151,10 @@ const (
 	minEvents     = 16
 	rootEvents    = 25
 	rootMessages  = 4
+	// spliceLookback bounds the events derive looks back through for the
+	// inbox splice of a child's first message (the splice, the turn and
+	// step starts lie between them).
+	spliceLookback = 8
 )
 
 // growEvents returns events with room for add more. A log shorter than
@@ -268,11 +278,18 @@ func (s *Session) Append(typ string, data any, sourceSeqs ...int64) (Event, erro
 		}
 		s.commit(e)
 	}
-	if len(s.observers) > 0 {
+	direct := false
+	switch {
+	case len(s.observers) == 0:
+	case s.publishing:
 		s.outbox = append(s.outbox, e)
+	default:
+		s.publishing, direct = true, true
 	}
 	s.mu.Unlock()
-	s.publish()
+	if direct {
+		s.publish(e, true)
+	}
 	if typ == TypeTurnEnd || typ == TypeStepEnd {
 		s.Flush()
 	}
@@ -283,7 +300,7 @@ func (s *Session) Append(typ string, data any, sourceSeqs ...int64) (Event, erro
 func (s *Session) commit(e Event) {
 	s.events = append(growEvents(s.events, 1), e)
 	if e.Type == TypeTurnEnd {
-		s.completed = len(s.events)
+		s.completed = int32(len(s.events))
 	}
 	switch e.Data.(type) {
 	case TurnStart:
@@ -318,44 +335,79 @@ func (s *Session) derive(e Event) {
 	default:
 		return
 	}
-	if s.messages == nil && s.header.ParentSession == "" {
+	switch {
+	case s.messages != nil:
+	case s.header.ParentSession == "":
 		s.messages = make([]content.Message, 0, rootMessages)
+	default:
+		// A child's first message was spliced into its inbox just before:
+		// its history shares the splice's copy (capped, so that the next
+		// message is appended to an array of the history's own).
+		if one := s.splicedCopy(m); one != nil {
+			s.messages = one
+			s.msgBytes += MessageSize(m)
+			return
+		}
 	}
 	s.messages = append(s.messages, m)
 	s.msgBytes += MessageSize(m)
 }
 
-// publish delivers the queued events to observers in seq order. A
-// publisher already at work (another goroutine, or an observer appending
-// re-entrantly) delivers the new events itself.
-func (s *Session) publish() {
-	for {
-		if !s.pubMu.TryLock() {
-			return
+// splicedCopy returns a one-message slice of the last few events' inbox
+// splice that holds m itself (its id and its blocks, not an equal copy),
+// or nil. s.mu must be held.
+func (s *Session) splicedCopy(m content.Message) []content.Message {
+	for i := len(s.events) - 1; i >= max(0, len(s.events)-spliceLookback); i-- {
+		sp, ok := s.events[i].Data.(InboxSpliced)
+		if !ok {
+			continue
 		}
-		for {
-			s.mu.Lock()
-			if s.sent == len(s.outbox) {
-				s.outbox, s.sent = s.outbox[:0], 0
-				s.mu.Unlock()
-				break
+		for j := range sp.Inserted {
+			if sameMessage(&sp.Inserted[j], &m) {
+				return sp.Inserted[j : j+1 : j+1]
 			}
-			e := s.outbox[s.sent]
+		}
+		return nil
+	}
+	return nil
+}
+
+// sameMessage reports whether a and b are one message value: the same id
+// and the same blocks (one array, not equal copies: a log read from a file
+// shares nothing), so that sharing a's copy shares what b holds.
+func sameMessage(a, b *content.Message) bool {
+	if a.ID != b.ID || a.Role != b.Role || a.Source != b.Source || len(a.Content) != len(b.Content) {
+		return false
+	}
+	return len(a.Content) > 0 && &a.Content[0] == &b.Content[0]
+}
+
+// publish delivers e (when have is set), then the queued events, to the
+// observers in seq order, until the queue is empty. Its caller set
+// s.publishing: an event appended meanwhile (on another goroutine, or by
+// an observer appending re-entrantly) is queued for it, and an append
+// while none is at work delivers its event without queueing it (a parked
+// child's session keeps no queue).
+func (s *Session) publish(e Event, have bool) {
+	s.mu.Lock()
+	for {
+		if !have {
+			if int(s.sent) == len(s.outbox) {
+				s.outbox, s.sent, s.publishing = s.outbox[:0], 0, false
+				s.mu.Unlock()
+				return
+			}
+			e = s.outbox[s.sent]
 			s.outbox[s.sent] = Event{} // keep no payload alive
 			s.sent++
-			obs := s.observers
-			s.mu.Unlock()
-			for _, o := range obs {
-				deliver(o, e)
-			}
 		}
-		s.pubMu.Unlock()
-		s.mu.Lock()
-		done := len(s.outbox) == 0
+		have = false
+		obs := s.observers
 		s.mu.Unlock()
-		if done {
-			return
+		for _, o := range obs {
+			deliver(o, e)
 		}
+		s.mu.Lock()
 	}
 }
 
@@ -372,17 +424,22 @@ func deliver(o *observer, e Event) {
 // returns its disposer. fn runs synchronously on the appending goroutine; a
 // panic in fn is contained.
 func (s *Session) Observe(fn func(Event)) (dispose func()) {
-	o := &observer{fn: fn}
+	o := &observer{fn: fn, s: s}
 	s.mu.Lock()
 	s.observers = append(slices.Clip(s.observers), o)
 	s.mu.Unlock()
-	var once sync.Once
-	return func() {
-		once.Do(func() {
-			s.mu.Lock()
-			s.observers = slices.DeleteFunc(slices.Clone(s.observers), func(x *observer) bool { return x == o })
-			s.mu.Unlock()
-		})
+	return o.dispose
+}
+
+// dispose removes o from its session's observers; a second call finds
+// nothing to remove. An observer and its disposer are 32 B, not a
+// closure over a Once besides it (56 B), for every parked child.
+func (o *observer) dispose() {
+	s := o.s
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if i := slices.Index(s.observers, o); i >= 0 {
+		s.observers = slices.Delete(slices.Clone(s.observers), i, i+1)
 	}
 }
 
@@ -395,11 +452,11 @@ func (s *Session) Flush() error {
 	s.mu.Lock()
 	p := s.persister
 	var log []Event
-	from := s.persisted
+	from := int(s.persisted)
 	s.commitPending()
 	if p != nil {
 		log = s.events[:len(s.events):len(s.events)]
-		s.persisted = len(s.events)
+		s.persisted = int32(len(s.events))
 	}
 	s.mu.Unlock()
 	if p != nil && len(log) > from && s.writeErr == nil {
@@ -410,10 +467,14 @@ func (s *Session) Flush() error {
 			err = p.Append(log[from:])
 		}
 		if err != nil {
-			s.writeErr = fmt.Errorf("session %s: persist: %w", s.header.ID, err)
+			werr := fmt.Errorf("session %s: persist: %w", s.header.ID, err)
+			s.writeErr = &werr
 		}
 	}
-	return s.writeErr
+	if s.writeErr != nil {
+		return *s.writeErr
+	}
+	return nil
 }
 
 // logKeeper is a persister that may keep a session's log itself rather

@@ -163,7 +163,7 @@ func (st *Store) enter(s *Session, p Persister, stored int) error {
 	st.live[s.header.ID] = s
 	st.mu.Unlock()
 	s.mu.Lock()
-	s.persister, s.persisted = p, stored
+	s.persister, s.persisted = p, int32(stored)
 	s.mu.Unlock()
 	if st.bus != nil {
 		st.bus.Emit(Created{Session: s})
@@ -172,20 +172,31 @@ func (st *Store) enter(s *Session, p Persister, stored int) error {
 }
 
 func (st *Store) detacher(s *Session) func() error {
-	var once sync.Once
-	var err error
-	return func() error {
-		once.Do(func() {
-			err = s.close()
-			st.mu.Lock()
-			delete(st.live, s.header.ID)
-			st.mu.Unlock()
-			if st.bus != nil {
-				st.bus.Emit(Disposed{Session: s})
-			}
-		})
-		return err
-	}
+	return (&detachment{st: st, s: s}).detach
+}
+
+// detachment is a live session's detach, run once: one allocation of 48 B
+// and its method value, where a closure over a Once and an error was three
+// (80 B), for every parked child.
+type detachment struct {
+	once sync.Once
+	st   *Store
+	s    *Session
+	err  error
+}
+
+func (d *detachment) detach() error {
+	d.once.Do(func() {
+		st, s := d.st, d.s
+		d.err = s.close()
+		st.mu.Lock()
+		delete(st.live, s.header.ID)
+		st.mu.Unlock()
+		if st.bus != nil {
+			st.bus.Emit(Disposed{Session: s})
+		}
+	})
+	return d.err
 }
 
 // Create prepares and enters a session in one step.

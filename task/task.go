@@ -148,8 +148,8 @@ type record struct {
 	mu         sync.Mutex              // guards after
 	after      *afterCancel
 	done       chan struct{} // made by the first waiter (doneCh), closed at the end; guarded by Runtime.mu
-	outcome    Outcome
-	notice     string // the id of the completion notice sent to the owner
+	output     string        // the outcome's output; its status and detail are snap's
+	notice     string        // the id of the completion notice sent to the owner
 }
 
 // afterCancel is the function a producer registered with the record's
@@ -347,7 +347,7 @@ func (r *Runtime) settle(rec *record, out Outcome) {
 		r.mu.Lock()
 		r.unlive(rec.owner)
 		rec.stop(nil)
-		rec.outcome = out
+		rec.output = out.Output
 		rec.snap.Status, rec.snap.Detail, rec.snap.FinishedAt = out.Status, out.Detail, time.Now()
 		snap, owner := rec.snap, rec.owner
 		rec.end()
@@ -411,7 +411,8 @@ func (r *Runtime) Read(id string, caller *agent.Agent) (Outcome, Snapshot, error
 	}
 	notice := rec.reported()
 	r.awaitDelivery(rec)
-	out, snap := rec.outcome, rec.snap
+	snap := rec.snap
+	out := Outcome{Status: snap.Status, Detail: snap.Detail, Output: rec.output}
 	r.mu.Unlock()
 	rec.withdraw(notice)
 	return out, snap, nil

@@ -50,11 +50,11 @@ import (
 // the cuts land).
 const (
 	// Live heap + stacks per parked fan-out child, bytes (target ≤ 10 KB;
-	// 11,190–11,240 B after BENCHMARKS.md §12).
-	maxFanoutPerChild = 12_400
+	// 11,190–11,240 B after BENCHMARKS.md §12, 10,251–10,255 B after §15).
+	maxFanoutPerChild = 11_300
 	// Bytes per delegation, dsh / eino agent-as-tool (target ≤ 0.30; 0.341
-	// after §7.10, 0.298 after §13).
-	maxEinoByteRatio = 0.33
+	// after §7.10, 0.298 after §13, 0.286–0.287 after §15).
+	maxEinoByteRatio = 0.32
 	// Allocations per default-road delegation (532 after §7.10; 512 after
 	// §11, a child's session in its parent's file; 474–476 after §13 alone;
 	// 330–331 after §16, lines encoded without reflection).
