@@ -61,6 +61,7 @@ func main() {
 	children := flag.Int("children", 200, "temporal children started at once for the throughput figure (0: skip)")
 	concurrency := flag.Int("concurrency", 50, "children each of the two workers runs at once")
 	server := flag.String("server", "", "a prebuilt testserver binary (default: build ../subagent/temporal/e2e/testserver)")
+	dsh := flag.String("dsh", "", "a prebuilt dsh binary, built with the tag temporal (default: build ../cmd/dsh), e.g. to profile the workers with perf")
 	history := flag.Bool("history", false, "print the workflow history of the last recorded temporal child: its events, their times, and what they cost")
 	flag.Parse()
 	slog.SetDefault(dshcase.Quiet) // the ACP connection logs through slog.Default
@@ -68,7 +69,7 @@ func main() {
 		fmt.Fprintln(os.Stderr, "temporal: this bench needs the temporal kind: go run -tags temporal ./cmd/temporal")
 		os.Exit(2)
 	}
-	if err := run(*runs, *children, *concurrency, *server, *history); err != nil {
+	if err := run(*runs, *children, *concurrency, *server, *dsh, *history); err != nil {
 		fmt.Fprintln(os.Stderr, "temporal:", err)
 		os.Exit(1)
 	}
@@ -80,7 +81,7 @@ type sample struct {
 	ready, result, dispos []float64
 }
 
-func run(runs, children, concurrency int, server string, history bool) error {
+func run(runs, children, concurrency int, server, bin string, history bool) error {
 	ctx := context.Background()
 	root, err := dshbin.Root()
 	if err != nil {
@@ -91,9 +92,10 @@ func run(runs, children, concurrency int, server string, history bool) error {
 		return err
 	}
 	defer os.RemoveAll(tmp)
-	bin, err := dshbin.Build(tmp, "temporal") // `dsh worker` is in builds with the tag only
-	if err != nil {
-		return err
+	if bin == "" {
+		if bin, err = dshbin.Build(tmp, "temporal"); err != nil { // `dsh worker` is in builds with the tag only
+			return err
+		}
 	}
 	if server == "" {
 		server = filepath.Join(tmp, "testserver")
