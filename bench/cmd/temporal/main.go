@@ -3,8 +3,9 @@
 //
 //   - a real Temporal server: the e2e module's testserver
 //     (../subagent/temporal/e2e/testserver, built here unless -server names
-//     a binary; a cold build takes about 10 minutes on 2 cores), in-memory
-//     SQLite, on loopback;
+//     a binary; a cold build takes about 10 minutes on 2 cores), on
+//     loopback: in-memory SQLite with one history shard, or what its
+//     $DSH_TESTSERVER_* settings in this process's environment ask for;
 //   - two `dsh worker` processes built from ../cmd/dsh, each running up to
 //     -concurrency children;
 //   - one loopback model server (this process) that answers every request at
@@ -30,6 +31,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -59,6 +61,7 @@ func main() {
 	children := flag.Int("children", 200, "temporal children started at once for the throughput figure (0: skip)")
 	concurrency := flag.Int("concurrency", 50, "children each of the two workers runs at once")
 	server := flag.String("server", "", "a prebuilt testserver binary (default: build ../subagent/temporal/e2e/testserver)")
+	dsh := flag.String("dsh", "", "a prebuilt dsh binary, built with the tag temporal (default: build ../cmd/dsh), e.g. to profile the workers with perf")
 	history := flag.Bool("history", false, "print the workflow history of the last recorded temporal child: its events, their times, and what they cost")
 	flag.Parse()
 	slog.SetDefault(dshcase.Quiet) // the ACP connection logs through slog.Default
@@ -66,7 +69,7 @@ func main() {
 		fmt.Fprintln(os.Stderr, "temporal: this bench needs the temporal kind: go run -tags temporal ./cmd/temporal")
 		os.Exit(2)
 	}
-	if err := run(*runs, *children, *concurrency, *server, *history); err != nil {
+	if err := run(*runs, *children, *concurrency, *server, *dsh, *history); err != nil {
 		fmt.Fprintln(os.Stderr, "temporal:", err)
 		os.Exit(1)
 	}
@@ -78,7 +81,7 @@ type sample struct {
 	ready, result, dispos []float64
 }
 
-func run(runs, children, concurrency int, server string, history bool) error {
+func run(runs, children, concurrency int, server, bin string, history bool) error {
 	ctx := context.Background()
 	root, err := dshbin.Root()
 	if err != nil {
@@ -89,9 +92,10 @@ func run(runs, children, concurrency int, server string, history bool) error {
 		return err
 	}
 	defer os.RemoveAll(tmp)
-	bin, err := dshbin.Build(tmp, "temporal") // `dsh worker` is in builds with the tag only
-	if err != nil {
-		return err
+	if bin == "" {
+		if bin, err = dshbin.Build(tmp, "temporal"); err != nil { // `dsh worker` is in builds with the tag only
+			return err
+		}
 	}
 	if server == "" {
 		server = filepath.Join(tmp, "testserver")
@@ -180,6 +184,7 @@ subagents:
 	}
 	fmt.Printf("temporal children vs spawn and acp, %s %s/%s GOMAXPROCS=%d, %d runs per provider, two workers × %d, load average %.2f\n",
 		runtime.Version(), runtime.GOOS, runtime.GOARCH, runtime.GOMAXPROCS(0), runs, concurrency, measure.LoadAvg())
+	fmt.Printf("test server: %s\n", serverSettings())
 
 	var fleetIDs []string // the session ids of the temporal children
 	one := func(name string) (ready, result, dispose time.Duration, err error) {
@@ -320,14 +325,31 @@ func throughput(ctx context.Context, p subagent.Provider, parent *agent.Agent, n
 		return err
 	}
 	cpu1 := cpu()
-	fmt.Printf("\n%d temporal children started at once, two workers × %d: all settled and disposed in %.2f s: %.1f children/s\n",
-		n, concurrency, elapsed.Seconds(), float64(n)/elapsed.Seconds())
+	fmt.Printf("\n%d temporal children started at once, two workers × %d: all settled and disposed in %.2f s: %.1f children/s (load average %.2f)\n",
+		n, concurrency, elapsed.Seconds(), float64(n)/elapsed.Seconds(), measure.LoadAvg())
 	fmt.Printf("CPU time meanwhile, per child (Linux):")
 	for _, name := range []string{"server", "workers", "bench"} {
 		fmt.Printf(" %s %.1f ms", name, float64((cpu1[name]-cpu0[name]).Microseconds())/1e3/float64(n))
 	}
 	fmt.Println()
 	return printPhases(ctx, cluster, ids)
+}
+
+// serverSettings names the test server's settings that the environment
+// gives it ($DSH_TESTSERVER_*), so that each figure says which server it is
+// of.
+func serverSettings() string {
+	var set []string
+	for _, kv := range os.Environ() {
+		if strings.HasPrefix(kv, "DSH_TESTSERVER_") {
+			set = append(set, kv)
+		}
+	}
+	if len(set) == 0 {
+		return "the default (temporaltest: in-memory SQLite, one history shard)"
+	}
+	slices.Sort(set)
+	return strings.Join(set, " ")
 }
 
 // childError is a child of the burst that did not complete.

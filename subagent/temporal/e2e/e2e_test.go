@@ -39,6 +39,7 @@ const ServerEnv = "DSH_TEMPORAL_TESTSERVER"
 
 var (
 	dshBin    string        // the dsh command, built once
+	serverBin string        // the testserver command
 	hostPort  string        // the test server's frontend
 	namespace string        // its namespace
 	cluster   client.Client // the tests' client of it
@@ -66,14 +67,14 @@ func run(m *testing.M) (int, error) {
 	if out, err := build.CombinedOutput(); err != nil {
 		return 0, fmt.Errorf("build dsh: %v\n%s", err, out)
 	}
-	server := os.Getenv(ServerEnv)
-	if server == "" {
-		server = filepath.Join(dir, "testserver")
-		if out, err := exec.Command("go", "build", "-o", server, "./testserver").CombinedOutput(); err != nil {
+	serverBin = os.Getenv(ServerEnv)
+	if serverBin == "" {
+		serverBin = filepath.Join(dir, "testserver")
+		if out, err := exec.Command("go", "build", "-o", serverBin, "./testserver").CombinedOutput(); err != nil {
 			return 0, fmt.Errorf("build the test server: %v\n%s", err, out)
 		}
 	}
-	cmd := exec.Command(server)
+	cmd := exec.Command(serverBin)
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
 		return 0, err
@@ -127,13 +128,18 @@ type fleet struct {
 	// spawnTool gives the workers' children a subagent tool on spawn.
 	spawnTool bool
 	env       []string // more of the workers' environment
+	// The cluster the fleet runs on: the shared test server unless a test
+	// sets them (then it calls writeConfig) before starting workers.
+	hostPort, namespace string
+	cluster             client.Client
 }
 
 // newFleet makes a fleet whose model answers with reply. Workers are
 // started with worker.
 func newFleet(t *testing.T, reply func(llmtest.Request) llmtest.Reply) *fleet {
 	t.Helper()
-	f := &fleet{t: t, queue: "dsh-e2e-" + strings.ReplaceAll(t.Name(), "/", "-"), home: t.TempDir(), work: t.TempDir()}
+	f := &fleet{t: t, queue: "dsh-e2e-" + strings.ReplaceAll(t.Name(), "/", "-"), home: t.TempDir(), work: t.TempDir(),
+		hostPort: hostPort, namespace: namespace, cluster: cluster}
 	f.model = llmtest.Start(reply)
 	f.model.Config.SetKeepAlivesEnabled(false) // no connection goroutine outlives a request
 	t.Cleanup(f.model.Close)
@@ -159,7 +165,7 @@ subagents:
     - name: fleet
       kind: temporal
       temporal: {hostPort: "%s", namespace: %s, taskQueue: %s, heartbeatTimeout: 2s, heartbeatInterval: 200ms}
-`, f.model.URL, hostPort, namespace, f.queue)
+`, f.model.URL, f.hostPort, f.namespace, f.queue)
 	if f.spawnTool {
 		y += "    - {name: spawn, kind: spawn}\n"
 	}
@@ -174,7 +180,7 @@ subagents:
 // store.
 func (f *fleet) provider(t *testing.T, store *session.Store) *temporal.Provider {
 	t.Helper()
-	p, err := temporal.New(temporal.Config{Name: "fleet", Client: cluster, TaskQueue: f.queue, Sessions: store,
+	p, err := temporal.New(temporal.Config{Name: "fleet", Client: f.cluster, TaskQueue: f.queue, Sessions: store,
 		HeartbeatTimeout: 2 * time.Second, HeartbeatInterval: 200 * time.Millisecond, MaxResumes: 3,
 		ChildTimeouts: subagent.ChildTimeouts{ReadyTimeout: 30 * time.Second, CancelGrace: 3 * time.Second},
 		Log:           slog.New(slog.DiscardHandler)})
@@ -232,7 +238,7 @@ func (f *fleet) awaitPoller(identity string, present bool) {
 	for {
 		found := false
 		for _, typ := range []enumspb.TaskQueueType{enumspb.TASK_QUEUE_TYPE_WORKFLOW, enumspb.TASK_QUEUE_TYPE_ACTIVITY} {
-			resp, err := cluster.DescribeTaskQueue(context.Background(), f.queue, typ)
+			resp, err := f.cluster.DescribeTaskQueue(context.Background(), f.queue, typ)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -327,7 +333,13 @@ func history(childID string) string {
 // how many updates it accepted.
 func cost(t *testing.T, childID string) (tasks, updates int) {
 	t.Helper()
-	it := cluster.GetWorkflowHistory(context.Background(), temporal.WorkflowID(childID), "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	return costOn(t, cluster, childID)
+}
+
+// costOn is cost on the cluster c.
+func costOn(t *testing.T, c client.Client, childID string) (tasks, updates int) {
+	t.Helper()
+	it := c.GetWorkflowHistory(context.Background(), temporal.WorkflowID(childID), "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
 	for it.HasNext() {
 		e, err := it.Next()
 		if err != nil {
