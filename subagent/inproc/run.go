@@ -31,7 +31,7 @@ type run struct {
 	stopProgress func()
 	cancelled    atomic.Bool
 	structured   bool
-	finished     bool                       // guarded by mu (beside the other flags: run is 320 B, not 352)
+	finished     bool                       // guarded by mu (beside the other flags, so that run stays in its 176-byte class: TestRunSize)
 	held         atomic.Pointer[agent.Held] // a foreground task, waiting for Wait to start it
 	startCtx     context.Context            // governs a held task until Wait takes it
 
