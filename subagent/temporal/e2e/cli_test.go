@@ -52,7 +52,7 @@ func TestCLIDelegatesToTheFleet(t *testing.T) {
 	model.Config.SetKeepAlivesEnabled(false)
 	t.Cleanup(model.Close)
 	f := &fleet{t: t, queue: "dsh-e2e-cli", home: t.TempDir(), work: t.TempDir(), model: model,
-		env: []string{"DEEPSEEK_BASE_URL=" + model.URL}}
+		env: []string{"DEEPSEEK_BASE_URL=" + model.URL}, hostPort: hostPort, namespace: namespace, cluster: cluster}
 	config := readmeFleetConfig(t, f.queue)
 	f.config = filepath.Join(f.home, "dsh.yaml")
 	if err := os.WriteFile(f.config, []byte(config), 0o600); err != nil {
